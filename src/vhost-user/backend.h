@@ -1,0 +1,55 @@
+/* The vhost-user backend core: one listening (or inherited) socket, one
+ * front end at a time, the message handlers, the guest memory table and the
+ * rings, driving a device through struct vmio_device_ops. */
+#ifndef VMIO_VHOST_USER_BACKEND_H
+#define VMIO_VHOST_USER_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "event/loop.h"
+#include "vhost-user/protocol.h"
+#include "vhost-user/device.h"
+
+struct vmio_backend;
+
+struct vmio_backend *vmio_backend_new(struct vmio_loop *loop,
+				      const struct vmio_device_ops *ops,
+				      void *dev);
+/* Stops queues, drops memory, closes sockets; removes a socket file it
+ * created. */
+void vmio_backend_free(struct vmio_backend *be);
+
+/* Listens on a unix socket at path. A stale socket file (nothing accepts on
+ * it) is replaced; a path a live process listens on is refused with
+ * -EADDRINUSE. One front end is served at a time; after it disconnects
+ * the device is reset and the next connection is accepted. */
+int vmio_backend_listen(struct vmio_backend *be, const char *path);
+
+/* Serves an already-connected socket (--fd). When that front end goes
+ * away there is no one left to serve: on_gone is called. */
+int vmio_backend_serve_fd(struct vmio_backend *be, int fd);
+
+/* Called whenever a front end disconnects (after the device reset).
+ * May be NULL. */
+void vmio_backend_set_disconnect_cb(struct vmio_backend *be,
+				    void (*cb)(void *opaque), void *opaque);
+
+/* Handles one message held in msg (fds owned by the call) and writes the
+ * reply, if any, to reply_fd. Returns 0, or -errno if the connection must
+ * be closed. Exposed for the fuzzer and the unit tests, which feed
+ * messages without a socket. */
+int vmio_backend_handle_msg(struct vmio_backend *be, struct vhost_user_msg *msg,
+			    int reply_fd);
+
+/* Virtio features acked by the front end (0 before SET_FEATURES). */
+uint64_t vmio_backend_acked_features(const struct vmio_backend *be);
+
+/* Number of front ends served so far (for tests and statistics). */
+unsigned vmio_backend_sessions(const struct vmio_backend *be);
+
+/* The JSON that --print-capabilities prints for a device type ("vsock",
+ * "net"): {"type": "...", "features": [...]} per vhost-user.json. */
+void vmio_backend_print_capabilities(const char *type);
+
+#endif

@@ -1,0 +1,62 @@
+/* What a device tells the vhost-user core about itself, and the callbacks
+ * through which the core drives it. A device is this table plus its
+ * private state; it never sees a vhost-user message.
+ *
+ * Threading: the core calls every callback from the loop it was given.
+ * A device that serves its queues on another thread must make
+ * queue_stop and memory_changing synchronous: when they return, that
+ * thread no longer touches the queue or guest memory. */
+#ifndef VMIO_VHOST_USER_DEVICE_H
+#define VMIO_VHOST_USER_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "virtio/memory.h"
+#include "virtio/virtqueue.h"
+
+struct vmio_device_ops {
+	const char *name; /* "vsock", "net", "loopback": for log lines */
+
+	/* virtio features the device offers. The core adds
+	 * VHOST_USER_F_PROTOCOL_FEATURES; VERSION_1, EVENT_IDX and
+	 * INDIRECT_DESC are the device's to offer. */
+	uint64_t features;
+	/* vhost-user protocol features beyond the core's own (MQ, REPLY_ACK,
+	 * CONFIG, CONFIGURE_MEM_SLOTS, STATUS). */
+	uint64_t protocol_features;
+	unsigned num_queues;
+	uint16_t max_queue_size; /* SET_VRING_NUM above this is refused */
+	uint32_t config_size;    /* bytes of config space; 0 if none */
+
+	/* Config space reads and writes, already bounds-checked against
+	 * config_size. Return 0 or -errno. set_config may be NULL (read-only
+	 * config: writes are refused). */
+	int (*get_config)(void *dev, uint8_t *buf, uint32_t offset, uint32_t len);
+	int (*set_config)(void *dev, const uint8_t *buf, uint32_t offset,
+			  uint32_t len);
+
+	/* The front end acknowledged these features (a subset of
+	 * `features`). Return 0, or -errno to refuse them. May be NULL. */
+	int (*features_set)(void *dev, uint64_t features);
+
+	/* The queue became ready (started, enabled, rings mapped) or stopped
+	 * being so. After queue_start the core calls queue_kick on every kick;
+	 * the device should also look at the ring once at start, since the
+	 * driver may have posted buffers before. mem is the current guest
+	 * memory; it stays valid until memory_changing or queue_stop. */
+	void (*queue_start)(void *dev, struct vmio_vq *vq, struct vmio_mem *mem);
+	void (*queue_stop)(void *dev, struct vmio_vq *vq);
+	void (*queue_kick)(void *dev, struct vmio_vq *vq);
+
+	/* The memory table is about to be replaced: drop every pointer into
+	 * guest memory (give held chains back with vmio_vq_unpop, or push
+	 * them). Queues then restart with queue_start. May be NULL. */
+	void (*memory_changing)(void *dev);
+
+	/* The front end disconnected or sent RESET_OWNER: all queues are
+	 * already stopped; forget per-connection state. May be NULL. */
+	void (*reset)(void *dev);
+};
+
+#endif

@@ -1,0 +1,70 @@
+/* Guest memory as the VMM describes it (SET_MEM_TABLE, ADD_MEM_REG): a set
+ * of regions, each mapped from a file descriptor the VMM sent. Every
+ * translation is bounds-checked against the regions; nothing here trusts an
+ * address that came from the guest or the VMM. */
+#ifndef VMIO_VIRTIO_MEMORY_H
+#define VMIO_VIRTIO_MEMORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+/* Regions one table can hold; also what GET_MAX_MEM_SLOTS reports. */
+#define VMIO_MEM_MAX_REGIONS 64
+
+/* A region as the VMM describes it in a vhost-user message. */
+struct vmio_mem_region_desc {
+	uint64_t gpa;         /* guest physical address */
+	uint64_t size;
+	uint64_t uva;         /* the VMM's virtual address (ring addresses) */
+	uint64_t mmap_offset; /* offset of the region in the fd */
+};
+
+struct vmio_mem_region {
+	struct vmio_mem_region_desc d;
+	uint8_t *host;   /* local address of gpa */
+	void *map_base;  /* what mmap returned */
+	size_t map_size; /* what was mapped */
+};
+
+struct vmio_mem {
+	unsigned nregions;
+	struct vmio_mem_region regions[VMIO_MEM_MAX_REGIONS];
+};
+
+void vmio_mem_init(struct vmio_mem *mem);
+
+/* Validates d (non-zero size, no overflow of gpa+size, uva+size or
+ * mmap_offset+size, no overlap with a region already present in either
+ * gpa or uva space, room for another region), then maps it from fd.
+ * fd is always consumed (closed): the mapping keeps the memory. Returns 0,
+ * or -errno with *why set to a static string naming the problem. */
+int vmio_mem_add(struct vmio_mem *mem, const struct vmio_mem_region_desc *d,
+		 int fd, const char **why);
+
+/* Unmaps the region whose gpa, size and uva match d. -ENOENT if none. */
+int vmio_mem_remove(struct vmio_mem *mem, const struct vmio_mem_region_desc *d);
+
+/* Unmaps everything. */
+void vmio_mem_clear(struct vmio_mem *mem);
+
+/* Moves every region of src into dst (which must be empty) and leaves src
+ * empty: used to build a new table beside the old one and swap. */
+void vmio_mem_move(struct vmio_mem *dst, struct vmio_mem *src);
+
+/* A local pointer to [gpa, gpa+len) if that range lies inside one region,
+ * else NULL. len 0 is treated as 1 byte for the bounds check. */
+void *vmio_mem_gpa_ptr(const struct vmio_mem *mem, uint64_t gpa, uint64_t len);
+
+/* The same for a VMM virtual address (vring addresses arrive as those). */
+void *vmio_mem_uva_ptr(const struct vmio_mem *mem, uint64_t uva, uint64_t len);
+
+/* Appends to iov[*niov..max_iov) the local ranges covering [gpa, gpa+len),
+ * one entry per region crossed. Returns 0, -EFAULT if part of the range is
+ * outside guest memory, or -ENOBUFS if max_iov is too small. On failure
+ * *niov is unchanged. len 0 appends nothing and succeeds. */
+int vmio_mem_gpa_to_iov(const struct vmio_mem *mem, uint64_t gpa, uint32_t len,
+			struct iovec *iov, unsigned *niov, unsigned max_iov);
+
+#endif

@@ -1,0 +1,133 @@
+/* A split virtqueue seen from the device: pop a descriptor chain from the
+ * avail ring as scatter lists, push it used, notify the driver under
+ * EVENT_IDX. The vhost-user core (vhost-user/backend.c) fills in the
+ * configuration; devices only pop, push and notify.
+ *
+ * Everything the ring holds was written by the guest and may change under
+ * us at any time: each descriptor is read once into a local copy and
+ * validated there. A chain that is malformed (loops, is longer than the
+ * queue, points outside guest memory, has a readable descriptor after a
+ * writable one, nests indirect tables, or an avail index that moved by more
+ * than the queue size) marks the queue broken: it is logged once, naming
+ * the queue and the descriptor index, and the queue stops serving until the
+ * VMM resets it. */
+#ifndef VMIO_VIRTIO_VIRTQUEUE_H
+#define VMIO_VIRTIO_VIRTQUEUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "virtio/memory.h"
+#include "virtio/ring.h"
+
+/* Scatter entries one chain may produce. A descriptor that crosses a
+ * region boundary takes more than one. */
+#define VMIO_CHAIN_MAX_IOV 1024
+
+struct vmio_chain {
+	uint16_t head;     /* descriptor index to push back as used */
+	unsigned nout;     /* iov[0..nout): readable by the device */
+	unsigned nin;      /* iov[nout..nout+nin): writable by the device */
+	uint64_t out_len;  /* total bytes of the readable part */
+	uint64_t in_len;   /* total bytes of the writable part */
+	struct iovec iov[VMIO_CHAIN_MAX_IOV];
+};
+
+static inline struct iovec *vmio_chain_out(struct vmio_chain *c)
+{
+	return c->iov;
+}
+static inline struct iovec *vmio_chain_in(struct vmio_chain *c)
+{
+	return c->iov + c->nout;
+}
+
+struct vmio_vq {
+	unsigned index;     /* queue number, for log lines */
+	const char *name;   /* device's name of the queue, may be NULL */
+
+	/* Set by the vhost-user core from SET_VRING_* messages. */
+	uint16_t size;          /* SET_VRING_NUM; 0 until set */
+	uint64_t desc_uva, avail_uva, used_uva; /* SET_VRING_ADDR */
+	bool addr_set;
+	int kick_fd, call_fd, err_fd; /* -1 when absent */
+	bool started;  /* SET_VRING_KICK seen, not yet stopped */
+	bool enabled;  /* SET_VRING_ENABLE (or implied) */
+	bool event_idx; /* VIRTIO_RING_F_EVENT_IDX negotiated */
+	bool indirect;  /* VIRTIO_RING_F_INDIRECT_DESC negotiated */
+
+	/* Local views of the rings; NULL until vmio_vq_map succeeds. */
+	struct virtq_desc *desc;
+	struct virtq_avail *avail;
+	struct virtq_used *used;
+
+	/* Device-side indices. */
+	uint16_t last_avail_idx;  /* next avail entry to pop */
+	uint16_t used_idx;        /* shadow of used->idx incl. unflushed */
+	uint16_t published_used;  /* used->idx as last written */
+	uint16_t signalled_used;  /* used idx at the last notification */
+	bool signalled_used_valid;
+	bool broken;
+
+	/* Scratch for indirect tables that cross a region boundary. */
+	struct virtq_desc *indirect_scratch;
+	unsigned indirect_scratch_len;
+};
+
+/* Resets everything to the state of a queue the VMM has not touched. */
+void vmio_vq_init(struct vmio_vq *vq, unsigned index);
+/* Frees scratch memory; does not close fds (the core owns them). */
+void vmio_vq_release(struct vmio_vq *vq);
+
+/* Translates the ring addresses through mem. Returns 0, or -EFAULT if a
+ * ring does not lie inside one region (or is misaligned), leaving the
+ * rings unmapped. Called on SET_VRING_ADDR and after every memory table
+ * change. */
+int vmio_vq_map(struct vmio_vq *vq, const struct vmio_mem *mem);
+void vmio_vq_unmap(struct vmio_vq *vq);
+
+/* started, enabled, mapped and not broken. */
+bool vmio_vq_ready(const struct vmio_vq *vq);
+
+/* Pops the next available chain into *chain. Returns 1 if one was popped,
+ * 0 if the ring is empty (or the queue not ready), -1 if the queue is (now)
+ * broken. */
+int vmio_vq_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
+		struct vmio_chain *chain);
+
+/* Gives back the last n popped chains, unused, in reverse order of pop. */
+void vmio_vq_unpop(struct vmio_vq *vq, unsigned n);
+
+/* Writes a used element (id, written bytes) without publishing it. */
+void vmio_vq_push(struct vmio_vq *vq, uint16_t head, uint32_t written);
+
+/* Publishes the pushed elements (used->idx) and, if the driver wants a
+ * notification under its event index or flags, writes call_fd once. Call it
+ * once per batch of work, not per chain. */
+void vmio_vq_flush_and_notify(struct vmio_vq *vq);
+
+/* Number of chains the driver has made available and we have not popped
+ * (0 when not ready; the count is capped at the queue size). */
+uint16_t vmio_vq_avail_pending(const struct vmio_vq *vq);
+
+/* Turns driver->device notifications (kicks) on or off. Turning them on
+ * returns true if buffers arrived meanwhile, so the caller must poll again
+ * before sleeping (the race the spec describes in 2.7.10). */
+bool vmio_vq_enable_kicks(struct vmio_vq *vq, bool enable);
+
+/* Marks the queue broken and logs why (once). Devices call it too, for
+ * chains whose layout they cannot accept. */
+void vmio_vq_set_broken(struct vmio_vq *vq, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Copies from a chain's readable part, starting `offset` bytes in. Returns
+ * bytes copied (short if the chain is shorter). */
+size_t vmio_chain_read(const struct vmio_chain *c, uint64_t offset, void *dst,
+		       size_t len);
+/* Copies into a chain's writable part, starting `offset` bytes in. Returns
+ * bytes copied. */
+size_t vmio_chain_write(const struct vmio_chain *c, uint64_t offset,
+			const void *src, size_t len);
+
+#endif
