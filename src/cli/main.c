@@ -1,1 +1,51 @@
-/* placeholder: being written */
+/* The vmio binary: one program, a subcommand per job. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+struct subcommand {
+	const char *name;
+	vmio_cmd_fn fn;
+	const char *summary;
+};
+
+static const struct subcommand subcommands[] = {
+	{ "loopback", vmio_cmd_loopback,
+	  "vhost-user demonstration device (tx queue loops back to rx)" },
+};
+
+static void print_usage(FILE *f)
+{
+	fprintf(f, "Usage: vmio [--help] [--version] COMMAND [options]\n"
+		   "\n"
+		   "A userspace data plane for the I/O between virtual machines and\n"
+		   "their host.\n"
+		   "\n"
+		   "Commands:\n");
+	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+		fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+	fprintf(f, "\nRun 'vmio COMMAND --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		print_usage(stderr);
+		return VMIO_EXIT_USAGE;
+	}
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+		print_usage(stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "--version")) {
+		printf("vmio %s\n", VMIO_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++) {
+		if (!strcmp(cmd, subcommands[i].name))
+			return subcommands[i].fn(argc - 1, argv + 1);
+	}
+	return vmio_cli_usage_error(NULL, "unknown command '%s'", cmd);
+}

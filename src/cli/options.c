@@ -1,1 +1,140 @@
-/* placeholder: being written */
+#include "cli/options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "virtio/ring.h"
+
+int vmio_parse_u64(const char *text, uint64_t max, uint64_t *out)
+{
+	if (!text || !isdigit((unsigned char)text[0]))
+		return -EINVAL;
+
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(text, &end, 0);
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (errno || end == text)
+		return -EINVAL;
+
+	unsigned shift = 0;
+	switch (tolower((unsigned char)*end)) {
+	case 'k':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+		shift = 30;
+		end++;
+		break;
+	}
+	if (*end != '\0')
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	v <<= shift;
+	if (v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+const char vmio_backend_opts_help[] =
+	"  --socket-path PATH   listen for the VMM on the unix socket PATH\n"
+	"                       (also spelled --socket)\n"
+	"  --fd N               serve the already-connected socket N instead\n"
+	"  --print-capabilities print the backend's capabilities as JSON and exit\n"
+	"  --queue-size N       largest virtqueue accepted, a power of two\n"
+	"                       up to 32768\n"
+	"  -v, --verbose        log more (repeat for debug messages)\n"
+	"  -q, --quiet          log errors only\n"
+	"  -h, --help           show this help\n";
+
+void vmio_backend_opts_init(struct vmio_backend_opts *o, uint16_t default_queue_size)
+{
+	*o = (struct vmio_backend_opts){
+		.fd = -1,
+		.queue_size = default_queue_size,
+	};
+}
+
+static int parse_queue_size(const char *arg, uint16_t *out)
+{
+	uint64_t v;
+	if (vmio_parse_u64(arg, VIRTQ_MAX_SIZE, &v) || v == 0 || (v & (v - 1)))
+		return -1;
+	*out = (uint16_t)v;
+	return 0;
+}
+
+static int parse_fd(const char *arg, int *out)
+{
+	uint64_t v;
+	if (vmio_parse_u64(arg, INT32_MAX, &v))
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+int vmio_backend_opts_handle(struct vmio_backend_opts *o, int code,
+			     const char *arg, char *err, size_t err_size)
+{
+	switch (code) {
+	case VMIO_OPT_SOCKET_PATH:
+		if (!arg[0]) {
+			snprintf(err, err_size, "--socket-path: empty path");
+			return -1;
+		}
+		o->socket_path = arg;
+		return 1;
+	case VMIO_OPT_FD:
+		if (parse_fd(arg, &o->fd)) {
+			snprintf(err, err_size,
+				 "--fd: '%s' is not a file descriptor number", arg);
+			return -1;
+		}
+		return 1;
+	case VMIO_OPT_PRINT_CAPS:
+		o->print_capabilities = true;
+		return 1;
+	case VMIO_OPT_QUEUE_SIZE:
+		if (parse_queue_size(arg, &o->queue_size)) {
+			snprintf(err, err_size,
+				 "--queue-size: '%s' is not a power of two between 1 and %u",
+				 arg, VIRTQ_MAX_SIZE);
+			return -1;
+		}
+		return 1;
+	case 'v':
+		o->verbosity++;
+		return 1;
+	case 'q':
+		o->verbosity = -1;
+		return 1;
+	}
+	return 0;
+}
+
+int vmio_backend_opts_check(const struct vmio_backend_opts *o, char *err,
+			    size_t err_size)
+{
+	if (o->print_capabilities)
+		return 0;
+	if (o->socket_path && o->fd >= 0) {
+		snprintf(err, err_size, "--socket-path and --fd exclude each other");
+		return -1;
+	}
+	if (!o->socket_path && o->fd < 0) {
+		snprintf(err, err_size, "one of --socket-path PATH or --fd N is required");
+		return -1;
+	}
+	return 0;
+}

@@ -69,10 +69,13 @@ struct vmio_vq {
 	uint16_t signalled_used;  /* used idx at the last notification */
 	bool signalled_used_valid;
 	bool broken;
+	/* vmio_vq_enable_kicks(false) in force: under EVENT_IDX, pop stops
+	 * moving avail_event so the driver stops kicking. */
+	bool kicks_disabled;
 
 	/* Scratch for indirect tables that cross a region boundary. */
 	struct virtq_desc *indirect_scratch;
-	unsigned indirect_scratch_len;
+	unsigned indirect_scratch_len; /* in descriptors */
 };
 
 /* Resets everything to the state of a queue the VMM has not touched. */

@@ -1,0 +1,38 @@
+#!/bin/bash
+# Installs the Debian packages vmio needs to build and test, and only those
+# that are missing: running it again on a ready machine does nothing.
+# Each package and why it is here is listed in README.md ("Dependencies").
+set -euo pipefail
+
+packages=(
+	build-essential   # gcc, make, libc headers
+	pkg-config
+	meson             # build system (pulls in python3)
+	ninja-build
+	clang             # fuzz targets (libFuzzer); BPF programs later
+	libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
+	libcmocka-dev     # unit test framework
+	iproute2          # network namespaces for the net tests
+	procps            # pgrep/pkill in the scripts
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	[[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+	exit 0
+fi
+
+if [[ $(id -u) -ne 0 ]]; then
+	echo "vmio: these packages are missing: ${missing[*]}" >&2
+	echo "vmio: run 'make deps' as root (or install them) first" >&2
+	exit 1
+fi
+
+echo "vmio: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,29 @@
+/* The subcommands of the vmio binary and what they share. */
+#ifndef VMIO_CLI_CLI_H
+#define VMIO_CLI_CLI_H
+
+#include "cli/options.h"
+#include "event/loop.h"
+#include "vhost-user/backend.h"
+
+/* A subcommand's entry point: argv[0] is the subcommand's name. Returns
+ * the process exit status. */
+typedef int (*vmio_cmd_fn)(int argc, char **argv);
+
+int vmio_cmd_loopback(int argc, char **argv);
+
+/* Applies -v/-q to the log level. */
+void vmio_cli_set_verbosity(int verbosity);
+
+/* Serves the backend as the options say (listen on --socket-path or adopt
+ * --fd) until SIGTERM or SIGINT, or, with --fd, until that front end goes
+ * away. Returns the exit status. */
+int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
+		   const struct vmio_backend_opts *o);
+
+/* Reports a usage error: "vmio SUB: MESSAGE" and a hint to --help.
+ * Returns VMIO_EXIT_USAGE. */
+int vmio_cli_usage_error(const char *sub, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,92 @@
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "util/log.h"
+
+void vmio_cli_set_verbosity(int verbosity)
+{
+	if (verbosity < 0)
+		vmio_log_set_level(VMIO_LOG_ERR);
+	else if (verbosity == 0)
+		vmio_log_set_level(VMIO_LOG_INFO);
+	else
+		vmio_log_set_level(VMIO_LOG_DEBUG);
+}
+
+int vmio_cli_usage_error(const char *sub, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "vmio%s%s: ", sub ? " " : "", sub ? sub : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'vmio%s%s --help'.\n", sub ? " " : "", sub ? sub : "");
+	return VMIO_EXIT_USAGE;
+}
+
+static void on_signal(void *opaque, int fd, uint32_t events)
+{
+	struct vmio_loop *loop = opaque;
+	struct signalfd_siginfo si;
+
+	if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		log_info("%s received, exiting", strsignal((int)si.ssi_signo));
+	vmio_loop_stop(loop);
+}
+
+static void on_frontend_gone(void *opaque)
+{
+	/* With --fd there is no socket to accept a new front end on. */
+	log_info("front end closed the inherited socket, exiting");
+	vmio_loop_stop(opaque);
+}
+
+int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
+		   const struct vmio_backend_opts *o)
+{
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	/* A VMM that dies mid-write must not kill us with SIGPIPE. */
+	signal(SIGPIPE, SIG_IGN);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0 || vmio_loop_add(loop, sfd, EPOLLIN, on_signal, loop)) {
+		log_err("cannot watch signals: %s", strerror(errno));
+		return 1;
+	}
+
+	int rc;
+	if (o->socket_path) {
+		rc = vmio_backend_listen(be, o->socket_path);
+		if (rc) {
+			log_err("cannot listen on %s: %s", o->socket_path,
+				rc == -EADDRINUSE ?
+					"another backend is serving that socket" :
+					strerror(-rc));
+		} else {
+			log_info("listening on %s", o->socket_path);
+		}
+	} else {
+		vmio_backend_set_disconnect_cb(be, on_frontend_gone, loop);
+		rc = vmio_backend_serve_fd(be, o->fd);
+		if (rc)
+			log_err("cannot serve --fd %d: %s", o->fd, strerror(-rc));
+	}
+	if (!rc) {
+		rc = vmio_loop_run(loop);
+		if (rc)
+			log_err("event loop failed: %s", strerror(-rc));
+	}
+
+	vmio_loop_remove(loop, sfd);
+	close(sfd);
+	return rc ? 1 : 0;
+}
