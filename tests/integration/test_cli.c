@@ -1,1 +1,151 @@
-/* placeholder: being written */
+/* The vmio command line as a user meets it: help, errors, exit statuses,
+ * capabilities, the socket-in-use check and a clean exit on signals. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char out[8192], err[8192];
+
+static int run(const char *const args[])
+{
+	return harness_run(args, 10000, out, sizeof(out), err, sizeof(err));
+}
+
+static int exit_code(int status)
+{
+	assert_true(status >= 0);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static void test_help(void **state)
+{
+	assert_int_equal(exit_code(run((const char *[]){ "--help", NULL })), 0);
+	assert_non_null(strstr(out, "loopback"));
+	assert_int_equal(exit_code(run((const char *[]){ "loopback", "--help", NULL })), 0);
+	assert_non_null(strstr(out, "--socket-path"));
+	assert_non_null(strstr(out, "--fd"));
+	assert_non_null(strstr(out, "--print-capabilities"));
+	assert_int_equal(exit_code(run((const char *[]){ "--version", NULL })), 0);
+	assert_non_null(strstr(out, "vmio "));
+}
+
+static void test_usage_errors(void **state)
+{
+	static const char *const cases[][4] = {
+		{ NULL },
+		{ "nosuchcommand", NULL },
+		{ "loopback", NULL },
+		{ "loopback", "--bogus", NULL },
+		{ "loopback", "--socket-path", NULL },
+		{ "loopback", "--socket-path", "/tmp/x", "--fd" },
+		{ "loopback", "--queue-size", "1000", NULL },
+		{ "loopback", "--fd", "abc", NULL },
+	};
+	static const char *const expect[] = {
+		"COMMAND", "unknown command 'nosuchcommand'",
+		"--socket-path PATH or --fd N", "unknown option '--bogus'",
+		"needs a value", "needs a value", "power of two",
+		"not a file descriptor",
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(exit_code(run(cases[i])), 2);
+		if (!strstr(err, expect[i]))
+			fail_msg("case %zu: stderr lacks '%s': %s", i, expect[i], err);
+	}
+}
+
+static void test_print_capabilities(void **state)
+{
+	assert_int_equal(exit_code(run((const char *[]){
+				 "loopback", "--print-capabilities", NULL })), 0);
+	assert_non_null(strstr(out, "\"type\""));
+	assert_non_null(strstr(out, "\"features\""));
+}
+
+static void test_socket_in_use_and_sigterm(void **state)
+{
+	const char *sock = harness_path("in-use.sock");
+	pid_t first = harness_spawn((const char *[]){
+		"loopback", "--socket-path", sock, NULL });
+	assert_true(harness_wait_socket(sock, 10000));
+
+	/* A second backend on the same path must refuse, not steal it. */
+	int st = run((const char *[]){ "loopback", "--socket-path", sock, NULL });
+	assert_int_equal(exit_code(st), 1);
+	assert_non_null(strstr(err, "another backend"));
+	assert_true(harness_wait_socket(sock, 1000));
+
+	assert_int_equal(kill(first, SIGTERM), 0);
+	st = harness_wait_exit(first, 10000);
+	assert_int_equal(exit_code(st), 0);
+	/* The socket file is gone with the backend. */
+	assert_int_equal(access(sock, F_OK), -1);
+}
+
+static void test_stale_socket_is_replaced(void **state)
+{
+	const char *sock = harness_path("stale.sock");
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	strncpy(sa.sun_path, sock, sizeof(sa.sun_path) - 1);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd); /* bound, never listened: a stale file */
+
+	pid_t pid = harness_spawn((const char *[]){
+		"loopback", "--socket-path", sock, NULL });
+	assert_true(harness_wait_socket(sock, 10000));
+	assert_int_equal(exit_code(harness_stop(pid, 10000)), 0);
+}
+
+static void test_sigint_exits_cleanly(void **state)
+{
+	const char *sock = harness_path("sigint.sock");
+	pid_t pid = harness_spawn((const char *[]){
+		"loopback", "--socket-path", sock, NULL });
+	assert_true(harness_wait_socket(sock, 10000));
+	assert_int_equal(kill(pid, SIGINT), 0);
+	assert_int_equal(exit_code(harness_wait_exit(pid, 10000)), 0);
+}
+
+static void test_fd_mode_exits_when_frontend_leaves(void **state)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	char fdarg[16];
+	snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
+	pid_t pid = harness_spawn((const char *[]){ "loopback", "--fd", fdarg, NULL });
+	close(sv[1]);
+	close(sv[0]); /* the front end goes away */
+	assert_int_equal(exit_code(harness_wait_exit(pid, 10000)), 0);
+}
+
+static int teardown(void **state)
+{
+	harness_cleanup();
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_help),
+		cmocka_unit_test(test_usage_errors),
+		cmocka_unit_test(test_print_capabilities),
+		cmocka_unit_test(test_socket_in_use_and_sigterm),
+		cmocka_unit_test(test_stale_socket_is_replaced),
+		cmocka_unit_test(test_sigint_exits_cleanly),
+		cmocka_unit_test(test_fd_mode_exits_when_frontend_leaves),
+	};
+	return cmocka_run_group_tests(tests, NULL, teardown);
+}
