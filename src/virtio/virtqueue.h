@@ -84,9 +84,9 @@ void vmio_vq_init(struct vmio_vq *vq, unsigned index);
 void vmio_vq_release(struct vmio_vq *vq);
 
 /* Translates the ring addresses through mem. Returns 0, or -EFAULT if a
- * ring does not lie inside one region (or is misaligned), leaving the
- * rings unmapped. Called on SET_VRING_ADDR and after every memory table
- * change. */
+ * ring does not lie inside one region (or is misaligned, or size is not a
+ * power of two up to VIRTQ_MAX_SIZE), leaving the rings unmapped. Called
+ * on SET_VRING_ADDR and after every memory table change. */
 int vmio_vq_map(struct vmio_vq *vq, const struct vmio_mem *mem);
 void vmio_vq_unmap(struct vmio_vq *vq);
 

@@ -1,1 +1,363 @@
-/* placeholder: being written */
+/* Fuzzes the vhost-user message handler: the VMM controls every message,
+ * which fds come with it, and (since it shares guest memory) the rings.
+ *
+ * Input: a sequence of records until the data runs out.
+ *   message:  [ctl] [12-byte header] [payload: min(size, max) bytes,
+ *             zero-padded if the input ends first]
+ *     ctl bit 7 clear: the fds the request calls for (a memfd per
+ *             SET_MEM_TABLE region and for ADD_MEM_REG, an eventfd for
+ *             SET_VRING_KICK/CALL/ERR unless NOFD, SET_BACKEND_REQ_FD,
+ *             SET_LOG_FD);
+ *     ctl bit 7 set: ctl & 0x0f fds (at most 8), memfds if bit 4 is set,
+ *             else eventfds.
+ *   memory:   [0xff] [offset: u32 LE] [len: u16 LE] [len bytes], written
+ *             into guest memory (one 1 MiB memfd, gpa = fd offset), to lay
+ *             out rings.
+ * Eventfds start at 1 so every kick fd is readable: after each message the
+ * loop runs once and delivers kicks to the device. A message the handler
+ * answers by closing the connection ends the input, as it would end the
+ * session. The backend is freed after every input.
+ */
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fuzz.h"
+#include "util/log.h"
+#include "virtio/features.h"
+#include "vhost-user/backend.h"
+
+#define MEM_SIZE (1u << 20)
+#define NQ 2
+#define CTL_EXPLICIT 0x80
+#define CTL_MEMFDS 0x10
+#define CTL_MEMORY 0xff
+
+/* ---- A device that serves rings and checks the core's promises --------- */
+
+struct fuzz_dev {
+	bool running[NQ];
+	struct vmio_mem *mem[NQ];
+	uint8_t config[8];
+};
+
+static struct vmio_chain chain;
+
+static void serve(struct fuzz_dev *d, struct vmio_vq *vq)
+{
+	/* Bounded: a ring the fuzzer made may look endless. */
+	for (unsigned n = 0; n < 2 * VIRTQ_MAX_SIZE; n++) {
+		if (vmio_vq_pop(vq, d->mem[vq->index], &chain) != 1)
+			break;
+		uint8_t b[16];
+		vmio_chain_read(&chain, 0, b, sizeof(b));
+		vmio_chain_write(&chain, 0, b, sizeof(b));
+		vmio_vq_push(vq, chain.head, (uint32_t)chain.in_len);
+	}
+	vmio_vq_flush_and_notify(vq);
+}
+
+static void dev_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
+{
+	struct fuzz_dev *d = dev;
+
+	if (vq->index >= NQ || d->running[vq->index] || !vmio_vq_ready(vq))
+		abort();
+	d->running[vq->index] = true;
+	d->mem[vq->index] = mem;
+	serve(d, vq);
+}
+
+static void dev_stop(void *dev, struct vmio_vq *vq)
+{
+	struct fuzz_dev *d = dev;
+
+	if (vq->index >= NQ || !d->running[vq->index])
+		abort();
+	d->running[vq->index] = false;
+	d->mem[vq->index] = NULL;
+}
+
+static void dev_kick(void *dev, struct vmio_vq *vq)
+{
+	struct fuzz_dev *d = dev;
+
+	if (vq->index >= NQ || !d->running[vq->index])
+		abort();
+	serve(d, vq);
+}
+
+static void dev_reset(void *dev)
+{
+	struct fuzz_dev *d = dev;
+
+	for (unsigned i = 0; i < NQ; i++)
+		if (d->running[i])
+			abort();
+	memset(d->config, 0, sizeof(d->config));
+}
+
+static int dev_get_config(void *dev, uint8_t *buf, uint32_t off, uint32_t len)
+{
+	struct fuzz_dev *d = dev;
+
+	if ((uint64_t)off + len > sizeof(d->config))
+		abort();
+	memcpy(buf, d->config + off, len);
+	return 0;
+}
+
+static int dev_set_config(void *dev, const uint8_t *buf, uint32_t off,
+			  uint32_t len)
+{
+	struct fuzz_dev *d = dev;
+
+	if ((uint64_t)off + len > sizeof(d->config))
+		abort();
+	memcpy(d->config + off, buf, len);
+	return 0;
+}
+
+static int dev_features_set(void *dev, uint64_t features)
+{
+	/* Refuse one combination so the failure path runs too. */
+	return (features & VMIO_BIT(VIRTIO_F_NOTIFY_ON_EMPTY)) ? -EINVAL : 0;
+}
+
+static const struct vmio_device_ops dev_ops = {
+	.name = "fuzz",
+	.features = VMIO_BIT(VIRTIO_F_VERSION_1) |
+		    VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+		    VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC) |
+		    VMIO_BIT(VIRTIO_F_NOTIFY_ON_EMPTY),
+	.num_queues = NQ,
+	.max_queue_size = 256,
+	.config_size = 8,
+	.get_config = dev_get_config,
+	.set_config = dev_set_config,
+	.features_set = dev_features_set,
+	.queue_start = dev_start,
+	.queue_stop = dev_stop,
+	.queue_kick = dev_kick,
+	.reset = dev_reset,
+};
+
+/* ---- Process-wide equipment ----------------------------------------------- */
+
+static struct vmio_loop *loop;
+static int memfd = -1;
+static uint8_t *image;
+static int reply_fd = -1, drain_fd = -1;
+
+static void init_once(void)
+{
+	int sv[2];
+
+	if (loop)
+		return;
+	vmio_log_set_level(VMIO_LOG_ERR);
+	loop = vmio_loop_new();
+	memfd = memfd_create("fuzz_vhost_msg", MFD_CLOEXEC);
+	if (!loop || memfd < 0 || ftruncate(memfd, MEM_SIZE) < 0)
+		abort();
+	image = mmap(NULL, MEM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, memfd,
+		     0);
+	if (image == MAP_FAILED)
+		abort();
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0,
+		       sv) < 0)
+		abort();
+	reply_fd = sv[0];
+	drain_fd = sv[1];
+}
+
+/* Every input starts from zeroed guest memory. */
+static void clear_memory(void)
+{
+	if (ftruncate(memfd, 0) < 0 || ftruncate(memfd, MEM_SIZE) < 0)
+		abort();
+}
+
+static void drain_replies(void)
+{
+	char buf[4096];
+
+	while (recv(drain_fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+		;
+}
+
+/* ---- Turning bytes into messages ----------------------------------------- */
+
+struct cursor {
+	const uint8_t *p;
+	size_t left;
+};
+
+static bool take(struct cursor *c, void *dst, size_t len)
+{
+	size_t n = len < c->left ? len : c->left;
+
+	memcpy(dst, c->p, n);
+	memset((uint8_t *)dst + n, 0, len - n);
+	c->p += n;
+	c->left -= n;
+	return n == len;
+}
+
+static void memory_record(struct cursor *c)
+{
+	uint32_t off = 0;
+	uint16_t len = 0;
+
+	take(c, &off, sizeof(off));
+	take(c, &len, sizeof(len));
+	off = le32toh(off) % MEM_SIZE;
+	len = le16toh(len);
+	if (len > MEM_SIZE - off)
+		len = (uint16_t)(MEM_SIZE - off);
+	if (len > c->left)
+		len = (uint16_t)c->left;
+	memcpy(image + off, c->p, len);
+	c->p += len;
+	c->left -= len;
+}
+
+static int new_fd(bool mem)
+{
+	int fd = mem ? dup(memfd) : eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+
+	if (fd < 0)
+		abort();
+	return fd;
+}
+
+/* The fds a well-behaved VMM would send with this message. */
+static void natural_fds(struct vhost_user_msg *m, unsigned *n, bool *mem)
+{
+	*n = 0;
+	*mem = false;
+	switch (m->hdr.request) {
+	case VHOST_USER_SET_MEM_TABLE:
+		*n = m->payload.memory.nregions;
+		if (*n > VHOST_USER_MAX_FDS)
+			*n = VHOST_USER_MAX_FDS;
+		*mem = true;
+		break;
+	case VHOST_USER_ADD_MEM_REG:
+		*n = 1;
+		*mem = true;
+		break;
+	case VHOST_USER_SET_VRING_KICK:
+	case VHOST_USER_SET_VRING_CALL:
+	case VHOST_USER_SET_VRING_ERR:
+		*n = (m->payload.u64 & VHOST_USER_VRING_NOFD_MASK) ? 0 : 1;
+		break;
+	case VHOST_USER_SET_BACKEND_REQ_FD:
+	case VHOST_USER_SET_LOG_FD:
+		*n = 1;
+		break;
+	}
+}
+
+static void attach_fds(struct vhost_user_msg *m, uint8_t ctl)
+{
+	unsigned n;
+	bool mem;
+
+	if (ctl & CTL_EXPLICIT) {
+		n = ctl & 0x0f;
+		if (n > VHOST_USER_MAX_FDS)
+			n = VHOST_USER_MAX_FDS;
+		mem = ctl & CTL_MEMFDS;
+	} else {
+		natural_fds(m, &n, &mem);
+	}
+	for (unsigned i = 0; i < n; i++)
+		m->fds[i] = new_fd(mem);
+	m->nfds = n;
+}
+
+/* Returns false when the backend would have closed the connection. */
+static bool message_record(struct vmio_backend *be, struct cursor *c,
+			   uint8_t ctl)
+{
+	struct vhost_user_msg m;
+	size_t len;
+
+	memset(&m, 0, sizeof(m));
+	if (!take(c, &m.hdr, sizeof(m.hdr)))
+		return false;
+	len = m.hdr.size < VHOST_USER_MAX_PAYLOAD ? m.hdr.size :
+						      VHOST_USER_MAX_PAYLOAD;
+	take(c, &m.payload, len);
+	attach_fds(&m, ctl);
+	int rc = vmio_backend_handle_msg(be, &m, reply_fd);
+	if (m.nfds)
+		abort(); /* the handler owns (and closes) every fd it gets */
+	drain_replies();
+	vmio_loop_run_once(loop, 0);
+	return rc == 0;
+}
+
+static int count_open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	if (!d)
+		abort();
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* LeakSanitizer does not see fds: every so often, count them. */
+static void check_fd_leaks(void)
+{
+	static unsigned runs;
+	static int baseline = -1;
+
+	if (runs++ % 1024)
+		return;
+	int n = count_open_fds();
+	if (baseline < 0)
+		baseline = n;
+	else if (n > baseline + 8)
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct cursor c = { .p = data, .left = size };
+	struct fuzz_dev dev = { .config = { 1, 2, 3, 4, 5, 6, 7, 8 } };
+	struct vmio_backend *be;
+
+	init_once();
+	clear_memory();
+	be = vmio_backend_new(loop, &dev_ops, &dev);
+	if (!be)
+		abort();
+	while (c.left) {
+		uint8_t ctl = *c.p++;
+		c.left--;
+		if (ctl == CTL_MEMORY)
+			memory_record(&c);
+		else if (!message_record(be, &c, ctl))
+			break;
+	}
+	vmio_backend_free(be);
+	for (unsigned i = 0; i < NQ; i++)
+		if (dev.running[i])
+			abort();
+	drain_replies();
+	check_fd_leaks();
+	return 0;
+}

@@ -1,1 +1,379 @@
-/* placeholder: being written */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char *tmpdir;
+
+/* Paths handed out live until exit; kept reachable so that the leak
+ * checker does not count them. */
+static char **paths;
+static size_t npaths;
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+const char *harness_tmpdir(void)
+{
+	if (!tmpdir) {
+		const char *base = getenv("TMPDIR");
+		char buf[4096];
+
+		snprintf(buf, sizeof(buf), "%s/vmio-test.XXXXXX",
+			 base && *base ? base : "/tmp");
+		tmpdir = strdup(buf);
+		if (!tmpdir || !mkdtemp(tmpdir))
+			fail_msg("cannot create a temporary directory: %s",
+				 strerror(errno));
+	}
+	return tmpdir;
+}
+
+const char *harness_path(const char *name)
+{
+	char **grown = realloc(paths, (npaths + 1) * sizeof(*paths));
+	char *p;
+
+	if (!grown || asprintf(&p, "%s/%s", harness_tmpdir(), name) < 0)
+		fail_msg("out of memory");
+	paths = grown;
+	paths[npaths++] = p;
+	return p;
+}
+
+static const char *vmio_bin(void)
+{
+	const char *bin = getenv("VMIO_BIN");
+
+	if (!bin || !*bin)
+		fail_msg("VMIO_BIN is not set: run the test through meson");
+	return bin;
+}
+
+/* In the child: never returns. The child dies with the test, so a failed
+ * assertion cannot leave a backend running. */
+static void exec_vmio(const char *bin, const char *const args[], int log_fd)
+{
+	size_t n = 0;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	while (args[n])
+		n++;
+	const char **argv = calloc(n + 2, sizeof(*argv));
+	if (!argv)
+		_exit(127);
+	argv[0] = bin;
+	memcpy(argv + 1, args, n * sizeof(*argv));
+	if (dup2(log_fd, STDERR_FILENO) < 0 || dup2(log_fd, STDOUT_FILENO) < 0)
+		_exit(127);
+	execv(bin, (char *const *)argv);
+	dprintf(STDERR_FILENO, "harness: cannot run %s: %s\n", bin,
+		strerror(errno));
+	_exit(127);
+}
+
+pid_t harness_spawn(const char *const args[])
+{
+	const char *bin = vmio_bin();
+	int log_fd = open(harness_path("vmio.log"),
+			  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	pid_t pid;
+
+	if (log_fd < 0)
+		fail_msg("cannot open the log: %s", strerror(errno));
+	pid = fork();
+	if (pid == 0)
+		exec_vmio(bin, args, log_fd);
+	close(log_fd);
+	if (pid < 0)
+		fail_msg("fork: %s", strerror(errno));
+	return pid;
+}
+
+static bool socket_accepts(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+	bool ok;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return false;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return ok;
+}
+
+/* Whether some socket listens on path, from /proc/net/unix: unlike a test
+ * connection, looking does not occupy a backend that serves one front end
+ * at a time. -1 if /proc cannot tell. */
+static int proc_listening(const char *path)
+{
+	const unsigned acceptcon = 0x10000; /* __SO_ACCEPTCON */
+	FILE *f = fopen("/proc/net/unix", "r");
+	size_t plen = strlen(path);
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int found = 0;
+
+	if (!f)
+		return -1;
+	while (!found && (n = getline(&line, &cap, f)) > 0) {
+		unsigned flags;
+
+		if (n && line[n - 1] == '\n')
+			line[--n] = '\0';
+		if ((size_t)n <= plen || line[n - plen - 1] != ' ' ||
+		    strcmp(line + n - plen, path))
+			continue;
+		if (sscanf(line, "%*s %*s %*s %x", &flags) == 1 &&
+		    (flags & acceptcon))
+			found = 1;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* Nothing tells us when a socket starts listening: poll it with a short,
+ * growing backoff. */
+bool harness_wait_socket(const char *path, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	int backoff = 1;
+
+	for (;;) {
+		int l = proc_listening(path);
+
+		if (l == 1 || (l < 0 && socket_accepts(path)))
+			return true;
+		if (now_ms() >= deadline)
+			return false;
+		sleep_ms(backoff);
+		if (backoff < 50)
+			backoff *= 2;
+	}
+}
+
+static int reap(pid_t pid)
+{
+	int status;
+	pid_t r;
+
+	do
+		r = waitpid(pid, &status, WNOHANG);
+	while (r < 0 && errno == EINTR);
+	return r == pid ? status : -1;
+}
+
+/* A pidfd becomes readable when the process exits: a real wait, not a
+ * polling loop. Kernels without pidfd_open fall back to polling. */
+int harness_wait_exit(pid_t pid, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	int status = reap(pid);
+	int backoff = 1;
+
+	while (status == -1) {
+		int64_t left = deadline - now_ms();
+
+		if (left <= 0)
+			break;
+		if (pidfd >= 0) {
+			struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+			poll(&p, 1, (int)left);
+		} else {
+			sleep_ms(backoff < left ? backoff : (int)left);
+			if (backoff < 50)
+				backoff *= 2;
+		}
+		status = reap(pid);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	return status;
+}
+
+int harness_stop(pid_t pid, int timeout_ms)
+{
+	int status;
+
+	kill(pid, SIGTERM);
+	status = harness_wait_exit(pid, timeout_ms);
+	if (status != -1)
+		return status;
+	kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return status;
+}
+
+bool harness_log_contains(const char *needle)
+{
+	FILE *f = fopen(harness_path("vmio.log"), "r");
+	char *buf = NULL;
+	size_t cap = 0;
+	bool found = false;
+
+	if (!f)
+		return false;
+	/* Line by line: a log line never spans two reads, and the whole log
+	 * need not fit in memory. */
+	while (!found && getline(&buf, &cap, f) >= 0)
+		found = strstr(buf, needle) != NULL;
+	free(buf);
+	fclose(f);
+	return found;
+}
+
+struct capture {
+	int fd;
+	char *buf;
+	size_t size;
+	size_t len;
+};
+
+/* Reads what is there; returns false at EOF. Output beyond the buffer is
+ * read and dropped so the child never blocks on a full pipe. */
+static bool capture_read(struct capture *c)
+{
+	char scratch[4096];
+	ssize_t n = read(c->fd, scratch, sizeof(scratch));
+
+	if (n <= 0)
+		return n < 0 && errno == EINTR;
+	if (c->size && c->len < c->size - 1) {
+		size_t room = c->size - 1 - c->len;
+		size_t k = (size_t)n < room ? (size_t)n : room;
+
+		memcpy(c->buf + c->len, scratch, k);
+		c->len += k;
+		c->buf[c->len] = '\0';
+	}
+	return true;
+}
+
+static pid_t spawn_captured(const char *const args[], int out[2], int err[2])
+{
+	const char *bin = vmio_bin();
+	pid_t pid;
+
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
+		fail_msg("pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid == 0) {
+		size_t n = 0;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		while (args[n])
+			n++;
+		const char **argv = calloc(n + 2, sizeof(*argv));
+		if (!argv || dup2(out[1], STDOUT_FILENO) < 0 ||
+		    dup2(err[1], STDERR_FILENO) < 0)
+			_exit(127);
+		argv[0] = bin;
+		memcpy(argv + 1, args, n * sizeof(*argv));
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(out[1]);
+	close(err[1]);
+	if (pid < 0)
+		fail_msg("fork: %s", strerror(errno));
+	return pid;
+}
+
+int harness_run(const char *const args[], int timeout_ms, char *out,
+		size_t out_size, char *err, size_t err_size)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	int po[2], pe[2];
+	pid_t pid = spawn_captured(args, po, pe);
+	struct capture c[2] = {
+		{ .fd = po[0], .buf = out, .size = out_size },
+		{ .fd = pe[0], .buf = err, .size = err_size },
+	};
+	bool open_[2] = { true, true };
+	int status;
+
+	if (out_size)
+		out[0] = '\0';
+	if (err_size)
+		err[0] = '\0';
+	while (open_[0] || open_[1]) {
+		struct pollfd p[2] = {
+			{ .fd = open_[0] ? c[0].fd : -1, .events = POLLIN },
+			{ .fd = open_[1] ? c[1].fd : -1, .events = POLLIN },
+		};
+		int64_t left = deadline - now_ms();
+
+		if (left <= 0 || poll(p, 2, (int)left) == 0)
+			break;
+		for (int k = 0; k < 2; k++)
+			if (open_[k] && p[k].revents)
+				open_[k] = capture_read(&c[k]);
+	}
+	close(po[0]);
+	close(pe[0]);
+	int64_t left = deadline - now_ms();
+	status = harness_wait_exit(pid, left > 0 ? (int)left : 0);
+	if (status == -1) {
+		kill(pid, SIGKILL);
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		return -1;
+	}
+	return status;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag,
+			struct FTW *ftw)
+{
+	return remove(path);
+}
+
+void harness_cleanup(void)
+{
+	if (!tmpdir)
+		return;
+	nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(tmpdir);
+	tmpdir = NULL;
+}

@@ -1,1 +1,398 @@
-/* placeholder: being written */
+#include "devices/loopback/loopback.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "virtio/features.h"
+
+/* Chains handled in one call before we yield to the rest of the loop (the
+ * vhost-user socket above all): a driver that keeps both rings full would
+ * otherwise keep us here forever. */
+#define LB_CHAIN_BUDGET 1024
+
+/* How to resume a tx chain that was only partly delivered. Nothing is
+ * held across returns to the loop: a partly consumed tx chain is given
+ * back with vmio_vq_unpop, so memory_changing, queue_stop and reset find
+ * no pointer into guest memory to drop, and we remember how many of its
+ * bytes already went out. The next pop of the same ring slot returns the
+ * same chain (the driver may not change an entry it made available), so
+ * we skip that many bytes: no byte is lost or sent twice, even across a
+ * memory table change or a queue stop and restart at the base we
+ * reported. The slot and head are checked so that a ring restarted
+ * elsewhere (SET_VRING_BASE) never has bytes of a different chain skipped.
+ * An rx chain is never held: it is pushed with what it has when the tx
+ * data runs out. */
+struct lb_partial {
+	bool valid;
+	uint16_t avail_slot; /* last_avail_idx the chain was popped from */
+	uint16_t head;
+	uint64_t done; /* bytes of its readable part already delivered */
+};
+
+struct vmio_loopback {
+	uint16_t max_queue_size;
+	struct vmio_vq *rx, *tx;
+	struct vmio_mem *mem;
+	uint64_t bytes;
+	struct lb_partial partial;
+	/* Large (one iovec array each): kept here, not on the stack. */
+	struct vmio_chain rxc, txc;
+};
+
+/* Why a pump round stopped. */
+enum lb_stop {
+	LB_TX_EMPTY,
+	LB_RX_EMPTY,
+	LB_BROKEN,
+	LB_BUDGET,
+};
+
+/* A position in a chain's scatter list, so that copying walks each iovec
+ * once however the two chains' pieces fall. */
+struct lb_cursor {
+	const struct iovec *iov;
+	unsigned n;
+	unsigned i;
+	size_t off; /* into iov[i] */
+};
+
+static void cursor_init(struct lb_cursor *c, const struct iovec *iov,
+			unsigned n)
+{
+	c->iov = iov;
+	c->n = n;
+	c->i = 0;
+	c->off = 0;
+}
+
+static void cursor_skip(struct lb_cursor *c, uint64_t len)
+{
+	while (len && c->i < c->n) {
+		size_t room = c->iov[c->i].iov_len - c->off;
+
+		if (len < room) {
+			c->off += len;
+			return;
+		}
+		len -= room;
+		c->i++;
+		c->off = 0;
+	}
+}
+
+/* Copies from src to dst until either runs out; returns bytes copied. */
+static uint64_t cursor_copy(struct lb_cursor *dst, struct lb_cursor *src)
+{
+	uint64_t total = 0;
+
+	while (dst->i < dst->n && src->i < src->n) {
+		const struct iovec *d = &dst->iov[dst->i];
+		const struct iovec *s = &src->iov[src->i];
+		size_t dn = d->iov_len - dst->off;
+		size_t sn = s->iov_len - src->off;
+		size_t n = dn < sn ? dn : sn;
+
+		memcpy((uint8_t *)d->iov_base + dst->off,
+		       (const uint8_t *)s->iov_base + src->off, n);
+		total += n;
+		dst->off += n;
+		src->off += n;
+		if (dst->off == d->iov_len) {
+			dst->i++;
+			dst->off = 0;
+		}
+		if (src->off == s->iov_len) {
+			src->i++;
+			src->off = 0;
+		}
+	}
+	return total;
+}
+
+/* The state of one pump round: the chains in hand and how far into each. */
+struct lb_round {
+	bool have_tx, have_rx;
+	uint64_t tx_done, rx_done;
+	struct lb_cursor tx_cur, rx_cur;
+	unsigned tx_pushed, rx_pushed;
+	unsigned budget;
+};
+
+static uint64_t resume_offset(struct vmio_loopback *lb, uint16_t slot)
+{
+	struct lb_partial *p = &lb->partial;
+	uint64_t done = 0;
+
+	if (p->valid && p->avail_slot == slot && p->head == lb->txc.head)
+		done = p->done < lb->txc.out_len ? p->done : lb->txc.out_len;
+	p->valid = false;
+	return done;
+}
+
+/* Returns 1 with a tx chain in hand, 0 if the ring is empty, -1 if the
+ * queue broke. */
+static int take_tx(struct vmio_loopback *lb, struct lb_round *r)
+{
+	uint16_t slot = lb->tx->last_avail_idx;
+	int got = vmio_vq_pop(lb->tx, lb->mem, &lb->txc);
+
+	if (got <= 0)
+		return got;
+	r->have_tx = true;
+	r->tx_done = resume_offset(lb, slot);
+	cursor_init(&r->tx_cur, vmio_chain_out(&lb->txc), lb->txc.nout);
+	cursor_skip(&r->tx_cur, r->tx_done);
+	r->budget--;
+	return 1;
+}
+
+static int take_rx(struct vmio_loopback *lb, struct lb_round *r)
+{
+	int got = vmio_vq_pop(lb->rx, lb->mem, &lb->rxc);
+
+	if (got <= 0)
+		return got;
+	r->have_rx = true;
+	r->rx_done = 0;
+	cursor_init(&r->rx_cur, vmio_chain_in(&lb->rxc), lb->rxc.nin);
+	r->budget--;
+	return 1;
+}
+
+static void finish_tx(struct vmio_loopback *lb, struct lb_round *r)
+{
+	vmio_vq_push(lb->tx, lb->txc.head, 0);
+	r->tx_pushed++;
+	r->have_tx = false;
+}
+
+static void finish_rx(struct vmio_loopback *lb, struct lb_round *r)
+{
+	vmio_vq_push(lb->rx, lb->rxc.head, (uint32_t)r->rx_done);
+	r->rx_pushed++;
+	r->have_rx = false;
+}
+
+/* Moves bytes until a ring runs dry, a queue breaks or the budget ends. */
+static enum lb_stop pump(struct vmio_loopback *lb, struct lb_round *r)
+{
+	int got;
+
+	for (;;) {
+		if (!r->have_tx) {
+			if (!r->budget)
+				return LB_BUDGET;
+			got = take_tx(lb, r);
+			if (got <= 0)
+				return got < 0 ? LB_BROKEN : LB_TX_EMPTY;
+		}
+		if (r->tx_done == lb->txc.out_len) {
+			finish_tx(lb, r);
+			continue;
+		}
+		if (!r->have_rx) {
+			if (!r->budget)
+				return LB_BUDGET;
+			got = take_rx(lb, r);
+			if (got <= 0)
+				return got < 0 ? LB_BROKEN : LB_RX_EMPTY;
+		}
+		uint64_t n = cursor_copy(&r->rx_cur, &r->tx_cur);
+
+		r->tx_done += n;
+		r->rx_done += n;
+		lb->bytes += n;
+		if (r->rx_done == lb->rxc.in_len)
+			finish_rx(lb, r);
+	}
+}
+
+/* Resolves whatever the round still holds, so that nothing is held when
+ * we return to the loop (see struct lb_partial). */
+static void end_round(struct vmio_loopback *lb, struct lb_round *r)
+{
+	if (r->have_rx) {
+		if (r->rx_done)
+			finish_rx(lb, r);
+		else
+			vmio_vq_unpop(lb->rx, 1);
+		r->have_rx = false;
+	}
+	if (r->have_tx) {
+		vmio_vq_unpop(lb->tx, 1);
+		lb->partial = (struct lb_partial){
+			.valid = true,
+			.avail_slot = lb->tx->last_avail_idx,
+			.head = lb->txc.head,
+			.done = r->tx_done,
+		};
+		r->have_tx = false;
+	}
+	if (r->tx_pushed)
+		vmio_vq_flush_and_notify(lb->tx);
+	if (r->rx_pushed)
+		vmio_vq_flush_and_notify(lb->rx);
+	r->tx_pushed = 0;
+	r->rx_pushed = 0;
+}
+
+/* Asks the core to call us again after it has served everything else that
+ * is ready: a kick to ourselves through the tx kick eventfd. */
+static void reschedule(struct vmio_loopback *lb)
+{
+	uint64_t one = 1;
+
+	if (lb->tx->kick_fd >= 0 &&
+	    write(lb->tx->kick_fd, &one, sizeof(one)) < 0)
+		log_warn("loopback: cannot reschedule the tx queue");
+}
+
+/* Moves data while there is any. Kicks are off while we drain (the driver
+ * need not tell us about buffers we are about to find anyway); before
+ * returning we turn on kicks for the one ring we are waiting on and look
+ * again, since buffers posted before the driver saw kicks enabled would
+ * otherwise never be announced. The other ring's kicks stay off: its
+ * buffers are of no use until the one we wait on moves. */
+static void run(struct vmio_loopback *lb)
+{
+	struct lb_round r = { .budget = LB_CHAIN_BUDGET };
+	enum lb_stop why;
+
+	if (!lb->rx || !lb->tx || !lb->mem)
+		return;
+	for (;;) {
+		vmio_vq_enable_kicks(lb->tx, false);
+		vmio_vq_enable_kicks(lb->rx, false);
+		why = pump(lb, &r);
+		end_round(lb, &r);
+		if (why == LB_BROKEN)
+			return;
+		if (why == LB_BUDGET) {
+			reschedule(lb);
+			return;
+		}
+		struct vmio_vq *wait_on = why == LB_TX_EMPTY ? lb->tx : lb->rx;
+		if (!vmio_vq_enable_kicks(wait_on, true))
+			return;
+	}
+}
+
+static void lb_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
+{
+	struct vmio_loopback *lb = dev;
+
+	if (vq->index > VMIO_LOOPBACK_TX_QUEUE)
+		return;
+	if (vq->size > lb->max_queue_size) {
+		vmio_vq_set_broken(vq, "queue size %u above the device's %u",
+				   vq->size, lb->max_queue_size);
+		return;
+	}
+	vq->name = vq->index == VMIO_LOOPBACK_RX_QUEUE ? "rx" : "tx";
+	if (vq->index == VMIO_LOOPBACK_RX_QUEUE)
+		lb->rx = vq;
+	else
+		lb->tx = vq;
+	lb->mem = mem;
+	/* The driver may have posted buffers before the queue started, and
+	 * will not kick again for them. */
+	run(lb);
+}
+
+static void lb_queue_stop(void *dev, struct vmio_vq *vq)
+{
+	struct vmio_loopback *lb = dev;
+
+	if (lb->rx == vq)
+		lb->rx = NULL;
+	if (lb->tx == vq)
+		lb->tx = NULL;
+}
+
+static void lb_queue_kick(void *dev, struct vmio_vq *vq)
+{
+	run(dev);
+}
+
+static void lb_memory_changing(void *dev)
+{
+	struct vmio_loopback *lb = dev;
+
+	/* No chain is held between calls; only the pointers go. The queues
+	 * come back through queue_start with the new table. */
+	lb->rx = NULL;
+	lb->tx = NULL;
+	lb->mem = NULL;
+}
+
+static void lb_reset(void *dev)
+{
+	struct vmio_loopback *lb = dev;
+
+	lb->rx = NULL;
+	lb->tx = NULL;
+	lb->mem = NULL;
+	lb->partial.valid = false;
+}
+
+static int lb_get_config(void *dev, uint8_t *buf, uint32_t offset,
+			 uint32_t len)
+{
+	const struct vmio_loopback *lb = dev;
+	uint64_t le = htole64(lb->bytes);
+
+	if (offset > sizeof(le) || len > sizeof(le) - offset)
+		return -EINVAL;
+	memcpy(buf, (const uint8_t *)&le + offset, len);
+	return 0;
+}
+
+/* Not const: max_queue_size comes from the constructor, and the ops table
+ * is what the core reads it from (one loopback device per process). */
+static struct vmio_device_ops loopback_ops = {
+	.name = "loopback",
+	.features = VMIO_BIT(VIRTIO_F_VERSION_1) |
+		    VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+		    VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC),
+	.num_queues = 2,
+	.max_queue_size = VIRTQ_MAX_SIZE,
+	.config_size = sizeof(uint64_t),
+	.get_config = lb_get_config,
+	.queue_start = lb_queue_start,
+	.queue_stop = lb_queue_stop,
+	.queue_kick = lb_queue_kick,
+	.memory_changing = lb_memory_changing,
+	.reset = lb_reset,
+};
+
+struct vmio_loopback *vmio_loopback_new(uint16_t max_queue_size)
+{
+	struct vmio_loopback *lb = calloc(1, sizeof(*lb));
+
+	if (!lb)
+		return NULL;
+	if (max_queue_size == 0 || max_queue_size > VIRTQ_MAX_SIZE)
+		max_queue_size = VIRTQ_MAX_SIZE;
+	lb->max_queue_size = max_queue_size;
+	loopback_ops.max_queue_size = max_queue_size;
+	return lb;
+}
+
+void vmio_loopback_free(struct vmio_loopback *lb)
+{
+	free(lb);
+}
+
+const struct vmio_device_ops *vmio_loopback_ops(void)
+{
+	return &loopback_ops;
+}
+
+uint64_t vmio_loopback_bytes(const struct vmio_loopback *lb)
+{
+	return lb->bytes;
+}

@@ -1,0 +1,818 @@
+/* The message handlers of the backend core: what each vhost-user request
+ * does to the negotiated state, the memory table and the rings.
+ *
+ * Every message is checked for shape (payload size, fd count) against a
+ * table before its handler runs, and every handler validates before it
+ * changes anything, so a refused message leaves the state as it was.
+ *
+ * What a failed message does to the connection:
+ *  - a request with a reply of its own (GET_*) gets that reply with an
+ *    empty payload, which every front end rejects as malformed;
+ *  - with REPLY_ACK negotiated and NEED_REPLY set, the ack says failure;
+ *  - otherwise the front end has no way to learn of the failure and would
+ *    go on with a device that differs from what it believes, so the
+ *    connection is closed (and the device reset). Unknown requests and
+ *    malformed headers are treated the same way.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "virtio/features.h"
+#include "vhost-user/backend_internal.h"
+
+#define CORE_PROTOCOL_FEATURES                                                 \
+	(VMIO_BIT(VHOST_USER_PROTOCOL_F_MQ) |                                  \
+	 VMIO_BIT(VHOST_USER_PROTOCOL_F_REPLY_ACK) |                           \
+	 VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIG) |                              \
+	 VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS) |                 \
+	 VMIO_BIT(VHOST_USER_PROTOCOL_F_STATUS))
+
+#define CONFIG_HDR_SIZE offsetof(struct vhost_user_config, payload)
+#define MEM_TABLE_HDR_SIZE offsetof(struct vhost_user_memory, regions)
+
+static uint64_t offered_features(const struct vmio_backend *be)
+{
+	return be->ops->features | VMIO_BIT(VHOST_USER_F_PROTOCOL_FEATURES);
+}
+
+static uint64_t offered_protocol_features(const struct vmio_backend *be)
+{
+	return CORE_PROTOCOL_FEATURES | be->ops->protocol_features;
+}
+
+static bool has_protocol_feature(const struct vmio_backend *be, unsigned bit)
+{
+	return be->acked_protocol_features & VMIO_BIT(bit);
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* Takes fd i out of msg: the caller owns it now. */
+static int take_fd(struct vhost_user_msg *msg, unsigned i)
+{
+	int fd = msg->fds[i];
+
+	msg->fds[i] = -1;
+	return fd;
+}
+
+/* ---- Memory table changes ---------------------------------------------- */
+
+static void remap_all(struct vmio_backend *be)
+{
+	for (unsigned i = 0; i < be->ops->num_queues; i++) {
+		struct vmio_backend_queue *q = &be->queues[i];
+		if (vmio_bq_remap(q))
+			be_err(be, "queue %u: rings lie outside the new memory table; "
+			       "queue not served",
+			       i);
+	}
+}
+
+/* Around every change of the memory table: the device drops its pointers
+ * and its queues stop before the table changes, and restart after. */
+static void memory_change_begin(struct vmio_backend *be)
+{
+	if (be->mem.nregions && be->ops->memory_changing)
+		be->ops->memory_changing(be->dev);
+	vmio_bq_pause_all(be);
+}
+
+static void memory_change_end(struct vmio_backend *be)
+{
+	remap_all(be);
+	vmio_bq_sync_all(be);
+}
+
+/* ---- Message handlers -------------------------------------------------- */
+
+static void reply_u64(struct vhost_user_msg *reply, uint64_t v)
+{
+	reply->payload.u64 = v;
+	reply->hdr.size = sizeof(uint64_t);
+}
+
+static struct vmio_backend_queue *queue_at(struct vmio_backend *be,
+					   const struct vhost_user_msg *msg,
+					   uint64_t index)
+{
+	if (index >= be->ops->num_queues) {
+		be_err(be, "%s: queue index %llu out of range (device has %u queues)",
+		       vhost_user_request_name(msg->hdr.request),
+		       (unsigned long long)index, be->ops->num_queues);
+		return NULL;
+	}
+	return &be->queues[index];
+}
+
+static int get_features(struct vmio_backend *be, struct vhost_user_msg *msg,
+			struct vhost_user_msg *reply)
+{
+	reply_u64(reply, offered_features(be));
+	return 0;
+}
+
+static void apply_ring_features(struct vmio_backend *be)
+{
+	for (unsigned i = 0; i < be->ops->num_queues; i++) {
+		struct vmio_vq *vq = &be->queues[i].vq;
+		vq->event_idx =
+			be->acked_features & VMIO_BIT(VIRTIO_RING_F_EVENT_IDX);
+		vq->indirect =
+			be->acked_features & VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC);
+	}
+}
+
+static int set_features(struct vmio_backend *be, struct vhost_user_msg *msg,
+			struct vhost_user_msg *reply)
+{
+	uint64_t want = msg->payload.u64, old = be->acked_features;
+	int rc = 0;
+
+	if (want & ~offered_features(be)) {
+		be_err(be, "SET_FEATURES: bits 0x%llx were not offered",
+		       (unsigned long long)(want & ~offered_features(be)));
+		return -EINVAL;
+	}
+	vmio_bq_pause_all(be);
+	be->acked_features = want;
+	apply_ring_features(be);
+	if (be->ops->features_set)
+		rc = be->ops->features_set(be->dev, want);
+	if (rc) {
+		be_err(be, "SET_FEATURES: device %s refused features 0x%llx",
+		       be->ops->name, (unsigned long long)want);
+		be->acked_features = old;
+		apply_ring_features(be);
+	}
+	vmio_bq_sync_all(be);
+	return rc;
+}
+
+static int get_protocol_features(struct vmio_backend *be,
+				 struct vhost_user_msg *msg,
+				 struct vhost_user_msg *reply)
+{
+	reply_u64(reply, offered_protocol_features(be));
+	return 0;
+}
+
+static int set_protocol_features(struct vmio_backend *be,
+				 struct vhost_user_msg *msg,
+				 struct vhost_user_msg *reply)
+{
+	uint64_t want = msg->payload.u64;
+
+	if (want & ~offered_protocol_features(be)) {
+		be_err(be, "SET_PROTOCOL_FEATURES: bits 0x%llx were not offered",
+		       (unsigned long long)(want & ~offered_protocol_features(be)));
+		return -EINVAL;
+	}
+	be->acked_protocol_features = want;
+	return 0;
+}
+
+static int set_owner(struct vmio_backend *be, struct vhost_user_msg *msg,
+		     struct vhost_user_msg *reply)
+{
+	return 0;
+}
+
+static int reset_owner(struct vmio_backend *be, struct vhost_user_msg *msg,
+		       struct vhost_user_msg *reply)
+{
+	uint64_t protocol = be->acked_protocol_features;
+
+	vmio_backend_reset_session(be);
+	/* Protocol features belong to the connection, which goes on. */
+	be->acked_protocol_features = protocol;
+	be->touched = true;
+	return 0;
+}
+
+static void region_desc(struct vmio_mem_region_desc *d,
+			const struct vhost_user_memory_region *r)
+{
+	d->gpa = r->gpa;
+	d->size = r->size;
+	d->uva = r->uva;
+	d->mmap_offset = r->mmap_offset;
+}
+
+static int set_mem_table(struct vmio_backend *be, struct vhost_user_msg *msg,
+			 struct vhost_user_msg *reply)
+{
+	const struct vhost_user_memory *m = &msg->payload.memory;
+
+	/* Build the new table beside the old one: a bad region leaves the
+	 * running device untouched. */
+	for (unsigned i = 0; i < m->nregions; i++) {
+		struct vmio_mem_region_desc d;
+		const char *why = "";
+		region_desc(&d, &m->regions[i]);
+		int rc = vmio_mem_add(&be->new_mem, &d, take_fd(msg, i), &why);
+		if (rc) {
+			be_err(be, "SET_MEM_TABLE: region %u (gpa 0x%llx size 0x%llx "
+			       "uva 0x%llx offset 0x%llx): %s",
+			       i, (unsigned long long)d.gpa,
+			       (unsigned long long)d.size,
+			       (unsigned long long)d.uva,
+			       (unsigned long long)d.mmap_offset, why);
+			vmio_mem_clear(&be->new_mem);
+			return rc;
+		}
+	}
+	memory_change_begin(be);
+	for (unsigned i = 0; i < be->ops->num_queues; i++)
+		vmio_vq_unmap(&be->queues[i].vq);
+	vmio_mem_clear(&be->mem);
+	vmio_mem_move(&be->mem, &be->new_mem);
+	memory_change_end(be);
+	return 0;
+}
+
+static int get_max_mem_slots(struct vmio_backend *be,
+			     struct vhost_user_msg *msg,
+			     struct vhost_user_msg *reply)
+{
+	reply_u64(reply, VMIO_MEM_MAX_REGIONS);
+	return 0;
+}
+
+static int add_mem_reg(struct vmio_backend *be, struct vhost_user_msg *msg,
+		       struct vhost_user_msg *reply)
+{
+	struct vmio_mem_region_desc d;
+	const char *why = "";
+	int rc;
+
+	region_desc(&d, &msg->payload.mem_reg.region);
+	memory_change_begin(be);
+	rc = vmio_mem_add(&be->mem, &d, take_fd(msg, 0), &why);
+	if (rc)
+		be_err(be, "ADD_MEM_REG: region gpa 0x%llx size 0x%llx uva 0x%llx "
+		       "offset 0x%llx: %s",
+		       (unsigned long long)d.gpa, (unsigned long long)d.size,
+		       (unsigned long long)d.uva,
+		       (unsigned long long)d.mmap_offset, why);
+	memory_change_end(be);
+	return rc;
+}
+
+static int rem_mem_reg(struct vmio_backend *be, struct vhost_user_msg *msg,
+		       struct vhost_user_msg *reply)
+{
+	struct vmio_mem_region_desc d;
+	int rc;
+
+	region_desc(&d, &msg->payload.mem_reg.region);
+	memory_change_begin(be);
+	for (unsigned i = 0; i < be->ops->num_queues; i++)
+		vmio_vq_unmap(&be->queues[i].vq);
+	rc = vmio_mem_remove(&be->mem, &d);
+	if (rc)
+		be_err(be, "REM_MEM_REG: no region with gpa 0x%llx size 0x%llx "
+		       "uva 0x%llx",
+		       (unsigned long long)d.gpa, (unsigned long long)d.size,
+		       (unsigned long long)d.uva);
+	memory_change_end(be);
+	return rc;
+}
+
+static int set_vring_num(struct vmio_backend *be, struct vhost_user_msg *msg,
+			 struct vhost_user_msg *reply)
+{
+	const struct vhost_user_vring_state *s = &msg->payload.state;
+	struct vmio_backend_queue *q = queue_at(be, msg, s->index);
+
+	if (!q)
+		return -EINVAL;
+	if (!s->num || (s->num & (s->num - 1)) || s->num > VIRTQ_MAX_SIZE ||
+	    s->num > be->ops->max_queue_size) {
+		be_err(be, "SET_VRING_NUM: queue %u: size %u is not a power of two "
+		       "between 1 and %u",
+		       s->index, s->num,
+		       be->ops->max_queue_size < VIRTQ_MAX_SIZE ?
+			       be->ops->max_queue_size : VIRTQ_MAX_SIZE);
+		return -EINVAL;
+	}
+	vmio_bq_pause(q);
+	q->vq.size = (uint16_t)s->num;
+	if (vmio_bq_remap(q))
+		be_err(be, "SET_VRING_NUM: queue %u: rings of %u entries do not "
+		       "fit in guest memory; queue not served",
+		       s->index, s->num);
+	vmio_bq_sync(q);
+	return 0;
+}
+
+static int set_vring_addr(struct vmio_backend *be, struct vhost_user_msg *msg,
+			  struct vhost_user_msg *reply)
+{
+	const struct vhost_user_vring_addr *a = &msg->payload.addr;
+	struct vmio_backend_queue *q = queue_at(be, msg, a->index);
+	int rc;
+
+	if (!q)
+		return -EINVAL;
+	vmio_bq_pause(q);
+	q->vq.desc_uva = a->desc_uva;
+	q->vq.avail_uva = a->avail_uva;
+	q->vq.used_uva = a->used_uva;
+	q->vq.addr_set = true;
+	/* Without memory yet the addresses wait for SET_MEM_TABLE. */
+	rc = vmio_bq_remap(q);
+	if (rc) {
+		be_err(be, "SET_VRING_ADDR: queue %u: rings (desc 0x%llx avail "
+		       "0x%llx used 0x%llx) outside guest memory or misaligned",
+		       a->index, (unsigned long long)a->desc_uva,
+		       (unsigned long long)a->avail_uva,
+		       (unsigned long long)a->used_uva);
+		q->vq.addr_set = false;
+	}
+	vmio_bq_sync(q);
+	return rc;
+}
+
+static int set_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
+			  struct vhost_user_msg *reply)
+{
+	const struct vhost_user_vring_state *s = &msg->payload.state;
+	struct vmio_backend_queue *q = queue_at(be, msg, s->index);
+
+	if (!q)
+		return -EINVAL;
+	if (s->num > UINT16_MAX) {
+		be_err(be, "SET_VRING_BASE: queue %u: base %u does not fit a split "
+		       "ring index",
+		       s->index, s->num);
+		return -EINVAL;
+	}
+	vmio_bq_pause(q);
+	/* Nothing is in flight across a stop, so used catches up with avail;
+	 * a queue the guest broke gets a fresh start. */
+	q->vq.last_avail_idx = (uint16_t)s->num;
+	q->vq.used_idx = (uint16_t)s->num;
+	q->vq.published_used = (uint16_t)s->num;
+	q->vq.signalled_used_valid = false;
+	q->vq.broken = false;
+	vmio_bq_sync(q);
+	return 0;
+}
+
+static int get_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
+			  struct vhost_user_msg *reply)
+{
+	const struct vhost_user_vring_state *s = &msg->payload.state;
+	struct vmio_backend_queue *q = queue_at(be, msg, s->index);
+
+	if (!q)
+		return -EINVAL;
+	vmio_bq_pause(q);
+	q->vq.started = false;
+	vmio_bq_set_kick_fd(q, -1);
+	reply->payload.state.index = s->index;
+	reply->payload.state.num = q->vq.last_avail_idx;
+	reply->hdr.size = sizeof(reply->payload.state);
+	return 0;
+}
+
+/* SET_VRING_KICK/CALL/ERR carry the queue index and a no-fd bit. */
+static struct vmio_backend_queue *vring_fd_queue(struct vmio_backend *be,
+						 struct vhost_user_msg *msg,
+						 int *fd)
+{
+	uint64_t v = msg->payload.u64;
+
+	if (v & ~(uint64_t)(VHOST_USER_VRING_IDX_MASK |
+			    VHOST_USER_VRING_NOFD_MASK)) {
+		be_err(be, "%s: unknown bits in 0x%llx",
+		       vhost_user_request_name(msg->hdr.request),
+		       (unsigned long long)v);
+		return NULL;
+	}
+	struct vmio_backend_queue *q =
+		queue_at(be, msg, v & VHOST_USER_VRING_IDX_MASK);
+	if (q)
+		*fd = (v & VHOST_USER_VRING_NOFD_MASK) ? -1 : take_fd(msg, 0);
+	return q;
+}
+
+static int set_vring_kick(struct vmio_backend *be, struct vhost_user_msg *msg,
+			  struct vhost_user_msg *reply)
+{
+	int fd = -1;
+	struct vmio_backend_queue *q = vring_fd_queue(be, msg, &fd);
+
+	if (!q)
+		return -EINVAL;
+	if (!q->vq.size || !q->vq.addr_set) {
+		be_err(be, "SET_VRING_KICK: queue %u started before its size and "
+		       "addresses were set",
+		       q->vq.index);
+		close_fd(&fd);
+		return -EINVAL;
+	}
+	vmio_bq_pause(q);
+	vmio_bq_set_kick_fd(q, fd);
+	q->vq.started = true;
+	/* Without protocol features there is no SET_VRING_ENABLE: a started
+	 * ring is an enabled one. */
+	if (!(be->acked_features & VMIO_BIT(VHOST_USER_F_PROTOCOL_FEATURES)))
+		q->vq.enabled = true;
+	vmio_bq_sync(q);
+	return 0;
+}
+
+static int set_vring_call(struct vmio_backend *be, struct vhost_user_msg *msg,
+			  struct vhost_user_msg *reply)
+{
+	int fd = -1;
+	struct vmio_backend_queue *q = vring_fd_queue(be, msg, &fd);
+
+	if (!q)
+		return -EINVAL;
+	/* QEMU swaps call fds while running (notifier masking); the device
+	 * may be signalling the old one, so it stops first. */
+	vmio_bq_pause(q);
+	close_fd(&q->vq.call_fd);
+	q->vq.call_fd = fd;
+	vmio_bq_sync(q);
+	return 0;
+}
+
+static int set_vring_err(struct vmio_backend *be, struct vhost_user_msg *msg,
+			 struct vhost_user_msg *reply)
+{
+	int fd = -1;
+	struct vmio_backend_queue *q = vring_fd_queue(be, msg, &fd);
+
+	if (!q)
+		return -EINVAL;
+	vmio_bq_pause(q);
+	close_fd(&q->vq.err_fd);
+	q->vq.err_fd = fd;
+	vmio_bq_sync(q);
+	return 0;
+}
+
+static int set_vring_enable(struct vmio_backend *be,
+			    struct vhost_user_msg *msg,
+			    struct vhost_user_msg *reply)
+{
+	const struct vhost_user_vring_state *s = &msg->payload.state;
+	struct vmio_backend_queue *q = queue_at(be, msg, s->index);
+
+	if (!q)
+		return -EINVAL;
+	if (s->num > 1) {
+		be_err(be, "SET_VRING_ENABLE: queue %u: state %u is neither 0 nor 1",
+		       s->index, s->num);
+		return -EINVAL;
+	}
+	vmio_bq_pause(q);
+	q->vq.enabled = s->num;
+	vmio_bq_sync(q);
+	return 0;
+}
+
+static int get_queue_num(struct vmio_backend *be, struct vhost_user_msg *msg,
+			 struct vhost_user_msg *reply)
+{
+	reply_u64(reply, be->ops->num_queues);
+	return 0;
+}
+
+static int check_config_range(struct vmio_backend *be,
+			      const struct vhost_user_msg *msg)
+{
+	const struct vhost_user_config *c = &msg->payload.config;
+
+	if ((uint64_t)c->offset + c->size > be->ops->config_size) {
+		be_err(be, "%s: offset %u size %u beyond the %u bytes of config "
+		       "space",
+		       vhost_user_request_name(msg->hdr.request), c->offset,
+		       c->size, be->ops->config_size);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int get_config(struct vmio_backend *be, struct vhost_user_msg *msg,
+		      struct vhost_user_msg *reply)
+{
+	const struct vhost_user_config *c = &msg->payload.config;
+	struct vhost_user_config *r = &reply->payload.config;
+	int rc = check_config_range(be, msg);
+
+	if (rc)
+		return rc;
+	if (!be->ops->get_config) {
+		be_err(be, "GET_CONFIG: device %s has no config space",
+		       be->ops->name);
+		return -ENOTSUP;
+	}
+	memset(r->payload, 0, c->size);
+	rc = be->ops->get_config(be->dev, r->payload, c->offset, c->size);
+	if (rc) {
+		be_err(be, "GET_CONFIG: device %s failed: errno %d", be->ops->name,
+		       -rc);
+		return rc;
+	}
+	r->offset = c->offset;
+	r->size = c->size;
+	r->flags = c->flags;
+	reply->hdr.size = CONFIG_HDR_SIZE + c->size;
+	return 0;
+}
+
+static int set_config(struct vmio_backend *be, struct vhost_user_msg *msg,
+		      struct vhost_user_msg *reply)
+{
+	const struct vhost_user_config *c = &msg->payload.config;
+	int rc = check_config_range(be, msg);
+
+	if (rc)
+		return rc;
+	if (!be->ops->set_config) {
+		be_err(be, "SET_CONFIG: device %s's config space is read-only",
+		       be->ops->name);
+		return -EPERM;
+	}
+	rc = be->ops->set_config(be->dev, c->payload, c->offset, c->size);
+	if (rc)
+		be_err(be, "SET_CONFIG: device %s refused offset %u size %u: "
+		       "errno %d",
+		       be->ops->name, c->offset, c->size, -rc);
+	return rc;
+}
+
+static int set_status(struct vmio_backend *be, struct vhost_user_msg *msg,
+		      struct vhost_user_msg *reply)
+{
+	if (msg->payload.u64 > UINT8_MAX) {
+		be_err(be, "SET_STATUS: status 0x%llx does not fit a byte",
+		       (unsigned long long)msg->payload.u64);
+		return -EINVAL;
+	}
+	/* Only stored: QEMU writes 0 before GET_VRING_BASE when it stops, so
+	 * a reset here would lose the ring state it is about to ask for. */
+	be->status = (uint8_t)msg->payload.u64;
+	return 0;
+}
+
+static int get_status(struct vmio_backend *be, struct vhost_user_msg *msg,
+		      struct vhost_user_msg *reply)
+{
+	reply_u64(reply, be->status);
+	return 0;
+}
+
+static int set_backend_req_fd(struct vmio_backend *be,
+			      struct vhost_user_msg *msg,
+			      struct vhost_user_msg *reply)
+{
+	/* Kept (no backend-initiated requests are sent yet) so the front end
+	 * does not see its channel closed. */
+	close_fd(&be->backend_req_fd);
+	be->backend_req_fd = take_fd(msg, 0);
+	return 0;
+}
+
+/* ---- Dispatch ---------------------------------------------------------- */
+
+enum payload_rule {
+	P_NONE,
+	P_U64,
+	P_STATE,
+	P_ADDR,
+	P_MEM_TABLE,
+	P_MEM_REG,
+	P_CONFIG,
+};
+
+enum fd_rule {
+	F_NONE,
+	F_ONE,
+	F_MAYBE_ONE,  /* REM_MEM_REG: some front ends send the region's fd */
+	F_PER_REGION, /* SET_MEM_TABLE */
+	F_VRING,      /* one unless VHOST_USER_VRING_NOFD_MASK */
+};
+
+struct handler {
+	int (*fn)(struct vmio_backend *be, struct vhost_user_msg *msg,
+		  struct vhost_user_msg *reply);
+	uint8_t payload;
+	uint8_t fds;
+	bool has_reply;
+};
+
+static const struct handler handlers[VHOST_USER_REQUEST_MAX] = {
+	[VHOST_USER_GET_FEATURES] = { get_features, P_NONE, F_NONE, true },
+	[VHOST_USER_SET_FEATURES] = { set_features, P_U64, F_NONE, false },
+	[VHOST_USER_SET_OWNER] = { set_owner, P_NONE, F_NONE, false },
+	[VHOST_USER_RESET_OWNER] = { reset_owner, P_NONE, F_NONE, false },
+	[VHOST_USER_SET_MEM_TABLE] = { set_mem_table, P_MEM_TABLE,
+				       F_PER_REGION, false },
+	[VHOST_USER_SET_VRING_NUM] = { set_vring_num, P_STATE, F_NONE, false },
+	[VHOST_USER_SET_VRING_ADDR] = { set_vring_addr, P_ADDR, F_NONE, false },
+	[VHOST_USER_SET_VRING_BASE] = { set_vring_base, P_STATE, F_NONE, false },
+	[VHOST_USER_GET_VRING_BASE] = { get_vring_base, P_STATE, F_NONE, true },
+	[VHOST_USER_SET_VRING_KICK] = { set_vring_kick, P_U64, F_VRING, false },
+	[VHOST_USER_SET_VRING_CALL] = { set_vring_call, P_U64, F_VRING, false },
+	[VHOST_USER_SET_VRING_ERR] = { set_vring_err, P_U64, F_VRING, false },
+	[VHOST_USER_GET_PROTOCOL_FEATURES] = { get_protocol_features, P_NONE,
+					       F_NONE, true },
+	[VHOST_USER_SET_PROTOCOL_FEATURES] = { set_protocol_features, P_U64,
+					       F_NONE, false },
+	[VHOST_USER_GET_QUEUE_NUM] = { get_queue_num, P_NONE, F_NONE, true },
+	[VHOST_USER_SET_VRING_ENABLE] = { set_vring_enable, P_STATE, F_NONE,
+					  false },
+	[VHOST_USER_SET_BACKEND_REQ_FD] = { set_backend_req_fd, P_NONE, F_ONE,
+					    false },
+	[VHOST_USER_GET_CONFIG] = { get_config, P_CONFIG, F_NONE, true },
+	[VHOST_USER_SET_CONFIG] = { set_config, P_CONFIG, F_NONE, false },
+	[VHOST_USER_GET_MAX_MEM_SLOTS] = { get_max_mem_slots, P_NONE, F_NONE,
+					   true },
+	[VHOST_USER_ADD_MEM_REG] = { add_mem_reg, P_MEM_REG, F_ONE, false },
+	[VHOST_USER_REM_MEM_REG] = { rem_mem_reg, P_MEM_REG, F_MAYBE_ONE,
+				     false },
+	[VHOST_USER_SET_STATUS] = { set_status, P_U64, F_NONE, false },
+	[VHOST_USER_GET_STATUS] = { get_status, P_NONE, F_NONE, true },
+};
+
+static int check_payload(struct vmio_backend *be,
+			 const struct vhost_user_msg *msg, enum payload_rule rule)
+{
+	static const uint32_t fixed[] = {
+		[P_NONE] = 0,
+		[P_U64] = sizeof(uint64_t),
+		[P_STATE] = sizeof(struct vhost_user_vring_state),
+		[P_ADDR] = sizeof(struct vhost_user_vring_addr),
+		[P_MEM_REG] = sizeof(struct vhost_user_mem_reg),
+	};
+	const char *name = vhost_user_request_name(msg->hdr.request);
+	uint32_t size = msg->hdr.size;
+
+	if (rule == P_MEM_TABLE) {
+		uint32_t n = msg->payload.memory.nregions;
+		/* QEMU sends only the regions it uses; others the whole
+		 * struct. */
+		if (size < MEM_TABLE_HDR_SIZE) {
+			be_err(be, "%s: payload of %u bytes is too short", name, size);
+			return -EINVAL;
+		}
+		if (n < 1 || n > VHOST_USER_MEM_TABLE_MAX_REGIONS) {
+			be_err(be, "%s: %u regions (must be 1 to %u)", name, n,
+			       VHOST_USER_MEM_TABLE_MAX_REGIONS);
+			return -EINVAL;
+		}
+		if (size < MEM_TABLE_HDR_SIZE +
+				   n * sizeof(struct vhost_user_memory_region)) {
+			be_err(be, "%s: payload of %u bytes too short for %u regions",
+			       name, size, n);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (rule == P_CONFIG) {
+		if (size < CONFIG_HDR_SIZE) {
+			be_err(be, "%s: payload of %u bytes is too short", name, size);
+			return -EINVAL;
+		}
+		uint32_t n = msg->payload.config.size;
+		if (n > VHOST_USER_MAX_CONFIG_SIZE || size != CONFIG_HDR_SIZE + n) {
+			be_err(be, "%s: payload of %u bytes does not match a config "
+			       "block of %u bytes (at most %u)",
+			       name, size, n, VHOST_USER_MAX_CONFIG_SIZE);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (size != fixed[rule]) {
+		be_err(be, "%s: payload of %u bytes, expected %u", name, size,
+		       fixed[rule]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_fds(struct vmio_backend *be, const struct vhost_user_msg *msg,
+		     enum fd_rule rule)
+{
+	unsigned lo, hi;
+
+	switch (rule) {
+	case F_ONE:
+		lo = hi = 1;
+		break;
+	case F_MAYBE_ONE:
+		lo = 0;
+		hi = 1;
+		break;
+	case F_PER_REGION:
+		lo = hi = msg->payload.memory.nregions;
+		break;
+	case F_VRING:
+		lo = hi = (msg->payload.u64 & VHOST_USER_VRING_NOFD_MASK) ? 0 : 1;
+		break;
+	default:
+		lo = hi = 0;
+		break;
+	}
+	if (msg->nfds < lo || msg->nfds > hi) {
+		be_err(be, "%s: %u file descriptors, expected %u%s",
+		       vhost_user_request_name(msg->hdr.request), msg->nfds, lo,
+		       hi > lo ? " or 1" : "");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_header(struct vmio_backend *be, const struct vhost_user_msg *msg)
+{
+	const struct vhost_user_header *h = &msg->hdr;
+
+	if ((h->flags & VHOST_USER_VERSION_MASK) != VHOST_USER_VERSION ||
+	    (h->flags & VHOST_USER_REPLY_MASK) ||
+	    h->size > VHOST_USER_MAX_PAYLOAD || msg->nfds > VHOST_USER_MAX_FDS) {
+		be_err(be, "malformed message: request %u flags 0x%x size %u, "
+		       "%u fds",
+		       h->request, h->flags, h->size, msg->nfds);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* Sends the handler's reply, the REPLY_ACK ack, or nothing; decides
+ * whether a failure ends the connection (see the top of this file). */
+static int finish(struct vmio_backend *be, const struct handler *h,
+		  const struct vhost_user_msg *msg, struct vhost_user_msg *reply,
+		  int reply_fd, bool ack, int rc)
+{
+	if (h && h->has_reply) {
+		if (rc)
+			reply->hdr.size = 0;
+	} else if (ack) {
+		reply_u64(reply, rc ? (uint64_t)-rc : 0);
+	} else {
+		return rc;
+	}
+	reply->hdr.request = msg->hdr.request;
+	reply->hdr.flags = VHOST_USER_VERSION | VHOST_USER_REPLY_MASK;
+	reply->nfds = 0;
+	int err = vhost_user_msg_send(reply_fd, reply);
+	if (err)
+		log_err("vhost-user: cannot send the reply to %s: %s",
+			vhost_user_request_name(msg->hdr.request),
+			strerror(-err));
+	return err;
+}
+
+int vmio_backend_handle_msg(struct vmio_backend *be, struct vhost_user_msg *msg,
+			    int reply_fd)
+{
+	struct vhost_user_msg reply = { .nfds = 0 };
+	const struct handler *h = NULL;
+	bool ack;
+	int rc;
+
+	be->touched = true;
+	rc = check_header(be, msg);
+	if (rc) {
+		if (msg->nfds > VHOST_USER_MAX_FDS)
+			msg->nfds = VHOST_USER_MAX_FDS;
+		vhost_user_msg_close_fds(msg);
+		return rc;
+	}
+	log_debug("vhost-user: %s (%u bytes, %u fds)",
+		  vhost_user_request_name(msg->hdr.request), msg->hdr.size,
+		  msg->nfds);
+	/* Whether an ack is due is decided by what was negotiated when the
+	 * request arrived, not by what the request changes. */
+	ack = (msg->hdr.flags & VHOST_USER_NEED_REPLY_MASK) &&
+	      has_protocol_feature(be, VHOST_USER_PROTOCOL_F_REPLY_ACK);
+	if (msg->hdr.request < VHOST_USER_REQUEST_MAX)
+		h = &handlers[msg->hdr.request];
+	if (!h || !h->fn) {
+		be_err(be, "unsupported request %u (%s)", msg->hdr.request,
+		       vhost_user_request_name(msg->hdr.request));
+		h = NULL;
+		rc = -EPROTO;
+	}
+	if (!rc)
+		rc = check_payload(be, msg, h->payload);
+	if (!rc)
+		rc = check_fds(be, msg, h->fds);
+	if (!rc)
+		rc = h->fn(be, msg, &reply);
+	vhost_user_msg_close_fds(msg);
+	return finish(be, h, msg, &reply, reply_fd, ack, rc);
+}
+
