@@ -14,6 +14,11 @@ packages=(
 	libcmocka-dev     # unit test framework
 	iproute2          # network namespaces for the net tests
 	procps            # pgrep/pkill in the scripts
+	qemu-system-x86   # guest tests: boots a Debian kernel against the vhost-user devices
+	busybox-static    # guest tests: the guest's whole userland, copied into its initramfs
+	cpio              # guest tests: packs the initramfs
+	xz-utils          # guest tests: unpacks the kernel package's compressed modules
+	zstd              # guest tests: same, for zstd-compressed modules
 )
 
 missing=()

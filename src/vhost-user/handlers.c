@@ -11,8 +11,10 @@
  *  - with REPLY_ACK negotiated and NEED_REPLY set, the ack says failure;
  *  - otherwise the front end has no way to learn of the failure and would
  *    go on with a device that differs from what it believes, so the
- *    connection is closed (and the device reset). Unknown requests and
- *    malformed headers are treated the same way.
+ *    connection is closed (and the device reset). Unknown requests follow
+ *    the same rule.
+ * A malformed header always closes the connection: the stream can no
+ * longer be trusted.
  */
 #include <errno.h>
 #include <string.h>
@@ -735,7 +737,8 @@ static int check_fds(struct vmio_backend *be, const struct vhost_user_msg *msg,
 	return 0;
 }
 
-static int check_header(struct vmio_backend *be, const struct vhost_user_msg *msg)
+static int check_header(struct vmio_backend *be,
+			const struct vhost_user_msg *msg)
 {
 	const struct vhost_user_header *h = &msg->hdr;
 

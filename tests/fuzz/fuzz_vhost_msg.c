@@ -40,7 +40,7 @@
 #define CTL_MEMFDS 0x10
 #define CTL_MEMORY 0xff
 
-/* ---- A device that serves rings and checks the core's promises --------- */
+/* ---- A device that serves rings and checks the core's promises ------ */
 
 struct fuzz_dev {
 	bool running[NQ];
@@ -149,7 +149,7 @@ static const struct vmio_device_ops dev_ops = {
 	.reset = dev_reset,
 };
 
-/* ---- Process-wide equipment ----------------------------------------------- */
+/* ---- Process-wide equipment ----------------------------------------- */
 
 static struct vmio_loop *loop;
 static int memfd = -1;
@@ -193,7 +193,7 @@ static void drain_replies(void)
 		;
 }
 
-/* ---- Turning bytes into messages ----------------------------------------- */
+/* ---- Turning bytes into messages ------------------------------------ */
 
 struct cursor {
 	const uint8_t *p;

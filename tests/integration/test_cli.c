@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>

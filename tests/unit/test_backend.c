@@ -33,7 +33,7 @@
 	(VMIO_BIT(VIRTIO_F_VERSION_1) | VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |    \
 	 VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC) | VMIO_BIT(3))
 
-/* ---- The fake device --------------------------------------------------- */
+/* ---- The fake device ------------------------------------------------ */
 
 struct fake {
 	int starts, stops, kicks, resets, changing, features_set;
@@ -138,7 +138,7 @@ static const struct vmio_device_ops fake_ops = {
 	.reset = fake_reset,
 };
 
-/* ---- The fixture: a backend and its front end's socket ------------------ */
+/* ---- The fixture: a backend and its front end's socket -------------- */
 
 struct fx {
 	struct vmio_loop *loop;
@@ -449,7 +449,7 @@ static struct fx *running_device(void **state)
 	return f;
 }
 
-/* ---- Negotiation --------------------------------------------------------- */
+/* ---- Negotiation ---------------------------------------------------- */
 
 static void test_get_features(void **state)
 {
@@ -606,7 +606,7 @@ static void test_config_out_of_bounds(void **state)
 	assert_int_equal(f->gone, 0);
 }
 
-/* ---- Queues ---------------------------------------------------------------- */
+/* ---- Queues --------------------------------------------------------- */
 
 static void test_queue_start_and_kick(void **state)
 {
@@ -757,7 +757,8 @@ static void test_add_rem_mem_reg(void **state)
 	struct fx *f = *state;
 	struct vhost_user_mem_reg r = { 0 };
 
-	negotiate(f, ACK_PROTOCOL | VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
+	negotiate(f, ACK_PROTOCOL |
+			     VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
 	/* Two halves, the second added while the queue runs. */
 	r.region = (struct vhost_user_memory_region){
 		.size = MEM_SIZE / 2, .uva = UVA_BASE };
@@ -817,7 +818,7 @@ static void test_call_fd_replaced_while_running(void **state)
 	close(newcall);
 }
 
-/* ---- Bad input ----------------------------------------------------------- */
+/* ---- Bad input ------------------------------------------------------ */
 
 static void test_bad_sizes(void **state)
 {
@@ -915,9 +916,9 @@ static void test_bad_fd_counts(void **state)
 				   1), 0);
 	assert_int_equal(acked(f, VHOST_USER_SET_VRING_CALL, &idx, 8, NULL, 0),
 			 0);
-	assert_int_not_equal(acked(f, VHOST_USER_ADD_MEM_REG, &(struct vhost_user_mem_reg){ 0 },
-				   sizeof(struct vhost_user_mem_reg), NULL, 0),
-			     0);
+	struct vhost_user_mem_reg reg = { 0 };
+	assert_int_not_equal(acked(f, VHOST_USER_ADD_MEM_REG, &reg, sizeof(reg),
+				   NULL, 0), 0);
 	assert_int_equal(count_open_fds(), before);
 }
 
@@ -1069,7 +1070,7 @@ static void test_addr_before_mem_table(void **state)
 	assert_int_equal(f->dev.starts, 1);
 }
 
-/* ---- Disconnects --------------------------------------------------------- */
+/* ---- Disconnects ---------------------------------------------------- */
 
 static void test_disconnect_resets(void **state)
 {
@@ -1136,7 +1137,7 @@ static void test_no_fd_leak_over_session(void **state)
 	assert_int_equal(count_open_fds(), before);
 }
 
-/* ---- Listening ----------------------------------------------------------- */
+/* ---- Listening ------------------------------------------------------ */
 
 static int connect_to(const char *path)
 {

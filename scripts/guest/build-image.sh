@@ -1,0 +1,258 @@
+#!/bin/bash
+# Builds the guest that vmio's guest tests boot: Debian's stock kernel and a
+# tiny initramfs (static busybox, the virtio / vsock / virtio-net modules and
+# an /init that loads them, runs /test.sh if one is there, and powers off).
+#
+# usage: scripts/guest/build-image.sh [CACHE_DIR]      (default: build/guest)
+#
+# Everything comes from Debian packages: the kernel package is fetched with
+# `apt-get download` and unpacked into the cache (the host's /boot and
+# /lib/modules are never touched); busybox comes from busybox-static
+# (scripts/deps.sh installs it). The result is cached: a second run only
+# compares a stamp of its inputs (this script, kernel package and version,
+# busybox version, module list) and does nothing if they are unchanged.
+#
+# Outputs, in CACHE_DIR:
+#   vmlinuz           the kernel
+#   initramfs.cpio    the base initramfs (uncompressed: unpacking gzip under
+#                     TCG costs boot time, and it is only a few MiB)
+#   kernel-release    e.g. 6.1.0-57-amd64
+#   modules.order     the modules /init loads, in load order
+#
+# Environment:
+#   VMIO_GUEST_KERNEL_DEB   a linux-image-*.deb to use instead of downloading
+#   VMIO_GUEST_MODULES      extra modules to include and load (space-separated)
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cache=${1:-$top/build/guest}
+mkdir -p "$cache"
+cache=$(cd "$cache" && pwd)
+
+die() { echo "build-image: $*" >&2; exit 1; }
+log() { echo "build-image: $*" >&2; }
+
+# The modules the guest loads. Their dependencies (virtio_ring,
+# virtio_pci_modern_dev, vsock, failover, ...) are added from modules.dep, so
+# only the leaves are named here.
+modules=(virtio_pci vmw_vsock_virtio_transport virtio_net)
+# shellcheck disable=SC2206 # word splitting is the point
+modules+=(${VMIO_GUEST_MODULES:-})
+
+for tool in dpkg-deb cpio xz zstd flock sha256sum; do
+	command -v "$tool" >/dev/null || die "'$tool' is missing: run scripts/deps.sh (as root)"
+done
+busybox=/bin/busybox
+if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed'; then
+	die "package busybox-static is not installed: run scripts/deps.sh (as root)"
+fi
+
+# Tests may run in parallel and all call this script: one builds, the others
+# wait for it and then find the cache fresh.
+exec 9>"$cache/.lock"
+flock 9
+
+# --- which kernel --------------------------------------------------------
+# The kernel package is whatever linux-image-amd64 points at in the apt
+# lists (linux-image-6.1.0-NN-amd64 on Debian 12).
+kdeb=${VMIO_GUEST_KERNEL_DEB:-}
+if [[ -n $kdeb ]]; then
+	[[ -f $kdeb ]] || die "VMIO_GUEST_KERNEL_DEB=$kdeb does not exist"
+	kdeb=$(cd "$(dirname "$kdeb")" && pwd)/$(basename "$kdeb")
+	kpkg=$(dpkg-deb -f "$kdeb" Package)
+	kver=$(dpkg-deb -f "$kdeb" Version)
+else
+	kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+		sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n1 || true)
+	kver=
+	[[ -n $kpkg ]] && kver=$(apt-cache policy "$kpkg" 2>/dev/null |
+		sed -n 's/^ *Candidate: //p' | head -n1)
+	if [[ -z $kpkg || -z $kver || $kver == "(none)" ]]; then
+		# No apt lists (fresh container): use the cache if there is one
+		# rather than failing; otherwise say what to do.
+		if [[ -f $cache/stamp && -f $cache/vmlinuz && -f $cache/initramfs.cpio ]]; then
+			log "apt lists do not name a kernel; using the cached image"
+			echo "$cache"
+			exit 0
+		fi
+		die "apt does not know linux-image-amd64: run 'apt-get update' (as root) first"
+	fi
+fi
+
+# --- is the cache fresh? -------------------------------------------------
+bbver=$(dpkg-query -W -f='${Version}' busybox-static)
+stamp_text=$(
+	echo "script $(sha256sum "$0" | cut -d' ' -f1)"
+	echo "kernel $kpkg $kver"
+	echo "busybox $bbver"
+	echo "modules ${modules[*]}"
+)
+if [[ -f $cache/stamp && $(cat "$cache/stamp") == "$stamp_text" &&
+	-f $cache/vmlinuz && -f $cache/initramfs.cpio ]]; then
+	log "up to date: $kpkg $kver"
+	echo "$cache"
+	exit 0
+fi
+
+start=$SECONDS
+log "building guest image in $cache ($kpkg $kver, busybox $bbver)"
+
+# --- fetch the kernel package --------------------------------------------
+if [[ -z $kdeb ]]; then
+	dl=$cache/dl
+	mkdir -p "$dl"
+	# apt names the file PKG_VERSION_ARCH.deb with ':' escaped as %3a.
+	kdeb=$(find "$dl" -maxdepth 1 -name "${kpkg}_${kver//:/%3a}_*.deb" | head -n1)
+	if [[ -z $kdeb ]]; then
+		# An older kernel is of no use any more.
+		rm -f "$dl"/*.deb
+		aptopt=()
+		# As root, apt drops to the _apt user to download, who may not be
+		# able to write into the build tree; stay root instead of warning.
+		[[ $(id -u) -eq 0 ]] && aptopt=(-o APT::Sandbox::User=root)
+		if ! (cd "$dl" && apt-get download -q "${aptopt[@]}" "$kpkg=$kver" >&2); then
+			# Stale lists name a version the mirror has dropped (Debian
+			# replaces kernel ABIs on security updates): refresh once.
+			if [[ $(id -u) -ne 0 || -n ${VMIO_GUEST_RETRIED:-} ]]; then
+				die "apt-get download $kpkg=$kver failed (as root, 'apt-get update' may help)"
+			fi
+			log "download failed; refreshing apt lists and retrying once"
+			apt-get update -qq >&2
+			VMIO_GUEST_RETRIED=1 exec "$0" "$@" 9>&-
+		fi
+		kdeb=$(find "$dl" -maxdepth 1 -name "${kpkg}_*.deb" | head -n1)
+		[[ -n $kdeb ]] || die "apt-get download $kpkg left no .deb in $dl"
+	fi
+fi
+
+# --- unpack it and pick the files ----------------------------------------
+work=$cache/.work
+rm -rf "$work"
+mkdir -p "$work/kernel" "$work/root"
+trap 'rm -rf "$work"' EXIT
+log "unpacking $(basename "$kdeb")"
+# Only the kernel image and the module tree are needed; leave out firmware
+# references, docs and the like.
+dpkg-deb --fsys-tarfile "$kdeb" |
+	tar -x -C "$work/kernel" --wildcards './boot/vmlinuz-*' './lib/modules/*'
+vmlinuz=$(find "$work/kernel/boot" -name 'vmlinuz-*' | head -n1)
+[[ -n $vmlinuz ]] || die "no vmlinuz in $kdeb"
+krel=${vmlinuz##*/vmlinuz-}
+moddir=$work/kernel/lib/modules/$krel
+[[ -f $moddir/modules.dep ]] || die "no modules.dep in $kdeb (for $krel)"
+
+# Resolve the dependencies and a load order: modules.dep lists, for each
+# module, everything it needs (transitively); put each dependency before
+# its user, and skip what is built into the kernel.
+order=()
+declare -A seen=()
+add_module() { # name (with '-' or '_')
+	local name=${1//-/_} line path dep
+	[[ -n ${seen[$name]:-} ]] && return 0
+	seen[$name]=1
+	# A module's file name may spell '_' as '-'; match either.
+	local pat=${name//_/[_-]}
+	line=$(grep -E "(^|/)${pat}\.ko(\.(xz|zst|gz))?:" "$moddir/modules.dep" | head -n1 || true)
+	if [[ -z $line ]]; then
+		if grep -qE "(^|/)${pat}\.ko$" "$moddir/modules.builtin" 2>/dev/null; then
+			return 0 # built in
+		fi
+		die "module $name is neither in modules.dep nor built in ($krel)"
+	fi
+	path=${line%%:*}
+	# Dependencies as listed are in load order reversed (the deepest last);
+	# recursing on each handles any order anyway.
+	for dep in ${line#*:}; do
+		dep=${dep##*/}
+		add_module "${dep%%.ko*}"
+	done
+	order+=("$name:$path")
+}
+for m in "${modules[@]}"; do
+	add_module "$m"
+done
+
+root=$work/root
+mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,run,etc,lib/modules}
+: >"$root/etc/modules.order"
+for entry in "${order[@]}"; do
+	name=${entry%%:*}
+	src=$moddir/${entry#*:}
+	dst=$root/lib/modules/$name.ko
+	# busybox insmod is not built with compressed-module support, so
+	# decompress here.
+	case $src in
+	*.ko) cp "$src" "$dst" ;;
+	*.ko.xz) xz -dc "$src" >"$dst" ;;
+	*.ko.zst) zstd -q -dc "$src" >"$dst" ;;
+	*.ko.gz) gzip -dc "$src" >"$dst" ;;
+	*) die "unknown module format: $src" ;;
+	esac
+	echo "$name" >>"$root/etc/modules.order"
+done
+
+# busybox and one symlink per applet, made here rather than at boot (every
+# millisecond of guest userland is slow under TCG).
+cp "$busybox" "$root/bin/busybox"
+for applet in $("$busybox" --list-full); do
+	[[ -e $root/$applet ]] || ln -s /bin/busybox "$root/$applet"
+done
+
+echo "$krel" >"$root/etc/kernel-release"
+
+cat >"$root/init" <<'INIT'
+#!/bin/sh
+# vmio guest init: mount the kernel file systems, load the virtio modules,
+# run the per-test /test.sh (from a second cpio archive appended to the
+# initramfs), print its exit status as "vmio-guest: exit N", power off.
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+# The base archive has no /dev/console node (making one needs root), so the
+# kernel may have started us with no console: reopen it.
+exec </dev/console >/dev/console 2>&1
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+mount -t tmpfs tmpfs /tmp
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin HOME=/root
+hostname vmio-guest
+
+while read -r m; do
+	insmod "/lib/modules/$m.ko" || echo "vmio-guest: insmod $m failed"
+done </etc/modules.order
+ip link set lo up
+
+echo "vmio-guest: up ($(cat /etc/kernel-release), $(cut -d' ' -f1 /proc/uptime)s)"
+rc=0
+if [ -f /test.sh ]; then
+	sh /test.sh
+	rc=$?
+else
+	echo "vmio-guest: no /test.sh"
+fi
+echo "vmio-guest: exit $rc"
+sync
+poweroff -f
+INIT
+chmod 755 "$root/init"
+
+# --- pack and publish ----------------------------------------------------
+# newc is the format the kernel reads; --owner keeps files root-owned in the
+# archive whoever builds it.
+(cd "$root" && find . -mindepth 1 | LC_ALL=C sort |
+	cpio -o -H newc --quiet --owner=0:0) >"$work/initramfs.cpio"
+cp "$vmlinuz" "$work/vmlinuz"
+# Install atomically-ish: the stamp is written last, so an interrupted build
+# is rebuilt next time.
+rm -f "$cache/stamp"
+mv "$work/vmlinuz" "$cache/vmlinuz"
+mv "$work/initramfs.cpio" "$cache/initramfs.cpio"
+echo "$krel" >"$cache/kernel-release"
+cp "$root/etc/modules.order" "$cache/modules.order"
+echo "$stamp_text" >"$cache/stamp"
+
+log "built in $((SECONDS - start)) s: kernel $krel, modules: $(tr '\n' ' ' <"$cache/modules.order")"
+log "  kernel:    $cache/vmlinuz"
+log "  initramfs: $cache/initramfs.cpio ($(du -k "$cache/initramfs.cpio" | cut -f1) KiB)"
+echo "$cache"
