@@ -62,12 +62,13 @@ if [[ -n $kdeb ]]; then
 	kpkg=$(dpkg-deb -f "$kdeb" Package)
 	kver=$(dpkg-deb -f "$kdeb" Version)
 else
-	kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
-		sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -n1 || true)
-	kver=
-	[[ -n $kpkg ]] && kver=$(apt-cache policy "$kpkg" 2>/dev/null |
-		sed -n 's/^ *Candidate: //p' | head -n1)
-	if [[ -z $kpkg || -z $kver || $kver == "(none)" ]]; then
+	# One apt-cache call (each costs about a second here): the meta
+	# package's Depends is "linux-image-6.1.0-NN-amd64 (= VERSION)".
+	dep=$(apt-cache show --no-all-versions linux-image-amd64 2>/dev/null |
+		sed -n 's/^Depends: *\(linux-image-[0-9][^ ,]*\) *(= *\([^) ]*\)).*/\1 \2/p' | head -n1 || true)
+	kpkg=${dep%% *}
+	kver=${dep#* }
+	if [[ -z $dep ]]; then
 		# No apt lists (fresh container): use the cache if there is one
 		# rather than failing; otherwise say what to do.
 		if [[ -f $cache/stamp && -f $cache/vmlinuz && -f $cache/initramfs.cpio ]]; then
@@ -139,34 +140,50 @@ vmlinuz=$(find "$work/kernel/boot" -name 'vmlinuz-*' | head -n1)
 [[ -n $vmlinuz ]] || die "no vmlinuz in $kdeb"
 krel=${vmlinuz##*/vmlinuz-}
 moddir=$work/kernel/lib/modules/$krel
-[[ -f $moddir/modules.dep ]] || die "no modules.dep in $kdeb (for $krel)"
+[[ -d $moddir/kernel ]] || die "no modules in $kdeb (for $krel)"
 
-# Resolve the dependencies and a load order: modules.dep lists, for each
-# module, everything it needs (transitively); put each dependency before
-# its user, and skip what is built into the kernel.
+# Module file by name. The package ships no modules.dep (depmod makes it at
+# install time), so dependencies come from each module's own .modinfo
+# "depends=" field, which needs no kmod on the host.
+declare -A modpath=()
+while IFS= read -r f; do
+	b=${f##*/}
+	b=${b%%.ko*}
+	modpath[${b//-/_}]=$f
+done < <(find "$moddir/kernel" -name '*.ko' -o -name '*.ko.*')
+
+# busybox insmod is not built with compressed-module support, so modules
+# are decompressed at build time.
+decompress() { # file -> stdout
+	case $1 in
+	*.ko) cat "$1" ;;
+	*.ko.xz) xz -dc "$1" ;;
+	*.ko.zst) zstd -q -dc "$1" ;;
+	*.ko.gz) gzip -dc "$1" ;;
+	*) die "unknown module format: $1" ;;
+	esac
+}
+
+# Load order: each dependency before its user; what is built into the
+# kernel is skipped.
 order=()
 declare -A seen=()
 add_module() { # name (with '-' or '_')
-	local name=${1//-/_} line path dep
+	local name=${1//-/_} path deps dep
 	[[ -n ${seen[$name]:-} ]] && return 0
 	seen[$name]=1
-	# A module's file name may spell '_' as '-'; match either.
-	local pat=${name//_/[_-]}
-	line=$(grep -E "(^|/)${pat}\.ko(\.(xz|zst|gz))?:" "$moddir/modules.dep" | head -n1 || true)
-	if [[ -z $line ]]; then
-		if grep -qE "(^|/)${pat}\.ko$" "$moddir/modules.builtin" 2>/dev/null; then
-			return 0 # built in
+	path=${modpath[$name]:-}
+	if [[ -z $path ]]; then
+		if grep -qE "/${name//_/[_-]}\.ko$" "$moddir/modules.builtin"; then
+			return 0
 		fi
-		die "module $name is neither in modules.dep nor built in ($krel)"
+		die "module $name is neither a module nor built in ($krel)"
 	fi
-	path=${line%%:*}
-	# Dependencies as listed are in load order reversed (the deepest last);
-	# recursing on each handles any order anyway.
-	for dep in ${line#*:}; do
-		dep=${dep##*/}
-		add_module "${dep%%.ko*}"
+	deps=$(decompress "$path" | tr '\0' '\n' | sed -n 's/^depends=//p' | head -n1)
+	for dep in ${deps//,/ }; do
+		add_module "$dep"
 	done
-	order+=("$name:$path")
+	order+=("$name")
 }
 for m in "${modules[@]}"; do
 	add_module "$m"
@@ -175,19 +192,8 @@ done
 root=$work/root
 mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,run,etc,lib/modules}
 : >"$root/etc/modules.order"
-for entry in "${order[@]}"; do
-	name=${entry%%:*}
-	src=$moddir/${entry#*:}
-	dst=$root/lib/modules/$name.ko
-	# busybox insmod is not built with compressed-module support, so
-	# decompress here.
-	case $src in
-	*.ko) cp "$src" "$dst" ;;
-	*.ko.xz) xz -dc "$src" >"$dst" ;;
-	*.ko.zst) zstd -q -dc "$src" >"$dst" ;;
-	*.ko.gz) gzip -dc "$src" >"$dst" ;;
-	*) die "unknown module format: $src" ;;
-	esac
+for name in "${order[@]}"; do
+	decompress "${modpath[$name]}" >"$root/lib/modules/$name.ko"
 	echo "$name" >>"$root/etc/modules.order"
 done
 

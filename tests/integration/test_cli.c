@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,7 +44,7 @@ static void test_help(void **state)
 
 static void test_usage_errors(void **state)
 {
-	static const char *const cases[][4] = {
+	static const char *const cases[][5] = {
 		{ NULL },
 		{ "nosuchcommand", NULL },
 		{ "loopback", NULL },
@@ -122,7 +123,10 @@ static void test_sigint_exits_cleanly(void **state)
 static void test_fd_mode_exits_when_frontend_leaves(void **state)
 {
 	int sv[2];
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	/* Only the backend's end may reach the child, or the child would hold
+	 * the front end's end open itself and never see it leave. */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(fcntl(sv[1], F_SETFD, 0), 0);
 	char fdarg[16];
 	snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
 	pid_t pid = harness_spawn((const char *[]){ "loopback", "--fd", fdarg, NULL });
