@@ -13,7 +13,8 @@
 # busybox version, module list) and does nothing if they are unchanged.
 #
 # Outputs, in CACHE_DIR:
-#   vmlinuz           the kernel
+#   vmlinuz           the kernel, as Debian ships it (a bzImage)
+#   vmlinux           the same kernel unpacked, booted through PVH (faster)
 #   initramfs.cpio    the base initramfs (uncompressed: unpacking gzip under
 #                     TCG costs boot time, and it is only a few MiB)
 #   kernel-release    e.g. 6.1.0-57-amd64
@@ -249,16 +250,50 @@ chmod 755 "$root/init"
 (cd "$root" && find . -mindepth 1 | LC_ALL=C sort |
 	cpio -o -H newc --quiet --owner=0:0) >"$work/initramfs.cpio"
 cp "$vmlinuz" "$work/vmlinuz"
+
+# The bzImage unpacks itself at boot, and under TCG that xz decompression
+# alone takes ~7 s of a ~12 s boot. Unpack it here instead and boot the ELF
+# vmlinux through its PVH entry point (QEMU loads such an ELF directly),
+# which brings a boot down to ~6 s. Only used if the kernel has the PVH
+# entry note (Xen ELF note 0x12, XEN_ELFNOTE_PHYS32_ENTRY), as Debian's has.
+extract_vmlinux() { # bzImage -> vmlinux on stdout, or fail
+	local img=$1 off magic cmd
+	for magic in '\xfd7zXZ\x00:xz -dc --single-stream' '\x28\xb5\x2f\xfd:zstd -q -dc' \
+		'\x1f\x8b\x08:gzip -dc'; do
+		cmd=${magic#*:}
+		off=$(LC_ALL=C grep -obUaP "${magic%%:*}" "$img" | head -n1 | cut -d: -f1 || true)
+		[[ -n $off ]] || continue
+		# gzip and zstd complain about the data after the stream: ignore
+		# that and judge the result by its ELF header.
+		tail -c +$((off + 1)) "$img" | $cmd 2>/dev/null || true
+		return 0
+	done
+	return 1
+}
+if extract_vmlinux "$vmlinuz" >"$work/vmlinux" &&
+	[[ $(head -c 4 "$work/vmlinux" | od -An -c | tr -d ' ') == '177ELF' ]] &&
+	{ ! command -v readelf >/dev/null || readelf -n "$work/vmlinux" | grep -q '(0x00000012)'; }; then
+	have_vmlinux=1
+else
+	log "could not unpack a PVH-bootable vmlinux; guests boot the slower bzImage"
+	have_vmlinux=
+fi
 # Install atomically-ish: the stamp is written last, so an interrupted build
 # is rebuilt next time.
 rm -f "$cache/stamp"
 mv "$work/vmlinuz" "$cache/vmlinuz"
+rm -f "$cache/vmlinux"
+[[ -n $have_vmlinux ]] && mv "$work/vmlinux" "$cache/vmlinux"
 mv "$work/initramfs.cpio" "$cache/initramfs.cpio"
 echo "$krel" >"$cache/kernel-release"
 cp "$root/etc/modules.order" "$cache/modules.order"
 echo "$stamp_text" >"$cache/stamp"
 
 log "built in $((SECONDS - start)) s: kernel $krel, modules: $(tr '\n' ' ' <"$cache/modules.order")"
-log "  kernel:    $cache/vmlinuz"
+if [[ -n $have_vmlinux ]]; then
+	log "  kernel:    $cache/vmlinux (PVH boot; bzImage: $cache/vmlinuz)"
+else
+	log "  kernel:    $cache/vmlinuz"
+fi
 log "  initramfs: $cache/initramfs.cpio ($(du -k "$cache/initramfs.cpio" | cut -f1) KiB)"
 echo "$cache"

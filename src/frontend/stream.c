@@ -432,31 +432,43 @@ static void drain_eventfd(int fd)
 {
 	uint64_t v;
 
-	if (read(fd, &v, sizeof(v)) < 0) {
-		/* EAGAIN: nothing was pending; nothing to do. */
-	}
+	/* Non-blocking: EAGAIN only means nothing was pending. */
+	if (read(fd, &v, sizeof(v)) < 0)
+		return;
 }
 
 /* Sleeps until the device notifies either queue, at most timeout_ms.
  * Interrupts are requested first and the rings checked again after, so a
- * used entry pushed in between is not slept through. */
-static void wait_device(struct stream *s, int timeout_ms)
+ * used entry pushed in between is not slept through. The socket is
+ * watched too: the backend sends nothing unasked, so anything there means
+ * it went away, and waiting out the stall timeout would only hide that.
+ * Returns 0, or -1 with the error set. */
+static int wait_device(struct stream *s, int timeout_ms)
 {
 	struct vmio_dvq *rx = vmio_fe_queue(s->fe, RX_QUEUE);
 	struct vmio_dvq *tx = vmio_fe_queue(s->fe, TX_QUEUE);
-	struct pollfd p[2] = {
+	struct pollfd p[3] = {
 		{ .fd = rx->call_fd, .events = POLLIN },
 		{ .fd = tx->call_fd, .events = POLLIN },
+		{ .fd = s->fe->sock, .events = POLLIN },
 	};
 
 	vmio_dvq_want_interrupt(rx);
 	vmio_dvq_want_interrupt(tx);
 	if (used_pending(rx) || used_pending(tx))
-		return;
-	if (poll(p, 2, timeout_ms) > 0) {
-		drain_eventfd(rx->call_fd);
-		drain_eventfd(tx->call_fd);
+		return 0;
+	if (poll(p, 3, timeout_ms) <= 0)
+		return 0;
+	if (p[2].revents) {
+		set_err(s->r->error, sizeof(s->r->error),
+			"the backend closed the connection (sent %" PRIu64
+			" bytes, received %" PRIu64 ")",
+			s->sent, s->received);
+		return -1;
 	}
+	drain_eventfd(rx->call_fd);
+	drain_eventfd(tx->call_fd);
+	return 0;
 }
 
 static int64_t now_ns(void)
@@ -555,8 +567,9 @@ static int loop(struct stream *s)
 				s->received);
 			return -1;
 		}
-		wait_device(s, (int)((stall_ns - (now - last_progress)) /
-				     1000000) + 1);
+		if (wait_device(s, (int)((stall_ns - (now - last_progress)) /
+					 1000000) + 1))
+			return -1;
 	}
 	return 0;
 }

@@ -82,10 +82,13 @@ static const char *vmio_bin(void)
 }
 
 /* In the child: never returns. The child dies with the test, so a failed
- * assertion cannot leave a backend running. */
-static void exec_vmio(const char *bin, const char *const args[], int log_fd)
+ * assertion cannot leave a backend running. If exec fails, errno goes to
+ * err_fd, which exec would otherwise have closed (O_CLOEXEC). */
+static void exec_vmio(const char *bin, const char *const args[], int log_fd,
+		      int err_fd)
 {
 	size_t n = 0;
+	int e;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	while (args[n])
@@ -98,8 +101,9 @@ static void exec_vmio(const char *bin, const char *const args[], int log_fd)
 	if (dup2(log_fd, STDERR_FILENO) < 0 || dup2(log_fd, STDOUT_FILENO) < 0)
 		_exit(127);
 	execv(bin, (char *const *)argv);
-	dprintf(STDERR_FILENO, "harness: cannot run %s: %s\n", bin,
-		strerror(errno));
+	e = errno;
+	if (write(err_fd, &e, sizeof(e)) < 0)
+		_exit(127);
 	_exit(127);
 }
 
@@ -108,16 +112,32 @@ pid_t harness_spawn(const char *const args[])
 	const char *bin = vmio_bin();
 	int log_fd = open(harness_path("vmio.log"),
 			  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	int p[2], e = 0;
 	pid_t pid;
 
 	if (log_fd < 0)
 		fail_msg("cannot open the log: %s", strerror(errno));
+	if (pipe2(p, O_CLOEXEC) < 0)
+		fail_msg("pipe: %s", strerror(errno));
 	pid = fork();
 	if (pid == 0)
-		exec_vmio(bin, args, log_fd);
+		exec_vmio(bin, args, log_fd, p[1]);
 	close(log_fd);
+	close(p[1]);
 	if (pid < 0)
 		fail_msg("fork: %s", strerror(errno));
+	/* EOF as soon as exec succeeds: no waiting on a process that never
+	 * started. */
+	ssize_t n;
+	do
+		n = read(p[0], &e, sizeof(e));
+	while (n < 0 && errno == EINTR);
+	close(p[0]);
+	if (n == sizeof(e)) {
+		harness_wait_exit(pid, 1000);
+		fail_msg("cannot run %s: %s", bin, strerror(e));
+		return -1;
+	}
 	return pid;
 }
 

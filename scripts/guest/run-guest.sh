@@ -1,0 +1,150 @@
+#!/bin/bash
+# Boots the guest that build-image.sh makes, runs one test script in it, and
+# exits with that script's exit status.
+#
+# usage: scripts/guest/run-guest.sh [options] [-- QEMU_ARGS...]
+#   --script FILE       run FILE in the guest as /test.sh (sh, busybox)
+#   --file SRC[:DEST]   put SRC into the guest at DEST (default /SRC's name);
+#                       repeatable: helpers, static test binaries
+#   --image DIR         image cache (default build/guest); built if stale
+#   --timeout SECS      hard limit on the whole boot (default 180)
+#   --log FILE          serial log (default DIR/logs/run-PID.log); also on stdout
+#   --mem SIZE          guest RAM, MiB (default 256)
+#   --append ARGS       more kernel command line
+#   --name NAME         prefix for messages (default run-guest)
+#   -- QEMU_ARGS        passed to QEMU as they are, e.g.
+#                       -chardev socket,id=c,path=SOCK -device vhost-user-vsock-pci,chardev=c
+#
+# Exit status: the guest script's (0 if there was none), 124 when the time
+# limit ran out, 125 when the guest never reported an exit status (QEMU
+# failed to start, or the guest crashed: see the log).
+#
+# Guest RAM is a shared memfd, as vhost-user backends need to map it. The
+# per-test files go into a second cpio archive appended to the base one:
+# the kernel unpacks concatenated archives in order.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+image=$top/build/guest
+script=
+files=()
+limit=180
+logfile=
+mem=256
+append=
+name=run-guest
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
+while (($#)); do
+	case $1 in
+	--script) script=$2; shift 2 ;;
+	--file) files+=("$2"); shift 2 ;;
+	--image) image=$2; shift 2 ;;
+	--timeout) limit=$2; shift 2 ;;
+	--log) logfile=$2; shift 2 ;;
+	--mem) mem=$2; shift 2 ;;
+	--append) append=$2; shift 2 ;;
+	--name) name=$2; shift 2 ;;
+	--) shift; break ;;
+	-h | --help) usage ;;
+	*) echo "$name: unknown option '$1'" >&2; usage ;;
+	esac
+done
+qemu_extra=("$@")
+
+die() { echo "$name: $*" >&2; exit 125; }
+
+qemu=$(command -v qemu-system-x86_64 || true)
+[[ -n $qemu ]] || die "qemu-system-x86_64 not found: run scripts/deps.sh (as root) to install qemu-system-x86"
+[[ -z $script || -f $script ]] || die "no such script: $script"
+
+image=$("$top/scripts/guest/build-image.sh" "$image")
+[[ -n $logfile ]] || logfile=$image/logs/run-$$.log
+mkdir -p "$(dirname "$logfile")"
+: >"$logfile"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/vmio-guest.XXXXXX")
+qpid=
+cleanup() {
+	# Never leave a QEMU behind, whatever ended this script.
+	if [[ -n $qpid ]] && kill -0 "$qpid" 2>/dev/null; then
+		kill "$qpid" 2>/dev/null || true
+		wait "$qpid" 2>/dev/null || true
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- the per-test archive ------------------------------------------------
+initrd=$image/initramfs.cpio
+if [[ -n $script || ${#files[@]} -gt 0 ]]; then
+	mkdir -p "$tmp/add"
+	[[ -n $script ]] && install -m 755 "$script" "$tmp/add/test.sh"
+	for f in "${files[@]}"; do
+		src=${f%%:*}
+		dst=/${src##*/}
+		[[ $f == *:* ]] && dst=${f#*:}
+		[[ -f $src ]] || die "no such file: $src"
+		mkdir -p "$tmp/add/$(dirname "$dst")"
+		cp -p "$src" "$tmp/add/$dst"
+	done
+	(cd "$tmp/add" && find . -mindepth 1 | LC_ALL=C sort |
+		cpio -o -H newc --quiet --owner=0:0) >"$tmp/add.cpio"
+	cat "$image/initramfs.cpio" "$tmp/add.cpio" >"$tmp/initrd.cpio"
+	initrd=$tmp/initrd.cpio
+fi
+
+# --- accelerator ---------------------------------------------------------
+accel=(-accel tcg -cpu "${VMIO_GUEST_CPU:-max}")
+if [[ ${VMIO_GUEST_ACCEL:-tcg} == kvm ]]; then
+	accel=(-accel kvm -cpu host)
+fi
+
+# --- boot ----------------------------------------------------------------
+# The unpacked kernel boots through PVH, without ~7 s of self-decompression
+# under TCG; the bzImage is the fallback.
+kernel=$image/vmlinuz
+[[ -f $image/vmlinux ]] && kernel=$image/vmlinux
+cmdline="console=ttyS0 quiet loglevel=3 panic=-1 oops=panic"
+# Time sources and probes that only cost boot time in an emulated guest.
+cmdline+=" tsc=reliable no_timer_check noreplace-smp pci=lastbus=0 i8042.noaux i8042.nokbd"
+cmdline+=" mitigations=off random.trust_cpu=on"
+[[ -n $append ]] && cmdline+=" $append"
+
+qemu_args=(
+	-nodefaults -no-user-config -display none -no-reboot
+	-machine "${VMIO_GUEST_MACHINE:-q35},memory-backend=mem"
+	"${accel[@]}"
+	-smp 1 -m "${mem}M"
+	-object "memory-backend-memfd,id=mem,size=${mem}M,share=on"
+	-kernel "$kernel" -initrd "$initrd" -append "$cmdline"
+	# The serial console on stdout and, through the chardev's own log,
+	# in the log file: no tee, so QEMU's pid is ours to wait for and kill.
+	-chardev "stdio,id=con,signal=off,logfile=$logfile"
+	-serial chardev:con
+	"${qemu_extra[@]}"
+)
+
+start=$(date +%s.%N)
+# timeout is the hard limit; --kill-after in case QEMU ignores SIGTERM.
+timeout --kill-after=5 "$limit" "$qemu" "${qemu_args[@]}" </dev/null &
+qpid=$!
+qrc=0
+wait "$qpid" || qrc=$?
+qpid=
+elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+
+if ((qrc == 124 || qrc == 137)); then
+	echo "$name: timed out after ${limit}s; serial log: $logfile" >&2
+	exit 124
+fi
+# The guest's /init prints "vmio-guest: exit N" just before powering off.
+rc=$(tr -d '\r' <"$logfile" | sed -n 's/^vmio-guest: exit \([0-9]\{1,\}\)$/\1/p' | tail -n1)
+if [[ -z $rc ]]; then
+	echo "$name: the guest reported no exit status (QEMU exit code $qrc, ${elapsed}s); serial log: $logfile" >&2
+	exit 125
+fi
+echo "$name: guest exited with status $rc after ${elapsed}s (QEMU exit code $qrc); serial log: $logfile" >&2
+exit "$rc"
