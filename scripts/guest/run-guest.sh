@@ -96,17 +96,51 @@ if [[ -n $script || ${#files[@]} -gt 0 ]]; then
 	initrd=$tmp/initrd.cpio
 fi
 
-# --- accelerator ---------------------------------------------------------
-accel=(-accel tcg -cpu "${VMIO_GUEST_CPU:-max}")
-if [[ ${VMIO_GUEST_ACCEL:-tcg} == kvm ]]; then
-	accel=(-accel kvm -cpu host)
-fi
-
-# --- boot ----------------------------------------------------------------
 # The unpacked kernel boots through PVH, without ~7 s of self-decompression
 # under TCG; the bzImage is the fallback.
 kernel=$image/vmlinuz
 [[ -f $image/vmlinux ]] && kernel=$image/vmlinux
+
+# --- accelerator ---------------------------------------------------------
+# KVM where it works, TCG (software emulation) otherwise. /dev/kvm can be
+# there and still not run a guest (here, under nested virtualization, QEMU
+# aborts on an MSR with -cpu host and the guest hangs silently with other
+# CPU models), so "auto" boots the bare image under KVM once, with a short
+# limit, and remembers the verdict in the image directory.
+# VMIO_GUEST_ACCEL=tcg|kvm|auto (default auto) overrides.
+kvm_works() {
+	local verdict=$image/kvm-probe key
+	[[ -r /dev/kvm && -w /dev/kvm ]] || return 1
+	key="$("$qemu" --version | head -n1) $(cat "$image/stamp" | sha256sum | cut -c1-16)"
+	(
+		flock 8
+		if [[ ! -f $verdict || $(head -n1 "$verdict") != "$key" ]]; then
+			local ok=no
+			if timeout --kill-after=2 10 "$qemu" -nodefaults -no-user-config -display none \
+				-no-reboot -machine q35 -accel kvm -cpu host -m 128M \
+				-kernel "$kernel" -initrd "$image/initramfs.cpio" \
+				-append "console=ttyS0 quiet panic=-1" -serial stdio </dev/null 2>/dev/null |
+				grep -q '^vmio-guest: exit 0'; then
+				ok=yes
+			fi
+			printf '%s\n%s\n' "$key" "$ok" >"$verdict"
+		fi
+	) 8>"$image/.kvm-lock"
+	[[ $(tail -n1 "$verdict") == yes ]]
+}
+case ${VMIO_GUEST_ACCEL:-auto} in
+tcg) use_kvm= ;;
+kvm) use_kvm=1 ;;
+auto) use_kvm=; kvm_works && use_kvm=1 ;;
+*) die "VMIO_GUEST_ACCEL must be tcg, kvm or auto" ;;
+esac
+if [[ -n $use_kvm ]]; then
+	accel=(-accel kvm -cpu host)
+else
+	accel=(-accel tcg -cpu "${VMIO_GUEST_CPU:-max}")
+fi
+
+# --- boot ----------------------------------------------------------------
 cmdline="console=ttyS0 quiet loglevel=3 panic=-1 oops=panic"
 # Time sources and probes that only cost boot time in an emulated guest.
 cmdline+=" tsc=reliable no_timer_check noreplace-smp pci=lastbus=0 i8042.noaux i8042.nokbd"

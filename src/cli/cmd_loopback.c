@@ -60,7 +60,7 @@ int vmio_cmd_loopback(int argc, char **argv)
 	struct vmio_loop *loop = vmio_loop_new();
 	struct vmio_loopback *lb = vmio_loopback_new(o.queue_size);
 	struct vmio_backend *be =
-		loop && lb ? vmio_backend_new(loop, vmio_loopback_ops(), lb) : NULL;
+		loop && lb ? vmio_backend_new(loop, vmio_loopback_ops(lb), lb) : NULL;
 	int status = 1;
 	if (!be)
 		log_err("out of memory setting up the device");

@@ -44,6 +44,15 @@ void vmio_backend_reset_session(struct vmio_backend *be)
 
 /* ---- Connections ------------------------------------------------------- */
 
+/* While a front end is served the listener is not watched: a VMM that
+ * reconnects at once waits in the kernel's backlog, and is served as soon
+ * as the old connection is gone, whatever order the two events arrive in. */
+static void watch_listener(struct vmio_backend *be, bool on)
+{
+	if (be->listen_fd >= 0)
+		vmio_loop_modify(be->loop, be->listen_fd, on ? EPOLLIN : 0);
+}
+
 static void drop_connection(struct vmio_backend *be)
 {
 	vmio_loop_remove(be->loop, be->conn_fd);
@@ -51,6 +60,7 @@ static void drop_connection(struct vmio_backend *be)
 	vmio_backend_reset_session(be);
 	log_info("vhost-user: front end disconnected; device %s reset",
 		 be->ops->name);
+	watch_listener(be, true);
 	/* Last: the callback may free the backend. */
 	if (be->disconnect_cb)
 		be->disconnect_cb(be->disconnect_opaque);
@@ -92,6 +102,7 @@ static int start_connection(struct vmio_backend *be, int fd)
 	be->conn_fd = fd;
 	be->touched = true;
 	be->sessions++;
+	watch_listener(be, false);
 	log_info("vhost-user: front end connected (session %u, device %s)",
 		 be->sessions, be->ops->name);
 	return 0;
@@ -106,13 +117,6 @@ static void accept_cb(void *opaque, int fd, uint32_t events)
 		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
 			be_err(be, "accept on %s failed: %s", be->socket_path,
 			       strerror(errno));
-		return;
-	}
-	if (be->conn_fd >= 0) {
-		log_warn("vhost-user: %s: a second front end connected while "
-			 "one is served; closing it",
-			 be->socket_path);
-		close(conn);
 		return;
 	}
 	int rc = start_connection(be, conn);

@@ -34,6 +34,7 @@ struct lb_partial {
 };
 
 struct vmio_loopback {
+	struct vmio_device_ops ops; /* the template with our queue limit */
 	uint16_t max_queue_size;
 	struct vmio_vq *rx, *tx;
 	struct vmio_mem *mem;
@@ -351,9 +352,8 @@ static int lb_get_config(void *dev, uint8_t *buf, uint32_t offset,
 	return 0;
 }
 
-/* Not const: max_queue_size comes from the constructor, and the ops table
- * is what the core reads it from (one loopback device per process). */
-static struct vmio_device_ops loopback_ops = {
+/* Each device copies this and sets its own max_queue_size. */
+static const struct vmio_device_ops loopback_ops_template = {
 	.name = "loopback",
 	.features = VMIO_BIT(VIRTIO_F_VERSION_1) |
 		    VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
@@ -378,7 +378,8 @@ struct vmio_loopback *vmio_loopback_new(uint16_t max_queue_size)
 	if (max_queue_size == 0 || max_queue_size > VIRTQ_MAX_SIZE)
 		max_queue_size = VIRTQ_MAX_SIZE;
 	lb->max_queue_size = max_queue_size;
-	loopback_ops.max_queue_size = max_queue_size;
+	lb->ops = loopback_ops_template;
+	lb->ops.max_queue_size = max_queue_size;
 	return lb;
 }
 
@@ -387,9 +388,9 @@ void vmio_loopback_free(struct vmio_loopback *lb)
 	free(lb);
 }
 
-const struct vmio_device_ops *vmio_loopback_ops(void)
+const struct vmio_device_ops *vmio_loopback_ops(const struct vmio_loopback *lb)
 {
-	return &loopback_ops;
+	return &lb->ops;
 }
 
 uint64_t vmio_loopback_bytes(const struct vmio_loopback *lb)
