@@ -14,7 +14,7 @@ if [[ -f $dir/build.ninja ]]; then
 else
 	CC=clang meson setup "$dir" "${opts[@]}" >/dev/null || exit 1
 fi
-ninja -C "$dir" || exit 1
+ninja -C "$dir" tests/fuzz/fuzz_vhost_msg tests/fuzz/fuzz_chain || exit 1
 
 status=0
 mkdir -p "$dir/findings"
