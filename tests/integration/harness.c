@@ -5,9 +5,12 @@
 
 #include "harness.h"
 
+#include "frontend/stream.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -383,6 +386,63 @@ int harness_run(const char *const args[], int timeout_ms, char *out,
 	return status;
 }
 
+int harness_loopback_setup(void **state)
+{
+	struct harness_loopback *lb = *state;
+
+	lb->sock = harness_path(lb->name);
+	lb->pid = harness_spawn((const char *[]){ "loopback", "--socket-path",
+						  lb->sock, NULL });
+	if (!harness_wait_socket(lb->sock, HARNESS_WAIT_MS))
+		fail_msg("vmio did not start listening on %s", lb->sock);
+	return 0;
+}
+
+int harness_loopback_teardown(void **state)
+{
+	struct harness_loopback *lb = *state;
+	int st = harness_stop(lb->pid, HARNESS_WAIT_MS);
+
+	/* Whatever the test did, the backend must exit cleanly on SIGTERM. */
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	return 0;
+}
+
+struct vmio_fe *harness_connect(const char *sock, uint64_t mem_size,
+				unsigned nregions, uint16_t qsize)
+{
+	char err[256];
+	struct vmio_fe *fe = vmio_stream_connect(sock, HARNESS_WAIT_MS,
+						 mem_size, nregions, qsize,
+						 err, sizeof(err));
+
+	if (!fe)
+		fail_msg("%s", err);
+	return fe;
+}
+
+void harness_stream_session(const char *sock,
+			    const struct vmio_stream_opts *o,
+			    unsigned nregions, uint16_t qsize,
+			    struct vmio_stream_result *res)
+{
+	struct vmio_fe *fe = harness_connect(sock,
+					     vmio_stream_mem_needed(o, qsize),
+					     nregions, qsize);
+	int r = vmio_stream_run(fe, o, res);
+
+	/* Closed before any verdict: fail_msg does not return, and the
+	 * socket and guest memory would leak. */
+	vmio_fe_close(fe);
+	if (r && o->remap_every)
+		fail_msg("after %" PRIu64 " bytes and %u remaps: %s",
+			 res->bytes, res->remaps, res->error);
+	if (r)
+		fail_msg("after %" PRIu64 " bytes: %s", res->bytes, res->error);
+	assert_int_equal(res->bytes, o->bytes);
+}
+
 static int remove_entry(const char *path, const struct stat *sb, int flag,
 			struct FTW *ftw)
 {
@@ -396,4 +456,10 @@ void harness_cleanup(void)
 	nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 	free(tmpdir);
 	tmpdir = NULL;
+}
+
+int harness_group_teardown(void **state)
+{
+	harness_cleanup();
+	return 0;
 }

@@ -6,7 +6,16 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
+
+struct vmio_fe;
+struct vmio_stream_opts;
+struct vmio_stream_result;
+
+/* How long a test waits for the backend to do anything at all: generous,
+ * so that a slow (sanitized, loaded) machine is not taken for a hang. */
+#define HARNESS_WAIT_MS 20000
 
 /* A fresh directory under $TMPDIR (or /tmp), removed by harness_cleanup. */
 const char *harness_tmpdir(void);
@@ -38,7 +47,49 @@ bool harness_log_contains(const char *needle);
 int harness_run(const char *const args[], int timeout_ms, char *out,
 		size_t out_size, char *err, size_t err_size);
 
+/* A `vmio loopback` started afresh for each test case, so that no case
+ * sees what an earlier one left in the process. Hand one to cmocka as the
+ * case's initial state, with name set:
+ *
+ *	static struct harness_loopback lb = { .name = "x.sock" };
+ *	... HARNESS_LOOPBACK_CASE(test_x, lb), ...
+ */
+struct harness_loopback {
+	const char *name; /* of the socket, inside harness_tmpdir() */
+	const char *sock; /* its path, set by the setup */
+	pid_t pid;
+};
+
+/* Spawns `vmio loopback --socket-path <tmpdir>/<name>` and waits until it
+ * listens; fails the test if it does not. */
+int harness_loopback_setup(void **state);
+
+/* Stops the backend and asserts that it exited 0 on SIGTERM. */
+int harness_loopback_teardown(void **state);
+
+/* A cmocka case run between harness_loopback_setup and _teardown. */
+#define HARNESS_LOOPBACK_CASE(f, lb)                                         \
+	cmocka_unit_test_prestate_setup_teardown(                            \
+		f, harness_loopback_setup, harness_loopback_teardown, &(lb))
+
+/* vmio_stream_connect (negotiated, queues 0 and 1 set up with qsize
+ * entries) to the backend at sock; fails the test if it cannot. */
+struct vmio_fe *harness_connect(const char *sock, uint64_t mem_size,
+				unsigned nregions, uint16_t qsize);
+
+/* One whole session: connect with the memory o needs in nregions regions,
+ * stream o, close. Fails the test unless every one of o->bytes came back
+ * (checked, if o->verify); res is left for the caller to look at. */
+void harness_stream_session(const char *sock,
+			    const struct vmio_stream_opts *o,
+			    unsigned nregions, uint16_t qsize,
+			    struct vmio_stream_result *res);
+
 /* Removes the temporary directory. */
 void harness_cleanup(void);
+
+/* harness_cleanup as a cmocka group teardown: the directory outlives
+ * every case (the log is in it) and goes once the group is done. */
+int harness_group_teardown(void **state);
 
 #endif

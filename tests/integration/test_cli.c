@@ -135,12 +135,6 @@ static void test_fd_mode_exits_when_frontend_leaves(void **state)
 	assert_int_equal(exit_code(harness_wait_exit(pid, 10000)), 0);
 }
 
-static int teardown(void **state)
-{
-	harness_cleanup();
-	return 0;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -152,5 +146,5 @@ int main(void)
 		cmocka_unit_test(test_sigint_exits_cleanly),
 		cmocka_unit_test(test_fd_mode_exits_when_frontend_leaves),
 	};
-	return cmocka_run_group_tests(tests, NULL, teardown);
+	return cmocka_run_group_tests(tests, NULL, harness_group_teardown);
 }

@@ -9,60 +9,18 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <signal.h>
-#include <sys/wait.h>
 
 #include "frontend/stream.h"
 #include "harness.h"
 
-#define WAIT_MS 20000
+static struct harness_loopback lb = { .name = "transfer.sock" };
 
-struct ctx {
-	const char *sock;
-	pid_t pid;
-};
-
-static int setup(void **state)
+/* Runs one checked session and reports its throughput. */
+static void transfer(struct harness_loopback *c,
+		     const struct vmio_stream_opts *o, unsigned nregions,
+		     uint16_t qsize, struct vmio_stream_result *res)
 {
-	static struct ctx c;
-
-	c.sock = harness_path("transfer.sock");
-	c.pid = harness_spawn((const char *[]){ "loopback", "--socket-path",
-						c.sock, NULL });
-	if (!harness_wait_socket(c.sock, WAIT_MS))
-		fail_msg("vmio did not start listening on %s", c.sock);
-	*state = &c;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct ctx *c = *state;
-	int st = harness_stop(c->pid, WAIT_MS);
-
-	/* Whatever the test did, the backend must exit cleanly on SIGTERM. */
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-	return 0;
-}
-
-/* Runs one session: connect, stream, check, close. */
-static void transfer(struct ctx *c, const struct vmio_stream_opts *o,
-		     unsigned nregions, uint16_t qsize,
-		     struct vmio_stream_result *res)
-{
-	char err[256];
-	uint64_t mem = vmio_stream_mem_needed(o, qsize);
-	struct vmio_fe *fe = vmio_stream_connect(c->sock, WAIT_MS, mem,
-						 nregions, qsize, err,
-						 sizeof(err));
-
-	if (!fe)
-		fail_msg("%s", err);
-	int r = vmio_stream_run(fe, o, res);
-	vmio_fe_close(fe);
-	if (r)
-		fail_msg("after %" PRIu64 " bytes: %s", res->bytes, res->error);
-	assert_int_equal(res->bytes, o->bytes);
+	harness_stream_session(c->sock, o, nregions, qsize, res);
 	printf("# %" PRIu64 " bytes in %.3f s: %.1f MB/s\n", res->bytes,
 	       res->seconds, (double)res->bytes / res->seconds / 1e6);
 }
@@ -133,25 +91,17 @@ static void test_direct_three_regions(void **state)
 	assert_true(res.crossing_bufs > 0);
 }
 
-static int group_teardown(void **state)
-{
-	harness_cleanup();
-	return 0;
-}
+#define CASE(f) HARNESS_LOOPBACK_CASE(f, lb)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_one_gib_checked, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_mismatched_chunks, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_indirect_three_regions,
-						setup, teardown),
-		cmocka_unit_test_setup_teardown(test_direct_three_regions,
-						setup, teardown),
+		CASE(test_one_gib_checked),
+		CASE(test_mismatched_chunks),
+		CASE(test_indirect_three_regions),
+		CASE(test_direct_three_regions),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, NULL, group_teardown);
+	return cmocka_run_group_tests(tests, NULL, harness_group_teardown);
 }

@@ -10,59 +10,19 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
-#include <sys/wait.h>
 
 #include "frontend/stream.h"
 #include "harness.h"
 
-#define WAIT_MS 20000
+static struct harness_loopback lb = { .name = "remap.sock" };
 
-struct ctx {
-	const char *sock;
-	pid_t pid;
-};
-
-static int setup(void **state)
-{
-	static struct ctx c;
-
-	c.sock = harness_path("remap.sock");
-	c.pid = harness_spawn((const char *[]){ "loopback", "--socket-path",
-						c.sock, NULL });
-	if (!harness_wait_socket(c.sock, WAIT_MS))
-		fail_msg("vmio did not start listening on %s", c.sock);
-	*state = &c;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct ctx *c = *state;
-	int st = harness_stop(c->pid, WAIT_MS);
-
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-	return 0;
-}
-
-static void remapping_transfer(struct ctx *c, struct vmio_stream_opts *o,
-			       unsigned nregions, unsigned min_remaps)
+static void remapping_transfer(struct harness_loopback *c,
+			       struct vmio_stream_opts *o, unsigned nregions,
+			       unsigned min_remaps)
 {
 	struct vmio_stream_result res;
-	char err[256];
-	uint64_t mem = vmio_stream_mem_needed(o, 256);
-	struct vmio_fe *fe = vmio_stream_connect(c->sock, WAIT_MS, mem,
-						 nregions, 256, err,
-						 sizeof(err));
 
-	if (!fe)
-		fail_msg("%s", err);
-	int r = vmio_stream_run(fe, o, &res);
-	vmio_fe_close(fe);
-	if (r)
-		fail_msg("after %" PRIu64 " bytes and %u remaps: %s", res.bytes,
-			 res.remaps, res.error);
-	assert_int_equal(res.bytes, o->bytes);
+	harness_stream_session(c->sock, o, nregions, 256, &res);
 	printf("# %" PRIu64 " bytes, %u memory table changes, %u buffers across regions\n",
 	       res.bytes, res.remaps, res.crossing_bufs);
 	assert_true(res.remaps >= min_remaps);
@@ -113,23 +73,16 @@ static void test_next_session_after_remaps(void **state)
 	remapping_transfer(*state, &o, 1, 0);
 }
 
-static int group_teardown(void **state)
-{
-	harness_cleanup();
-	return 0;
-}
+#define CASE(f) HARNESS_LOOPBACK_CASE(f, lb)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_remap_direct, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_remap_indirect, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_next_session_after_remaps,
-						setup, teardown),
+		CASE(test_remap_direct),
+		CASE(test_remap_indirect),
+		CASE(test_next_session_after_remaps),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, NULL, group_teardown);
+	return cmocka_run_group_tests(tests, NULL, harness_group_teardown);
 }

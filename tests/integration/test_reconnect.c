@@ -10,69 +10,28 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "frontend/stream.h"
 #include "harness.h"
 
-#define WAIT_MS 20000
 #define QSIZE 256
 
-struct ctx {
-	const char *sock;
-	pid_t pid;
-};
-
-static int setup(void **state)
-{
-	static struct ctx c;
-
-	c.sock = harness_path("reconnect.sock");
-	c.pid = harness_spawn((const char *[]){ "loopback", "--socket-path",
-						c.sock, NULL });
-	if (!harness_wait_socket(c.sock, WAIT_MS))
-		fail_msg("vmio did not start listening on %s", c.sock);
-	*state = &c;
-	return 0;
-}
+static struct harness_loopback lb = { .name = "reconnect.sock" };
 
 static int teardown(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 
 	/* Still alive after every session, and clean on SIGTERM. */
 	assert_int_equal(harness_wait_exit(c->pid, 0), -1);
-	int st = harness_stop(c->pid, WAIT_MS);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-	return 0;
-}
-
-static struct vmio_fe *session(struct ctx *c, const struct vmio_stream_opts *o)
-{
-	char err[256];
-	struct vmio_fe *fe = vmio_stream_connect(c->sock, WAIT_MS,
-						 vmio_stream_mem_needed(o, QSIZE),
-						 1, QSIZE, err, sizeof(err));
-
-	if (!fe)
-		fail_msg("%s", err);
-	return fe;
-}
-
-static void checked_stream(struct vmio_fe *fe, const struct vmio_stream_opts *o)
-{
-	struct vmio_stream_result res;
-
-	if (vmio_stream_run(fe, o, &res))
-		fail_msg("after %" PRIu64 " bytes: %s", res.bytes, res.error);
-	assert_int_equal(res.bytes, o->bytes);
+	return harness_loopback_teardown(state);
 }
 
 static void test_reconnect_three_times(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	struct vmio_stream_opts o;
+	struct vmio_stream_result res;
 
 	vmio_stream_opts_init(&o);
 	o.bytes = 24ull << 20;
@@ -80,11 +39,8 @@ static void test_reconnect_three_times(void **state)
 	o.rx_chunk = 4096;
 	o.verify = true;
 	for (unsigned i = 0; i < 4; i++) {
-		struct vmio_fe *fe = session(c, &o);
-
 		o.seed = i; /* stale data from the last session would show */
-		checked_stream(fe, &o);
-		vmio_fe_close(fe);
+		harness_stream_session(c->sock, &o, 1, QSIZE, &res);
 	}
 }
 
@@ -111,7 +67,7 @@ static void leave_partial_tx(struct vmio_fe *fe)
 	vmio_dvq_want_interrupt(rx);
 	void *tok = vmio_dvq_get_used(rx, &len);
 	if (!tok) {
-		assert_int_equal(vmio_dvq_wait(rx, WAIT_MS), 1);
+		assert_int_equal(vmio_dvq_wait(rx, HARNESS_WAIT_MS), 1);
 		tok = vmio_dvq_get_used(rx, &len);
 	}
 	assert_ptr_equal(tok, (void *)1);
@@ -124,8 +80,9 @@ static void leave_partial_tx(struct vmio_fe *fe)
  * offset into the next session. */
 static void test_reconnect_mid_chain(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	struct vmio_stream_opts o;
+	struct vmio_stream_result res;
 
 	vmio_stream_opts_init(&o);
 	o.bytes = 8ull << 20;
@@ -133,31 +90,26 @@ static void test_reconnect_mid_chain(void **state)
 	o.rx_chunk = 777;
 	o.verify = true;
 	for (unsigned i = 0; i < 3; i++) {
-		struct vmio_fe *fe = session(c, &o);
+		uint64_t mem = vmio_stream_mem_needed(&o, QSIZE);
+		struct vmio_fe *fe = harness_connect(c->sock, mem, 1, QSIZE);
 
 		leave_partial_tx(fe);
 		vmio_fe_close(fe);
-		fe = session(c, &o);
-		checked_stream(fe, &o);
-		vmio_fe_close(fe);
+		harness_stream_session(c->sock, &o, 1, QSIZE, &res);
 	}
 }
 
-static int group_teardown(void **state)
-{
-	harness_cleanup();
-	return 0;
-}
+#define CASE(f)                                                              \
+	cmocka_unit_test_prestate_setup_teardown(f, harness_loopback_setup,  \
+						 teardown, &lb)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_reconnect_three_times, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_reconnect_mid_chain, setup,
-						teardown),
+		CASE(test_reconnect_three_times),
+		CASE(test_reconnect_mid_chain),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, NULL, group_teardown);
+	return cmocka_run_group_tests(tests, NULL, harness_group_teardown);
 }

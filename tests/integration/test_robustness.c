@@ -18,7 +18,6 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,49 +25,28 @@
 #include "harness.h"
 #include "virtio/features.h"
 
-#define WAIT_MS 20000
 #define QSIZE 64
 
-struct ctx {
-	const char *sock;
-	pid_t pid;
-};
+static struct harness_loopback lb = { .name = "robust.sock" };
 
 static int setup(void **state)
 {
-	static struct ctx c;
 	const char *log = harness_path("vmio.log");
 
 	/* Each test reads the log for its own lines only. */
 	if (truncate(log, 0) < 0 && errno != ENOENT)
 		fail_msg("cannot truncate %s: %s", log, strerror(errno));
-	c.sock = harness_path("robust.sock");
-	c.pid = harness_spawn((const char *[]){ "loopback", "--socket-path",
-						c.sock, NULL });
-	if (!harness_wait_socket(c.sock, WAIT_MS))
-		fail_msg("vmio did not start listening on %s", c.sock);
-	*state = &c;
-	return 0;
+	return harness_loopback_setup(state);
 }
 
-static int teardown(void **state)
-{
-	struct ctx *c = *state;
-	int st = harness_stop(c->pid, WAIT_MS);
-
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-	return 0;
-}
-
-static void assert_alive(struct ctx *c)
+static void assert_alive(struct harness_loopback *c)
 {
 	if (harness_wait_exit(c->pid, 0) != -1)
 		fail_msg("vmio died");
 }
 
 /* The process survived and a well-behaved front end still gets served. */
-static void assert_serves(struct ctx *c)
+static void assert_serves(struct harness_loopback *c)
 {
 	struct vmio_stream_opts o;
 	struct vmio_stream_result res;
@@ -80,8 +58,10 @@ static void assert_serves(struct ctx *c)
 	o.tx_chunk = 4096;
 	o.rx_chunk = 3000;
 	o.verify = true;
-	struct vmio_fe *fe = vmio_stream_connect(c->sock, WAIT_MS,
-						 vmio_stream_mem_needed(&o, QSIZE),
+	/* Not harness_stream_session: a failure here must say that it is
+	 * the proof of life that failed, not the attack before it. */
+	uint64_t mem = vmio_stream_mem_needed(&o, QSIZE);
+	struct vmio_fe *fe = vmio_stream_connect(c->sock, HARNESS_WAIT_MS, mem,
 						 1, QSIZE, err, sizeof(err));
 	if (!fe)
 		fail_msg("the next front end is not served: %s", err);
@@ -92,9 +72,9 @@ static void assert_serves(struct ctx *c)
 }
 
 /* A connected front end with REPLY_ACK, so refusals arrive as acks. */
-static struct vmio_fe *fe_open(struct ctx *c)
+static struct vmio_fe *fe_open(struct harness_loopback *c)
 {
-	struct vmio_fe *fe = vmio_fe_connect(c->sock, WAIT_MS);
+	struct vmio_fe *fe = vmio_fe_connect(c->sock, HARNESS_WAIT_MS);
 
 	assert_non_null(fe);
 	assert_int_equal(vmio_fe_negotiate(fe,
@@ -126,9 +106,9 @@ static int request(struct vmio_fe *fe, uint32_t req, const void *p,
 }
 
 /* One refused request on a fresh connection, then the proof of life. */
-static void refused_alone(struct ctx *c, uint32_t req, const void *p,
-			  uint32_t len, const int *fds, unsigned nfds,
-			  const char *what)
+static void refused_alone(struct harness_loopback *c, uint32_t req,
+			  const void *p, uint32_t len, const int *fds,
+			  unsigned nfds, const char *what)
 {
 	struct vmio_fe *fe = fe_open(c);
 
@@ -171,8 +151,8 @@ static void assert_raw_refused(struct vmio_fe *fe, const char *what)
 	struct pollfd p = { .fd = fe->sock, .events = POLLIN };
 	struct vhost_user_msg msg;
 
-	if (poll(&p, 1, WAIT_MS) != 1)
-		fail_msg("%s: no answer within %d ms", what, WAIT_MS);
+	if (poll(&p, 1, HARNESS_WAIT_MS) != 1)
+		fail_msg("%s: no answer within %d ms", what, HARNESS_WAIT_MS);
 	int r = vhost_user_msg_recv(fe->sock, &msg);
 	if (r <= 0) {
 		printf("# %s: connection closed\n", what);
@@ -194,7 +174,7 @@ static int new_eventfd(void)
 
 static void test_bad_message_size(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	uint64_t features = 0;
 	struct vhost_user_vring_addr addr = { 0 };
 
@@ -218,7 +198,7 @@ static void test_bad_message_size(void **state)
 
 static void test_unknown_request(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	uint64_t v = 0;
 
 	refused_alone(c, 99, &v, sizeof(v), NULL, 0, "request 99");
@@ -229,7 +209,7 @@ static void test_unknown_request(void **state)
 
 static void test_too_many_fds(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	int fds[12];
 	uint64_t idx = 0;
 
@@ -278,7 +258,7 @@ static int region_fd(uint64_t size)
 
 static void test_too_few_fds(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	struct vhost_user_memory m = one_region(0, 1 << 20, 0x7f0000000000);
 	uint64_t idx = 1;
 	int fd = region_fd(2 << 20);
@@ -299,7 +279,7 @@ static void test_too_few_fds(void **state)
 
 static void test_overlapping_regions(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	int fd = region_fd(4 << 20);
 	int fds[2] = { fd, fd };
 	struct vhost_user_memory m = { .nregions = 2 };
@@ -325,7 +305,7 @@ static void test_overlapping_regions(void **state)
 
 static void test_overflowing_region(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	int fd = region_fd(1 << 20);
 	struct vhost_user_memory m;
 
@@ -347,7 +327,7 @@ static void test_overflowing_region(void **state)
 
 static void test_ring_outside_memory(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	const uint64_t size = 1 << 20;
 	struct vhost_user_vring_state num = { .index = 0, .num = QSIZE };
 
@@ -382,7 +362,7 @@ static void test_ring_outside_memory(void **state)
 
 static void test_bad_queue_size(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	static const uint32_t bad[] = { 0, 3, 100, 65536, 1u << 31 };
 
 	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -411,7 +391,7 @@ static void kick(int fd)
  * front end is served. */
 static void test_kick_before_setup(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	struct vmio_fe *fe = fe_open(c);
 	int kfd = new_eventfd(), cfd = new_eventfd();
 	uint64_t idx = 1, features = 0;
@@ -458,16 +438,12 @@ static void test_kick_before_setup(void **state)
  * unserved; a kick then must not touch the old mappings. */
 static void test_rings_lost_by_new_table(void **state)
 {
-	struct ctx *c = *state;
-	char err[256];
-	struct vmio_fe *fe = vmio_stream_connect(c->sock, WAIT_MS, 1 << 20, 1,
-						 QSIZE, err, sizeof(err));
+	struct harness_loopback *c = *state;
+	struct vmio_fe *fe = harness_connect(c->sock, 1 << 20, 1, QSIZE);
 	int fd = region_fd(1 << 20);
 	struct vhost_user_memory m = one_region(0, 1 << 20, 0x100000000000);
 	uint64_t features = 0;
 
-	if (!fe)
-		fail_msg("%s", err);
 	int r = request(fe, VHOST_USER_SET_MEM_TABLE, &m, mem_len(1), &fd, 1);
 	printf("# table without the rings: %s\n",
 	       r == 0 ? "accepted" : r == -EIO ? "refused by REPLY_ACK" :
@@ -493,15 +469,9 @@ static void test_rings_lost_by_new_table(void **state)
 }
 
 /* Session for the ring tests: a set-up queue pair to write bad chains in. */
-static struct vmio_fe *ring_session(struct ctx *c)
+static struct vmio_fe *ring_session(struct harness_loopback *c)
 {
-	char err[256];
-	struct vmio_fe *fe = vmio_stream_connect(c->sock, WAIT_MS, 1 << 20, 1,
-						 QSIZE, err, sizeof(err));
-
-	if (!fe)
-		fail_msg("%s", err);
-	return fe;
+	return harness_connect(c->sock, 1 << 20, 1, QSIZE);
 }
 
 static void sleep_ms(int ms)
@@ -514,7 +484,7 @@ static void sleep_ms(int ms)
 /* The log is written by another process: wait for the line, bounded. */
 static void assert_log_eventually(const char *needle)
 {
-	for (int waited = 0; waited < WAIT_MS; waited += 10) {
+	for (int waited = 0; waited < HARNESS_WAIT_MS; waited += 10) {
 		if (harness_log_contains(needle))
 			return;
 		sleep_ms(10);
@@ -541,7 +511,7 @@ static void post_rx(struct vmio_fe *fe, uint32_t len)
 	vmio_dvq_kick(vmio_fe_queue(fe, 0));
 }
 
-static void ring_case_done(struct ctx *c, struct vmio_fe *fe,
+static void ring_case_done(struct harness_loopback *c, struct vmio_fe *fe,
 			   const char *needle)
 {
 	assert_log_eventually(needle);
@@ -553,7 +523,7 @@ static void ring_case_done(struct ctx *c, struct vmio_fe *fe,
 
 static void test_descriptor_loop(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	struct vmio_fe *fe = ring_session(c);
 	struct vmio_dvq *tx = vmio_fe_queue(fe, 1);
 	uint64_t gpa = tx_data(fe, 200);
@@ -572,7 +542,7 @@ static void test_descriptor_loop(void **state)
 
 static void test_descriptor_outside_memory(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	struct vmio_fe *fe = ring_session(c);
 	struct vmio_dvq *rx = vmio_fe_queue(fe, 0);
 	struct vmio_dvq *tx = vmio_fe_queue(fe, 1);
@@ -590,7 +560,7 @@ static void test_descriptor_outside_memory(void **state)
 
 static void test_descriptor_straddles_end(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	struct vmio_fe *fe = ring_session(c);
 	struct vmio_dvq *tx = vmio_fe_queue(fe, 1);
 	struct vmio_dbuf t = { .gpa = fe->mem_size - 10, .len = 20 };
@@ -603,7 +573,7 @@ static void test_descriptor_straddles_end(void **state)
 
 static void test_nested_indirect(void **state)
 {
-	struct ctx *c = *state;
+	struct harness_loopback *c = *state;
 	struct vmio_fe *fe = ring_session(c);
 	struct vmio_dvq *tx = vmio_fe_queue(fe, 1);
 	uint64_t outer = vmio_fe_alloc(fe, 32, 16);
@@ -627,13 +597,9 @@ static void test_nested_indirect(void **state)
 	ring_case_done(c, fe, "virtqueue 1 (tx) broken");
 }
 
-static int group_teardown(void **state)
-{
-	harness_cleanup();
-	return 0;
-}
-
-#define CASE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define CASE(f)                                                              \
+	cmocka_unit_test_prestate_setup_teardown(f, setup,                   \
+						 harness_loopback_teardown, &lb)
 
 int main(void)
 {
@@ -655,5 +621,5 @@ int main(void)
 	};
 
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, NULL, group_teardown);
+	return cmocka_run_group_tests(tests, NULL, harness_group_teardown);
 }
