@@ -66,7 +66,7 @@ const char *harness_tmpdir(void)
 const char *harness_path(const char *name)
 {
 	char **grown = realloc(paths, (npaths + 1) * sizeof(*paths));
-	char *p;
+	char *p = NULL;
 
 	if (!grown || asprintf(&p, "%s/%s", harness_tmpdir(), name) < 0)
 		fail_msg("out of memory");
