@@ -12,8 +12,6 @@ packages=(
 	clang             # fuzz targets (libFuzzer); BPF programs later
 	libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
 	libcmocka-dev     # unit test framework
-	iproute2          # network namespaces for the net tests
-	procps            # pgrep/pkill in the scripts
 	qemu-system-x86   # guest tests: boots a Debian kernel against the vhost-user devices
 	busybox-static    # guest tests: the guest's whole userland, copied into its initramfs
 	cpio              # guest tests: packs the initramfs
