@@ -9,7 +9,7 @@ build=${BUILD:-$top/build}
 runs=${RUNS:-5}
 bytes=${BYTES:-1G}
 dir=$(mktemp -d)
-trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
 
 "$build/vmio" loopback --socket-path "$dir/vhost.sock" -q &
 pid=$!
