@@ -14,11 +14,11 @@ if [[ -f $dir/build.ninja ]]; then
 else
 	CC=clang meson setup "$dir" "${opts[@]}" >/dev/null || exit 1
 fi
-ninja -C "$dir" tests/fuzz/fuzz_vhost_msg tests/fuzz/fuzz_chain || exit 1
+ninja -C "$dir" tests/fuzz/fuzz_vhost_msg tests/fuzz/fuzz_chain tests/fuzz/fuzz_vsock_hdr || exit 1
 
 status=0
 mkdir -p "$dir/findings"
-for target in fuzz_vhost_msg fuzz_chain; do
+for target in fuzz_vhost_msg fuzz_chain fuzz_vsock_hdr; do
 	work=$(mktemp -d)
 	cp tests/fuzz/corpus/$target/* "$work/"
 	echo "=== $target: ${time}s"
