@@ -432,36 +432,38 @@ static int set_vring_kick(struct vmio_backend *be, struct vhost_user_msg *msg,
 	return 0;
 }
 
-static int set_vring_call(struct vmio_backend *be, struct vhost_user_msg *msg,
-			  struct vhost_user_msg *reply)
+enum vring_notifier { VRING_CALL, VRING_ERR };
+
+/* SET_VRING_CALL and SET_VRING_ERR: swap one of the queue's notifier fds.
+ * QEMU swaps call fds while running (notifier masking); the device may be
+ * signalling the old one, so the queue stops first. */
+static int swap_vring_notifier(struct vmio_backend *be,
+			       struct vhost_user_msg *msg,
+			       enum vring_notifier which)
 {
 	int fd = -1;
 	struct vmio_backend_queue *q = vring_fd_queue(be, msg, &fd);
 
 	if (!q)
 		return -EINVAL;
-	/* QEMU swaps call fds while running (notifier masking); the device
-	 * may be signalling the old one, so it stops first. */
+	int *slot = which == VRING_CALL ? &q->vq.call_fd : &q->vq.err_fd;
 	vmio_bq_pause(q);
-	close_fd(&q->vq.call_fd);
-	q->vq.call_fd = fd;
+	close_fd(slot);
+	*slot = fd;
 	vmio_bq_sync(q);
 	return 0;
+}
+
+static int set_vring_call(struct vmio_backend *be, struct vhost_user_msg *msg,
+			  struct vhost_user_msg *reply)
+{
+	return swap_vring_notifier(be, msg, VRING_CALL);
 }
 
 static int set_vring_err(struct vmio_backend *be, struct vhost_user_msg *msg,
 			 struct vhost_user_msg *reply)
 {
-	int fd = -1;
-	struct vmio_backend_queue *q = vring_fd_queue(be, msg, &fd);
-
-	if (!q)
-		return -EINVAL;
-	vmio_bq_pause(q);
-	close_fd(&q->vq.err_fd);
-	q->vq.err_fd = fd;
-	vmio_bq_sync(q);
-	return 0;
+	return swap_vring_notifier(be, msg, VRING_ERR);
 }
 
 static int set_vring_enable(struct vmio_backend *be,
