@@ -1,0 +1,535 @@
+/* The per-connection state machine; see connection.h.
+ *
+ * All host socket I/O uses sendmsg/recvmsg with MSG_DONTWAIT, so the
+ * connection never blocks whatever the fd's O_NONBLOCK, and MSG_NOSIGNAL,
+ * so a host peer that went away is an EPIPE for this connection and not a
+ * SIGPIPE for the process. */
+#include "devices/vsock/connection.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "util/log.h"
+
+/* iovecs per sendmsg/recvmsg: a 64 KiB payload in 4 KiB guest pages is
+ * 16; more just takes another round of the loop. */
+#define CONN_IOV 64
+
+#define IO_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL)
+
+const char *vsock_conn_state_name(enum vsock_conn_state s)
+{
+	switch (s) {
+	case VSOCK_CONN_LOCAL_INIT:
+		return "local-init";
+	case VSOCK_CONN_PEER_INIT:
+		return "peer-init";
+	case VSOCK_CONN_ESTABLISHED:
+		return "established";
+	case VSOCK_CONN_KILLED:
+		return "killed";
+	}
+	return "?";
+}
+
+static void conn_init(struct vsock_conn *c, uint64_t guest_cid,
+		      uint32_t local_port, uint32_t peer_port, int fd,
+		      uint32_t buf_size)
+{
+	*c = (struct vsock_conn){
+		.guest_cid = guest_cid,
+		.local_port = local_port,
+		.peer_port = peer_port,
+		.fd = fd,
+		.ring_size = buf_size,
+	};
+	vsock_credit_init(&c->credit, buf_size, 0);
+}
+
+void vsock_conn_init_local(struct vsock_conn *c, uint64_t guest_cid,
+			   uint32_t local_port, uint32_t peer_port, int fd,
+			   uint32_t buf_size)
+{
+	conn_init(c, guest_cid, local_port, peer_port, fd, buf_size);
+	c->state = VSOCK_CONN_LOCAL_INIT;
+	c->pending = VSOCK_RXOP_REQUEST;
+}
+
+void vsock_conn_init_peer(struct vsock_conn *c, uint64_t guest_cid,
+			  const struct vsock_hdr *req, int fd,
+			  uint32_t buf_size)
+{
+	conn_init(c, guest_cid, req->dst_port, req->src_port, fd, buf_size);
+	c->state = VSOCK_CONN_PEER_INIT;
+	c->pending = VSOCK_RXOP_RESPONSE;
+	vsock_credit_peer_init(&c->credit, req->buf_alloc, req->fwd_cnt);
+}
+
+static void conn_close_host(struct vsock_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	free(c->ring);
+	c->ring = NULL;
+	c->ring_len = 0;
+}
+
+void vsock_conn_destroy(struct vsock_conn *c)
+{
+	conn_close_host(c);
+	c->state = VSOCK_CONN_KILLED;
+	c->pending = 0;
+}
+
+/* Ends the connection. With rst the guest is told (its flow is reset);
+ * without, it told us (an RST of its own), and answering could loop. */
+static void conn_kill(struct vsock_conn *c, bool rst, const char *why)
+{
+	log_debug("vsock: conn %u:%u %s: %s%s", c->local_port, c->peer_port,
+		  vsock_conn_state_name(c->state), why, rst ? ", RST" : "");
+	conn_close_host(c);
+	c->state = VSOCK_CONN_KILLED;
+	c->pending = rst ? VSOCK_RXOP_RST : 0;
+}
+
+/* Clean close (spec: SHUTDOWN, then RST from the other side): once the
+ * guest will send no more and all it sent reached the host, and nothing
+ * more can go to the guest (it will not receive, or the host hit EOF and
+ * we told the guest so), there is nothing left to carry. A SHUTDOWN
+ * still pending for the guest goes out before the RST (fill_rx sends RST
+ * first only in KILLED, so wait for it). */
+static void conn_maybe_close(struct vsock_conn *c)
+{
+	if (c->state != VSOCK_CONN_ESTABLISHED)
+		return;
+	if (!(c->peer_shut & VSOCK_SHUTDOWN_SEND) || c->ring_len)
+		return;
+	if (c->pending & VSOCK_RXOP_SHUTDOWN)
+		return;
+	if ((c->peer_shut & VSOCK_SHUTDOWN_RCV) ||
+	    (c->local_shut & VSOCK_SHUTDOWN_SEND))
+		conn_kill(c, true, "closed both ways");
+}
+
+/* Queues an unprompted CREDIT_UPDATE when the guest is about to stall;
+ * not once it said it will send no more (the update would be noise). */
+static void conn_credit_check(struct vsock_conn *c)
+{
+	if (!(c->peer_shut & VSOCK_SHUTDOWN_SEND) &&
+	    vsock_credit_update_needed(&c->credit))
+		c->pending |= VSOCK_RXOP_CREDIT_UPDATE;
+}
+
+static ssize_t host_send(struct vsock_conn *c, struct iovec *iov, unsigned n)
+{
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = n };
+	ssize_t r;
+
+	do
+		r = sendmsg(c->fd, &msg, IO_FLAGS);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
+/* Copies [off, off + len) of the chain's readable part to the ring's
+ * tail. The caller checked that it fits (the credit guarantees it). */
+static int ring_push(struct vsock_conn *c, const struct vmio_chain *tx,
+		     uint64_t off, uint32_t len)
+{
+	if (len > c->ring_size - c->ring_len)
+		return -1;
+	if (!c->ring) {
+		c->ring = malloc(c->ring_size);
+		if (!c->ring)
+			return -1;
+		c->ring_head = 0;
+	}
+	while (len) {
+		struct iovec iov[CONN_IOV];
+		size_t covered;
+		unsigned n, i;
+
+		n = vsock_iov_slice(tx->iov, tx->nout, off, len, iov, CONN_IOV,
+				    &covered);
+		if (!n)
+			return -1;
+		for (i = 0; i < n; i++) {
+			const uint8_t *src = iov[i].iov_base;
+			size_t left = iov[i].iov_len;
+
+			while (left) {
+				uint32_t tail = (c->ring_head + c->ring_len) %
+						c->ring_size;
+				size_t room = c->ring_size - tail;
+				size_t k = left < room ? left : room;
+
+				memcpy(c->ring + tail, src, k);
+				c->ring_len += (uint32_t)k;
+				src += k;
+				left -= k;
+			}
+		}
+		off += covered;
+		len -= (uint32_t)covered;
+	}
+	return 0;
+}
+
+/* Guest RW payload: straight from guest memory to the host socket; what
+ * it does not take now waits in the ring. Data already waiting goes
+ * first, so with a non-empty ring everything is appended behind it. */
+static void conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
+		       const struct vmio_chain *tx)
+{
+	uint32_t len = pkt->payload_len, done = 0;
+
+	if (c->peer_shut & VSOCK_SHUTDOWN_SEND) {
+		conn_kill(c, true, "RW after SHUTDOWN(SEND)");
+		return;
+	}
+	if (!len)
+		return;
+	if (vsock_credit_rx(&c->credit, len)) {
+		conn_kill(c, true, "guest overran its credit");
+		return;
+	}
+	while (!c->ring_len && done < len) {
+		struct iovec iov[CONN_IOV];
+		size_t covered;
+		unsigned n;
+		ssize_t w;
+
+		n = vsock_iov_slice(tx->iov, tx->nout, pkt->payload_off + done,
+				    len - done, iov, CONN_IOV, &covered);
+		if (!n)
+			break; /* the parser checked len; cannot happen */
+		w = host_send(c, iov, n);
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (w < 0) {
+			conn_kill(c, true, "host write failed");
+			return;
+		}
+		done += (uint32_t)w;
+		vsock_credit_consumed(&c->credit, (uint32_t)w);
+		if ((size_t)w < covered)
+			break; /* socket full */
+	}
+	if (done < len &&
+	    ring_push(c, tx, pkt->payload_off + done, len - done)) {
+		conn_kill(c, true, "cannot buffer guest data");
+		return;
+	}
+	conn_credit_check(c);
+}
+
+void vsock_conn_flush(struct vsock_conn *c)
+{
+	if (c->state != VSOCK_CONN_ESTABLISHED)
+		return;
+	while (c->ring_len) {
+		struct iovec iov[2];
+		uint32_t first = c->ring_size - c->ring_head;
+		unsigned n = 1;
+		ssize_t w;
+
+		iov[0].iov_base = c->ring + c->ring_head;
+		if (first >= c->ring_len) {
+			iov[0].iov_len = c->ring_len;
+		} else {
+			iov[0].iov_len = first;
+			iov[1].iov_base = c->ring;
+			iov[1].iov_len = c->ring_len - first;
+			n = 2;
+		}
+		w = host_send(c, iov, n);
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (w < 0) {
+			conn_kill(c, true, "host write failed");
+			return;
+		}
+		c->ring_head = (c->ring_head + (uint32_t)w) % c->ring_size;
+		c->ring_len -= (uint32_t)w;
+		vsock_credit_consumed(&c->credit, (uint32_t)w);
+	}
+	/* Half-close only behind the data: the host reader must see every
+	 * byte the guest sent before its EOF. */
+	if (!c->ring_len && (c->peer_shut & VSOCK_SHUTDOWN_SEND) &&
+	    !c->host_shut_wr) {
+		shutdown(c->fd, SHUT_WR);
+		c->host_shut_wr = true;
+	}
+	conn_credit_check(c);
+	conn_maybe_close(c);
+}
+
+/* LOCAL_INIT -> ESTABLISHED: tell the host program which port it got,
+ * as Firecracker does. A socket that cannot take a dozen bytes of a fresh
+ * connection is broken or hostile: reset. */
+static void conn_established_local(struct vsock_conn *c)
+{
+	char line[32];
+	int n = snprintf(line, sizeof(line), "OK %u\n", c->local_port);
+	struct iovec iov = { .iov_base = line, .iov_len = (size_t)n };
+
+	c->state = VSOCK_CONN_ESTABLISHED;
+	if (host_send(c, &iov, 1) != n)
+		conn_kill(c, true, "cannot write OK line");
+}
+
+void vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
+			 const struct vmio_chain *tx)
+{
+	const struct vsock_hdr *h = &pkt->hdr;
+
+	/* KILLED: the host side is gone. A guest RST ends our pending RST
+	 * too (the flow is reset both ways); anything else is a packet
+	 * that crossed our RST and is dropped. */
+	if (c->state == VSOCK_CONN_KILLED) {
+		if (h->op == VSOCK_OP_RST)
+			c->pending = 0;
+		return;
+	}
+	/* RST in any live state: the guest reset the flow. Never answered. */
+	if (h->op == VSOCK_OP_RST) {
+		conn_kill(c, false, "guest RST");
+		return;
+	}
+	/* Only stream is implemented: a different type on this port pair is
+	 * a different flow the guest has no business mixing in. */
+	if (h->type != VSOCK_TYPE_STREAM) {
+		conn_kill(c, true, "wrong type");
+		return;
+	}
+
+	switch (c->state) {
+	case VSOCK_CONN_LOCAL_INIT:
+		/* We sent REQUEST: only RESPONSE (accept) or RST (refuse,
+		 * above) may come back. */
+		if (h->op != VSOCK_OP_RESPONSE) {
+			conn_kill(c, true, "unexpected op before RESPONSE");
+			return;
+		}
+		vsock_credit_peer_init(&c->credit, h->buf_alloc, h->fwd_cnt);
+		conn_established_local(c);
+		return;
+	case VSOCK_CONN_PEER_INIT:
+		/* Our RESPONSE has not gone out: the guest is still in
+		 * connect() and has nothing else to say. */
+		conn_kill(c, true, "op before our RESPONSE");
+		return;
+	case VSOCK_CONN_ESTABLISHED:
+		break;
+	case VSOCK_CONN_KILLED:
+		return;
+	}
+
+	/* ESTABLISHED. Every guest header carries its credit. */
+	if (vsock_credit_peer_update(&c->credit, h->buf_alloc, h->fwd_cnt)) {
+		conn_kill(c, true, "fwd_cnt ahead of what we sent");
+		return;
+	}
+	switch (h->op) {
+	case VSOCK_OP_RW:
+		conn_rx_rw(c, pkt, tx);
+		return;
+	case VSOCK_OP_CREDIT_UPDATE:
+		/* Credit taken above; EPOLLIN may come back on. */
+		return;
+	case VSOCK_OP_CREDIT_REQUEST:
+		c->pending |= VSOCK_RXOP_CREDIT_UPDATE;
+		return;
+	case VSOCK_OP_SHUTDOWN:
+		/* Flags are permanent: OR them in. RCV: drop what we would
+		 * read for the guest. SEND: credit is moot from now on, and
+		 * SHUT_WR follows once the ring drains (flush does it, and
+		 * may close). */
+		c->peer_shut |= h->flags & VSOCK_SHUTDOWN_MASK;
+		if (c->peer_shut & VSOCK_SHUTDOWN_SEND)
+			c->pending &= ~VSOCK_RXOP_CREDIT_UPDATE;
+		if (c->peer_shut & VSOCK_SHUTDOWN_RCV)
+			c->pending &= ~(VSOCK_RXOP_RW |
+					VSOCK_RXOP_CREDIT_REQUEST |
+					VSOCK_RXOP_SHUTDOWN);
+		vsock_conn_flush(c);
+		return;
+	case VSOCK_OP_REQUEST:
+	case VSOCK_OP_RESPONSE:
+	default:
+		/* A second REQUEST or a RESPONSE on a live flow. */
+		conn_kill(c, true, "unexpected op when established");
+		return;
+	}
+}
+
+/* May we read the host socket for the guest at all (credit aside)? */
+static bool conn_may_read(const struct vsock_conn *c)
+{
+	return c->state == VSOCK_CONN_ESTABLISHED && !c->host_eof &&
+	       !(c->peer_shut & VSOCK_SHUTDOWN_RCV);
+}
+
+void vsock_conn_host_readable(struct vsock_conn *c)
+{
+	if (conn_may_read(c))
+		c->pending |= VSOCK_RXOP_RW;
+}
+
+unsigned vsock_conn_pending_rx(const struct vsock_conn *c)
+{
+	unsigned p = c->pending;
+
+	if (p & VSOCK_RXOP_RW) {
+		p &= ~VSOCK_RXOP_RW;
+		if (vsock_credit_peer_free(&c->credit))
+			p |= VSOCK_RXOP_RW;
+		else if (vsock_credit_request_needed(&c->credit))
+			p |= VSOCK_RXOP_CREDIT_REQUEST;
+	}
+	return p;
+}
+
+uint32_t vsock_conn_epoll_events(const struct vsock_conn *c)
+{
+	uint32_t ev = 0;
+
+	if (c->fd < 0 || c->state != VSOCK_CONN_ESTABLISHED)
+		return 0;
+	if (conn_may_read(c) && !(c->pending & VSOCK_RXOP_RW) &&
+	    vsock_credit_peer_free(&c->credit))
+		ev |= EPOLLIN;
+	if (c->ring_len)
+		ev |= EPOLLOUT;
+	return ev;
+}
+
+/* Reads host data straight into the chain after the header. Returns the
+ * payload length (> 0), 0 with nothing to send (no data now, or EOF which
+ * queued a SHUTDOWN), or -1 after killing the connection. */
+static ssize_t conn_read_host(struct vsock_conn *c,
+			      const struct vmio_chain *rx, uint32_t max_payload)
+{
+	uint32_t cap = vsock_pkt_rx_capacity(rx, max_payload);
+	uint32_t credit = vsock_credit_peer_free(&c->credit);
+	struct iovec iov[CONN_IOV];
+	struct msghdr msg = { .msg_iov = iov };
+	size_t covered;
+	ssize_t r;
+
+	if (credit < cap)
+		cap = credit;
+	if (!cap)
+		return 0;
+	msg.msg_iovlen = vsock_iov_slice(rx->iov + rx->nout, rx->nin,
+					 VSOCK_HDR_SIZE, cap, iov, CONN_IOV,
+					 &covered);
+	if (!msg.msg_iovlen)
+		return 0;
+	do
+		r = recvmsg(c->fd, &msg, IO_FLAGS);
+	while (r < 0 && errno == EINTR);
+	if (r > 0) {
+		/* A short read means the socket is (very likely) drained:
+		 * let epoll say when there is more rather than spend a
+		 * syscall on EAGAIN. */
+		if ((size_t)r < covered)
+			c->pending &= ~VSOCK_RXOP_RW;
+		return r;
+	}
+	c->pending &= ~VSOCK_RXOP_RW;
+	if (r == 0) {
+		c->host_eof = true;
+		c->pending |= VSOCK_RXOP_SHUTDOWN;
+		return 0;
+	}
+	if (errno == EAGAIN || errno == EWOULDBLOCK)
+		return 0;
+	conn_kill(c, true, "host read failed");
+	return -1;
+}
+
+static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,
+			uint16_t op, uint32_t flags, uint32_t len)
+{
+	struct vsock_hdr h = {
+		.src_cid = VSOCK_HOST_CID,
+		.dst_cid = c->guest_cid,
+		.src_port = c->local_port,
+		.dst_port = c->peer_port,
+		.len = len,
+		.type = VSOCK_TYPE_STREAM,
+		.op = op,
+		.flags = flags,
+	};
+
+	vsock_credit_advertise(&c->credit, &h.buf_alloc, &h.fwd_cnt);
+	if (vsock_pkt_write_hdr(rx, &h))
+		return 0;
+	return VSOCK_HDR_SIZE + len;
+}
+
+size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
+			  uint32_t max_payload)
+{
+	ssize_t n;
+
+	if (rx->in_len < VSOCK_HDR_SIZE)
+		return 0;
+	if (c->state == VSOCK_CONN_KILLED) {
+		if (!(c->pending & VSOCK_RXOP_RST))
+			return 0;
+		c->pending = 0;
+		return conn_emit(c, rx, VSOCK_OP_RST, 0, 0);
+	}
+	if (c->pending & VSOCK_RXOP_REQUEST) {
+		c->pending &= ~VSOCK_RXOP_REQUEST;
+		return conn_emit(c, rx, VSOCK_OP_REQUEST, 0, 0);
+	}
+	if (c->pending & VSOCK_RXOP_RESPONSE) {
+		c->pending &= ~VSOCK_RXOP_RESPONSE;
+		c->state = VSOCK_CONN_ESTABLISHED;
+		return conn_emit(c, rx, VSOCK_OP_RESPONSE, 0, 0);
+	}
+	/* Credit first: it is what unblocks a writing guest. */
+	if (c->pending & VSOCK_RXOP_CREDIT_UPDATE) {
+		c->pending &= ~VSOCK_RXOP_CREDIT_UPDATE;
+		return conn_emit(c, rx, VSOCK_OP_CREDIT_UPDATE, 0, 0);
+	}
+	if (c->pending & VSOCK_RXOP_RW) {
+		if (vsock_credit_peer_free(&c->credit)) {
+			n = conn_read_host(c, rx, max_payload);
+			if (n > 0) {
+				vsock_credit_sent(&c->credit, (uint32_t)n);
+				return conn_emit(c, rx, VSOCK_OP_RW, 0,
+						 (uint32_t)n);
+			}
+			if (n < 0) {
+				/* Killed: its RST goes out in this chain. */
+				c->pending = 0;
+				return conn_emit(c, rx, VSOCK_OP_RST, 0, 0);
+			}
+		} else if (vsock_credit_request_needed(&c->credit)) {
+			/* Data waits and the guest gave no room: ask once;
+			 * RW stays pending for when credit comes. */
+			vsock_credit_mark_requested(&c->credit);
+			return conn_emit(c, rx, VSOCK_OP_CREDIT_REQUEST, 0, 0);
+		}
+	}
+	if (c->pending & VSOCK_RXOP_SHUTDOWN) {
+		size_t w;
+
+		c->pending &= ~VSOCK_RXOP_SHUTDOWN;
+		c->local_shut |= VSOCK_SHUTDOWN_SEND;
+		w = conn_emit(c, rx, VSOCK_OP_SHUTDOWN, VSOCK_SHUTDOWN_SEND, 0);
+		conn_maybe_close(c);
+		return w;
+	}
+	return 0;
+}

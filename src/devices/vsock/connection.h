@@ -1,0 +1,145 @@
+/* One vsock stream connection: the guest end named by (peer_port) and the
+ * host end, an AF_UNIX stream socket, named by (local_port), joined by a
+ * state machine that follows the virtio spec and Firecracker's csm.
+ *
+ * The connection never touches a virtqueue. The multiplexer pops guest tx
+ * chains, parses them (vsock_pkt_parse_tx), finds the connection by port
+ * pair and hands it the packet (vsock_conn_recv_pkt). When the connection
+ * has something for the guest (vsock_conn_pending_rx), the multiplexer
+ * pops an rx chain and asks it for one packet (vsock_conn_fill_rx). For
+ * the host socket the multiplexer asks which epoll events to watch
+ * (vsock_conn_epoll_events) after every call, and reports them back
+ * (vsock_conn_host_readable, vsock_conn_flush).
+ *
+ * States:
+ *   LOCAL_INIT   host program connected and asked for a guest port; our
+ *                REQUEST is pending or sent, the guest's RESPONSE awaited
+ *   PEER_INIT    guest REQUEST accepted and the host socket connected;
+ *                our RESPONSE is pending
+ *   ESTABLISHED  data flows; half-close is tracked by peer_shut (SHUTDOWN
+ *                flags the guest sent) and local_shut (those we sent),
+ *                which is the "closing" part of Firecracker's states
+ *   KILLED       the host fd is closed; an RST may still be pending. The
+ *                multiplexer frees the connection once vsock_conn_is_dead
+ *
+ * Memory is bounded: the only allocation is the guest->host ring buffer of
+ * exactly buf_alloc bytes, made the first time the host socket is full. */
+#ifndef VMIO_DEVICES_VSOCK_CONNECTION_H
+#define VMIO_DEVICES_VSOCK_CONNECTION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "devices/vsock/credit.h"
+#include "devices/vsock/packet.h"
+
+enum vsock_conn_state {
+	VSOCK_CONN_LOCAL_INIT,
+	VSOCK_CONN_PEER_INIT,
+	VSOCK_CONN_ESTABLISHED,
+	VSOCK_CONN_KILLED,
+};
+
+/* Pending packets for the guest, like vhost-device-vsock's rxops. Sent in
+ * the order vsock_conn_fill_rx lists. */
+#define VSOCK_RXOP_REQUEST (1u << 0)
+#define VSOCK_RXOP_RESPONSE (1u << 1)
+#define VSOCK_RXOP_RST (1u << 2)
+#define VSOCK_RXOP_CREDIT_UPDATE (1u << 3)
+#define VSOCK_RXOP_RW (1u << 4)       /* host socket reported readable */
+#define VSOCK_RXOP_SHUTDOWN (1u << 5) /* host EOF seen: SHUTDOWN(SEND) */
+#define VSOCK_RXOP_CREDIT_REQUEST (1u << 6)
+
+struct vsock_conn {
+	uint64_t guest_cid;
+	uint32_t local_port; /* host side: src_port of what we send */
+	uint32_t peer_port;  /* guest side: dst_port of what we send */
+	int fd;              /* host stream socket, owned; -1 once closed */
+	enum vsock_conn_state state;
+	unsigned pending;    /* VSOCK_RXOP_* */
+	uint32_t peer_shut;  /* SHUTDOWN flags received from the guest */
+	uint32_t local_shut; /* SHUTDOWN flags sent to the guest */
+	bool host_eof;       /* read() on fd returned 0 */
+	bool host_shut_wr;   /* shutdown(fd, SHUT_WR) done */
+	struct vsock_credit credit;
+
+	/* Guest data the host socket has not taken yet. Its length always
+	 * equals vsock_credit_rx_pending(&credit), so the credit we give
+	 * the guest is what bounds it. */
+	uint8_t *ring;
+	uint32_t ring_size; /* == credit.buf_alloc */
+	uint32_t ring_head;
+	uint32_t ring_len;
+};
+
+/* Host-initiated connection: a host program asked (CONNECT <peer_port>)
+ * for a connection to the guest; local_port is the host-side port the
+ * multiplexer allocated. A REQUEST is queued for the guest. Takes
+ * ownership of fd. buf_size is our buf_alloc (--tx-buffer-size), > 0. */
+void vsock_conn_init_local(struct vsock_conn *c, uint64_t guest_cid,
+			   uint32_t local_port, uint32_t peer_port, int fd,
+			   uint32_t buf_size);
+
+/* Guest-initiated connection: the guest sent `req` (a parsed REQUEST) and
+ * the multiplexer connected fd to the host service. A RESPONSE is queued
+ * and the guest's credit taken from the request. Takes ownership of fd. */
+void vsock_conn_init_peer(struct vsock_conn *c, uint64_t guest_cid,
+			  const struct vsock_hdr *req, int fd,
+			  uint32_t buf_size);
+
+/* Closes the fd and frees the ring. Sends nothing. */
+void vsock_conn_destroy(struct vsock_conn *c);
+
+/* Handles one packet from the guest for this connection. pkt must be
+ * VSOCK_PKT_OK from vsock_pkt_parse_tx over tx (its payload is read from
+ * tx's iovecs, written to the host socket without a copy when the socket
+ * takes it, else copied into the ring). Any op the state does not allow,
+ * or a credit violation, kills the connection with an RST pending; an RST
+ * from the guest kills it with nothing pending. */
+void vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
+			 const struct vmio_chain *tx);
+
+/* The multiplexer saw EPOLLIN (or HUP/ERR) on the fd: data, EOF or an
+ * error waits to be read into an rx chain. */
+void vsock_conn_host_readable(struct vsock_conn *c);
+
+/* The multiplexer saw EPOLLOUT: writes buffered guest data to the host
+ * socket, then does the SHUT_WR or close the guest asked for once the
+ * buffer is empty. */
+void vsock_conn_flush(struct vsock_conn *c);
+
+/* VSOCK_RXOP_* bits of packets that vsock_conn_fill_rx would send now.
+ * RW appears only while the guest has credit; without credit the pending
+ * read turns into a single CREDIT_REQUEST. 0 means: do not pop an rx
+ * chain for this connection. */
+unsigned vsock_conn_pending_rx(const struct vsock_conn *c);
+
+/* Writes one packet for the guest into rx, a chain that passed
+ * vsock_pkt_check_rx: header, and for RW the data read with readv from
+ * the host socket straight into the chain after the header (at most
+ * max_payload bytes, and never more than the guest's credit). Returns the
+ * bytes written (44 + payload), or 0 if there was nothing to send (the
+ * chain is untouched then and goes back to the queue unused). */
+size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
+			  uint32_t max_payload);
+
+/* Epoll events the host fd needs now (EPOLLIN / EPOLLOUT, possibly 0):
+ *   EPOLLIN   established, guest may still receive, host not at EOF, the
+ *             guest has credit, and no readable report is pending already
+ *             (that one waits for an rx buffer; watching EPOLLIN meanwhile
+ *             would wake the loop for nothing, level-triggered)
+ *   EPOLLOUT  only while buffered guest data waits (vhost-device-vsock
+ *             #800: an always-armed EPOLLOUT burns a CPU) */
+uint32_t vsock_conn_epoll_events(const struct vsock_conn *c);
+
+/* True once the connection is killed and its RST (if any) went out: the
+ * multiplexer removes it from its table and calls vsock_conn_destroy. */
+static inline bool vsock_conn_is_dead(const struct vsock_conn *c)
+{
+	return c->state == VSOCK_CONN_KILLED && !c->pending;
+}
+
+const char *vsock_conn_state_name(enum vsock_conn_state s);
+
+#endif

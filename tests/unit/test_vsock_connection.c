@@ -1,0 +1,587 @@
+/* The vsock connection state machine against a socketpair (the host side)
+ * and chains built by hand over local buffers (the guest side): connect
+ * both ways, data both ways bounded by credit, a full host socket, half
+ * close both ways, resets and hostile ops. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "devices/vsock/connection.h"
+
+#define GUEST_CID 3u
+#define GUEST_PORT 1234u
+#define HOST_PORT 5000u
+#define RX_DATA 4096u
+
+/* Chains are 16 KiB of iovecs: keep them off the stack. */
+static struct vmio_chain txc, rxc;
+static uint8_t txbuf[VSOCK_HDR_SIZE + VSOCK_MAX_PKT_PAYLOAD];
+static uint8_t rxbuf[VSOCK_HDR_SIZE + RX_DATA];
+static struct vsock_conn conn;
+static int host; /* the host program's end of the socketpair */
+
+/* The guest's credit toward us, as a well-behaved guest would track it. */
+static uint32_t guest_buf_alloc, guest_fwd_cnt;
+
+static uint8_t pattern(size_t i)
+{
+	return (uint8_t)(i % 251);
+}
+
+/* Hands the connection a guest packet; the payload is a slice of the
+ * counting pattern starting at stream offset `at`, split over two
+ * descriptors so the writev path sees more than one iovec. */
+static void guest_send(uint16_t op, uint32_t flags, size_t at, uint32_t len)
+{
+	struct vsock_hdr h = {
+		.src_cid = GUEST_CID,
+		.dst_cid = VSOCK_HOST_CID,
+		.src_port = GUEST_PORT,
+		.dst_port = HOST_PORT,
+		.len = len,
+		.type = VSOCK_TYPE_STREAM,
+		.op = op,
+		.flags = flags,
+		.buf_alloc = guest_buf_alloc,
+		.fwd_cnt = guest_fwd_cnt,
+	};
+	struct vsock_pkt pkt;
+	size_t total = VSOCK_HDR_SIZE + len, i, split;
+
+	assert_true(len <= VSOCK_MAX_PKT_PAYLOAD);
+	vsock_hdr_encode(&h, txbuf);
+	for (i = 0; i < len; i++)
+		txbuf[VSOCK_HDR_SIZE + i] = pattern(at + i);
+	memset(&txc, 0, sizeof(txc));
+	split = VSOCK_HDR_SIZE + len / 2;
+	txc.iov[0].iov_base = txbuf;
+	txc.iov[0].iov_len = split;
+	txc.iov[1].iov_base = txbuf + split;
+	txc.iov[1].iov_len = total - split;
+	txc.nout = 2;
+	txc.out_len = total;
+	assert_int_equal(vsock_pkt_parse_tx(&txc, GUEST_CID,
+					    VSOCK_MAX_PKT_PAYLOAD,
+					    VSOCK_TYPES_STREAM, &pkt, NULL),
+			 VSOCK_PKT_OK);
+	vsock_conn_recv_pkt(&conn, &pkt, &txc);
+}
+
+/* Asks the connection for one packet into a Linux-shaped rx buffer
+ * (header descriptor + 4 KiB data descriptor). Returns bytes written and
+ * decodes the header into *h. */
+static size_t guest_recv(struct vsock_hdr *h)
+{
+	size_t n;
+
+	memset(&rxc, 0, sizeof(rxc));
+	memset(rxbuf, 0xee, sizeof(rxbuf));
+	rxc.iov[0].iov_base = rxbuf;
+	rxc.iov[0].iov_len = VSOCK_HDR_SIZE;
+	rxc.iov[1].iov_base = rxbuf + VSOCK_HDR_SIZE;
+	rxc.iov[1].iov_len = RX_DATA;
+	rxc.nin = 2;
+	rxc.in_len = sizeof(rxbuf);
+	n = vsock_conn_fill_rx(&conn, &rxc, VSOCK_MAX_PKT_PAYLOAD);
+	if (n) {
+		vsock_hdr_decode(rxbuf, h);
+		assert_int_equal(h->src_cid, VSOCK_HOST_CID);
+		assert_int_equal(h->dst_cid, GUEST_CID);
+		assert_int_equal(h->src_port, HOST_PORT);
+		assert_int_equal(h->dst_port, GUEST_PORT);
+		assert_int_equal(h->type, VSOCK_TYPE_STREAM);
+		assert_int_equal(n, VSOCK_HDR_SIZE + h->len);
+	}
+	return n;
+}
+
+static void expect_op(uint16_t op)
+{
+	struct vsock_hdr h;
+
+	assert_true(guest_recv(&h) > 0);
+	assert_int_equal(h.op, op);
+}
+
+/* The host end sees EOF: the connection closed (or half-closed) it. */
+static void expect_host_eof(void)
+{
+	char c;
+
+	assert_int_equal(recv(host, &c, 1, MSG_DONTWAIT), 0);
+}
+
+static int pair(uint32_t buf_size, bool peer, int sndbuf)
+{
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	if (sndbuf)
+		assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF,
+					    &sndbuf, sizeof(sndbuf)),
+				 0);
+	host = sv[1];
+	guest_fwd_cnt = 0;
+	if (peer) {
+		struct vsock_hdr req = {
+			.src_cid = GUEST_CID,
+			.dst_cid = VSOCK_HOST_CID,
+			.src_port = GUEST_PORT,
+			.dst_port = HOST_PORT,
+			.type = VSOCK_TYPE_STREAM,
+			.op = VSOCK_OP_REQUEST,
+			.buf_alloc = guest_buf_alloc,
+		};
+
+		vsock_conn_init_peer(&conn, GUEST_CID, &req, sv[0], buf_size);
+	} else {
+		vsock_conn_init_local(&conn, GUEST_CID, HOST_PORT, GUEST_PORT,
+				      sv[0], buf_size);
+	}
+	return 0;
+}
+
+/* A guest-initiated connection, RESPONSE already taken by the guest. */
+static void established(uint32_t buf_size, uint32_t guest_alloc, int sndbuf)
+{
+	guest_buf_alloc = guest_alloc;
+	pair(buf_size, true, sndbuf);
+	expect_op(VSOCK_OP_RESPONSE);
+	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
+}
+
+static int teardown(void **state)
+{
+	vsock_conn_destroy(&conn);
+	close(host);
+	return 0;
+}
+
+static void test_peer_connect(void **state)
+{
+	struct vsock_hdr h;
+
+	guest_buf_alloc = 262144;
+	pair(65536, true, 0);
+	assert_int_equal(conn.state, VSOCK_CONN_PEER_INIT);
+	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RESPONSE);
+	/* Nothing to watch until the guest knows it is connected. */
+	assert_int_equal(vsock_conn_epoll_events(&conn), 0);
+	assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE);
+	assert_int_equal(h.op, VSOCK_OP_RESPONSE);
+	assert_int_equal(h.buf_alloc, 65536);
+	assert_int_equal(h.fwd_cnt, 0);
+	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(guest_recv(&h), 0);
+	assert_int_equal(vsock_conn_epoll_events(&conn), EPOLLIN);
+}
+
+static void test_op_before_response(void **state)
+{
+	guest_buf_alloc = 4096;
+	pair(65536, true, 0);
+	guest_send(VSOCK_OP_RW, 0, 0, 10);
+	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
+	expect_host_eof();
+	expect_op(VSOCK_OP_RST);
+	assert_true(vsock_conn_is_dead(&conn));
+}
+
+static void test_local_connect(void **state)
+{
+	char line[32];
+	ssize_t n;
+
+	guest_buf_alloc = 8192;
+	pair(65536, false, 0);
+	assert_int_equal(conn.state, VSOCK_CONN_LOCAL_INIT);
+	expect_op(VSOCK_OP_REQUEST);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	guest_send(VSOCK_OP_RESPONSE, 0, 0, 0);
+	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
+	n = recv(host, line, sizeof(line), MSG_DONTWAIT);
+	assert_int_equal(n, 8);
+	assert_memory_equal(line, "OK 5000\n", 8);
+	assert_int_equal(vsock_credit_peer_free(&conn.credit), 8192);
+}
+
+static void test_local_refused(void **state)
+{
+	guest_buf_alloc = 8192;
+	pair(65536, false, 0);
+	expect_op(VSOCK_OP_REQUEST);
+	/* No listener in the guest: its RST closes the host socket, and is
+	 * not answered. */
+	guest_send(VSOCK_OP_RST, 0, 0, 0);
+	expect_host_eof();
+	assert_true(vsock_conn_is_dead(&conn));
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+}
+
+static void test_local_unexpected(void **state)
+{
+	guest_buf_alloc = 8192;
+	pair(65536, false, 0);
+	expect_op(VSOCK_OP_REQUEST);
+	guest_send(VSOCK_OP_RW, 0, 0, 5);
+	expect_host_eof();
+	expect_op(VSOCK_OP_RST);
+	assert_true(vsock_conn_is_dead(&conn));
+}
+
+static void test_guest_to_host(void **state)
+{
+	uint8_t got[1000];
+	size_t i;
+
+	established(65536, 65536, 0);
+	guest_send(VSOCK_OP_RW, 0, 0, 1000);
+	assert_int_equal(recv(host, got, sizeof(got), MSG_DONTWAIT), 1000);
+	for (i = 0; i < sizeof(got); i++)
+		assert_int_equal(got[i], pattern(i));
+	assert_int_equal(conn.credit.fwd_cnt, 1000);
+	assert_int_equal(conn.ring_len, 0);
+	assert_null(conn.ring); /* never needed */
+	assert_int_equal(vsock_conn_epoll_events(&conn), EPOLLIN);
+	/* 1000 of 64 KiB used: no update worth sending yet. */
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+}
+
+static void test_proactive_credit_update(void **state)
+{
+	struct vsock_hdr h;
+
+	established(4096, 65536, 0);
+	/* 3500 of 4096 consumed: the guest thinks 596 are left, below the
+	 * default threshold of a quarter. */
+	guest_send(VSOCK_OP_RW, 0, 0, 3500);
+	assert_int_equal(vsock_conn_pending_rx(&conn),
+			 VSOCK_RXOP_CREDIT_UPDATE);
+	assert_true(guest_recv(&h) > 0);
+	assert_int_equal(h.op, VSOCK_OP_CREDIT_UPDATE);
+	assert_int_equal(h.buf_alloc, 4096);
+	assert_int_equal(h.fwd_cnt, 3500);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+}
+
+static void test_host_to_guest_credit(void **state)
+{
+	uint8_t data[5000];
+	struct vsock_hdr h;
+	size_t i;
+
+	established(65536, 3000, 0);
+	for (i = 0; i < sizeof(data); i++)
+		data[i] = pattern(i);
+	assert_int_equal(send(host, data, sizeof(data), 0), sizeof(data));
+	vsock_conn_host_readable(&conn);
+	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	/* Readability is known: EPOLLIN would only wake us again. */
+	assert_int_equal(vsock_conn_epoll_events(&conn), 0);
+
+	assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE + 3000);
+	assert_int_equal(h.op, VSOCK_OP_RW);
+	assert_int_equal(h.len, 3000);
+	assert_memory_equal(rxbuf + VSOCK_HDR_SIZE, data, 3000);
+
+	/* Credit exhausted: one CREDIT_REQUEST, then silence, and the host
+	 * socket is not watched. */
+	assert_int_equal(vsock_conn_pending_rx(&conn),
+			 VSOCK_RXOP_CREDIT_REQUEST);
+	expect_op(VSOCK_OP_CREDIT_REQUEST);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(guest_recv(&h), 0);
+	assert_int_equal(vsock_conn_epoll_events(&conn), 0);
+
+	/* The guest consumed it all: the rest flows, bounded by the 4 KiB
+	 * buffer rather than by credit. */
+	guest_fwd_cnt = 3000;
+	guest_send(VSOCK_OP_CREDIT_UPDATE, 0, 0, 0);
+	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE + 2000);
+	assert_int_equal(h.op, VSOCK_OP_RW);
+	assert_memory_equal(rxbuf + VSOCK_HDR_SIZE, data + 3000, 2000);
+	/* Short read: drained, back to watching the socket. */
+	assert_int_equal(vsock_conn_epoll_events(&conn), EPOLLIN);
+}
+
+static void test_credit_overrun(void **state)
+{
+	established(1024, 65536, 0);
+	guest_send(VSOCK_OP_RW, 0, 0, 1024);
+	guest_send(VSOCK_OP_RW, 0, 1024, 2000);
+	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
+	expect_op(VSOCK_OP_RST);
+	assert_true(vsock_conn_is_dead(&conn));
+}
+
+static void test_fwd_cnt_ahead(void **state)
+{
+	established(65536, 65536, 0);
+	guest_fwd_cnt = 10; /* nothing was ever sent to it */
+	guest_send(VSOCK_OP_CREDIT_UPDATE, 0, 0, 0);
+	expect_host_eof();
+	expect_op(VSOCK_OP_RST);
+}
+
+/* Fills the host socket (small SO_SNDBUF, nobody reading) and then the
+ * ring, as a guest obeying credit would: up to exactly buf_size held.
+ * Returns the bytes sent. */
+#define SMALL_TX 16384u
+static size_t fill_host(void)
+{
+	size_t sent = 0;
+	unsigned rounds = 0;
+
+	/* Partial writes leave odd amounts held: top up exactly. */
+	while (vsock_credit_rx_pending(&conn.credit) < SMALL_TX) {
+		uint32_t room = SMALL_TX -
+				vsock_credit_rx_pending(&conn.credit);
+		uint32_t len = room < 1024 ? room : 1024;
+
+		assert_true(++rounds < 10000);
+		guest_send(VSOCK_OP_RW, 0, sent, len);
+		sent += len;
+		assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
+	}
+	assert_int_equal(conn.ring_len, SMALL_TX);
+	assert_int_equal(vsock_conn_epoll_events(&conn) & EPOLLOUT, EPOLLOUT);
+	return sent;
+}
+
+/* Reads everything from the host end, flushing the connection whenever
+ * the socket runs dry, and checks the order. Returns bytes read; stops at
+ * EOF or when no more comes. */
+static size_t drain_host(size_t from, size_t expect, bool want_eof)
+{
+	uint8_t got[4096];
+	size_t seen = 0;
+	unsigned idle = 0;
+
+	for (;;) {
+		ssize_t n = recv(host, got, sizeof(got), MSG_DONTWAIT);
+		ssize_t i;
+
+		if (n == 0)
+			break;
+		if (n < 0) {
+			assert_true(errno == EAGAIN);
+			if (seen == expect && !want_eof)
+				break;
+			assert_true(++idle < 1000);
+			vsock_conn_flush(&conn);
+			continue;
+		}
+		for (i = 0; i < n; i++)
+			assert_int_equal(got[i], pattern(from + seen + (size_t)i));
+		seen += (size_t)n;
+	}
+	return seen;
+}
+
+static void test_full_host_socket(void **state)
+{
+	size_t sent;
+
+	established(SMALL_TX, 65536, 4096);
+	sent = fill_host();
+	/* One byte more than the credit allows would be an overrun; an
+	 * obedient guest waits. Now the host reads: flush drains in order. */
+	assert_int_equal(drain_host(0, sent, false), sent);
+	assert_int_equal(conn.ring_len, 0);
+	assert_int_equal(vsock_conn_epoll_events(&conn), EPOLLIN);
+	assert_int_equal(conn.credit.fwd_cnt, (uint32_t)sent);
+	expect_op(VSOCK_OP_CREDIT_UPDATE);
+	/* Still usable afterwards, through the ring's wrap. */
+	guest_send(VSOCK_OP_RW, 0, sent, 3000);
+	assert_int_equal(drain_host(sent, 3000, false), 3000);
+}
+
+static void test_full_host_overrun(void **state)
+{
+	established(SMALL_TX, 65536, 4096);
+	fill_host();
+	guest_send(VSOCK_OP_RW, 0, 0, 1);
+	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
+	assert_null(conn.ring);
+	expect_op(VSOCK_OP_RST);
+}
+
+static void test_guest_shutdown_send(void **state)
+{
+	struct vsock_hdr h;
+	size_t sent;
+
+	established(SMALL_TX, 65536, 4096);
+	sent = fill_host();
+	guest_send(VSOCK_OP_SHUTDOWN, VSOCK_SHUTDOWN_SEND, 0, 0);
+	/* Buffered data first: no EOF yet, the connection lives on. */
+	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
+	assert_false(conn.host_shut_wr);
+	assert_int_equal(drain_host(0, sent, true), sent); /* then EOF */
+	assert_true(conn.host_shut_wr);
+	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
+
+	/* The host replies and closes its side: the guest reads the reply,
+	 * then SHUTDOWN(SEND), then the flow is reset (clean close). */
+	assert_int_equal(send(host, "bye", 3, 0), 3);
+	shutdown(host, SHUT_WR);
+	vsock_conn_host_readable(&conn);
+	assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE + 3);
+	assert_int_equal(h.op, VSOCK_OP_RW);
+	assert_memory_equal(rxbuf + VSOCK_HDR_SIZE, "bye", 3);
+	vsock_conn_host_readable(&conn);
+	assert_true(guest_recv(&h) > 0);
+	assert_int_equal(h.op, VSOCK_OP_SHUTDOWN);
+	assert_int_equal(h.flags, VSOCK_SHUTDOWN_SEND);
+	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
+	expect_op(VSOCK_OP_RST);
+	assert_true(vsock_conn_is_dead(&conn));
+}
+
+static void test_host_eof(void **state)
+{
+	struct vsock_hdr h;
+	char got[8];
+
+	established(65536, 65536, 0);
+	shutdown(host, SHUT_WR);
+	vsock_conn_host_readable(&conn);
+	assert_true(guest_recv(&h) > 0);
+	assert_int_equal(h.op, VSOCK_OP_SHUTDOWN);
+	assert_int_equal(h.flags, VSOCK_SHUTDOWN_SEND);
+	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
+	assert_int_equal(vsock_conn_epoll_events(&conn), 0);
+	/* Half-closed: the guest may still send. */
+	guest_send(VSOCK_OP_RW, 0, 0, 8);
+	assert_int_equal(recv(host, got, sizeof(got), MSG_DONTWAIT), 8);
+	/* The guest closes: nothing left either way, RST. */
+	guest_send(VSOCK_OP_SHUTDOWN, VSOCK_SHUTDOWN_MASK, 0, 0);
+	expect_host_eof();
+	expect_op(VSOCK_OP_RST);
+	assert_true(vsock_conn_is_dead(&conn));
+}
+
+static void test_guest_close_with_buffer(void **state)
+{
+	size_t sent;
+
+	established(SMALL_TX, 65536, 4096);
+	sent = fill_host();
+	guest_send(VSOCK_OP_SHUTDOWN, VSOCK_SHUTDOWN_MASK, 0, 0);
+	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
+	/* The host still gets every byte, then EOF, then the RST goes. */
+	assert_int_equal(drain_host(0, sent, true), sent);
+	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
+	expect_op(VSOCK_OP_RST);
+}
+
+static void test_guest_rst(void **state)
+{
+	struct vsock_hdr h;
+
+	established(65536, 65536, 0);
+	guest_send(VSOCK_OP_RST, 0, 0, 0);
+	assert_int_equal(conn.fd, -1);
+	expect_host_eof();
+	assert_true(vsock_conn_is_dead(&conn));
+	assert_int_equal(guest_recv(&h), 0);
+	assert_int_equal(vsock_conn_epoll_events(&conn), 0);
+	/* Late packets on a killed flow change nothing. */
+	guest_send(VSOCK_OP_RW, 0, 0, 4);
+	assert_true(vsock_conn_is_dead(&conn));
+}
+
+static void test_credit_request(void **state)
+{
+	struct vsock_hdr h;
+
+	established(65536, 65536, 0);
+	guest_send(VSOCK_OP_RW, 0, 0, 100);
+	guest_send(VSOCK_OP_CREDIT_REQUEST, 0, 0, 0);
+	assert_int_equal(vsock_conn_pending_rx(&conn),
+			 VSOCK_RXOP_CREDIT_UPDATE);
+	assert_true(guest_recv(&h) > 0);
+	assert_int_equal(h.op, VSOCK_OP_CREDIT_UPDATE);
+	assert_int_equal(h.buf_alloc, 65536);
+	assert_int_equal(h.fwd_cnt, 100);
+	assert_int_equal(guest_recv(&h), 0);
+}
+
+static void test_unexpected_op(void **state)
+{
+	established(65536, 65536, 0);
+	guest_send(VSOCK_OP_RESPONSE, 0, 0, 0);
+	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
+	expect_host_eof();
+	expect_op(VSOCK_OP_RST);
+	assert_true(vsock_conn_is_dead(&conn));
+}
+
+static void test_second_request(void **state)
+{
+	established(65536, 65536, 0);
+	guest_send(VSOCK_OP_REQUEST, 0, 0, 0);
+	expect_host_eof();
+	expect_op(VSOCK_OP_RST);
+}
+
+static void test_rw_after_shutdown(void **state)
+{
+	established(65536, 65536, 0);
+	guest_send(VSOCK_OP_SHUTDOWN, VSOCK_SHUTDOWN_SEND, 0, 0);
+	guest_send(VSOCK_OP_RW, 0, 0, 4);
+	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
+	expect_op(VSOCK_OP_RST);
+}
+
+static void test_host_gone(void **state)
+{
+	established(65536, 65536, 0);
+	close(host);
+	host = -1;
+	/* EPIPE, not SIGPIPE: the flow is reset. */
+	guest_send(VSOCK_OP_RW, 0, 0, 10);
+	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
+	expect_op(VSOCK_OP_RST);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_peer_connect, teardown),
+		cmocka_unit_test_teardown(test_op_before_response, teardown),
+		cmocka_unit_test_teardown(test_local_connect, teardown),
+		cmocka_unit_test_teardown(test_local_refused, teardown),
+		cmocka_unit_test_teardown(test_local_unexpected, teardown),
+		cmocka_unit_test_teardown(test_guest_to_host, teardown),
+		cmocka_unit_test_teardown(test_proactive_credit_update,
+					  teardown),
+		cmocka_unit_test_teardown(test_host_to_guest_credit, teardown),
+		cmocka_unit_test_teardown(test_credit_overrun, teardown),
+		cmocka_unit_test_teardown(test_fwd_cnt_ahead, teardown),
+		cmocka_unit_test_teardown(test_full_host_socket, teardown),
+		cmocka_unit_test_teardown(test_full_host_overrun, teardown),
+		cmocka_unit_test_teardown(test_guest_shutdown_send, teardown),
+		cmocka_unit_test_teardown(test_host_eof, teardown),
+		cmocka_unit_test_teardown(test_guest_close_with_buffer,
+					  teardown),
+		cmocka_unit_test_teardown(test_guest_rst, teardown),
+		cmocka_unit_test_teardown(test_credit_request, teardown),
+		cmocka_unit_test_teardown(test_unexpected_op, teardown),
+		cmocka_unit_test_teardown(test_second_request, teardown),
+		cmocka_unit_test_teardown(test_rw_after_shutdown, teardown),
+		cmocka_unit_test_teardown(test_host_gone, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
