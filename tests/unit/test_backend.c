@@ -367,15 +367,21 @@ static struct vhost_user_vring_state vstate(unsigned q, unsigned num)
 	return (struct vhost_user_vring_state){ .index = q, .num = num };
 }
 
-static void setup_queue(struct fx *f, unsigned q)
+/* The ring addresses of queue q in the fixture's guest memory layout. */
+static struct vhost_user_vring_addr vaddr(unsigned q)
 {
-	struct vhost_user_vring_state s = vstate(q, QSIZE);
-	struct vhost_user_vring_addr a = {
+	return (struct vhost_user_vring_addr){
 		.index = q,
 		.desc_uva = UVA_BASE + desc_gpa(q),
 		.avail_uva = UVA_BASE + avail_gpa(q),
 		.used_uva = UVA_BASE + used_gpa(q),
 	};
+}
+
+static void setup_queue(struct fx *f, unsigned q)
+{
+	struct vhost_user_vring_state s = vstate(q, QSIZE);
+	struct vhost_user_vring_addr a = vaddr(q);
 	uint64_t idx = q;
 
 	assert_int_equal(acked(f, VHOST_USER_SET_VRING_NUM, &s, 8, NULL, 0), 0);
@@ -673,12 +679,7 @@ static void test_without_protocol_features_kick_enables(void **state)
 {
 	struct fx *f = *state;
 	struct vhost_user_vring_state s = vstate(0, QSIZE);
-	struct vhost_user_vring_addr a = {
-		.index = 0,
-		.desc_uva = UVA_BASE + desc_gpa(0),
-		.avail_uva = UVA_BASE + avail_gpa(0),
-		.used_uva = UVA_BASE + used_gpa(0),
-	};
+	struct vhost_user_vring_addr a = vaddr(0);
 	struct vhost_user_memory m = { .nregions = 1 };
 	uint64_t features = VMIO_BIT(VIRTIO_F_VERSION_1), idx = 0;
 
@@ -1049,12 +1050,7 @@ static void test_addr_before_mem_table(void **state)
 {
 	struct fx *f = *state;
 	struct vhost_user_vring_state s = vstate(0, QSIZE);
-	struct vhost_user_vring_addr a = {
-		.index = 0,
-		.desc_uva = UVA_BASE + desc_gpa(0),
-		.avail_uva = UVA_BASE + avail_gpa(0),
-		.used_uva = UVA_BASE + used_gpa(0),
-	};
+	struct vhost_user_vring_addr a = vaddr(0);
 	uint64_t idx = 0;
 
 	negotiate(f, ACK_PROTOCOL);
