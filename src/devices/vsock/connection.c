@@ -137,6 +137,24 @@ static ssize_t host_send(struct vsock_conn *c, struct iovec *iov, unsigned n)
 	return r;
 }
 
+/* Writes guest data to the host socket and counts what it took as
+ * consumed (it then frees guest credit). Returns the bytes taken, 0 if the
+ * socket is full, or -1 if the write failed and the connection is killed. */
+static ssize_t host_write_data(struct vsock_conn *c, struct iovec *iov,
+			       unsigned n)
+{
+	ssize_t w = host_send(c, iov, n);
+
+	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (w < 0) {
+		conn_kill(c, true, "host write failed");
+		return -1;
+	}
+	vsock_credit_consumed(&c->credit, (uint32_t)w);
+	return w;
+}
+
 /* Copies [off, off + len) of the chain's readable part to the ring's
  * tail. The caller checked that it fits (the credit guarantees it). */
 static int ring_push(struct vsock_conn *c, const struct vmio_chain *tx,
@@ -209,15 +227,10 @@ static void conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 				    len - done, iov, CONN_IOV, &covered);
 		if (!n)
 			break; /* the parser checked len; cannot happen */
-		w = host_send(c, iov, n);
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		if (w < 0) {
-			conn_kill(c, true, "host write failed");
+		w = host_write_data(c, iov, n);
+		if (w < 0)
 			return;
-		}
 		done += (uint32_t)w;
-		vsock_credit_consumed(&c->credit, (uint32_t)w);
 		if ((size_t)w < covered)
 			break; /* socket full */
 	}
@@ -248,16 +261,13 @@ void vsock_conn_flush(struct vsock_conn *c)
 			iov[1].iov_len = c->ring_len - first;
 			n = 2;
 		}
-		w = host_send(c, iov, n);
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		if (w < 0) {
-			conn_kill(c, true, "host write failed");
+		w = host_write_data(c, iov, n);
+		if (w < 0)
 			return;
-		}
+		if (w == 0)
+			break;
 		c->ring_head = (c->ring_head + (uint32_t)w) % c->ring_size;
 		c->ring_len -= (uint32_t)w;
-		vsock_credit_consumed(&c->credit, (uint32_t)w);
 	}
 	/* Half-close only behind the data: the host reader must see every
 	 * byte the guest sent before its EOF. */
