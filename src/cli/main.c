@@ -13,6 +13,8 @@ struct subcommand {
 static const struct subcommand subcommands[] = {
 	{ "loopback", vmio_cmd_loopback,
 	  "vhost-user demonstration device (tx queue loops back to rx)" },
+	{ "vsock", vmio_cmd_vsock,
+	  "vhost-user virtio-vsock device (host side: unix sockets)" },
 };
 
 static void print_usage(FILE *f)

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
+#include "util/unix_socket.h"
 #include "vhost-user/backend_internal.h"
 
 static void close_fd(int *fd)
@@ -146,90 +146,8 @@ int vmio_backend_serve_fd(struct vmio_backend *be, int fd)
 	return start_connection(be, fd);
 }
 
-/* A socket file left by a process that died is ours to replace; one that a
- * live backend listens on, or a file that is not a socket, is not. */
-static int claim_socket_path(const char *path, const struct sockaddr_un *sa)
-{
-	struct stat st;
-	int probe, rc, err;
-
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISSOCK(st.st_mode)) {
-		log_err("vhost-user: %s exists and is not a socket; not "
-			"replacing it",
-			path);
-		return -EEXIST;
-	}
-	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (probe < 0)
-		return -errno;
-	rc = connect(probe, (const struct sockaddr *)sa, sizeof(*sa));
-	err = rc ? errno : 0;
-	close(probe);
-	/* A full backlog (EAGAIN) still means someone listens. */
-	if (!rc || err == EAGAIN || err == EINPROGRESS) {
-		log_err("vhost-user: %s is in use by another live backend",
-			path);
-		return -EADDRINUSE;
-	}
-	if (err != ECONNREFUSED) {
-		log_err("vhost-user: cannot probe %s: %s", path, strerror(err));
-		return -err;
-	}
-	if (unlink(path) < 0 && errno != ENOENT)
-		return -errno;
-	log_info("vhost-user: replaced stale socket %s", path);
-	return 0;
-}
-
-static int bind_socket(int fd, const char *path, const struct sockaddr_un *sa)
-{
-	int rc;
-
-	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
-		return 0;
-	if (errno != EADDRINUSE)
-		return -errno;
-	rc = claim_socket_path(path, sa);
-	if (rc)
-		return rc;
-	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0)
-		return -errno;
-	return 0;
-}
-
-/* Binds and listens; on failure leaves no file behind that we made. */
-static int open_listener(const char *path, const struct sockaddr_un *sa,
-			 struct stat *st)
-{
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	int rc;
-
-	if (fd < 0)
-		return -errno;
-	rc = bind_socket(fd, path, sa);
-	if (rc) {
-		if (rc != -EADDRINUSE && rc != -EEXIST)
-			log_err("vhost-user: cannot bind %s: %s", path,
-				strerror(-rc));
-		close(fd);
-		return rc;
-	}
-	if (listen(fd, 8) < 0 || stat(path, st) < 0) {
-		int err = errno;
-		log_err("vhost-user: cannot listen on %s: %s", path,
-			strerror(err));
-		unlink(path);
-		close(fd);
-		return -err;
-	}
-	return fd;
-}
-
 int vmio_backend_listen(struct vmio_backend *be, const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
 	char *copy;
 	int fd, rc;
@@ -238,15 +156,10 @@ int vmio_backend_listen(struct vmio_backend *be, const char *path)
 		return -EINVAL;
 	if (be->listen_fd >= 0 || be->conn_fd >= 0)
 		return -EBUSY;
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		log_err("vhost-user: socket path %s is too long", path);
-		return -ENAMETOOLONG;
-	}
-	strcpy(sa.sun_path, path);
 	copy = strdup(path);
 	if (!copy)
 		return -ENOMEM;
-	fd = open_listener(path, &sa, &st);
+	fd = vmio_unix_listen(path, 8, "vhost-user", &st);
 	if (fd < 0) {
 		free(copy);
 		return fd;
@@ -305,11 +218,9 @@ struct vmio_backend *vmio_backend_new(struct vmio_loop *loop,
 /* Unlinks the socket file unless someone replaced it since we bound it. */
 static void remove_socket_file(struct vmio_backend *be)
 {
-	struct stat st;
+	struct stat st = { .st_dev = be->socket_dev, .st_ino = be->socket_ino };
 
-	if (stat(be->socket_path, &st) == 0 && st.st_dev == be->socket_dev &&
-	    st.st_ino == be->socket_ino)
-		unlink(be->socket_path);
+	vmio_unix_unlink_if_same(be->socket_path, &st);
 	free(be->socket_path);
 	be->socket_path = NULL;
 }

@@ -1,0 +1,192 @@
+/* The vsock device's callbacks: they only wire the core's queues to the
+ * multiplexer. No chain is ever held between callbacks (the multiplexer
+ * pushes every tx chain before returning and takes an rx chain only to
+ * fill it), so a queue stop or a memory table change has nothing to give
+ * back: the pointers are dropped and the queues come back through
+ * queue_start. */
+#include "devices/vsock/device.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devices/vsock/hybrid.h"
+#include "devices/vsock/muxer.h"
+#include "devices/vsock/packet.h"
+#include "virtio/features.h"
+
+struct vsock_device {
+	struct vmio_device_ops ops;
+	uint64_t guest_cid;
+	uint16_t max_queue_size;
+	struct vsock_muxer *mux;
+	struct vsock_hybrid *hybrid;
+	struct vmio_vq *rx, *tx;
+	struct vmio_mem *mem;
+};
+
+static void dev_wire(struct vsock_device *d)
+{
+	vsock_muxer_set_queues(d->mux, d->rx, d->tx, d->mem);
+}
+
+static void vs_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
+{
+	struct vsock_device *d = dev;
+
+	if (vq->index > VSOCK_TX_QUEUE)
+		return;
+	if (vq->size > d->max_queue_size) {
+		vmio_vq_set_broken(vq, "queue size %u above the device's %u",
+				   vq->size, d->max_queue_size);
+		return;
+	}
+	vq->name = vq->index == VSOCK_RX_QUEUE ? "rx" : "tx";
+	if (vq->index == VSOCK_RX_QUEUE)
+		d->rx = vq;
+	else
+		d->tx = vq;
+	d->mem = mem;
+	dev_wire(d);
+	/* The driver may have posted buffers before the start and will not
+	 * kick for them again; serving tx serves rx too. */
+	vsock_muxer_kick_tx(d->mux);
+}
+
+static void vs_queue_stop(void *dev, struct vmio_vq *vq)
+{
+	struct vsock_device *d = dev;
+
+	if (d->rx == vq)
+		d->rx = NULL;
+	if (d->tx == vq)
+		d->tx = NULL;
+	dev_wire(d);
+}
+
+static void vs_queue_kick(void *dev, struct vmio_vq *vq)
+{
+	struct vsock_device *d = dev;
+
+	if (vq == d->tx)
+		vsock_muxer_kick_tx(d->mux);
+	else if (vq == d->rx)
+		vsock_muxer_kick_rx(d->mux);
+}
+
+static void vs_memory_changing(void *dev)
+{
+	struct vsock_device *d = dev;
+
+	d->rx = d->tx = NULL;
+	d->mem = NULL;
+	dev_wire(d);
+}
+
+/* The front end is gone, and the guest with it: its connections mean
+ * nothing to the next one. The uds listener stays. */
+static void vs_reset(void *dev)
+{
+	struct vsock_device *d = dev;
+
+	d->rx = d->tx = NULL;
+	d->mem = NULL;
+	vsock_muxer_reset(d->mux);
+}
+
+static int vs_features_set(void *dev, uint64_t features)
+{
+	struct vsock_device *d = dev;
+
+	vsock_muxer_set_types(d->mux, vsock_types_from_features(features));
+	return 0;
+}
+
+static int vs_get_config(void *dev, uint8_t *buf, uint32_t offset,
+			 uint32_t len)
+{
+	const struct vsock_device *d = dev;
+	uint64_t le = htole64(d->guest_cid);
+
+	if (offset > sizeof(le) || len > sizeof(le) - offset)
+		return -EINVAL;
+	memcpy(buf, (const uint8_t *)&le + offset, len);
+	return 0;
+}
+
+/* VIRTIO_VSOCK_F_SEQPACKET is not offered until seqpacket works end to
+ * end; stream needs no bit (it is implied). */
+static const struct vmio_device_ops vsock_ops_template = {
+	.name = "vsock",
+	.features = VMIO_BIT(VIRTIO_F_VERSION_1) |
+		    VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+		    VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC),
+	.num_queues = 2,
+	.max_queue_size = VIRTQ_MAX_SIZE,
+	.config_size = sizeof(uint64_t),
+	.get_config = vs_get_config,
+	.features_set = vs_features_set,
+	.queue_start = vs_queue_start,
+	.queue_stop = vs_queue_stop,
+	.queue_kick = vs_queue_kick,
+	.memory_changing = vs_memory_changing,
+	.reset = vs_reset,
+};
+
+struct vsock_device *vsock_device_new(struct vmio_loop *loop,
+				      const struct vsock_device_config *cfg,
+				      int *err)
+{
+	struct vsock_device *d = calloc(1, sizeof(*d));
+	struct vsock_muxer_config mc = {
+		.guest_cid = cfg->guest_cid,
+		.uds_path = cfg->uds_path,
+		.buf_size = cfg->buf_size,
+		.max_conns = cfg->max_conns,
+		.connect_timeout_ms = cfg->connect_timeout_ms,
+	};
+	struct vsock_hybrid_config hc = {
+		.uds_path = cfg->uds_path,
+		.max_pending = cfg->max_conns,
+		.line_timeout_ms = cfg->connect_timeout_ms,
+		.line_max = cfg->connect_line_max,
+	};
+	int rc = -ENOMEM;
+
+	if (!d)
+		goto fail;
+	d->ops = vsock_ops_template;
+	d->guest_cid = cfg->guest_cid;
+	d->max_queue_size = cfg->max_queue_size && cfg->max_queue_size <=
+							   VIRTQ_MAX_SIZE
+				    ? cfg->max_queue_size
+				    : VIRTQ_MAX_SIZE;
+	d->ops.max_queue_size = d->max_queue_size;
+	d->mux = vsock_muxer_new(loop, &mc);
+	if (!d->mux)
+		goto fail;
+	d->hybrid = vsock_hybrid_new(loop, d->mux, &hc, &rc);
+	if (!d->hybrid)
+		goto fail;
+	return d;
+fail:
+	if (err)
+		*err = rc;
+	vsock_device_free(d);
+	return NULL;
+}
+
+void vsock_device_free(struct vsock_device *d)
+{
+	if (!d)
+		return;
+	vsock_hybrid_free(d->hybrid);
+	vsock_muxer_free(d->mux);
+	free(d);
+}
+
+const struct vmio_device_ops *vsock_device_ops(const struct vsock_device *d)
+{
+	return &d->ops;
+}

@@ -1,0 +1,38 @@
+/* The virtio-vsock device as the vhost-user core sees it: QEMU's
+ * vhost-user-vsock gives us rx (queue 0) and tx (queue 1) and keeps the
+ * event queue itself. The config space is the guest's CID (le64). The
+ * device owns the multiplexer and the hybrid listener at uds-path, which
+ * lives as long as the device, across front ends. */
+#ifndef VMIO_DEVICES_VSOCK_DEVICE_H
+#define VMIO_DEVICES_VSOCK_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "event/loop.h"
+#include "vhost-user/device.h"
+
+#define VSOCK_RX_QUEUE 0
+#define VSOCK_TX_QUEUE 1
+
+struct vsock_device_config {
+	uint64_t guest_cid;
+	const char *uds_path;
+	uint32_t buf_size;           /* --tx-buffer-size */
+	unsigned max_conns;          /* --max-connections */
+	unsigned connect_timeout_ms; /* --connect-timeout */
+	size_t connect_line_max;     /* --connect-line-max */
+	uint16_t max_queue_size;     /* --queue-size */
+};
+
+struct vsock_device;
+
+/* Creates the device and listens on uds_path. Returns NULL with *err set
+ * to -errno (-EADDRINUSE: a live process serves uds_path). */
+struct vsock_device *vsock_device_new(struct vmio_loop *loop,
+				      const struct vsock_device_config *cfg,
+				      int *err);
+void vsock_device_free(struct vsock_device *d);
+const struct vmio_device_ops *vsock_device_ops(const struct vsock_device *d);
+
+#endif

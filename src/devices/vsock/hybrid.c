@@ -1,0 +1,286 @@
+/* The hybrid vsock listener; see hybrid.h. */
+#include "devices/vsock/hybrid.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devices/vsock/connect_line.h"
+#include "util/log.h"
+#include "util/unix_socket.h"
+
+#define HYBRID_TICK_MS 100
+#define HYBRID_BACKLOG 128
+
+struct hy_pending {
+	struct hy_pending *prev, *next;
+	struct vsock_hybrid *h;
+	int fd;
+	uint64_t deadline_ns;
+	struct vsock_connect_line line;
+};
+
+struct vsock_hybrid {
+	struct vmio_loop *loop;
+	struct vsock_muxer *mux;
+	struct vsock_hybrid_config cfg;
+	char *path;
+	struct stat st; /* the socket file we made */
+	int listen_fd;
+	int timer_fd;
+	bool timer_armed;
+	struct hy_pending *pending;
+	unsigned npending;
+	struct vmio_ratelimit rl;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void timer_arm(struct vsock_hybrid *h, bool on)
+{
+	struct itimerspec its = { 0 };
+
+	if (h->timer_armed == on)
+		return;
+	if (on) {
+		its.it_interval.tv_nsec = HYBRID_TICK_MS * 1000000L;
+		its.it_value = its.it_interval;
+	}
+	if (timerfd_settime(h->timer_fd, 0, &its, NULL) == 0)
+		h->timer_armed = on;
+}
+
+/* Takes p off the list; its fd is the caller's (closed or handed on). */
+static void pending_unlink(struct vsock_hybrid *h, struct hy_pending *p)
+{
+	vmio_loop_remove(h->loop, p->fd);
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		h->pending = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	h->npending--;
+	free(p);
+}
+
+static void pending_close(struct vsock_hybrid *h, struct hy_pending *p)
+{
+	int fd = p->fd;
+
+	pending_unlink(h, p);
+	close(fd);
+}
+
+static void line_done(struct vsock_hybrid *h, struct hy_pending *p,
+		      uint32_t port)
+{
+	int fd = p->fd, rc;
+	uint32_t local;
+
+	pending_unlink(h, p);
+	rc = vsock_muxer_connect_local(h->mux, fd, port, &local);
+	if (rc)
+		log_ratelimited(&h->rl, VMIO_LOG_WARN,
+				"vsock: %s: CONNECT %u refused: %s", h->path,
+				port,
+				rc == -ENOSPC ? "too many connections"
+					      : strerror(-rc));
+	else
+		log_debug("vsock: %s: CONNECT %u as host port %u", h->path,
+			  port, local);
+}
+
+static void pending_cb(void *opaque, int fd, uint32_t events)
+{
+	struct hy_pending *p = opaque;
+	struct vsock_hybrid *h = p->h;
+	uint8_t buf[VSOCK_CONNECT_LINE_MAX_LIMIT];
+	enum vsock_line_result r;
+	const char *why = NULL;
+	size_t consumed = 0;
+	uint32_t port = 0;
+	ssize_t n;
+
+	/* Peek: what follows the newline is the guest's, not ours. */
+	do
+		n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return;
+	if (n <= 0) {
+		log_ratelimited(&h->rl, VMIO_LOG_INFO,
+				"vsock: %s: host peer %s before its CONNECT "
+				"line; closed",
+				h->path, n ? strerror(errno) : "hung up");
+		pending_close(h, p);
+		return;
+	}
+	r = vsock_connect_line_feed(&p->line, buf, (size_t)n, &consumed,
+				    &port, &why);
+	/* Take exactly the line's bytes off the socket. */
+	if (consumed && recv(fd, buf, consumed, MSG_DONTWAIT) !=
+				(ssize_t)consumed && r != VSOCK_LINE_BAD) {
+		log_ratelimited(&h->rl, VMIO_LOG_WARN,
+				"vsock: %s: cannot read a CONNECT line; closed",
+				h->path);
+		pending_close(h, p);
+		return;
+	}
+	switch (r) {
+	case VSOCK_LINE_MORE:
+		return;
+	case VSOCK_LINE_BAD:
+		log_ratelimited(&h->rl, VMIO_LOG_WARN,
+				"vsock: %s: bad CONNECT line: %s; closed",
+				h->path, why ? why : "?");
+		pending_close(h, p);
+		return;
+	case VSOCK_LINE_DONE:
+		line_done(h, p, port);
+		return;
+	}
+}
+
+static void accept_cb(void *opaque, int lfd, uint32_t events)
+{
+	struct vsock_hybrid *h = opaque;
+	struct hy_pending *p;
+	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd < 0) {
+		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			log_ratelimited(&h->rl, VMIO_LOG_WARN,
+					"vsock: accept on %s: %s", h->path,
+					strerror(errno));
+		return;
+	}
+	if (h->npending >= h->cfg.max_pending) {
+		log_ratelimited(&h->rl, VMIO_LOG_WARN,
+				"vsock: %s: %u host connections already await "
+				"their CONNECT line; closed a new one",
+				h->path, h->npending);
+		close(fd);
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p || vmio_loop_add(h->loop, fd, EPOLLIN, pending_cb, p)) {
+		log_ratelimited(&h->rl, VMIO_LOG_WARN,
+				"vsock: %s: cannot take a host connection",
+				h->path);
+		free(p);
+		close(fd);
+		return;
+	}
+	p->h = h;
+	p->fd = fd;
+	p->deadline_ns = now_ns() + (uint64_t)h->cfg.line_timeout_ms * 1000000u;
+	vsock_connect_line_init(&p->line, h->cfg.line_max);
+	p->next = h->pending;
+	if (h->pending)
+		h->pending->prev = p;
+	h->pending = p;
+	h->npending++;
+	timer_arm(h, true);
+}
+
+static void timer_cb(void *opaque, int fd, uint32_t events)
+{
+	struct vsock_hybrid *h = opaque;
+	struct hy_pending *p, *next;
+	uint64_t ticks, now = now_ns();
+
+	if (read(fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+		return;
+	for (p = h->pending; p; p = next) {
+		next = p->next;
+		if (now < p->deadline_ns)
+			continue;
+		log_ratelimited(&h->rl, VMIO_LOG_INFO,
+				"vsock: %s: no complete CONNECT line within "
+				"%u ms; closed",
+				h->path, h->cfg.line_timeout_ms);
+		pending_close(h, p);
+	}
+	if (!h->pending)
+		timer_arm(h, false);
+}
+
+struct vsock_hybrid *vsock_hybrid_new(struct vmio_loop *loop,
+				      struct vsock_muxer *mux,
+				      const struct vsock_hybrid_config *cfg,
+				      int *err)
+{
+	struct vsock_hybrid *h = calloc(1, sizeof(*h));
+	int rc = -ENOMEM;
+
+	if (!h)
+		goto fail;
+	h->loop = loop;
+	h->mux = mux;
+	h->cfg = *cfg;
+	h->listen_fd = h->timer_fd = -1;
+	h->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
+	h->path = strdup(cfg->uds_path);
+	if (!h->path)
+		goto fail;
+	h->cfg.uds_path = h->path;
+	h->timer_fd = timerfd_create(CLOCK_MONOTONIC,
+				     TFD_NONBLOCK | TFD_CLOEXEC);
+	if (h->timer_fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	rc = vmio_loop_add(loop, h->timer_fd, EPOLLIN, timer_cb, h);
+	if (rc)
+		goto fail;
+	h->listen_fd = vmio_unix_listen(h->path, HYBRID_BACKLOG, "vsock",
+					&h->st);
+	if (h->listen_fd < 0) {
+		rc = h->listen_fd;
+		goto fail;
+	}
+	rc = vmio_loop_add(loop, h->listen_fd, EPOLLIN, accept_cb, h);
+	if (rc)
+		goto fail;
+	return h;
+fail:
+	if (err)
+		*err = rc;
+	vsock_hybrid_free(h);
+	return NULL;
+}
+
+void vsock_hybrid_free(struct vsock_hybrid *h)
+{
+	if (!h)
+		return;
+	while (h->pending)
+		pending_close(h, h->pending);
+	if (h->listen_fd >= 0) {
+		vmio_loop_remove(h->loop, h->listen_fd);
+		close(h->listen_fd);
+		vmio_unix_unlink_if_same(h->path, &h->st);
+	}
+	if (h->timer_fd >= 0) {
+		vmio_loop_remove(h->loop, h->timer_fd);
+		close(h->timer_fd);
+	}
+	free(h->path);
+	free(h);
+}
+
+unsigned vsock_hybrid_pending(const struct vsock_hybrid *h)
+{
+	return h->npending;
+}

@@ -1,0 +1,718 @@
+/* The vsock multiplexer; see muxer.h. */
+#include "devices/vsock/muxer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devices/vsock/conn_table.h"
+#include "devices/vsock/connection.h"
+#include "devices/vsock/packet.h"
+#include "util/log.h"
+
+/* Deadlines are checked on a coarse tick: they bound how long something
+ * may hang, they are not appointments. */
+#define MUX_TICK_MS 100
+
+struct mux_conn {
+	struct vsock_table_entry key;
+	struct vsock_conn c;
+	struct vsock_muxer *m;
+	struct mux_conn *all_prev, *all_next; /* every connection */
+	struct mux_conn *rx_next;             /* FIFO of pending rx */
+	bool in_rxq;
+	int watched_fd;   /* fd registered on the loop, -1 if none */
+	uint32_t watched; /* its events */
+	uint64_t deadline_ns; /* 0: none */
+};
+
+struct vsock_muxer {
+	struct vmio_loop *loop;
+	struct vsock_muxer_config cfg;
+	char *uds_path;
+	unsigned types;
+	struct vsock_conn_table table;
+	struct mux_conn *all;
+	struct mux_conn *rxq_head, *rxq_tail;
+
+	/* RSTs that answer packets of no connection: a ring, bounded. */
+	struct vsock_hdr rstq[VSOCK_MUX_RSTQ_SIZE];
+	unsigned rst_head, rst_len;
+	bool tx_stalled; /* tx stopped because rstq was full */
+
+	struct vmio_vq *rx, *tx;
+	struct vmio_mem *mem;
+
+	int timer_fd;
+	bool timer_armed;
+	int resched_fd;
+	bool resched_rx, resched_tx;
+
+	struct vmio_ratelimit rl;
+	/* Large: one iovec array each, never on the stack. */
+	struct vmio_chain rxc, txc;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- Re-arming, timer ------------------------------------------------- */
+
+/* Asks to be called again once the loop has served everything else. */
+static void resched(struct vsock_muxer *m, bool rx, bool tx)
+{
+	uint64_t one = 1;
+
+	m->resched_rx |= rx;
+	m->resched_tx |= tx;
+	if (write(m->resched_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_warn("vsock: cannot reschedule queue work: %s",
+			 strerror(errno));
+}
+
+static void timer_arm(struct vsock_muxer *m, bool on)
+{
+	struct itimerspec its = { 0 };
+
+	if (m->timer_armed == on)
+		return;
+	if (on) {
+		its.it_interval.tv_nsec = MUX_TICK_MS * 1000000L;
+		its.it_value = its.it_interval;
+	}
+	if (timerfd_settime(m->timer_fd, 0, &its, NULL) == 0)
+		m->timer_armed = on;
+}
+
+static void set_deadline(struct mux_conn *mc, unsigned ms)
+{
+	mc->deadline_ns = now_ns() + (uint64_t)ms * 1000000u;
+	timer_arm(mc->m, true);
+}
+
+/* ---- Synthetic RSTs --------------------------------------------------- */
+
+static bool rstq_full(const struct vsock_muxer *m)
+{
+	return m->rst_len == VSOCK_MUX_RSTQ_SIZE;
+}
+
+static bool rstq_push(struct vsock_muxer *m, const struct vsock_hdr *h)
+{
+	if (rstq_full(m))
+		return false;
+	m->rstq[(m->rst_head + m->rst_len) % VSOCK_MUX_RSTQ_SIZE] = *h;
+	m->rst_len++;
+	return true;
+}
+
+/* An RST answering guest packet h (ports and CIDs swapped). */
+static void reply_rst(struct vsock_muxer *m, const struct vsock_hdr *h)
+{
+	struct vsock_hdr r;
+
+	vsock_hdr_reply(h, VSOCK_OP_RST, &r);
+	/* tx stops popping while the queue is full, so there is room. */
+	if (!rstq_push(m, &r))
+		log_err("vsock: RST queue full (a bug): RST to port %u lost",
+			h->src_port);
+}
+
+/* An RST for connection c's flow, sent by us on its behalf. */
+static bool conn_rst(struct vsock_muxer *m, const struct vsock_conn *c)
+{
+	struct vsock_hdr r = {
+		.src_cid = VSOCK_HOST_CID,
+		.dst_cid = c->guest_cid,
+		.src_port = c->local_port,
+		.dst_port = c->peer_port,
+		.type = VSOCK_TYPE_STREAM,
+		.op = VSOCK_OP_RST,
+	};
+
+	return rstq_push(m, &r);
+}
+
+/* ---- Connections ------------------------------------------------------ */
+
+static void rxq_append(struct vsock_muxer *m, struct mux_conn *mc)
+{
+	mc->rx_next = NULL;
+	if (m->rxq_tail)
+		m->rxq_tail->rx_next = mc;
+	else
+		m->rxq_head = mc;
+	m->rxq_tail = mc;
+	mc->in_rxq = true;
+}
+
+static struct mux_conn *rxq_pop(struct vsock_muxer *m)
+{
+	struct mux_conn *mc = m->rxq_head;
+
+	if (!mc)
+		return NULL;
+	m->rxq_head = mc->rx_next;
+	if (!m->rxq_head)
+		m->rxq_tail = NULL;
+	mc->rx_next = NULL;
+	mc->in_rxq = false;
+	return mc;
+}
+
+/* Singly linked, so removal walks; it happens once per connection and
+ * the queue holds only connections with something to send. */
+static void rxq_remove(struct vsock_muxer *m, struct mux_conn *mc)
+{
+	struct mux_conn **pp = &m->rxq_head, *prev = NULL;
+
+	if (!mc->in_rxq)
+		return;
+	for (; *pp; prev = *pp, pp = &(*pp)->rx_next) {
+		if (*pp == mc) {
+			*pp = mc->rx_next;
+			if (m->rxq_tail == mc)
+				m->rxq_tail = prev;
+			break;
+		}
+	}
+	mc->in_rxq = false;
+}
+
+static void unwatch(struct vsock_muxer *m, struct mux_conn *mc)
+{
+	if (mc->watched_fd >= 0)
+		vmio_loop_remove(m->loop, mc->watched_fd);
+	mc->watched_fd = -1;
+	mc->watched = 0;
+}
+
+static void conn_free(struct mux_conn *mc)
+{
+	struct vsock_muxer *m = mc->m;
+
+	rxq_remove(m, mc);
+	vsock_table_remove(&m->table, &mc->key);
+	if (mc->all_prev)
+		mc->all_prev->all_next = mc->all_next;
+	else
+		m->all = mc->all_next;
+	if (mc->all_next)
+		mc->all_next->all_prev = mc->all_prev;
+	unwatch(m, mc);
+	vsock_conn_destroy(&mc->c);
+	free(mc);
+}
+
+static void conn_io_cb(void *opaque, int fd, uint32_t events);
+
+/* Brings the muxer's view of a connection in line with its state; called
+ * after every call into it. May free it. */
+static void conn_update(struct mux_conn *mc)
+{
+	struct vsock_muxer *m = mc->m;
+	struct vsock_conn *c = &mc->c;
+	uint32_t ev;
+
+	/* The connection closes its fd itself when it dies: forget the
+	 * watch before anything can reuse the number. */
+	if (mc->watched_fd >= 0 && mc->watched_fd != c->fd)
+		unwatch(m, mc);
+	if (vsock_conn_is_dead(c)) {
+		conn_free(mc);
+		return;
+	}
+	/* A watch with no events still reports HUP and ERR, level
+	 * triggered: a closed peer would spin the loop. So 0 means no
+	 * watch at all. */
+	ev = vsock_conn_epoll_events(c);
+	if (!ev) {
+		unwatch(m, mc);
+	} else if (mc->watched_fd < 0) {
+		if (vmio_loop_add(m->loop, c->fd, ev, conn_io_cb, mc) == 0) {
+			mc->watched_fd = c->fd;
+			mc->watched = ev;
+		} else {
+			log_err("vsock: cannot watch a host socket");
+		}
+	} else if (ev != mc->watched) {
+		vmio_loop_modify(m->loop, c->fd, ev);
+		mc->watched = ev;
+	}
+
+	if (c->state == VSOCK_CONN_ESTABLISHED &&
+	    (c->peer_shut & VSOCK_SHUTDOWN_MASK) == VSOCK_SHUTDOWN_MASK) {
+		if (!mc->deadline_ns)
+			set_deadline(mc, VSOCK_MUX_SHUTDOWN_TIMEOUT_MS);
+	} else if (c->state != VSOCK_CONN_LOCAL_INIT) {
+		mc->deadline_ns = 0;
+	}
+
+	if (!mc->in_rxq && vsock_conn_pending_rx(c))
+		rxq_append(m, mc);
+}
+
+static struct mux_conn *conn_new(struct vsock_muxer *m)
+{
+	struct mux_conn *mc = calloc(1, sizeof(*mc));
+
+	if (!mc)
+		return NULL;
+	mc->m = m;
+	mc->watched_fd = -1;
+	return mc;
+}
+
+/* Puts a connection set up by vsock_conn_init_* in the table. */
+static int conn_insert(struct vsock_muxer *m, struct mux_conn *mc)
+{
+	int rc;
+
+	mc->key.local_port = mc->c.local_port;
+	mc->key.peer_port = mc->c.peer_port;
+	rc = vsock_table_insert(&m->table, &mc->key);
+	if (rc)
+		return rc;
+	mc->all_next = m->all;
+	if (m->all)
+		m->all->all_prev = mc;
+	m->all = mc;
+	return 0;
+}
+
+/* ---- Guest -> host ---------------------------------------------------- */
+
+/* The guest connects to host port h->dst_port: connect to the host
+ * service at <uds_path>_<port>, or RST at once if there is none. A unix
+ * stream connect never blocks: it succeeds, or fails (EAGAIN when the
+ * listener's backlog is full, which we also refuse). */
+static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct mux_conn *mc;
+	int fd, n;
+
+	if (vsock_table_full(&m->table)) {
+		log_ratelimited(&m->rl, VMIO_LOG_WARN,
+				"vsock: %u connections already: refusing guest "
+				"port %u -> host port %u",
+				m->table.max, h->src_port, h->dst_port);
+		reply_rst(m, h);
+		return;
+	}
+	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s_%u", m->uds_path,
+		     h->dst_port);
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path)) {
+		log_ratelimited(&m->rl, VMIO_LOG_WARN,
+				"vsock: %s_%u: path too long", m->uds_path,
+				h->dst_port);
+		reply_rst(m, h);
+		return;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		log_ratelimited(&m->rl, VMIO_LOG_INFO,
+				"vsock: guest connect to host port %u: %s: %s; "
+				"RST",
+				h->dst_port, sa.sun_path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		reply_rst(m, h);
+		return;
+	}
+	mc = conn_new(m);
+	if (!mc) {
+		close(fd);
+		reply_rst(m, h);
+		return;
+	}
+	vsock_conn_init_peer(&mc->c, m->cfg.guest_cid, h, fd, m->cfg.buf_size);
+	if (conn_insert(m, mc)) {
+		/* Cannot happen: the pair was looked up and the table had
+		 * room. */
+		vsock_conn_destroy(&mc->c);
+		free(mc);
+		reply_rst(m, h);
+		return;
+	}
+	log_debug("vsock: guest port %u connected to %s", h->src_port,
+		  sa.sun_path);
+	conn_update(mc);
+}
+
+static void handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
+{
+	struct vsock_pkt pkt;
+	const struct vsock_hdr *h = &pkt.hdr;
+	const char *why = NULL;
+	struct vsock_table_entry *e;
+	struct mux_conn *mc;
+	enum vsock_verdict v;
+
+	v = vsock_pkt_parse_tx(ch, m->cfg.guest_cid, VSOCK_MAX_PKT_PAYLOAD,
+			       m->types, &pkt, &why);
+	if (v == VSOCK_PKT_DROP) {
+		log_ratelimited(&m->rl, VMIO_LOG_WARN,
+				"vsock: dropped a guest packet: %s", why);
+		return;
+	}
+	if (h->dst_cid != VSOCK_HOST_CID) {
+		/* Sibling VMs come later: no route. */
+		log_ratelimited(&m->rl, VMIO_LOG_WARN,
+				"vsock: guest packet to CID %" PRIu64
+				" (only the host, CID 2, is reachable)%s",
+				h->dst_cid,
+				h->op == VSOCK_OP_RST ? "" : "; RST");
+		if (h->op != VSOCK_OP_RST)
+			reply_rst(m, h);
+		return;
+	}
+	e = vsock_table_find(&m->table, h->dst_port, h->src_port);
+	mc = e ? (struct mux_conn *)e : NULL;
+	if (v == VSOCK_PKT_RST) {
+		log_ratelimited(&m->rl, VMIO_LOG_WARN,
+				"vsock: bad guest packet (port %u -> %u): %s; "
+				"RST",
+				h->src_port, h->dst_port, why);
+		if (mc)
+			conn_free(mc);
+		reply_rst(m, h);
+		return;
+	}
+	if (mc) {
+		vsock_conn_recv_pkt(&mc->c, &pkt, ch);
+		conn_update(mc);
+		return;
+	}
+	if (h->op == VSOCK_OP_REQUEST) {
+		guest_connect(m, h);
+		return;
+	}
+	/* A flow we do not know (perhaps one we just closed): reset it, but
+	 * never answer an RST with one. */
+	if (h->op != VSOCK_OP_RST)
+		reply_rst(m, h);
+}
+
+/* ---- Queues ----------------------------------------------------------- */
+
+static void serve_rx(struct vsock_muxer *m)
+{
+	struct vmio_vq *rx = m->rx;
+	unsigned budget = VSOCK_MUX_BATCH, pushed = 0;
+	const char *why;
+
+	if (!rx || !m->mem)
+		return;
+	while (m->rst_len || m->rxq_head) {
+		struct mux_conn *mc;
+		size_t n;
+		int got;
+
+		if (!budget--) {
+			resched(m, true, false);
+			break;
+		}
+		got = vmio_vq_pop(rx, m->mem, &m->rxc);
+		if (got < 0)
+			break;
+		if (!got) {
+			/* Out of buffers: wait for the guest to post some,
+			 * unless it did while kicks were off. */
+			if (vmio_vq_enable_kicks(rx, true))
+				continue;
+			break;
+		}
+		if (vsock_pkt_check_rx(&m->rxc, &why)) {
+			vmio_vq_set_broken(rx, "vsock rx: %s", why);
+			break;
+		}
+		if (m->rst_len) {
+			vsock_pkt_write_hdr(&m->rxc, &m->rstq[m->rst_head]);
+			m->rst_head = (m->rst_head + 1) % VSOCK_MUX_RSTQ_SIZE;
+			m->rst_len--;
+			vmio_vq_push(rx, m->rxc.head, VSOCK_HDR_SIZE);
+			pushed++;
+			continue;
+		}
+		mc = rxq_pop(m);
+		n = vsock_conn_fill_rx(&mc->c, &m->rxc, VSOCK_MAX_PKT_PAYLOAD);
+		if (n) {
+			vmio_vq_push(rx, m->rxc.head, (uint32_t)n);
+			pushed++;
+		} else {
+			vmio_vq_unpop(rx, 1);
+		}
+		/* Back at the tail if it has more: one packet per turn. */
+		conn_update(mc);
+	}
+	if (pushed)
+		vmio_vq_flush_and_notify(rx);
+	/* Nothing to send: buffers the guest posts are of no use until
+	 * there is, so do not let it kick us for them. */
+	if (!m->rst_len && !m->rxq_head)
+		vmio_vq_enable_kicks(rx, false);
+	if (m->tx_stalled && !rstq_full(m)) {
+		m->tx_stalled = false;
+		resched(m, false, true);
+	}
+}
+
+static void serve_tx(struct vsock_muxer *m)
+{
+	struct vmio_vq *tx = m->tx;
+	unsigned budget = VSOCK_MUX_BATCH, pushed = 0;
+
+	if (!tx || !m->mem)
+		return;
+	vmio_vq_enable_kicks(tx, false);
+	for (;;) {
+		int got;
+
+		/* Each packet may need one RST: pop only with room for it. */
+		if (rstq_full(m)) {
+			m->tx_stalled = true;
+			break;
+		}
+		if (!budget--) {
+			resched(m, false, true);
+			break;
+		}
+		got = vmio_vq_pop(tx, m->mem, &m->txc);
+		if (got < 0)
+			break;
+		if (!got) {
+			if (vmio_vq_enable_kicks(tx, true))
+				continue;
+			break;
+		}
+		/* The connection takes the payload (to the host socket or
+		 * its buffer) before this returns: the chain goes back
+		 * at once. */
+		handle_tx(m, &m->txc);
+		vmio_vq_push(tx, m->txc.head, 0);
+		pushed++;
+	}
+	if (pushed)
+		vmio_vq_flush_and_notify(tx);
+	serve_rx(m);
+}
+
+void vsock_muxer_kick_tx(struct vsock_muxer *m)
+{
+	serve_tx(m);
+}
+
+void vsock_muxer_kick_rx(struct vsock_muxer *m)
+{
+	serve_rx(m);
+}
+
+/* ---- Event callbacks -------------------------------------------------- */
+
+static void conn_io_cb(void *opaque, int fd, uint32_t events)
+{
+	struct mux_conn *mc = opaque;
+	struct vsock_muxer *m = mc->m;
+
+	if (events & EPOLLOUT)
+		vsock_conn_flush(&mc->c);
+	/* HUP and ERR are read too: the read reports EOF or the error. */
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+		vsock_conn_host_readable(&mc->c);
+	conn_update(mc);
+	serve_rx(m);
+}
+
+static void resched_cb(void *opaque, int fd, uint32_t events)
+{
+	struct vsock_muxer *m = opaque;
+	uint64_t v;
+	bool rx = m->resched_rx, tx = m->resched_tx;
+
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return;
+	m->resched_rx = m->resched_tx = false;
+	if (tx)
+		serve_tx(m); /* serves rx too */
+	else if (rx)
+		serve_rx(m);
+}
+
+/* Returns false if the connection must wait for the next tick (no room
+ * for its RST). */
+static bool conn_expire(struct vsock_muxer *m, struct mux_conn *mc)
+{
+	struct vsock_conn *c = &mc->c;
+	bool local_init = c->state == VSOCK_CONN_LOCAL_INIT;
+	/* A REQUEST still queued never reached the guest: nothing to reset
+	 * on its side. */
+	bool tell_guest = !(local_init && (c->pending & VSOCK_RXOP_REQUEST));
+
+	if (tell_guest && !conn_rst(m, c))
+		return false;
+	if (local_init)
+		log_ratelimited(&m->rl, VMIO_LOG_INFO,
+				"vsock: guest did not answer the connection "
+				"to its port %u within %u ms; closing the host "
+				"socket",
+				c->peer_port, m->cfg.connect_timeout_ms);
+	else
+		log_ratelimited(&m->rl, VMIO_LOG_INFO,
+				"vsock: connection %u:%u closed by the guest "
+				"but not drained within %u ms; RST",
+				c->local_port, c->peer_port,
+				VSOCK_MUX_SHUTDOWN_TIMEOUT_MS);
+	conn_free(mc);
+	return true;
+}
+
+static void timer_cb(void *opaque, int fd, uint32_t events)
+{
+	struct vsock_muxer *m = opaque;
+	struct mux_conn *mc, *next;
+	uint64_t ticks, now = now_ns();
+	bool waiting = false;
+
+	if (read(fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+		return;
+	for (mc = m->all; mc; mc = next) {
+		next = mc->all_next;
+		if (!mc->deadline_ns)
+			continue;
+		if (now < mc->deadline_ns || !conn_expire(m, mc))
+			waiting = true;
+	}
+	if (!waiting)
+		timer_arm(m, false);
+	serve_rx(m);
+}
+
+/* ---- Public ----------------------------------------------------------- */
+
+int vsock_muxer_connect_local(struct vsock_muxer *m, int fd,
+			      uint32_t peer_port, uint32_t *local_port)
+{
+	struct mux_conn *mc;
+	uint32_t port;
+
+	if (vsock_table_full(&m->table)) {
+		close(fd);
+		return -ENOSPC;
+	}
+	mc = conn_new(m);
+	if (!mc) {
+		close(fd);
+		return -ENOMEM;
+	}
+	port = vsock_table_alloc_port(&m->table, peer_port);
+	vsock_conn_init_local(&mc->c, m->cfg.guest_cid, port, peer_port, fd,
+			      m->cfg.buf_size);
+	if (conn_insert(m, mc)) {
+		vsock_conn_destroy(&mc->c);
+		free(mc);
+		return -ENOSPC;
+	}
+	if (local_port)
+		*local_port = port;
+	set_deadline(mc, m->cfg.connect_timeout_ms);
+	conn_update(mc);
+	serve_rx(m);
+	return 0;
+}
+
+void vsock_muxer_set_queues(struct vsock_muxer *m, struct vmio_vq *rx,
+			    struct vmio_vq *tx, struct vmio_mem *mem)
+{
+	m->rx = rx;
+	m->tx = tx;
+	m->mem = mem;
+}
+
+void vsock_muxer_set_types(struct vsock_muxer *m, unsigned types)
+{
+	m->types = types;
+}
+
+void vsock_muxer_reset(struct vsock_muxer *m)
+{
+	while (m->all)
+		conn_free(m->all);
+	m->rst_head = m->rst_len = 0;
+	m->tx_stalled = false;
+	m->rx = m->tx = NULL;
+	m->mem = NULL;
+	m->types = VSOCK_TYPES_STREAM;
+	timer_arm(m, false);
+}
+
+unsigned vsock_muxer_connections(const struct vsock_muxer *m)
+{
+	return m->table.count;
+}
+
+unsigned vsock_muxer_rst_queued(const struct vsock_muxer *m)
+{
+	return m->rst_len;
+}
+
+struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
+				    const struct vsock_muxer_config *cfg)
+{
+	struct vsock_muxer *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	m->loop = loop;
+	m->cfg = *cfg;
+	m->types = VSOCK_TYPES_STREAM;
+	m->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
+	m->timer_fd = m->resched_fd = -1;
+	m->uds_path = strdup(cfg->uds_path ? cfg->uds_path : "");
+	m->cfg.uds_path = m->uds_path;
+	if (!m->uds_path || vsock_table_init(&m->table, cfg->max_conns))
+		goto fail;
+	m->timer_fd = timerfd_create(CLOCK_MONOTONIC,
+				     TFD_NONBLOCK | TFD_CLOEXEC);
+	m->resched_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (m->timer_fd < 0 || m->resched_fd < 0 ||
+	    vmio_loop_add(loop, m->timer_fd, EPOLLIN, timer_cb, m) ||
+	    vmio_loop_add(loop, m->resched_fd, EPOLLIN, resched_cb, m))
+		goto fail;
+	return m;
+fail:
+	vsock_muxer_free(m);
+	return NULL;
+}
+
+void vsock_muxer_free(struct vsock_muxer *m)
+{
+	if (!m)
+		return;
+	while (m->all)
+		conn_free(m->all);
+	if (m->timer_fd >= 0) {
+		vmio_loop_remove(m->loop, m->timer_fd);
+		close(m->timer_fd);
+	}
+	if (m->resched_fd >= 0) {
+		vmio_loop_remove(m->loop, m->resched_fd);
+		close(m->resched_fd);
+	}
+	vsock_table_release(&m->table);
+	free(m->uds_path);
+	free(m);
+}

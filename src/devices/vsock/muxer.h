@@ -1,0 +1,84 @@
+/* The vsock multiplexer: between the device's two virtqueues and the
+ * per-connection state machines (connection.h), after Firecracker's muxer.
+ *
+ *   tx queue   guest packets: parsed (vsock_pkt_parse_tx), routed by port
+ *              pair to their connection, or answered here: an RST for a
+ *              flow that has no connection, a connect() to
+ *              `<uds-path>_<port>` for a REQUEST to the host
+ *   rx queue   packets for the guest: synthetic RSTs first (they answer
+ *              packets of no connection, and are bounded), then the
+ *              connections with something pending, one packet each per
+ *              turn in a FIFO, so a bulk sender cannot starve the others
+ *   host fds   watched exactly as vsock_conn_epoll_events says after every
+ *              call into a connection: no EPOLLIN while the guest cannot
+ *              take data, no EPOLLOUT unless data waits
+ *   timer      one timerfd, ticking only while something has a deadline:
+ *              a host-initiated connection the guest did not answer, a
+ *              connection the guest closed whose data the host will not
+ *              take
+ *
+ * Work per callback is bounded (chains per batch); what is left is
+ * resumed through an eventfd of the muxer's own after the loop has served
+ * everything else. No chain is held between callbacks.
+ *
+ * Everything runs on the one loop the muxer was given. */
+#ifndef VMIO_DEVICES_VSOCK_MUXER_H
+#define VMIO_DEVICES_VSOCK_MUXER_H
+
+#include <stdint.h>
+
+#include "event/loop.h"
+#include "virtio/memory.h"
+#include "virtio/virtqueue.h"
+
+struct vsock_muxer_config {
+	uint64_t guest_cid;
+	const char *uds_path;   /* guest->host connects to <uds_path>_<port> */
+	uint32_t buf_size;      /* per-connection buffer and buf_alloc */
+	unsigned max_conns;     /* connections at once */
+	unsigned connect_timeout_ms; /* guest's RESPONSE to our REQUEST */
+};
+
+/* Chains handled per queue per callback, and synthetic RSTs queued at
+ * most (when full, tx stops until rx drains it: never drop, never grow). */
+#define VSOCK_MUX_BATCH 256
+#define VSOCK_MUX_RSTQ_SIZE 256
+/* A connection the guest closed (SHUTDOWN with both flags) whose buffered
+ * data the host will not take is reset after this long. */
+#define VSOCK_MUX_SHUTDOWN_TIMEOUT_MS 2000
+
+struct vsock_muxer;
+
+struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
+				    const struct vsock_muxer_config *cfg);
+/* Closes every host socket and frees every connection. */
+void vsock_muxer_free(struct vsock_muxer *m);
+
+/* The device's queues and the guest memory, or NULL when stopped / being
+ * remapped. The muxer serves a queue only while it is set. */
+void vsock_muxer_set_queues(struct vsock_muxer *m, struct vmio_vq *rx,
+			    struct vmio_vq *tx, struct vmio_mem *mem);
+
+/* Socket types the guest may use (vsock_types_from_features). */
+void vsock_muxer_set_types(struct vsock_muxer *m, unsigned types);
+
+/* Serves the queues: called on queue start and on every kick. */
+void vsock_muxer_kick_tx(struct vsock_muxer *m);
+void vsock_muxer_kick_rx(struct vsock_muxer *m);
+
+/* A host program on uds-path asked for the guest's port peer_port. Takes
+ * fd in every case: returns 0 with a connection whose REQUEST goes to the
+ * guest, or -ENOSPC / -ENOMEM with fd closed. *local_port (may be NULL)
+ * is the host-side port allocated. */
+int vsock_muxer_connect_local(struct vsock_muxer *m, int fd,
+			      uint32_t peer_port, uint32_t *local_port);
+
+/* The guest is gone: closes every host socket, frees every connection and
+ * forgets every queued RST. */
+void vsock_muxer_reset(struct vsock_muxer *m);
+
+/* For tests and statistics. */
+unsigned vsock_muxer_connections(const struct vsock_muxer *m);
+unsigned vsock_muxer_rst_queued(const struct vsock_muxer *m);
+
+#endif

@@ -1,0 +1,23 @@
+/* Listening on a unix socket path, as every vmio listener does (the
+ * vhost-user socket, the hybrid vsock uds-path): a socket file left by a
+ * process that died is replaced, one a live process accepts on is refused,
+ * and anything that is not a socket is never touched. */
+#ifndef VMIO_UTIL_UNIX_SOCKET_H
+#define VMIO_UTIL_UNIX_SOCKET_H
+
+#include <sys/stat.h>
+
+/* Binds and listens on path (non-blocking, close-on-exec). who prefixes
+ * the log lines ("vhost-user", "vsock"). On success returns the fd and
+ * fills *st with the socket file's identity, so that the owner can later
+ * remove only the file it made. Returns -errno on failure, leaving no file
+ * behind: -EADDRINUSE if a live process listens on path, -EEXIST if path
+ * is not a socket, -ENAMETOOLONG if it does not fit a sockaddr_un. */
+int vmio_unix_listen(const char *path, int backlog, const char *who,
+		     struct stat *st);
+
+/* Unlinks path if it is still the file described by st (nobody replaced
+ * it since we bound it). */
+void vmio_unix_unlink_if_same(const char *path, const struct stat *st);
+
+#endif

@@ -1,0 +1,606 @@
+/* The vsock multiplexer: its connection table and port allocation alone,
+ * then the whole device in-process: `vmio vsock`'s device and the
+ * vhost-user core run their loop on a thread of their own, and this thread
+ * plays the guest driver through the in-tree front end (rx and tx rings
+ * in a memfd) and the host programs on unix sockets. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "devices/vsock/conn_table.h"
+#include "devices/vsock/device.h"
+#include "devices/vsock/muxer.h"
+#include "devices/vsock/packet.h"
+#include "frontend/frontend.h"
+#include "util/log.h"
+#include "vhost-user/backend.h"
+#include "virtio/features.h"
+
+/* ---- Table ------------------------------------------------------------ */
+
+static void test_table_insert_find_remove(void **state)
+{
+	struct vsock_conn_table t;
+	struct vsock_table_entry e[3] = {
+		{ .local_port = 5000, .peer_port = 1 },
+		{ .local_port = 5000, .peer_port = 2 },
+		{ .local_port = 7, .peer_port = 1 },
+	};
+	struct vsock_table_entry dup = { .local_port = 5000, .peer_port = 2 };
+
+	assert_int_equal(vsock_table_init(&t, 3), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(vsock_table_insert(&t, &e[i]), 0);
+	assert_ptr_equal(vsock_table_find(&t, 5000, 1), &e[0]);
+	assert_ptr_equal(vsock_table_find(&t, 5000, 2), &e[1]);
+	assert_ptr_equal(vsock_table_find(&t, 7, 1), &e[2]);
+	assert_null(vsock_table_find(&t, 1, 5000));
+	assert_true(vsock_table_full(&t));
+
+	vsock_table_remove(&t, &e[1]);
+	assert_null(vsock_table_find(&t, 5000, 2));
+	assert_ptr_equal(vsock_table_find(&t, 5000, 1), &e[0]);
+	assert_int_equal(t.count, 2);
+	assert_int_equal(vsock_table_insert(&t, &dup), 0);
+	vsock_table_release(&t);
+}
+
+static void test_table_bound_and_duplicates(void **state)
+{
+	enum { N = 100 };
+	struct vsock_conn_table t;
+	struct vsock_table_entry e[N + 1];
+
+	assert_int_equal(vsock_table_init(&t, N), 0);
+	for (unsigned i = 0; i <= N; i++)
+		e[i] = (struct vsock_table_entry){ .local_port = 9,
+						   .peer_port = i };
+	for (unsigned i = 0; i < N; i++)
+		assert_int_equal(vsock_table_insert(&t, &e[i]), 0);
+	assert_int_equal(vsock_table_insert(&t, &e[N]), -ENOSPC);
+	struct vsock_table_entry again = e[4];
+	assert_int_equal(vsock_table_insert(&t, &again), -EEXIST);
+	for (unsigned i = 0; i < N; i++)
+		assert_ptr_equal(vsock_table_find(&t, 9, i), &e[i]);
+	vsock_table_release(&t);
+	assert_int_equal(vsock_table_init(&t, 0), -EINVAL);
+}
+
+static void test_port_alloc_round_robin(void **state)
+{
+	struct vsock_conn_table t;
+	struct vsock_table_entry used = { .local_port =
+						  VSOCK_LOCAL_PORT_FIRST + 1,
+					  .peer_port = 80 };
+
+	assert_int_equal(vsock_table_init(&t, 8), 0);
+	assert_int_equal(vsock_table_alloc_port(&t, 80), VSOCK_LOCAL_PORT_FIRST);
+	assert_int_equal(vsock_table_insert(&t, &used), 0);
+	/* FIRST + 1 is taken towards port 80, not towards 81. */
+	assert_int_equal(vsock_table_alloc_port(&t, 80),
+			 VSOCK_LOCAL_PORT_FIRST + 2);
+	t.next_port = VSOCK_LOCAL_PORT_FIRST + 1;
+	assert_int_equal(vsock_table_alloc_port(&t, 81),
+			 VSOCK_LOCAL_PORT_FIRST + 1);
+	/* The range wraps back to its start, skipping ports in use. */
+	t.next_port = VSOCK_LOCAL_PORT_END - 1;
+	assert_int_equal(vsock_table_alloc_port(&t, 80),
+			 VSOCK_LOCAL_PORT_END - 1);
+	assert_int_equal(vsock_table_alloc_port(&t, 80), VSOCK_LOCAL_PORT_FIRST);
+	assert_int_equal(vsock_table_alloc_port(&t, 80),
+			 VSOCK_LOCAL_PORT_FIRST + 2);
+	vsock_table_release(&t);
+}
+
+/* ---- The device in-process -------------------------------------------- */
+
+#define CID 3
+#define QSIZE 512
+#define RXBUF 4096
+#define WAIT_MS 10000
+
+struct fx {
+	char dir[64], vhost[96], uds[96];
+	struct vmio_loop *loop;
+	struct vsock_device *dev;
+	struct vmio_backend *be;
+	pthread_t thread;
+	volatile int stop;
+	struct vmio_fe *fe;
+	uint64_t rx_gpa[QSIZE]; /* rx buffers, by token index + 1 */
+	uint64_t tx_gpa;        /* a scratch area for tx packets */
+	unsigned tx_next;
+};
+
+static void *loop_thread(void *opaque)
+{
+	struct fx *f = opaque;
+
+	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE))
+		vmio_loop_run_once(f->loop, 20);
+	return NULL;
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct vsock_device_config cfg = {
+		.guest_cid = CID,
+		.buf_size = 65536,
+		.max_conns = 64,
+		.connect_timeout_ms = 300,
+		.connect_line_max = 64,
+		.max_queue_size = 1024,
+	};
+	int err = 0;
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/vmio-mux-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->vhost, sizeof(f->vhost), "%s/vhost.sock", f->dir);
+	snprintf(f->uds, sizeof(f->uds), "%s/vm.vsock", f->dir);
+	cfg.uds_path = f->uds;
+	f->loop = vmio_loop_new();
+	assert_non_null(f->loop);
+	f->dev = vsock_device_new(f->loop, &cfg, &err);
+	assert_non_null(f->dev);
+	f->be = vmio_backend_new(f->loop, vsock_device_ops(f->dev), f->dev);
+	assert_non_null(f->be);
+	assert_int_equal(vmio_backend_listen(f->be, f->vhost), 0);
+	assert_int_equal(pthread_create(&f->thread, NULL, loop_thread, f), 0);
+
+	f->fe = vmio_fe_connect(f->vhost, WAIT_MS);
+	assert_non_null(f->fe);
+	assert_int_equal(vmio_fe_negotiate(f->fe,
+					   VMIO_BIT(VIRTIO_F_VERSION_1) |
+						   VMIO_BIT(VIRTIO_RING_F_EVENT_IDX),
+					   VMIO_BIT(VHOST_USER_PROTOCOL_F_REPLY_ACK) |
+						   VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIG)),
+			 0);
+	assert_int_equal(vmio_fe_mem_create(f->fe, 8u << 20, 1), 0);
+	assert_int_equal(vmio_fe_queue_setup(f->fe, VSOCK_RX_QUEUE, QSIZE), 0);
+	assert_int_equal(vmio_fe_queue_setup(f->fe, VSOCK_TX_QUEUE, QSIZE), 0);
+	for (unsigned i = 0; i < QSIZE; i++) {
+		f->rx_gpa[i] = vmio_fe_alloc(f->fe, RXBUF, 64);
+		assert_int_not_equal(f->rx_gpa[i], UINT64_MAX);
+	}
+	f->tx_gpa = vmio_fe_alloc(f->fe, (uint64_t)QSIZE * 128, 64);
+	assert_int_not_equal(f->tx_gpa, UINT64_MAX);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	vmio_fe_close(f->fe);
+	__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(f->thread, NULL);
+	vmio_backend_free(f->be);
+	vsock_device_free(f->dev);
+	vmio_loop_free(f->loop);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+/* Posts n rx buffers (token: index + 1 into rx_gpa). */
+static void post_rx(struct fx *f, unsigned n)
+{
+	struct vmio_dvq *q = vmio_fe_queue(f->fe, VSOCK_RX_QUEUE);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct vmio_dbuf b = { .len = RXBUF, .writable = true };
+		int head;
+
+		/* Any free slot; find its buffer by the head index. */
+		b.gpa = f->rx_gpa[q->free_head];
+		head = vmio_dvq_add(q, &b, 1,
+				    (void *)(uintptr_t)(q->free_head + 1));
+		assert_true(head >= 0);
+	}
+	vmio_dvq_kick(q);
+}
+
+/* Sends a packet on tx with an optional payload. */
+static void send_pkt(struct fx *f, uint32_t src_port, uint32_t dst_port,
+		     uint16_t op, uint32_t flags, const void *data,
+		     uint32_t len)
+{
+	struct vmio_dvq *q = vmio_fe_queue(f->fe, VSOCK_TX_QUEUE);
+	struct vsock_hdr h = {
+		.src_cid = CID,
+		.dst_cid = VSOCK_HOST_CID,
+		.src_port = src_port,
+		.dst_port = dst_port,
+		.len = len,
+		.type = VSOCK_TYPE_STREAM,
+		.op = op,
+		.flags = flags,
+		.buf_alloc = 65536,
+	};
+	uint64_t gpa = f->tx_gpa + (uint64_t)(f->tx_next++ % QSIZE) * 128;
+	struct vmio_dbuf b = { .gpa = gpa, .len = VSOCK_HDR_SIZE + len };
+
+	assert_true(len <= 128 - VSOCK_HDR_SIZE);
+	vsock_hdr_encode(&h, vmio_fe_ptr(f->fe, gpa));
+	if (len)
+		memcpy((uint8_t *)vmio_fe_ptr(f->fe, gpa) + VSOCK_HDR_SIZE,
+		       data, len);
+	/* Reap what the device gave back, so descriptors never run out. */
+	while (vmio_dvq_get_used(q, NULL))
+		;
+	assert_true(vmio_dvq_add(q, &b, 1, (void *)1) >= 0);
+	vmio_dvq_kick(q);
+}
+
+/* Waits for the next rx packet: header in *h, payload into data. */
+static bool recv_pkt(struct fx *f, struct vsock_hdr *h, void *data,
+		     size_t size, int timeout_ms)
+{
+	struct vmio_dvq *q = vmio_fe_queue(f->fe, VSOCK_RX_QUEUE);
+
+	for (int waited = 0; waited < timeout_ms; waited += 5) {
+		uint32_t len;
+		void *tok = vmio_dvq_get_used(q, &len);
+
+		if (tok) {
+			uint8_t *p = vmio_fe_ptr(
+				f->fe, f->rx_gpa[(uintptr_t)tok - 1]);
+
+			assert_true(len >= VSOCK_HDR_SIZE);
+			vsock_hdr_decode(p, h);
+			assert_int_equal(h->len, len - VSOCK_HDR_SIZE);
+			if (data)
+				memcpy(data, p + VSOCK_HDR_SIZE,
+				       h->len < size ? h->len : size);
+			post_rx(f, 1);
+			return true;
+		}
+		vmio_dvq_want_interrupt(q);
+		vmio_dvq_wait(q, 5);
+	}
+	return false;
+}
+
+static int accept_within(int lfd, int timeout_ms)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+
+	if (poll(&p, 1, timeout_ms) != 1)
+		return -1;
+	return accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+}
+
+static int listen_at(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(strlen(path) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path));
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	return fd;
+}
+
+static int connect_to(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(strlen(path) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path));
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* Reads exactly n bytes within timeout_ms. */
+static void read_exact(int fd, void *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t r;
+
+		assert_int_equal(poll(&p, 1, WAIT_MS), 1);
+		r = read(fd, (uint8_t *)buf + got, n - got);
+		assert_true(r > 0);
+		got += (size_t)r;
+	}
+}
+
+static void test_request_without_listener_is_rst(void **state)
+{
+	struct fx *f = *state;
+	struct vsock_hdr h;
+
+	post_rx(f, 8);
+	send_pkt(f, 40000, 1234, VSOCK_OP_REQUEST, 0, NULL, 0);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_RST);
+	assert_int_equal(h.src_cid, VSOCK_HOST_CID);
+	assert_int_equal(h.dst_cid, CID);
+	assert_int_equal(h.src_port, 1234);
+	assert_int_equal(h.dst_port, 40000);
+}
+
+static void test_guest_to_host_stream(void **state)
+{
+	struct fx *f = *state;
+	char path[128], buf[64];
+	struct vsock_hdr h;
+	int lfd, hfd;
+
+	snprintf(path, sizeof(path), "%s_5000", f->uds);
+	lfd = listen_at(path);
+	post_rx(f, 8);
+	send_pkt(f, 40001, 5000, VSOCK_OP_REQUEST, 0, NULL, 0);
+	hfd = accept_within(lfd, WAIT_MS);
+	assert_true(hfd >= 0);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_RESPONSE);
+	assert_int_equal(h.src_port, 5000);
+	assert_int_equal(h.dst_port, 40001);
+	assert_int_equal(h.buf_alloc, 65536);
+
+	send_pkt(f, 40001, 5000, VSOCK_OP_RW, 0, "hello", 5);
+	read_exact(hfd, buf, 5);
+	assert_memory_equal(buf, "hello", 5);
+
+	assert_int_equal(write(hfd, "world!", 6), 6);
+	assert_true(recv_pkt(f, &h, buf, sizeof(buf), WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_RW);
+	assert_int_equal(h.len, 6);
+	assert_memory_equal(buf, "world!", 6);
+
+	/* Half-close from the guest reaches the host as EOF. */
+	send_pkt(f, 40001, 5000, VSOCK_OP_SHUTDOWN, VSOCK_SHUTDOWN_SEND, NULL,
+		 0);
+	struct pollfd p = { .fd = hfd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, WAIT_MS), 1);
+	assert_int_equal(read(hfd, buf, sizeof(buf)), 0);
+	/* ... and the host can still answer. */
+	assert_int_equal(write(hfd, "bye", 3), 3);
+	assert_true(recv_pkt(f, &h, buf, sizeof(buf), WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_RW);
+	assert_memory_equal(buf, "bye", 3);
+	/* Host close: SHUTDOWN(SEND), then the connection is done: RST. */
+	close(hfd);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_SHUTDOWN);
+	assert_int_equal(h.flags, VSOCK_SHUTDOWN_SEND);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_RST);
+	close(lfd);
+}
+
+static void test_host_to_guest_connect(void **state)
+{
+	struct fx *f = *state;
+	char line[32], buf[64];
+	struct vsock_hdr h;
+	int fd;
+
+	post_rx(f, 8);
+	fd = connect_to(f->uds);
+	/* Stream data right behind the line must not be eaten by it. */
+	assert_int_equal(write(fd, "connect 700\nearly", 17), 17);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_REQUEST);
+	assert_int_equal(h.dst_port, 700);
+	assert_int_equal(h.src_port, VSOCK_LOCAL_PORT_FIRST);
+	send_pkt(f, 700, h.src_port, VSOCK_OP_RESPONSE, 0, NULL, 0);
+	snprintf(line, sizeof(line), "OK %u\n", VSOCK_LOCAL_PORT_FIRST);
+	read_exact(fd, buf, strlen(line));
+	assert_memory_equal(buf, line, strlen(line));
+	assert_true(recv_pkt(f, &h, buf, sizeof(buf), WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_RW);
+	assert_int_equal(h.len, 5);
+	assert_memory_equal(buf, "early", 5);
+	close(fd);
+}
+
+static void test_host_connect_refused_by_guest(void **state)
+{
+	struct fx *f = *state;
+	struct vsock_hdr h;
+	char c;
+	int fd;
+
+	post_rx(f, 8);
+	fd = connect_to(f->uds);
+	assert_int_equal(write(fd, "CONNECT 701\n", 12), 12);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_REQUEST);
+	send_pkt(f, 701, h.src_port, VSOCK_OP_RST, 0, NULL, 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, WAIT_MS), 1);
+	assert_int_equal(read(fd, &c, 1), 0);
+	close(fd);
+}
+
+static void test_host_connect_times_out(void **state)
+{
+	struct fx *f = *state;
+	struct vsock_hdr h;
+	char c;
+	int fd;
+
+	post_rx(f, 8);
+	fd = connect_to(f->uds);
+	assert_int_equal(write(fd, "CONNECT 702\n", 12), 12);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_REQUEST);
+	/* No answer: after the connect timeout (300 ms here) the host
+	 * socket is closed and the guest gets an RST. */
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, WAIT_MS), 1);
+	assert_int_equal(read(fd, &c, 1), 0);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_RST);
+	assert_int_equal(h.dst_port, 702);
+	close(fd);
+}
+
+static void test_bad_connect_line_closes_only_that_socket(void **state)
+{
+	struct fx *f = *state;
+	char c;
+	int bad, slow;
+
+	bad = connect_to(f->uds);
+	slow = connect_to(f->uds);
+	assert_int_equal(write(bad, "HELLO 5\n", 8), 8);
+	assert_int_equal(write(slow, "CONN", 4), 4);
+	struct pollfd p = { .fd = bad, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, WAIT_MS), 1);
+	assert_int_equal(read(bad, &c, 1), 0);
+	/* The unfinished line is closed at the timeout. */
+	p.fd = slow;
+	assert_int_equal(poll(&p, 1, WAIT_MS), 1);
+	assert_int_equal(read(slow, &c, 1), 0);
+	close(bad);
+	close(slow);
+}
+
+/* Two connections with host data waiting and the guest posting one rx
+ * buffer at a time: packets alternate between them, so a bulk sender
+ * cannot starve another. */
+static void test_rx_round_robin(void **state)
+{
+	struct fx *f = *state;
+	static uint8_t big[48 * 1024];
+	int lfd[2], hfd[2];
+	unsigned count[2] = { 0, 0 };
+	int last = -1;
+	unsigned both = 0;
+	struct vsock_hdr h;
+
+	for (int i = 0; i < 2; i++) {
+		char path[128];
+
+		snprintf(path, sizeof(path), "%s_%u", f->uds, 6000 + i);
+		lfd[i] = listen_at(path);
+	}
+	post_rx(f, 2);
+	for (int i = 0; i < 2; i++) {
+		send_pkt(f, 41000 + i, 6000 + i, VSOCK_OP_REQUEST, 0, NULL, 0);
+		hfd[i] = accept_within(lfd[i], WAIT_MS);
+		assert_true(hfd[i] >= 0);
+		assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+		assert_int_equal(h.op, VSOCK_OP_RESPONSE);
+	}
+	/* recv_pkt reposts one buffer per packet, so the guest never has
+	 * more than a couple posted: the device must choose between the
+	 * two for each. */
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(write(hfd[i], big, sizeof(big)),
+				 (ssize_t)sizeof(big));
+	while (count[0] + count[1] < 16 && recv_pkt(f, &h, NULL, 0, WAIT_MS)) {
+		int which;
+
+		assert_int_equal(h.op, VSOCK_OP_RW);
+		which = h.src_port == 6000 ? 0 : 1;
+		/* Once both have sent, never the same one twice. */
+		if (count[0] && count[1]) {
+			assert_int_not_equal(which, last);
+			both++;
+		}
+		count[which]++;
+		last = which;
+	}
+	assert_int_equal(count[0] + count[1], 16);
+	/* The guest had two buffers posted before the second host wrote,
+	 * so the first may take a few: not more. */
+	assert_true(both >= 10);
+	for (int i = 0; i < 2; i++) {
+		close(hfd[i]);
+		close(lfd[i]);
+	}
+}
+
+/* 300 packets for flows that do not exist and no rx buffers: the device
+ * queues 256 RSTs, then stops taking tx until the guest posts rx buffers;
+ * then every RST arrives. Nothing is dropped, nothing grows. */
+static void test_rst_queue_bound_stalls_tx(void **state)
+{
+	struct fx *f = *state;
+	struct vmio_dvq *tx = vmio_fe_queue(f->fe, VSOCK_TX_QUEUE);
+	unsigned n_used = 0, n_rst = 0;
+	struct vsock_hdr h;
+
+	for (unsigned i = 0; i < 300; i++) {
+		struct vmio_dbuf b = { .gpa = f->tx_gpa + (uint64_t)i * 128,
+				       .len = VSOCK_HDR_SIZE };
+		struct vsock_hdr p = {
+			.src_cid = CID, .dst_cid = VSOCK_HOST_CID,
+			.src_port = 50000 + i, .dst_port = 9,
+			.type = VSOCK_TYPE_STREAM, .op = VSOCK_OP_RW,
+		};
+
+		vsock_hdr_encode(&p, vmio_fe_ptr(f->fe, b.gpa));
+		assert_true(vmio_dvq_add(tx, &b, 1, (void *)1) >= 0);
+	}
+	vmio_dvq_kick(tx);
+	for (int waited = 0; waited < 500; waited += 10) {
+		while (vmio_dvq_get_used(tx, NULL))
+			n_used++;
+		usleep(10000);
+	}
+	assert_int_equal(n_used, VSOCK_MUX_RSTQ_SIZE);
+	post_rx(f, 300);
+	while (n_rst < 300 && recv_pkt(f, &h, NULL, 0, WAIT_MS)) {
+		assert_int_equal(h.op, VSOCK_OP_RST);
+		assert_int_equal(h.dst_port, 50000 + n_rst);
+		n_rst++;
+	}
+	assert_int_equal(n_rst, 300);
+	while (vmio_dvq_get_used(tx, NULL))
+		n_used++;
+	assert_int_equal(n_used, 300);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_table_insert_find_remove),
+		cmocka_unit_test(test_table_bound_and_duplicates),
+		cmocka_unit_test(test_port_alloc_round_robin),
+		cmocka_unit_test_setup_teardown(test_request_without_listener_is_rst,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guest_to_host_stream,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_host_to_guest_connect,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_host_connect_refused_by_guest,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_host_connect_times_out,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_bad_connect_line_closes_only_that_socket, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_rx_round_robin, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rst_queue_bound_stalls_tx,
+						setup, teardown),
+	};
+
+	vmio_log_set_level(VMIO_LOG_WARN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
