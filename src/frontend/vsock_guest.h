@@ -1,0 +1,184 @@
+/* The in-tree front end as a guest's virtio-vsock driver, for tests and
+ * benchmarks of `vmio vsock` from a plain process.
+ *
+ * Two layers:
+ *   packets  rx buffers posted (and re-posted once reaped) on queue 0,
+ *            packets sent on queue 1 as one or two descriptors and their
+ *            buffers reclaimed once used; vg_send_raw sends any bytes at
+ *            all, for hostile-guest tests
+ *   sockets  a minimal stream socket with the spec's credit accounting on
+ *            top, so a test reads like socket code: vg_connect, vg_listen
+ *            and vg_accept, vg_write, vg_read, vg_shutdown, vg_close
+ *
+ * Single-threaded: nothing happens unless the test calls in, and every
+ * call that waits takes a timeout in milliseconds. The driver checks the
+ * device as it goes (an RW beyond the credit we gave, a used length that
+ * disagrees with the header, a packet for the wrong CID) and counts each
+ * such violation in vg->violations with the last one in vg->violation, so
+ * a test can assert the device never broke the protocol.
+ *
+ * VG_TRACE=1 in the environment logs every received packet to stderr.
+ *
+ * Packets that name no socket of ours are not answered (Linux would send
+ * an RST; a test wants to see them instead): they go to a small queue
+ * read with vg_next_unmatched. */
+#ifndef VMIO_FRONTEND_VSOCK_GUEST_H
+#define VMIO_FRONTEND_VSOCK_GUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "devices/vsock/packet.h"
+#include "frontend/frontend.h"
+
+struct vg_opts {
+	uint64_t guest_cid;      /* our CID (default 3) */
+	uint16_t queue_size;     /* of both queues (default 256) */
+	unsigned rx_bufs;        /* rx buffers kept posted (default 128) */
+	uint32_t rx_buf_size;    /* bytes each, header included (default
+				  * 4096 + 44, like Linux's 4 KiB payload) */
+	bool rx_split;           /* post each rx buffer as header + payload
+				  * descriptors (older Linux) */
+	unsigned tx_slots;       /* tx buffers of 44 + 64 KiB (default 64) */
+	bool tx_split;           /* header and payload as two descriptors */
+	uint32_t buf_alloc;      /* each socket's receive buffer (default
+				  * 256 KiB, Linux's default) */
+	uint32_t credit_threshold; /* send CREDIT_UPDATE once the host's view
+				    * of our free space drops below this
+				    * (default 64 KiB, as Linux) */
+	unsigned max_sockets;    /* default 4096 */
+};
+
+void vg_opts_init(struct vg_opts *o);
+
+struct vg_sock;
+struct vg_listener;
+
+/* What the driver holds: public for tests to look at, not to change. */
+struct vg {
+	struct vmio_fe *fe;
+	struct vg_opts o;
+
+	uint64_t *rx_gpa;   /* per rx buffer */
+	uint64_t *tx_gpa;   /* per tx slot */
+	unsigned *tx_free;  /* stack of free tx slots */
+	unsigned tx_nfree;
+	bool rx_dirty;      /* re-posted rx buffers not kicked yet */
+
+	struct vg_sock **socks;
+	unsigned nsocks;
+	struct vg_listener *listeners;
+	unsigned last_sock; /* index of the last lookup's hit */
+	uint32_t next_port; /* for vg_connect's local ports */
+
+	/* RSTs owed to REQUESTs that no listener takes. */
+	struct vsock_hdr rstq[64];
+	unsigned rstq_len;
+
+	/* Packets for no socket of ours, oldest first. */
+	struct vsock_hdr unmatched[256];
+	unsigned unmatched_head, unmatched_len;
+	uint64_t unmatched_dropped;
+
+	uint64_t pkts_rx, pkts_tx;
+	uint64_t rx_ops[VSOCK_OP_MAX + 1]; /* packets received, by op */
+	uint64_t violations;
+	char violation[160];
+	char error[160];    /* why the last call failed */
+};
+
+/* Connects to the backend at path (bounded by timeout_ms), negotiates
+ * VERSION_1 | EVENT_IDX | INDIRECT_DESC, creates guest memory, sets up
+ * queues 0 and 1 and posts the rx buffers. o may be NULL for defaults.
+ * Returns NULL with err filled on failure. */
+struct vg *vg_open(const char *path, int timeout_ms, const struct vg_opts *o,
+		   char *err, size_t err_size);
+/* Frees the driver and every socket without sending anything, as a guest
+ * that dies; closes the vhost-user connection. */
+void vg_free(struct vg *g);
+
+/* Reaps both queues, handling every packet that arrived, and waits up to
+ * timeout_ms for something to arrive if nothing had; then sends the
+ * control packets that handling queued (RST to a REQUEST for no
+ * listener, CREDIT_UPDATE answering CREDIT_REQUEST). Returns the number
+ * of used entries reaped on both queues (0 on timeout), -errno on
+ * error. */
+int vg_poll(struct vg *g, int timeout_ms);
+
+/* Sends a packet: hdr (encoded as given, len included: it is not set from
+ * payload_len) then payload. Waits up to timeout_ms for a free tx slot.
+ * Returns 0 or -errno. */
+int vg_send_hdr(struct vg *g, const struct vsock_hdr *hdr,
+		const void *payload, uint32_t payload_len, int timeout_ms);
+/* Sends n raw bytes as the readable part of one chain, cut into ndesc
+ * (1..4) descriptors of about equal size: a header of any length, with any
+ * field. n at most 44 + 64 KiB. */
+int vg_send_raw(struct vg *g, const void *bytes, size_t n, unsigned ndesc,
+		int timeout_ms);
+
+/* Pops the oldest packet that named no socket of ours, waiting up to
+ * timeout_ms for one. Returns true with *h filled. */
+bool vg_next_unmatched(struct vg *g, struct vsock_hdr *h, int timeout_ms);
+/* Waits for an unmatched packet with this op and dst_port (our port),
+ * discarding the others. */
+bool vg_wait_unmatched(struct vg *g, uint16_t op, uint32_t dst_port,
+		       struct vsock_hdr *h, int timeout_ms);
+
+/* Sockets. Every function that can wait takes timeout_ms; errors are
+ * negative errno: -ETIMEDOUT, -ECONNRESET (the host sent RST),
+ * -ECONNREFUSED (RST in answer to our REQUEST), -EPIPE (we shut down
+ * sending), -ENOTCONN. */
+
+/* REQUEST to the host (CID 2) port; waits for RESPONSE or RST. Returns
+ * the socket, or NULL with *err (may be NULL) set. */
+struct vg_sock *vg_connect(struct vg *g, uint32_t port, int timeout_ms,
+			   int *err);
+/* Sends a REQUEST and returns at once; vg_connect_wait finishes it. For
+ * opening many connections without a round trip each. */
+struct vg_sock *vg_connect_start(struct vg *g, uint32_t port, int *err);
+int vg_connect_wait(struct vg_sock *s, int timeout_ms);
+
+/* Accepts host-initiated REQUESTs to port from now on (others are
+ * answered with RST, as Linux does). */
+int vg_listen(struct vg *g, uint32_t port);
+/* Waits for a REQUEST to port and answers RESPONSE (the socket is
+ * returned) or, with refuse, RST (NULL is returned, *err 0). */
+struct vg_sock *vg_accept(struct vg *g, uint32_t port, bool refuse,
+			  int timeout_ms, int *err);
+
+/* Writes len bytes, waiting for credit as needed. Returns the bytes
+ * written (== len unless the wait timed out or the connection broke, when
+ * it is the part that went out, or -errno if none did). */
+ssize_t vg_write(struct vg_sock *s, const void *buf, size_t len,
+		 int timeout_ms);
+/* Reads up to len bytes, waiting until at least one is there. Returns
+ * the bytes read, 0 at end of stream (the host shut down sending, or
+ * reset the connection after doing so, and everything was read), or
+ * -errno (-ECONNRESET for an RST without a SHUTDOWN(SEND) before it). */
+ssize_t vg_read(struct vg_sock *s, void *buf, size_t len, int timeout_ms);
+/* SHUTDOWN with VSOCK_SHUTDOWN_RCV / _SEND. */
+int vg_shutdown(struct vg_sock *s, uint32_t flags);
+/* RST (unless the connection is already reset) and frees the socket. */
+void vg_close(struct vg_sock *s);
+
+/* What the socket knows, for assertions. */
+struct vg_sock_info {
+	uint32_t local_port, peer_port;
+	bool established, reset;
+	uint32_t peer_shut;   /* SHUTDOWN flags the host sent */
+	uint32_t peer_credit; /* bytes we may send now */
+	uint32_t peer_buf_alloc;
+	uint32_t unread;      /* received, not read */
+};
+void vg_sock_info(const struct vg_sock *s, struct vg_sock_info *i);
+
+/* A pattern of bytes whose value at any stream offset is computable, for
+ * checking long transfers without a copy. vg_pattern_check returns the
+ * index of the first wrong byte, or len. */
+void vg_pattern_fill(uint64_t seed, uint64_t off, void *buf, size_t len);
+size_t vg_pattern_check(uint64_t seed, uint64_t off, const void *buf,
+			size_t len);
+
+#endif
