@@ -1,0 +1,140 @@
+/*
+ * vsock-tool: the guest's end of the vsock guest tests (busybox has no
+ * AF_VSOCK). Built static, it runs in the test guest only: on a host,
+ * AF_VSOCK reaches whatever hypervisor the host itself runs under.
+ *
+ *   vsock-tool listen PORT [options]
+ *   vsock-tool connect CID PORT [options] [--retry SECS]
+ *   vsock-tool fnv BYTES          checksum of the first BYTES of the pattern
+ *   vsock-tool cid                the guest's own CID (from the device config)
+ *
+ * Output and modes: see peer-engine.h. A failed connect prints
+ *   vsock-tool: connect cid=C port=P result=error errno=ECONNRESET ms=N
+ * and exits 3. Exit 0: every connection did what its mode promised;
+ * 1: one did not; 2: usage error or time limit.
+ */
+#include <linux/vm_sockets.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+
+#include "peer-engine.h"
+
+static const char *prog = "vsock-tool";
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: %s listen PORT [options]\n"
+			"       %s connect CID PORT [options] [--retry SECS]\n"
+			"       %s fnv BYTES\n"
+			"       %s cid\n"
+			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog);
+	exit(2);
+}
+
+/* Connects once; returns the fd or -errno. */
+static int vconnect(unsigned cid, unsigned port)
+{
+	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	struct sockaddr_vm a = { .svm_family = AF_VSOCK, .svm_cid = cid, .svm_port = port };
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+int main(int argc, char **argv)
+{
+	struct pe_opts o = { .mode = PE_SINK, .expect = -1, .prog = prog };
+	int count = 1, pos = 0;
+	double timeout = 60, retry = 0;
+	uint64_t x;
+	char *posv[3];
+
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (int i = 1; i < argc;) {
+		if (!strcmp(argv[i], "--retry") && i + 1 < argc && pe_parse_size(argv[i + 1], &x)) {
+			retry = (double)x;
+			i += 2;
+			continue;
+		}
+		int k = pe_parse_opt(argc, argv, i, &o, &count, &timeout);
+		if (k < 0 || (k == 0 && (argv[i][0] == '-' || pos == 3)))
+			usage();
+		if (k == 0)
+			posv[pos++] = argv[i++];
+		else
+			i += k;
+	}
+	if (pos == 2 && !strcmp(posv[0], "fnv") && pe_parse_size(posv[1], &x)) {
+		printf("%016" PRIx64 "\n", pe_pattern_fnv(x));
+		return 0;
+	}
+
+	if (pos == 1 && !strcmp(posv[0], "cid")) {
+		unsigned int cid = 0;
+		int fd = open("/dev/vsock", O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || ioctl(fd, IOCTL_VM_SOCKETS_GET_LOCAL_CID, &cid) < 0) {
+			printf("%s: cid result=error errno=%s\n", prog, pe_errname(errno));
+			return 1;
+		}
+		printf("%u\n", cid);
+		return 0;
+	}
+
+	struct pe_run r = { .lfd = -1, .cap = count > 0 ? count : 16 };
+	r.conns = calloc((size_t)r.cap, sizeof(*r.conns));
+	if (!r.conns)
+		return 2;
+	double start = pe_now();
+	r.deadline = start + timeout;
+
+	if (pos == 2 && !strcmp(posv[0], "listen") && pe_parse_size(posv[1], &x)) {
+		r.lfd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_vm a = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY,
+					 .svm_port = (unsigned)x };
+		if (r.lfd < 0 || bind(r.lfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+		    listen(r.lfd, 128) < 0) {
+			printf("%s: listen port=%u result=error errno=%s\n", prog, (unsigned)x,
+			       pe_errname(errno));
+			return 2;
+		}
+		r.want = count;
+		printf("%s: listening port=%u\n", prog, (unsigned)x);
+		return pe_loop(&r, &o);
+	}
+	uint64_t cid, port;
+	if (pos != 3 || strcmp(posv[0], "connect") || !pe_parse_size(posv[1], &cid) ||
+	    !pe_parse_size(posv[2], &port) || count < 1)
+		usage();
+	/* All connections are established before any data flows: with
+	 * --count N they are N concurrent streams. */
+	double cmax = 0;
+	for (int i = 0; i < count; i++) {
+		int fd;
+		double t0;
+		for (;;) {
+			t0 = pe_now();
+			fd = vconnect((unsigned)cid, (unsigned)port);
+			if (fd >= 0 || pe_now() - start >= retry)
+				break;
+			usleep(100 * 1000);
+		}
+		double ms = (pe_now() - t0) * 1e3;
+		if (fd < 0) {
+			printf("%s: connect cid=%u port=%u conn=%d result=error errno=%s ms=%.0f\n", prog,
+			       (unsigned)cid, (unsigned)port, i, pe_errname(-fd), ms);
+			return 3;
+		}
+		cmax = ms > cmax ? ms : cmax;
+		pe_conn_init(&r.conns[r.n++], fd, i, &o);
+	}
+	if (count > 1)
+		printf("%s: connected %d to cid=%u port=%u in %.0f ms (slowest %.0f ms)\n", prog, count,
+		       (unsigned)cid, (unsigned)port, (pe_now() - start) * 1e3, cmax);
+	return pe_loop(&r, &o);
+}
