@@ -14,11 +14,16 @@ if [[ -f $dir/build.ninja ]]; then
 else
 	CC=clang meson setup "$dir" "${opts[@]}" >/dev/null || exit 1
 fi
-ninja -C "$dir" tests/fuzz/fuzz_vhost_msg tests/fuzz/fuzz_chain tests/fuzz/fuzz_vsock_hdr || exit 1
+# Every tests/fuzz/fuzz_*.c is a target (tests/fuzz/meson.build lists them).
+targets=()
+for f in tests/fuzz/fuzz_*.c; do
+	targets+=("$(basename "$f" .c)")
+done
+ninja -C "$dir" "${targets[@]/#/tests/fuzz/}" || exit 1
 
 status=0
 mkdir -p "$dir/findings"
-for target in fuzz_vhost_msg fuzz_chain fuzz_vsock_hdr; do
+for target in "${targets[@]}"; do
 	work=$(mktemp -d)
 	cp tests/fuzz/corpus/$target/* "$work/"
 	echo "=== $target: ${time}s"
