@@ -321,6 +321,99 @@ static void test_host_to_guest_credit(void **state)
 	assert_int_equal(vsock_conn_epoll_events(&conn), EPOLLIN);
 }
 
+/* Batched host->guest reads: chains like guest_recv's, four of them. */
+#define BATCH 4
+static struct vmio_chain bc[BATCH];
+static uint8_t bbuf[BATCH][VSOCK_HDR_SIZE + RX_DATA];
+
+static unsigned guest_recv_batch(uint32_t written[BATCH])
+{
+	const struct vmio_chain *rx[BATCH];
+
+	for (unsigned i = 0; i < BATCH; i++) {
+		memset(&bc[i], 0, sizeof(bc[i]));
+		memset(bbuf[i], 0xee, sizeof(bbuf[i]));
+		bc[i].iov[0].iov_base = bbuf[i];
+		bc[i].iov[0].iov_len = VSOCK_HDR_SIZE;
+		bc[i].iov[1].iov_base = bbuf[i] + VSOCK_HDR_SIZE;
+		bc[i].iov[1].iov_len = RX_DATA;
+		bc[i].nin = 2;
+		bc[i].in_len = sizeof(bbuf[i]);
+		rx[i] = &bc[i];
+	}
+	return vsock_conn_fill_rx_batch(&conn, rx, BATCH,
+					VSOCK_MAX_PKT_PAYLOAD, written);
+}
+
+/* Chain i of the last batch holds an RW of len bytes: stream bytes
+ * [at, at + len), with the advertised credit in its header. */
+static void expect_batch_rw(unsigned i, const uint32_t *written, size_t at,
+			    uint32_t len)
+{
+	struct vsock_hdr h;
+
+	vsock_hdr_decode(bbuf[i], &h);
+	assert_int_equal(h.op, VSOCK_OP_RW);
+	assert_int_equal(h.src_port, HOST_PORT);
+	assert_int_equal(h.dst_port, GUEST_PORT);
+	assert_int_equal(h.len, len);
+	assert_int_equal(h.buf_alloc, 65536);
+	assert_int_equal(h.fwd_cnt, 0);
+	assert_int_equal(written[i], VSOCK_HDR_SIZE + len);
+	for (uint32_t k = 0; k < len; k++)
+		assert_int_equal(bbuf[i][VSOCK_HDR_SIZE + k], pattern(at + k));
+}
+
+static void test_host_to_guest_batch(void **state)
+{
+	static uint8_t data[20000];
+	uint32_t written[BATCH];
+	struct vsock_hdr h;
+	size_t i;
+
+	established(65536, 10000, 0);
+	for (i = 0; i < sizeof(data); i++)
+		data[i] = pattern(i);
+	assert_int_equal(send(host, data, sizeof(data), 0), sizeof(data));
+	shutdown(host, SHUT_WR);
+	vsock_conn_host_readable(&conn);
+	assert_int_equal(vsock_conn_rx_batch_bytes(&conn), 10000);
+
+	/* One read, bounded by credit: 4096 + 4096 + 1808, the fourth
+	 * chain unused. Every packet counted against the credit. */
+	assert_int_equal(guest_recv_batch(written), 3);
+	expect_batch_rw(0, written, 0, 4096);
+	expect_batch_rw(1, written, 4096, 4096);
+	expect_batch_rw(2, written, 8192, 1808);
+	assert_int_equal(vsock_credit_peer_free(&conn.credit), 0);
+	assert_int_equal(vsock_conn_rx_batch_bytes(&conn), 0);
+	assert_int_equal(vsock_conn_pending_rx(&conn),
+			 VSOCK_RXOP_CREDIT_REQUEST);
+	/* Not RW next: one chain, the CREDIT_REQUEST. */
+	assert_int_equal(guest_recv_batch(written), 1);
+	vsock_hdr_decode(bbuf[0], &h);
+	assert_int_equal(h.op, VSOCK_OP_CREDIT_REQUEST);
+	assert_int_equal(written[0], VSOCK_HDR_SIZE);
+
+	/* The rest fills the credit exactly: RW stays pending (the socket
+	 * may hold more), and the next read finds EOF: SHUTDOWN. */
+	guest_fwd_cnt = 10000;
+	guest_send(VSOCK_OP_CREDIT_UPDATE, 0, 0, 0);
+	assert_int_equal(guest_recv_batch(written), 3);
+	expect_batch_rw(0, written, 10000, 4096);
+	expect_batch_rw(1, written, 14096, 4096);
+	expect_batch_rw(2, written, 18192, 1808);
+	guest_fwd_cnt = 20000;
+	guest_send(VSOCK_OP_CREDIT_UPDATE, 0, 0, 0);
+	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(guest_recv_batch(written), 1);
+	vsock_hdr_decode(bbuf[0], &h);
+	assert_int_equal(h.op, VSOCK_OP_SHUTDOWN);
+	assert_int_equal(h.flags, VSOCK_SHUTDOWN_SEND);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(guest_recv_batch(written), 0);
+}
+
 static void test_credit_overrun(void **state)
 {
 	established(1024, 65536, 0);
@@ -578,6 +671,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_guest_close_with_buffer,
 					  teardown),
 		cmocka_unit_test_teardown(test_guest_rst, teardown),
+		cmocka_unit_test_teardown(test_host_to_guest_batch, teardown),
 		cmocka_unit_test_teardown(test_credit_request, teardown),
 		cmocka_unit_test_teardown(test_unexpected_op, teardown),
 		cmocka_unit_test_teardown(test_second_request, teardown),

@@ -20,6 +20,11 @@
  * 16; more just takes another round of the loop. */
 #define CONN_IOV 64
 
+/* iovecs of one batched host read (vsock_conn_fill_rx_batch): 64 KiB in
+ * 4 KiB guest buffers is 16 chains of one or two iovecs each. A batch that
+ * needs more reads less this time; the rest comes next turn. */
+#define CONN_RX_IOV 256
+
 #define IO_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL)
 
 const char *vsock_conn_state_name(enum vsock_conn_state s)
@@ -420,28 +425,16 @@ uint32_t vsock_conn_epoll_events(const struct vsock_conn *c)
 	return ev;
 }
 
-/* Reads host data straight into the chain after the header. Returns the
- * payload length (> 0), 0 with nothing to send (no data now, or EOF which
- * queued a SHUTDOWN), or -1 after killing the connection. */
-static ssize_t conn_read_host(struct vsock_conn *c,
-			      const struct vmio_chain *rx, uint32_t max_payload)
+/* One read of host data into guest memory described by iov[0..n), which
+ * spans `covered` bytes. Returns the bytes read (> 0), 0 with nothing to
+ * send (no data now, or EOF which queued a SHUTDOWN), or -1 after killing
+ * the connection. */
+static ssize_t conn_recv(struct vsock_conn *c, struct iovec *iov, unsigned n,
+			 size_t covered)
 {
-	uint32_t cap = vsock_pkt_rx_capacity(rx, max_payload);
-	uint32_t credit = vsock_credit_peer_free(&c->credit);
-	struct iovec iov[CONN_IOV];
-	struct msghdr msg = { .msg_iov = iov };
-	size_t covered;
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = n };
 	ssize_t r;
 
-	if (credit < cap)
-		cap = credit;
-	if (!cap)
-		return 0;
-	msg.msg_iovlen = vsock_iov_slice(rx->iov + rx->nout, rx->nin,
-					 VSOCK_HDR_SIZE, cap, iov, CONN_IOV,
-					 &covered);
-	if (!msg.msg_iovlen)
-		return 0;
 	do
 		r = recvmsg(c->fd, &msg, IO_FLAGS);
 	while (r < 0 && errno == EINTR);
@@ -463,6 +456,28 @@ static ssize_t conn_read_host(struct vsock_conn *c,
 		return 0;
 	conn_kill(c, true, "host read failed");
 	return -1;
+}
+
+/* Reads host data straight into the chain after the header. Returns as
+ * conn_recv; 0 too when the chain or the credit has no room. */
+static ssize_t conn_read_host(struct vsock_conn *c,
+			      const struct vmio_chain *rx, uint32_t max_payload)
+{
+	uint32_t cap = vsock_pkt_rx_capacity(rx, max_payload);
+	uint32_t credit = vsock_credit_peer_free(&c->credit);
+	struct iovec iov[CONN_IOV];
+	size_t covered;
+	unsigned n;
+
+	if (credit < cap)
+		cap = credit;
+	if (!cap)
+		return 0;
+	n = vsock_iov_slice(rx->iov + rx->nout, rx->nin, VSOCK_HDR_SIZE, cap,
+			    iov, CONN_IOV, &covered);
+	if (!n)
+		return 0;
+	return conn_recv(c, iov, n, covered);
 }
 
 static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,
@@ -542,4 +557,102 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
 		return w;
 	}
 	return 0;
+}
+
+/* True if the next packet vsock_conn_fill_rx would send is RW: the ops it
+ * sends before RW are none of them pending, and the guest has credit. */
+static bool conn_next_rx_is_rw(const struct vsock_conn *c)
+{
+	return c->state == VSOCK_CONN_ESTABLISHED &&
+	       !(c->pending & (VSOCK_RXOP_REQUEST | VSOCK_RXOP_RESPONSE |
+			       VSOCK_RXOP_CREDIT_UPDATE)) &&
+	       (c->pending & VSOCK_RXOP_RW) &&
+	       vsock_credit_peer_free(&c->credit);
+}
+
+uint32_t vsock_conn_rx_batch_bytes(const struct vsock_conn *c)
+{
+	uint32_t credit;
+
+	if (!conn_next_rx_is_rw(c))
+		return 0;
+	credit = vsock_credit_peer_free(&c->credit);
+	return credit < VSOCK_CONN_RX_BATCH_BYTES ? credit
+						  : VSOCK_CONN_RX_BATCH_BYTES;
+}
+
+/* vsock_conn_fill_rx on rx[0], in the batch's calling convention. */
+static unsigned conn_fill_one(struct vsock_conn *c,
+			      const struct vmio_chain *rx,
+			      uint32_t max_payload, uint32_t written[])
+{
+	size_t w = vsock_conn_fill_rx(c, rx, max_payload);
+
+	if (!w)
+		return 0;
+	written[0] = (uint32_t)w;
+	return 1;
+}
+
+unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
+				  const struct vmio_chain *const rx[],
+				  unsigned n, uint32_t max_payload,
+				  uint32_t written[])
+{
+	struct iovec iov[CONN_RX_IOV];
+	uint32_t want = vsock_conn_rx_batch_bytes(c), total = 0, left;
+	unsigned niov = 0, nchains, i;
+	ssize_t r;
+
+	if (!n)
+		return 0;
+	if (n == 1 || !want)
+		return conn_fill_one(c, rx[0], max_payload, written);
+
+	/* Describe the payload areas of the chains, in pop order, as one
+	 * scatter list. Until the read, written[i] holds the payload bytes
+	 * chain i can take. Stop at the first chain that takes nothing (no
+	 * room after its header, or no iovecs left), so that the chains
+	 * that receive data are always a prefix: only the last popped
+	 * chains can be given back. */
+	for (i = 0; i < n && total < want && niov < CONN_RX_IOV; i++) {
+		uint32_t cap = vsock_pkt_rx_capacity(rx[i], max_payload);
+		size_t covered;
+
+		if (cap > want - total)
+			cap = want - total;
+		if (!cap)
+			break;
+		niov += vsock_iov_slice(rx[i]->iov + rx[i]->nout, rx[i]->nin,
+					VSOCK_HDR_SIZE, cap, iov + niov,
+					CONN_RX_IOV - niov, &covered);
+		if (!covered)
+			break;
+		written[i] = (uint32_t)covered;
+		total += (uint32_t)covered;
+	}
+	nchains = i;
+	if (!total)
+		return conn_fill_one(c, rx[0], max_payload, written);
+
+	r = conn_recv(c, iov, niov, total);
+	if (r <= 0) {
+		/* No data: RW is no longer pending, and rx[0] carries
+		 * whatever now is (the RST of a failed read, the SHUTDOWN
+		 * of an EOF), as vsock_conn_fill_rx would have sent. */
+		return conn_fill_one(c, rx[0], max_payload, written);
+	}
+
+	/* Each chain that got data is a complete RW packet: its own
+	 * header, its own len, the credit counted and advertised per
+	 * packet, exactly as if each had been read on its own. */
+	left = (uint32_t)r;
+	for (i = 0; i < nchains && left; i++) {
+		uint32_t len = written[i] < left ? written[i] : left;
+
+		vsock_credit_sent(&c->credit, len);
+		written[i] = (uint32_t)conn_emit(c, rx[i], VSOCK_OP_RW, 0, len);
+		left -= len;
+	}
+	return i;
 }

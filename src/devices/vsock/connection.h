@@ -6,7 +6,9 @@
  * chains, parses them (vsock_pkt_parse_tx), finds the connection by port
  * pair and hands it the packet (vsock_conn_recv_pkt). When the connection
  * has something for the guest (vsock_conn_pending_rx), the multiplexer
- * pops an rx chain and asks it for one packet (vsock_conn_fill_rx). For
+ * pops an rx chain and asks it for one packet (vsock_conn_fill_rx), or,
+ * when the next packet is host data (vsock_conn_rx_batch_bytes), pops
+ * several and has them filled from one read (vsock_conn_fill_rx_batch). For
  * the host socket the multiplexer asks which epoll events to watch
  * (vsock_conn_epoll_events) after every call, and reports them back
  * (vsock_conn_host_readable, vsock_conn_flush).
@@ -123,6 +125,37 @@ unsigned vsock_conn_pending_rx(const struct vsock_conn *c);
  * chain is untouched then and goes back to the queue unused). */
 size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
 			  uint32_t max_payload);
+
+/* Host->guest data is read in batches: one recvmsg spread over several
+ * rx chains, each of which becomes an ordinary RW packet of its own. A
+ * Linux guest posts 4 KiB rx buffers, so reading one chain at a time
+ * costs a syscall per 4 KiB; a batch reads up to this many payload bytes
+ * at once (Linux's largest packet, so a batch is no bigger than one packet
+ * into a guest that posts 64 KiB buffers). */
+#define VSOCK_CONN_RX_BATCH_BYTES (64u * 1024u)
+
+/* Payload bytes a batch would read now: min(guest credit,
+ * VSOCK_CONN_RX_BATCH_BYTES) when the next packet vsock_conn_fill_rx would
+ * send is RW, else 0 (send single packets then). The multiplexer pops rx
+ * chains until their capacity covers this. */
+uint32_t vsock_conn_rx_batch_bytes(const struct vsock_conn *c);
+
+/* Like vsock_conn_fill_rx over rx[0..n) (chains that passed
+ * vsock_pkt_check_rx, in pop order), but when the next packet is RW it
+ * reads the host socket once, with one recvmsg over the payload areas of
+ * all the chains (at most VSOCK_CONN_RX_BATCH_BYTES and the guest's
+ * credit), and turns each chain that received data into a complete RW
+ * packet with its own header, credit counted per packet. Chains are filled
+ * in order, so the used ones are always rx[0..k): the caller pushes those
+ * and gives back rx[k..n) with vmio_vq_unpop(vq, n - k). When the next
+ * packet is not RW, or the read brings no data (EOF, error, nothing
+ * there), rx[0] gets what vsock_conn_fill_rx would put in it (a SHUTDOWN,
+ * an RST, ...) and k is 0 or 1. written[i] is the bytes written to rx[i]
+ * (44 + payload) for i < k. Returns k. */
+unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
+				  const struct vmio_chain *const rx[],
+				  unsigned n, uint32_t max_payload,
+				  uint32_t written[]);
 
 /* Epoll events the host fd needs now (EPOLLIN / EPOLLOUT, possibly 0):
  *   EPOLLIN   established, guest may still receive, host not at EOF, the

@@ -57,8 +57,12 @@ struct vsock_muxer {
 	bool resched_rx, resched_tx;
 
 	struct vmio_ratelimit rl;
-	/* Large: one iovec array each, never on the stack. */
-	struct vmio_chain rxc, txc;
+	/* Large: one iovec array each, never on the stack. rxc[0] is the
+	 * chain of every rx packet; the rest hold a batch of host data
+	 * (vsock_conn_fill_rx_batch). */
+	struct vmio_chain rxc[VSOCK_MUX_RX_BATCH], txc;
+	const struct vmio_chain *rxp[VSOCK_MUX_RX_BATCH];
+	uint32_t rx_written[VSOCK_MUX_RX_BATCH];
 };
 
 static uint64_t now_ns(void)
@@ -409,6 +413,40 @@ static void handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 
 /* ---- Queues ----------------------------------------------------------- */
 
+/* When c's next packet is host data, pops more rx chains behind rxc[0]
+ * (which is popped and checked) until their room covers what one batched
+ * read may bring (vsock_conn_rx_batch_bytes), the array is full, the
+ * guest has no more buffers or the budget is spent. Each chain counts
+ * against the budget. Returns the extra chains popped, in rxc[1..]; rxp
+ * points at rxc[0..1 + that). */
+static unsigned pop_rx_batch(struct vsock_muxer *m, const struct vsock_conn *c,
+			     unsigned *budget)
+{
+	uint32_t want = vsock_conn_rx_batch_bytes(c);
+	uint32_t room = vsock_pkt_rx_capacity(&m->rxc[0], VSOCK_MAX_PKT_PAYLOAD);
+	unsigned k = 1;
+	const char *why;
+
+	m->rxp[0] = &m->rxc[0];
+	while (room < want && k < VSOCK_MUX_RX_BATCH && *budget) {
+		struct vmio_chain *ch = &m->rxc[k];
+
+		/* Out of buffers (or broken): read what fits in those we
+		 * have; serve_rx's next pop sees the rest. */
+		if (vmio_vq_pop(m->rx, m->mem, ch) <= 0)
+			break;
+		if (vsock_pkt_check_rx(ch, &why)) {
+			vmio_vq_set_broken(m->rx, "vsock rx: %s", why);
+			vmio_vq_unpop(m->rx, 1);
+			break;
+		}
+		(*budget)--;
+		room += vsock_pkt_rx_capacity(ch, VSOCK_MAX_PKT_PAYLOAD);
+		m->rxp[k++] = ch;
+	}
+	return k - 1;
+}
+
 static void serve_rx(struct vsock_muxer *m)
 {
 	struct vmio_vq *rx = m->rx;
@@ -419,14 +457,14 @@ static void serve_rx(struct vsock_muxer *m)
 		return;
 	while (m->rst_len || m->rxq_head) {
 		struct mux_conn *mc;
-		size_t n;
+		unsigned npop, used, i;
 		int got;
 
 		if (!budget--) {
 			resched(m, true, false);
 			break;
 		}
-		got = vmio_vq_pop(rx, m->mem, &m->rxc);
+		got = vmio_vq_pop(rx, m->mem, &m->rxc[0]);
 		if (got < 0)
 			break;
 		if (!got) {
@@ -436,27 +474,35 @@ static void serve_rx(struct vsock_muxer *m)
 				continue;
 			break;
 		}
-		if (vsock_pkt_check_rx(&m->rxc, &why)) {
+		if (vsock_pkt_check_rx(&m->rxc[0], &why)) {
 			vmio_vq_set_broken(rx, "vsock rx: %s", why);
 			break;
 		}
 		if (m->rst_len) {
-			vsock_pkt_write_hdr(&m->rxc, &m->rstq[m->rst_head]);
+			vsock_pkt_write_hdr(&m->rxc[0], &m->rstq[m->rst_head]);
 			m->rst_head = (m->rst_head + 1) % VSOCK_MUX_RSTQ_SIZE;
 			m->rst_len--;
-			vmio_vq_push(rx, m->rxc.head, VSOCK_HDR_SIZE);
+			vmio_vq_push(rx, m->rxc[0].head, VSOCK_HDR_SIZE);
 			pushed++;
 			continue;
 		}
 		mc = rxq_pop(m);
-		n = vsock_conn_fill_rx(&mc->c, &m->rxc, VSOCK_MAX_PKT_PAYLOAD);
-		if (n) {
-			vmio_vq_push(rx, m->rxc.head, (uint32_t)n);
-			pushed++;
-		} else {
-			vmio_vq_unpop(rx, 1);
-		}
-		/* Back at the tail if it has more: one packet per turn. */
+		npop = 1 + pop_rx_batch(m, &mc->c, &budget);
+		used = vsock_conn_fill_rx_batch(&mc->c, m->rxp, npop,
+						VSOCK_MAX_PKT_PAYLOAD,
+						m->rx_written);
+		/* The filled chains are the first ones popped: push them,
+		 * give the rest back (the last popped, as unpop needs). */
+		for (i = 0; i < used; i++)
+			vmio_vq_push(rx, m->rxc[i].head, m->rx_written[i]);
+		pushed += used;
+		if (used < npop)
+			vmio_vq_unpop(rx, npop - used);
+		/* Back at the tail if it has more: one turn is one packet,
+		 * or one batch of host data of up to
+		 * VSOCK_CONN_RX_BATCH_BYTES (16 packets in 4 KiB guest
+		 * buffers). Fair still: every connection with something
+		 * pending gets a turn before this one's next. */
 		conn_update(mc);
 	}
 	if (pushed)

@@ -9,6 +9,11 @@
  *              packets of no connection, and are bounded), then the
  *              connections with something pending, one packet each per
  *              turn in a FIFO, so a bulk sender cannot starve the others
+ *              (host data is the exception: a turn sends one batch, up
+ *              to VSOCK_CONN_RX_BATCH_BYTES from one read, in as many
+ *              rx chains as that takes; a bulk sender then gets up to
+ *              64 KiB per turn rather than one 4 KiB buffer, and the
+ *              others still get their turn before its next)
  *   host fds   watched exactly as vsock_conn_epoll_events says after every
  *              call into a connection: no EPOLLIN while the guest cannot
  *              take data, no EPOLLOUT unless data waits
@@ -43,6 +48,11 @@ struct vsock_muxer_config {
  * most (when full, tx stops until rx drains it: never drop, never grow). */
 #define VSOCK_MUX_BATCH 256
 #define VSOCK_MUX_RSTQ_SIZE 256
+/* rx chains filled from one batched host read at most: enough to cover
+ * VSOCK_CONN_RX_BATCH_BYTES in the 4 KiB buffers a Linux guest posts
+ * (4052 payload bytes each after the header, so 16 take 63.3 KiB). Each
+ * is a vmio_chain of 16 KiB kept in the muxer. */
+#define VSOCK_MUX_RX_BATCH 16
 /* A connection the guest closed (SHUTDOWN with both flags) whose buffered
  * data the host will not take is reset after this long. */
 #define VSOCK_MUX_SHUTDOWN_TIMEOUT_MS 2000
