@@ -15,7 +15,12 @@
 #include "util/log.h"
 
 #define VSOCK_DEFAULT_QUEUE_SIZE 1024
-#define VSOCK_DEFAULT_BUF_SIZE 65536
+/* Linux's own buf_alloc. With 64 KiB (vhost-device-vsock's default) a
+ * guest has one 64 KiB packet in flight and waits a credit round trip for
+ * each: make bench measured guest-to-host at 0.36 of a direct unix socket
+ * with 64 KiB and 0.63 with 256 KiB. The buffer is allocated only when the
+ * host socket is full, so the cost is paid by stalled readers alone. */
+#define VSOCK_DEFAULT_BUF_SIZE (256u * 1024)
 #define VSOCK_DEFAULT_MAX_CONNS 1024
 #define VSOCK_DEFAULT_CONNECT_TIMEOUT_MS 2000
 #define VSOCK_DEFAULT_LINE_MAX 64
@@ -46,7 +51,7 @@ static const char vsock_usage[] =
 	"                           directory must exist\n"
 	"  --tx-buffer-size N       per-connection buffer for guest data the host\n"
 	"                           socket has not taken yet, and the buf_alloc\n"
-	"                           advertised to the guest (default 65536)\n"
+	"                           advertised to the guest (default 256k)\n"
 	"  --max-connections N      connections at once, and host sockets that may\n"
 	"                           await their CONNECT line (default 1024)\n"
 	"  --connect-timeout MS     time for the guest to accept a host connection,\n"
