@@ -9,8 +9,11 @@
 #ifndef VMIO_VHOST_USER_DEVICE_H
 #define VMIO_VHOST_USER_DEVICE_H
 
+#include <endian.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "virtio/memory.h"
 #include "virtio/virtqueue.h"
@@ -58,5 +61,19 @@ struct vmio_device_ops {
 	 * already stopped; forget per-connection state. May be NULL. */
 	void (*reset)(void *dev);
 };
+
+/* get_config for a device whose config space is one le64 (vsock's
+ * guest_cid, loopback's byte count). The core checked the range already;
+ * the check here keeps the copy safe on its own. */
+static inline int vmio_config_read_le64(uint64_t value, uint8_t *buf,
+					uint32_t offset, uint32_t len)
+{
+	uint64_t le = htole64(value);
+
+	if (offset > sizeof(le) || len > sizeof(le) - offset)
+		return -EINVAL;
+	memcpy(buf, (const uint8_t *)&le + offset, len);
+	return 0;
+}
 
 #endif

@@ -344,12 +344,8 @@ static int lb_get_config(void *dev, uint8_t *buf, uint32_t offset,
 			 uint32_t len)
 {
 	const struct vmio_loopback *lb = dev;
-	uint64_t le = htole64(lb->bytes);
 
-	if (offset > sizeof(le) || len > sizeof(le) - offset)
-		return -EINVAL;
-	memcpy(buf, (const uint8_t *)&le + offset, len);
-	return 0;
+	return vmio_config_read_le64(lb->bytes, buf, offset, len);
 }
 
 /* Each device copies this and sets its own max_queue_size. */

@@ -107,12 +107,8 @@ static int vs_get_config(void *dev, uint8_t *buf, uint32_t offset,
 			 uint32_t len)
 {
 	const struct vsock_device *d = dev;
-	uint64_t le = htole64(d->guest_cid);
 
-	if (offset > sizeof(le) || len > sizeof(le) - offset)
-		return -EINVAL;
-	memcpy(buf, (const uint8_t *)&le + offset, len);
-	return 0;
+	return vmio_config_read_le64(d->guest_cid, buf, offset, len);
 }
 
 /* VIRTIO_VSOCK_F_SEQPACKET is not offered until seqpacket works end to
