@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/options.h"
 #include "frontend/stream.h"
 
 #define CONNECT_TIMEOUT_MS 10000
@@ -47,33 +48,6 @@ static int bad_usage(const char *fmt, ...)
 	return 2;
 }
 
-/* A byte count with an optional binary suffix. */
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	default: break;
-	}
-	if (*end == 'i' && shift)
-		end++;
-	if ((*end == 'b' || *end == 'B') && shift)
-		end++;
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 struct drive_opts {
 	const char *socket;
 	struct vmio_stream_opts stream;
@@ -99,7 +73,7 @@ static int handle_size_opt(struct drive_opts *d, int c, const char *arg)
 {
 	uint64_t v;
 
-	if (parse_size(arg, &v))
+	if (vmio_parse_u64(arg, UINT64_MAX, &v))
 		return bad_usage("bad size '%s'", arg);
 	switch (c) {
 	case OPT_BYTES:

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/options.h"
 #include "frontend/vsock_guest.h"
 
 #define MAX_CONNS 64
@@ -99,32 +101,6 @@ static void die(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(1);
-}
-
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	default: break;
-	}
-	if (*end == 'i' && shift)
-		end++;
-	if ((*end == 'b' || *end == 'B') && shift)
-		end++;
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
 }
 
 static int64_t now_ns(void)
@@ -220,143 +196,6 @@ static int unix_connect(const char *path)
 	return fd;
 }
 
-/* Sends o->per_conn bytes on each of fds in o->msg writes, round robin,
- * with non-blocking writes and poll when none can take more. Fills *t0
- * at the first write. Returns 0, or -1 with err filled. */
-static int fd_send_all(const struct opts *o, const int *fds, int64_t *t0,
-		       uint64_t *sent_total, char *err, size_t err_size)
-{
-	static uint8_t buf[VSOCK_MAX_PKT_PAYLOAD * 16];
-	uint64_t sent[MAX_CONNS] = { 0 };
-	unsigned done = 0;
-	int64_t last = now_ns();
-
-	pat_fill(o->msg, buf);
-	*t0 = now_ns();
-	*sent_total = 0;
-	while (done < o->conns) {
-		bool progress = false;
-
-		for (unsigned c = 0; c < o->conns; c++) {
-			uint64_t at = sent[c] % o->msg;
-			uint64_t n = o->msg - at;
-			ssize_t r;
-
-			if (sent[c] == o->per_conn)
-				continue;
-			if (n > o->per_conn - sent[c])
-				n = o->per_conn - sent[c];
-			r = write(fds[c], buf + at, n);
-			if (r < 0 && (errno == EAGAIN || errno == EINTR))
-				continue;
-			if (r < 0) {
-				snprintf(err, err_size, "write: %s",
-					 strerror(errno));
-				return -1;
-			}
-			sent[c] += (uint64_t)r;
-			*sent_total += (uint64_t)r;
-			progress = true;
-			if (sent[c] == o->per_conn) {
-				shutdown(fds[c], SHUT_WR);
-				done++;
-			}
-		}
-		if (progress) {
-			last = now_ns();
-			continue;
-		}
-		if (now_ns() - last > (int64_t)STALL_MS * 1000000) {
-			snprintf(err, err_size,
-				 "no progress for %d s after %" PRIu64
-				 " bytes sent", STALL_MS / 1000, *sent_total);
-			return -1;
-		}
-		struct pollfd p[MAX_CONNS];
-
-		for (unsigned c = 0; c < o->conns; c++)
-			p[c] = (struct pollfd){
-				.fd = sent[c] == o->per_conn ? -1 : fds[c],
-				.events = POLLOUT,
-			};
-		poll(p, o->conns, 100);
-	}
-	return 0;
-}
-
-/* Reads until each of fds has given o->per_conn bytes; fills *t1 at the
- * last byte. Returns 0, or -1 with err filled. */
-static int fd_recv_all(const struct opts *o, const int *fds, int64_t *t1,
-		       uint64_t *got_total, char *err, size_t err_size)
-{
-	static uint8_t buf[READ_SIZE];
-	uint64_t got[MAX_CONNS] = { 0 };
-	unsigned done = 0;
-	int64_t last = now_ns();
-
-	*got_total = 0;
-	while (done < o->conns) {
-		bool progress = false;
-
-		for (unsigned c = 0; c < o->conns; c++) {
-			ssize_t r;
-
-			if (got[c] == o->per_conn)
-				continue;
-			r = read(fds[c], buf, sizeof(buf));
-			if (r < 0 && (errno == EAGAIN || errno == EINTR))
-				continue;
-			if (r <= 0) {
-				snprintf(err, err_size,
-					 "connection %u: %s after %" PRIu64
-					 " bytes", c,
-					 r ? strerror(errno) : "early EOF",
-					 got[c]);
-				return -1;
-			}
-			if (!pat_check_ends(o->msg, o->per_conn, got[c], buf,
-					    (size_t)r)) {
-				snprintf(err, err_size,
-					 "connection %u: wrong bytes at %"
-					 PRIu64, c, got[c]);
-				return -1;
-			}
-			got[c] += (uint64_t)r;
-			*got_total += (uint64_t)r;
-			progress = true;
-			if (got[c] > o->per_conn) {
-				snprintf(err, err_size,
-					 "connection %u: %" PRIu64
-					 " bytes, more than sent", c, got[c]);
-				return -1;
-			}
-			if (got[c] == o->per_conn)
-				done++;
-		}
-		if (progress) {
-			last = now_ns();
-			continue;
-		}
-		if (now_ns() - last > (int64_t)STALL_MS * 1000000) {
-			snprintf(err, err_size,
-				 "no progress for %d s after %" PRIu64
-				 " bytes received", STALL_MS / 1000,
-				 *got_total);
-			return -1;
-		}
-		struct pollfd p[MAX_CONNS];
-
-		for (unsigned c = 0; c < o->conns; c++)
-			p[c] = (struct pollfd){
-				.fd = got[c] == o->per_conn ? -1 : fds[c],
-				.events = POLLIN,
-			};
-		poll(p, o->conns, 100);
-	}
-	*t1 = now_ns();
-	return 0;
-}
-
 /* Reads one '\n'-terminated line byte by byte, so nothing after it is
  * taken; bounded by STALL_MS. */
 static int read_line(int fd, char *buf, size_t size)
@@ -373,6 +212,231 @@ static int read_line(int fd, char *buf, size_t size)
 	buf[n] = '\0';
 	return (int)n;
 }
+
+/* ---- the transfer: one round-robin loop over --conns connections of
+ * either kind (plain fds, or vg sockets) ---- */
+
+/* What a connection's read or write returns when it cannot move a byte
+ * now (not an errno: those come back negated). */
+#define IO_AGAIN ((ssize_t)INT_MIN)
+
+/* How to move bytes on connection c of ctx: write and read return the
+ * bytes moved (read: 0 at end of stream), IO_AGAIN, or -errno; wait
+ * blocks up to 100 ms for any active connection to be ready, and fills
+ * err on a failure. */
+struct conn_ops {
+	const char *write_name; /* for the error message */
+	ssize_t (*write)(void *ctx, unsigned c, const void *buf, size_t n);
+	ssize_t (*read)(void *ctx, unsigned c, void *buf, size_t n);
+	void (*shut_wr)(void *ctx, unsigned c);
+	int (*wait)(void *ctx, const bool *active, unsigned conns, bool out,
+		    char *err, size_t err_size);
+};
+
+struct conns {
+	const struct conn_ops *ops;
+	void *ctx;
+};
+
+/* Sends (send) or receives o->per_conn bytes on each connection, round
+ * robin, never blocking in a read or write and waiting when none can
+ * move a byte. Sending writes o->msg pattern messages and shuts each
+ * connection down for writing when its share is out; receiving checks
+ * the first and last message of each. Fills *t with the time of the
+ * first write (send) or of the last byte read (receive), *total with the
+ * bytes moved. Returns 0, or -1 with err filled. */
+static int transfer_all(const struct opts *o, const struct conns *cs,
+			bool send, int64_t *t, uint64_t *total, char *err,
+			size_t err_size)
+{
+	static uint8_t out[VSOCK_MAX_PKT_PAYLOAD * 16], in[READ_SIZE];
+	uint64_t moved[MAX_CONNS] = { 0 };
+	bool active[MAX_CONNS];
+	unsigned done = 0;
+	int64_t last = now_ns();
+
+	for (unsigned c = 0; c < o->conns; c++)
+		active[c] = true;
+	if (send) {
+		pat_fill(o->msg, out);
+		*t = now_ns();
+	}
+	*total = 0;
+	while (done < o->conns) {
+		bool progress = false;
+
+		for (unsigned c = 0; c < o->conns; c++) {
+			ssize_t r;
+
+			if (!active[c])
+				continue;
+			if (send) {
+				uint64_t at = moved[c] % o->msg;
+				uint64_t n = o->msg - at;
+
+				if (n > o->per_conn - moved[c])
+					n = o->per_conn - moved[c];
+				r = cs->ops->write(cs->ctx, c, out + at, n);
+			} else {
+				r = cs->ops->read(cs->ctx, c, in, sizeof(in));
+			}
+			if (r == IO_AGAIN)
+				continue;
+			if (send && r < 0) {
+				snprintf(err, err_size, "%s: %s",
+					 cs->ops->write_name, strerror((int)-r));
+				return -1;
+			}
+			if (!send && r <= 0) {
+				snprintf(err, err_size,
+					 "connection %u: %s after %" PRIu64
+					 " bytes", c,
+					 r ? strerror((int)-r) : "early EOF",
+					 moved[c]);
+				return -1;
+			}
+			if (!send && !pat_check_ends(o->msg, o->per_conn,
+						     moved[c], in, (size_t)r)) {
+				snprintf(err, err_size,
+					 "connection %u: wrong bytes at %"
+					 PRIu64, c, moved[c]);
+				return -1;
+			}
+			moved[c] += (uint64_t)r;
+			*total += (uint64_t)r;
+			progress = true;
+			if (moved[c] > o->per_conn) {
+				snprintf(err, err_size,
+					 "connection %u: %" PRIu64
+					 " bytes, more than sent", c, moved[c]);
+				return -1;
+			}
+			if (moved[c] == o->per_conn) {
+				if (send)
+					cs->ops->shut_wr(cs->ctx, c);
+				active[c] = false;
+				done++;
+			}
+		}
+		if (progress) {
+			last = now_ns();
+			continue;
+		}
+		if (now_ns() - last > (int64_t)STALL_MS * 1000000) {
+			snprintf(err, err_size,
+				 "no progress for %d s after %" PRIu64
+				 " bytes %s", STALL_MS / 1000, *total,
+				 send ? "sent" : "received");
+			return -1;
+		}
+		if (cs->ops->wait(cs->ctx, active, o->conns, send, err,
+				  err_size))
+			return -1;
+	}
+	if (!send)
+		*t = now_ns();
+	return 0;
+}
+
+/* Plain sockets: ctx is the array of fds, non-blocking. */
+
+static ssize_t fd_io_result(ssize_t r)
+{
+	if (r >= 0)
+		return r;
+	if (errno == EAGAIN || errno == EINTR)
+		return IO_AGAIN;
+	return -errno;
+}
+
+static ssize_t fd_conn_write(void *ctx, unsigned c, const void *buf,
+			     size_t n)
+{
+	return fd_io_result(write(((int *)ctx)[c], buf, n));
+}
+
+static ssize_t fd_conn_read(void *ctx, unsigned c, void *buf, size_t n)
+{
+	return fd_io_result(read(((int *)ctx)[c], buf, n));
+}
+
+static void fd_conn_shut_wr(void *ctx, unsigned c)
+{
+	shutdown(((int *)ctx)[c], SHUT_WR);
+}
+
+static int fd_conn_wait(void *ctx, const bool *active, unsigned conns,
+			bool out, char *err, size_t err_size)
+{
+	struct pollfd p[MAX_CONNS];
+
+	for (unsigned c = 0; c < conns; c++)
+		p[c] = (struct pollfd){
+			.fd = active[c] ? ((int *)ctx)[c] : -1,
+			.events = out ? POLLOUT : POLLIN,
+		};
+	poll(p, conns, 100);
+	return 0;
+}
+
+static const struct conn_ops fd_conn_ops = {
+	.write_name = "write",
+	.write = fd_conn_write,
+	.read = fd_conn_read,
+	.shut_wr = fd_conn_shut_wr,
+	.wait = fd_conn_wait,
+};
+
+/* The guest's sockets through vmio. */
+struct vg_conns {
+	struct vg *g;
+	struct vg_sock **s;
+};
+
+/* vg_write and vg_read with no wait move what credit, tx slots and the
+ * rx queue allow now, and say -ETIMEDOUT when that is nothing. */
+static ssize_t vg_io_result(ssize_t r)
+{
+	return r == -ETIMEDOUT ? IO_AGAIN : r;
+}
+
+static ssize_t vg_conn_write(void *ctx, unsigned c, const void *buf,
+			     size_t n)
+{
+	return vg_io_result(vg_write(((struct vg_conns *)ctx)->s[c], buf, n,
+				     0));
+}
+
+static ssize_t vg_conn_read(void *ctx, unsigned c, void *buf, size_t n)
+{
+	return vg_io_result(vg_read(((struct vg_conns *)ctx)->s[c], buf, n,
+				    0));
+}
+
+static void vg_conn_shut_wr(void *ctx, unsigned c)
+{
+	vg_shutdown(((struct vg_conns *)ctx)->s[c], VSOCK_SHUTDOWN_SEND);
+}
+
+static int vg_conn_wait(void *ctx, const bool *active, unsigned conns,
+			bool out, char *err, size_t err_size)
+{
+	struct vg *g = ((struct vg_conns *)ctx)->g;
+
+	if (vg_poll(g, 100) < 0) {
+		snprintf(err, err_size, "vg_poll: %s", g->error);
+		return -1;
+	}
+	return 0;
+}
+
+static const struct conn_ops vg_conn_ops = {
+	.write_name = "vg_write",
+	.write = vg_conn_write,
+	.read = vg_conn_read,
+	.shut_wr = vg_conn_shut_wr,
+	.wait = vg_conn_wait,
+};
 
 /* ---- the host side, in the child ---- */
 
@@ -435,15 +499,11 @@ static void host_main(const struct opts *o, int lfd, const int *given,
 	}
 	for (unsigned c = 0; c < o->conns; c++)
 		set_nonblock(fds[c]);
-	if (o->h2g) {
-		if (!fd_send_all(o, fds, &t, &rep.bytes, rep.error,
-				 sizeof(rep.error)))
-			rep.ok = 1;
-	} else {
-		if (!fd_recv_all(o, fds, &t, &rep.bytes, rep.error,
-				 sizeof(rep.error)))
-			rep.ok = 1;
-	}
+	struct conns cs = { &fd_conn_ops, fds };
+
+	if (!transfer_all(o, &cs, o->h2g, &t, &rep.bytes, rep.error,
+			  sizeof(rep.error)))
+		rep.ok = 1;
 	rep.t_ns = t;
 out:
 	(void)!write(report_fd, &rep, sizeof(rep));
@@ -457,133 +517,6 @@ out:
 		(void)!read(report_fd, &b, 1);
 	}
 	_exit(rep.ok ? 0 : 1);
-}
-
-/* ---- the guest side through vmio ---- */
-
-static int vg_send_all(const struct opts *o, struct vg *g,
-		       struct vg_sock **s, int64_t *t0, uint64_t *total,
-		       char *err, size_t err_size)
-{
-	static uint8_t buf[VSOCK_MAX_PKT_PAYLOAD * 16];
-	uint64_t sent[MAX_CONNS] = { 0 };
-	unsigned done = 0;
-	int64_t last = now_ns();
-
-	pat_fill(o->msg, buf);
-	*t0 = now_ns();
-	*total = 0;
-	while (done < o->conns) {
-		bool progress = false;
-
-		for (unsigned c = 0; c < o->conns; c++) {
-			uint64_t at = sent[c] % o->msg;
-			uint64_t n = o->msg - at;
-			ssize_t r;
-
-			if (sent[c] == o->per_conn)
-				continue;
-			if (n > o->per_conn - sent[c])
-				n = o->per_conn - sent[c];
-			/* No wait: what credit and tx slots allow now. */
-			r = vg_write(s[c], buf + at, n, 0);
-			if (r == -ETIMEDOUT)
-				continue;
-			if (r < 0) {
-				snprintf(err, err_size, "vg_write: %s",
-					 strerror((int)-r));
-				return -1;
-			}
-			sent[c] += (uint64_t)r;
-			*total += (uint64_t)r;
-			progress = true;
-			if (sent[c] == o->per_conn) {
-				vg_shutdown(s[c], VSOCK_SHUTDOWN_SEND);
-				done++;
-			}
-		}
-		if (progress) {
-			last = now_ns();
-			continue;
-		}
-		if (now_ns() - last > (int64_t)STALL_MS * 1000000) {
-			snprintf(err, err_size,
-				 "no progress for %d s after %" PRIu64
-				 " bytes sent", STALL_MS / 1000, *total);
-			return -1;
-		}
-		if (vg_poll(g, 100) < 0) {
-			snprintf(err, err_size, "vg_poll: %s", g->error);
-			return -1;
-		}
-	}
-	return 0;
-}
-
-static int vg_recv_all(const struct opts *o, struct vg *g,
-		       struct vg_sock **s, int64_t *t1, uint64_t *total,
-		       char *err, size_t err_size)
-{
-	static uint8_t buf[READ_SIZE];
-	uint64_t got[MAX_CONNS] = { 0 };
-	unsigned done = 0;
-	int64_t last = now_ns();
-
-	*total = 0;
-	while (done < o->conns) {
-		bool progress = false;
-
-		for (unsigned c = 0; c < o->conns; c++) {
-			ssize_t r;
-
-			if (got[c] == o->per_conn)
-				continue;
-			r = vg_read(s[c], buf, sizeof(buf), 0);
-			if (r == -ETIMEDOUT)
-				continue;
-			if (r <= 0) {
-				snprintf(err, err_size,
-					 "connection %u: %s after %" PRIu64
-					 " bytes", c,
-					 r ? strerror((int)-r) : "early EOF",
-					 got[c]);
-				return -1;
-			}
-			if (!pat_check_ends(o->msg, o->per_conn, got[c], buf,
-					    (size_t)r)) {
-				snprintf(err, err_size,
-					 "connection %u: wrong bytes at %"
-					 PRIu64, c, got[c]);
-				return -1;
-			}
-			got[c] += (uint64_t)r;
-			*total += (uint64_t)r;
-			progress = true;
-			if (got[c] > o->per_conn) {
-				snprintf(err, err_size,
-					 "connection %u: more than sent", c);
-				return -1;
-			}
-			if (got[c] == o->per_conn)
-				done++;
-		}
-		if (progress) {
-			last = now_ns();
-			continue;
-		}
-		if (now_ns() - last > (int64_t)STALL_MS * 1000000) {
-			snprintf(err, err_size,
-				 "no progress for %d s after %" PRIu64
-				 " bytes received", STALL_MS / 1000, *total);
-			return -1;
-		}
-		if (vg_poll(g, 100) < 0) {
-			snprintf(err, err_size, "vg_poll: %s", g->error);
-			return -1;
-		}
-	}
-	*t1 = now_ns();
-	return 0;
 }
 
 /* ---- the run ---- */
@@ -683,12 +616,10 @@ static int run(const struct opts *o)
 			close(theirs[c]);
 			set_nonblock(mine[c]);
 		}
-		if (o->h2g)
-			st = fd_recv_all(o, mine, &t_me, &total, err,
-					 sizeof(err));
-		else
-			st = fd_send_all(o, mine, &t_me, &total, err,
-					 sizeof(err));
+		struct conns cs = { &fd_conn_ops, mine };
+
+		st = transfer_all(o, &cs, !o->h2g, &t_me, &total, err,
+				  sizeof(err));
 	} else {
 		for (unsigned c = 0; c < o->conns; c++) {
 			int e = 0;
@@ -705,12 +636,11 @@ static int run(const struct opts *o)
 				    strerror(-e));
 			}
 		}
-		if (o->h2g)
-			st = vg_recv_all(o, g, s, &t_me, &total, err,
-					 sizeof(err));
-		else
-			st = vg_send_all(o, g, s, &t_me, &total, err,
-					 sizeof(err));
+		struct vg_conns vc = { g, s };
+		struct conns cs = { &vg_conn_ops, &vc };
+
+		st = transfer_all(o, &cs, !o->h2g, &t_me, &total, err,
+				  sizeof(err));
 		/* g2h: the host child must still drain what is in flight;
 		 * keep serving the queues until it reports. */
 		if (!st && !o->h2g) {
@@ -810,23 +740,24 @@ int main(int argc, char **argv)
 				return bad_usage("--direction: g2h or h2g");
 			break;
 		case 'm':
-			if (parse_size(optarg, &o.msg) || !o.msg ||
-			    o.msg > VSOCK_MAX_PKT_PAYLOAD * 16)
+			if (vmio_parse_u64(optarg, VSOCK_MAX_PKT_PAYLOAD * 16,
+					   &o.msg) || !o.msg)
 				return bad_usage("--msg-size: 1 to 1M");
 			break;
 		case 'b':
-			if (parse_size(optarg, &o.bytes) || !o.bytes)
+			if (vmio_parse_u64(optarg, UINT64_MAX, &o.bytes) ||
+			    !o.bytes)
 				return bad_usage("--bytes: a positive size");
 			break;
 		case 'c':
-			if (parse_size(optarg, &v) || !v || v > MAX_CONNS)
+			if (vmio_parse_u64(optarg, MAX_CONNS, &v) || !v)
 				return bad_usage("--conns: 1 to %d",
 						 MAX_CONNS);
 			o.conns = (unsigned)v;
 			break;
 		case 'r':
-			if (parse_size(optarg, &v) || v < 64 ||
-			    v > VSOCK_MAX_PKT_PAYLOAD)
+			if (vmio_parse_u64(optarg, VSOCK_MAX_PKT_PAYLOAD, &v) ||
+			    v < 64)
 				return bad_usage("--rx-buf: 64 to 64K");
 			o.rx_buf = (uint32_t)v;
 			break;
