@@ -1548,6 +1548,17 @@ static void test_guest_gone(void **state)
 	srv_join(&srv);
 	assert_true(srv.sink.eof || strncmp(srv.sink.error, "read:", 5) == 0);
 
+	/* With no VMM attached nobody can answer a CONNECT: it is refused
+	 * at once, not after --connect-timeout (2 s). */
+	int64_t t0 = now_ms();
+	char line[64];
+	int fd = unix_connect(vm->uds);
+	assert_true(fd >= 0);
+	assert_true(write_all(fd, "CONNECT 7000\n", 13));
+	assert_int_equal(read_line(fd, line, sizeof(line), WAIT), -1);
+	assert_true(now_ms() - t0 < 1000);
+	close(fd);
+
 	vm->g = vg_open(vm->sock, WAIT, NULL, err_s, sizeof(err_s));
 	if (!vm->g)
 		fail_msg("%s", err_s);

@@ -93,6 +93,7 @@ static void vs_reset(void *dev)
 	d->rx = d->tx = NULL;
 	d->mem = NULL;
 	vsock_muxer_reset(d->mux);
+	vsock_muxer_set_attached(d->mux, false);
 }
 
 static int vs_features_set(void *dev, uint64_t features)
@@ -100,6 +101,7 @@ static int vs_features_set(void *dev, uint64_t features)
 	struct vsock_device *d = dev;
 
 	vsock_muxer_set_types(d->mux, vsock_types_from_features(features));
+	vsock_muxer_set_attached(d->mux, true);
 	return 0;
 }
 

@@ -82,6 +82,15 @@ static void pending_close(struct vsock_hybrid *h, struct hy_pending *p)
 	close(fd);
 }
 
+static const char *refusal_reason(int rc)
+{
+	if (rc == -ENOSPC)
+		return "too many connections";
+	if (rc == -ENOTCONN)
+		return "no VM is attached";
+	return strerror(-rc);
+}
+
 static void line_done(struct vsock_hybrid *h, struct hy_pending *p,
 		      uint32_t port)
 {
@@ -93,9 +102,7 @@ static void line_done(struct vsock_hybrid *h, struct hy_pending *p,
 	if (rc)
 		log_ratelimited(&h->rl, VMIO_LOG_WARN,
 				"vsock: %s: CONNECT %u refused: %s", h->path,
-				port,
-				rc == -ENOSPC ? "too many connections"
-					      : strerror(-rc));
+				port, refusal_reason(rc));
 	else
 		log_debug("vsock: %s: CONNECT %u as host port %u", h->path,
 			  port, local);

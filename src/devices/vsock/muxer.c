@@ -47,6 +47,7 @@ struct vsock_muxer {
 	struct vsock_hdr rstq[VSOCK_MUX_RSTQ_SIZE];
 	unsigned rst_head, rst_len;
 	bool tx_stalled; /* tx stopped because rstq was full */
+	bool attached;   /* a VMM is there (vsock_muxer_set_attached) */
 
 	struct vmio_vq *rx, *tx;
 	struct vmio_mem *mem;
@@ -655,6 +656,10 @@ int vsock_muxer_connect_local(struct vsock_muxer *m, int fd,
 	struct mux_conn *mc;
 	uint32_t port;
 
+	if (!m->attached) {
+		close(fd);
+		return -ENOTCONN;
+	}
 	if (vsock_table_full(&m->table)) {
 		close(fd);
 		return -ENOSPC;
@@ -713,6 +718,11 @@ unsigned vsock_muxer_connections(const struct vsock_muxer *m)
 unsigned vsock_muxer_rst_queued(const struct vsock_muxer *m)
 {
 	return m->rst_len;
+}
+
+void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached)
+{
+	m->attached = attached;
 }
 
 struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,

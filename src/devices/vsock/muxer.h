@@ -78,10 +78,17 @@ void vsock_muxer_kick_rx(struct vsock_muxer *m);
 
 /* A host program on uds-path asked for the guest's port peer_port. Takes
  * fd in every case: returns 0 with a connection whose REQUEST goes to the
- * guest, or -ENOSPC / -ENOMEM with fd closed. *local_port (may be NULL)
+ * guest, or -ENOTCONN (no VMM attached) / -ENOSPC / -ENOMEM with fd
+ * closed. *local_port (may be NULL)
  * is the host-side port allocated. */
 int vsock_muxer_connect_local(struct vsock_muxer *m, int fd,
 			      uint32_t peer_port, uint32_t *local_port);
+
+/* Whether a VMM is attached (it negotiated features, and has not gone
+ * since). A host CONNECT with none attached is refused at once: nobody can
+ * answer it, so waiting out --connect-timeout only hides that. While the
+ * guest boots, a VMM is attached and a CONNECT waits for the driver. */
+void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached);
 
 /* The guest is gone: closes every host socket, frees every connection and
  * forgets every queued RST. */
