@@ -1,0 +1,455 @@
+/* `vmio redirect`: socat's two-address relay. ADDRESS1 listens (or
+ * connects); for each connection it yields, ADDRESS2 is connected and the
+ * two are relayed. Every connection lives in the one event loop, so `fork`
+ * means "keep accepting", not a process per connection. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "redirect/address.h"
+#include "redirect/endpoint.h"
+#include "redirect/relay.h"
+#include "util/log.h"
+
+static const char redirect_usage[] =
+	"Usage: vmio redirect [options] ADDRESS1 ADDRESS2\n"
+	"\n"
+	"Relays between two sockets, as `socat ADDRESS1 ADDRESS2` does:\n"
+	"ADDRESS1 listens (or connects); for each connection on it, ADDRESS2\n"
+	"is connected and bytes flow both ways until both sides are done.\n"
+	"\n"
+	"Addresses (keywords are case-insensitive):\n"
+	"  UNIX-LISTEN:path         listen on a unix stream socket\n"
+	"  UNIX-CONNECT:path        connect to a unix stream socket\n"
+	"  UNIX-CLIENT:path         the same (datagram peers not yet)\n"
+	"  TCP-LISTEN:port          listen on TCP (IPv4; TCP4-/TCP6-LISTEN)\n"
+	"  TCP:host:port            connect over TCP (TCP4:, TCP6:[addr]:port)\n"
+	"  UNIX-RECV:path, UNIX-SENDTO:path, VSOCK-LISTEN:port,\n"
+	"  VSOCK-CONNECT:cid:port   parsed, but not supported yet\n"
+	"\n"
+	"Address options (after the address, comma-separated):\n"
+	"  fork          keep accepting after the first connection; all\n"
+	"                connections share one process and event loop\n"
+	"  reuseaddr     set SO_REUSEADDR\n"
+	"  unlink-early  remove the listening socket's path first (a stale\n"
+	"                socket file is replaced in any case)\n"
+	"  bind=ADDR     local address: a path for unix, host[:port] for TCP\n"
+	"                (on TCP-LISTEN, the address to listen on)\n"
+	"  backlog=N     listen queue length\n"
+	"  type=5        seqpacket unix socket (parsed; not supported yet)\n"
+	"\n"
+	"Options:\n"
+	"  --engine E        auto, copy, splice or sockmap (auto: splice for\n"
+	"                    stream to stream; sockmap is not implemented yet)\n"
+	"  -b, --buffer-size N  bytes in flight per direction (default 256k)\n"
+	"  --stats           print bytes and throughput of each connection\n"
+	"                    when it ends, and a total on exit, to stderr\n"
+	"  -v, -d, --verbose log more (repeatable)\n"
+	"  -q, --quiet       log errors only\n"
+	"  -h, --help        show this help\n"
+	"\n"
+	"Without fork, it exits once the first connection is done (0 if it\n"
+	"finished cleanly). SIGTERM or SIGINT close everything and exit 0.\n";
+
+enum {
+	OPT_ENGINE = 0x100,
+	OPT_STATS,
+};
+
+struct redirect;
+
+struct conn {
+	struct redirect *rd;
+	unsigned id;
+	int a, b;        /* a from ADDRESS1; b to ADDRESS2 while connecting */
+	struct redir_relay *relay;
+	struct conn *prev, *next;
+};
+
+struct redirect {
+	struct vmio_loop *loop;
+	struct redir_endpoint ep[2];
+	enum redir_engine engine;
+	size_t buffer;
+	bool stats;
+	int listen_fd;
+	unsigned next_id;
+	struct conn *conns;
+	int status;          /* exit status once the loop stops */
+	bool closing;        /* tearing down: ending a connection ends no more */
+	uint64_t total_bytes;
+	unsigned total_conns;
+};
+
+static void print_stats(struct redirect *rd, struct conn *c)
+{
+	struct redir_relay_stats st;
+
+	redir_relay_get_stats(c->relay, &st);
+	uint64_t total = st.bytes_ab + st.bytes_ba;
+	double secs = (double)(st.end_ns - st.start_ns) / 1e9;
+
+	rd->total_bytes += total;
+	rd->total_conns++;
+	if (rd->stats)
+		fprintf(stderr,
+			"vmio redirect: connection %u: %llu bytes 1->2, %llu bytes 2->1, %.3f s, %.1f MB/s\n",
+			c->id, (unsigned long long)st.bytes_ab,
+			(unsigned long long)st.bytes_ba, secs,
+			secs > 0 ? (double)total / 1e6 / secs : 0.0);
+}
+
+/* Ends a connection; without fork the one connection was the whole job. */
+static void conn_end(struct conn *c, int status)
+{
+	struct redirect *rd = c->rd;
+
+	if (c->relay) {
+		print_stats(rd, c);
+		redir_relay_free(c->relay);
+	} else {
+		vmio_loop_remove(rd->loop, c->b);
+		if (c->b >= 0)
+			close(c->b);
+		if (c->a >= 0)
+			close(c->a);
+	}
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		rd->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	free(c);
+	if (!rd->ep[0].addr.fork && !rd->closing) {
+		rd->status = status;
+		vmio_loop_stop(rd->loop);
+	}
+}
+
+static void on_relay_done(void *opaque, struct redir_relay *r, int error)
+{
+	struct conn *c = opaque;
+
+	log_debug("connection %u: %s", c->id, error ? "failed" : "done");
+	conn_end(c, error ? 1 : 0);
+}
+
+static void start_relay(struct conn *c)
+{
+	char name[32];
+	int a = c->a, b = c->b;
+
+	snprintf(name, sizeof(name), "connection %u", c->id);
+	c->a = c->b = -1;
+	c->relay = redir_relay_new(c->rd->loop, a, b, c->rd->engine,
+				   c->rd->buffer, name, on_relay_done, c);
+	if (!c->relay)
+		conn_end(c, 1);
+}
+
+static void connect_failed(struct conn *c, int err)
+{
+	char where[160];
+
+	log_err("connection %u: cannot connect to %s: %s", c->id,
+		redir_endpoint_describe(&c->rd->ep[1], where, sizeof(where)),
+		strerror(-err));
+	conn_end(c, 1);
+}
+
+static void on_connected(void *opaque, int fd, uint32_t events)
+{
+	struct conn *c = opaque;
+	int err = redir_connect_result(fd);
+
+	vmio_loop_remove(c->rd->loop, fd);
+	if (err)
+		connect_failed(c, err);
+	else
+		start_relay(c);
+}
+
+/* Takes ownership of a, a connected socket from ADDRESS1. */
+static void conn_start(struct redirect *rd, int a)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	int b, rc;
+
+	if (!c) {
+		log_err("out of memory: dropping a connection");
+		close(a);
+		return;
+	}
+	*c = (struct conn){ .rd = rd, .id = ++rd->next_id, .a = a, .b = -1,
+			    .next = rd->conns };
+	if (rd->conns)
+		rd->conns->prev = c;
+	rd->conns = c;
+	log_debug("connection %u: accepted", c->id);
+
+	b = redir_endpoint_connect(&rd->ep[1]);
+	if (b < 0) {
+		connect_failed(c, b);
+		return;
+	}
+	c->b = b;
+	rc = vmio_loop_add(rd->loop, b, EPOLLOUT, on_connected, c);
+	if (rc)
+		connect_failed(c, rc);
+}
+
+static void stop_listening(struct redirect *rd)
+{
+	if (rd->listen_fd < 0)
+		return;
+	vmio_loop_remove(rd->loop, rd->listen_fd);
+	close(rd->listen_fd);
+	rd->listen_fd = -1;
+	redir_endpoint_unlink(&rd->ep[0]);
+}
+
+static void on_accept(void *opaque, int fd, uint32_t events)
+{
+	struct redirect *rd = opaque;
+	int a = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (a < 0) {
+		/* Out of fds or memory is passing; keep listening. */
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			log_warn("accept: %s", strerror(errno));
+		return;
+	}
+	/* Without fork, socat serves exactly one peer. */
+	if (!rd->ep[0].addr.fork)
+		stop_listening(rd);
+	conn_start(rd, a);
+}
+
+/* ADDRESS1 connects: one connection, made before the loop starts. */
+static int connect_first(struct redirect *rd)
+{
+	char where[160];
+	int a = redir_endpoint_connect(&rd->ep[0]);
+
+	if (a >= 0) {
+		/* A blocking wait is fine: nothing else runs yet. */
+		struct pollfd p = { .fd = a, .events = POLLOUT };
+		int err;
+
+		while (poll(&p, 1, -1) < 0 && errno == EINTR)
+			;
+		err = redir_connect_result(a);
+		if (err) {
+			close(a);
+			a = err;
+		}
+	}
+	if (a < 0) {
+		log_err("cannot connect to %s: %s",
+			redir_endpoint_describe(&rd->ep[0], where, sizeof(where)),
+			strerror(-a));
+		return -1;
+	}
+	conn_start(rd, a);
+	return 0;
+}
+
+static void on_signal(void *opaque, int fd, uint32_t events)
+{
+	struct redirect *rd = opaque;
+	struct signalfd_siginfo si;
+
+	if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		log_info("%s received, exiting", strsignal((int)si.ssi_signo));
+	rd->status = 0;
+	vmio_loop_stop(rd->loop);
+}
+
+/* What this first step of the command can relay. Returns 0, or -1 with a
+ * message in err. */
+static int check_supported(const struct redirect *rd, char *err, size_t size)
+{
+	for (int i = 0; i < 2; i++) {
+		const struct redir_addr *a = &rd->ep[i].addr;
+
+		if (a->family == AF_VSOCK || a->socktype == SOCK_DGRAM) {
+			snprintf(err, size, "%s: not supported yet", a->keyword);
+			return -1;
+		}
+		if (a->socktype == SOCK_SEQPACKET) {
+			snprintf(err, size,
+				 "%s: type=5 (seqpacket) is not supported yet",
+				 a->keyword);
+			return -1;
+		}
+	}
+	if (redir_addr_is_passive(&rd->ep[1].addr)) {
+		snprintf(err, size,
+			 "ADDRESS2 %s must connect: listening on both sides is not supported",
+			 rd->ep[1].addr.keyword);
+		return -1;
+	}
+	if (rd->engine == REDIR_ENGINE_SOCKMAP) {
+		snprintf(err, size, "--engine sockmap: not implemented yet");
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_args(struct redirect *rd, int argc, char **argv,
+		      int *verbosity)
+{
+	static const struct option longopts[] = {
+		{ "engine", required_argument, NULL, OPT_ENGINE },
+		{ "buffer-size", required_argument, NULL, 'b' },
+		{ "stats", no_argument, NULL, OPT_STATS },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char err[256];
+	uint64_t v;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":hvdqb:", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			printf("%s", redirect_usage);
+			return 1;
+		case 'v':
+		case 'd':
+			(*verbosity)++;
+			break;
+		case 'q':
+			*verbosity = -1;
+			break;
+		case 'b':
+			if (vmio_parse_u64(optarg, 1u << 30, &v) || v < 4096)
+				return vmio_cli_usage_error("redirect",
+					"--buffer-size: '%s' is not 4k to 1g", optarg);
+			rd->buffer = (size_t)v;
+			break;
+		case OPT_ENGINE:
+			if (redir_engine_parse(optarg, &rd->engine))
+				return vmio_cli_usage_error("redirect",
+					"--engine: unknown engine '%s' (auto, copy, splice, sockmap)",
+					optarg);
+			break;
+		case OPT_STATS:
+			rd->stats = true;
+			break;
+		case ':':
+			return vmio_cli_usage_error("redirect",
+				"option '%s' needs a value", argv[optind - 1]);
+		default:
+			return vmio_cli_usage_error("redirect",
+				"unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (argc - optind != 2)
+		return vmio_cli_usage_error("redirect",
+			"expected ADDRESS1 and ADDRESS2, got %d address%s",
+			argc - optind, argc - optind == 1 ? "" : "es");
+	for (int i = 0; i < 2; i++) {
+		struct redir_addr a;
+
+		if (redir_addr_parse(argv[optind + i], &a, err, sizeof(err)) ||
+		    redir_endpoint_resolve(&rd->ep[i], &a, err, sizeof(err)))
+			return vmio_cli_usage_error("redirect", "ADDRESS%d: %s",
+						    i + 1, err);
+	}
+	if (check_supported(rd, err, sizeof(err)))
+		return vmio_cli_usage_error("redirect", "%s", err);
+	if (rd->engine == REDIR_ENGINE_AUTO)
+		rd->engine = REDIR_ENGINE_SPLICE;
+	return 0;
+}
+
+static int run(struct redirect *rd)
+{
+	char where[160];
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	/* A peer that closes mid-write must not kill every connection. */
+	signal(SIGPIPE, SIG_IGN);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0 || vmio_loop_add(rd->loop, sfd, EPOLLIN, on_signal, rd)) {
+		log_err("cannot watch signals: %s", strerror(errno));
+		if (sfd >= 0)
+			close(sfd);
+		return 1;
+	}
+
+	int rc = 0;
+	if (redir_addr_is_passive(&rd->ep[0].addr)) {
+		rd->listen_fd = redir_endpoint_listen(&rd->ep[0]);
+		if (rd->listen_fd < 0 ||
+		    vmio_loop_add(rd->loop, rd->listen_fd, EPOLLIN, on_accept, rd))
+			rc = -1;
+		else
+			log_debug("listening on %s",
+				  redir_endpoint_describe(&rd->ep[0], where,
+							  sizeof(where)));
+	} else {
+		rc = connect_first(rd);
+	}
+	if (!rc && (rd->listen_fd >= 0 || rd->conns)) {
+		rc = vmio_loop_run(rd->loop);
+		if (rc)
+			log_err("event loop failed: %s", strerror(-rc));
+	} else if (!rc) {
+		rc = rd->status; /* the one connection ended already */
+	}
+
+	/* Stats of connections cut short are still worth having. */
+	rd->closing = true;
+	while (rd->conns)
+		conn_end(rd->conns, 0);
+	stop_listening(rd);
+	vmio_loop_remove(rd->loop, sfd);
+	close(sfd);
+	if (rd->stats)
+		fprintf(stderr, "vmio redirect: total: %u connections, %llu bytes\n",
+			rd->total_conns, (unsigned long long)rd->total_bytes);
+	return rc ? 1 : rd->status;
+}
+
+int vmio_cmd_redirect(int argc, char **argv)
+{
+	struct redirect rd = {
+		.engine = REDIR_ENGINE_AUTO,
+		.buffer = REDIR_DEFAULT_BUFFER,
+		.listen_fd = -1,
+	};
+	int verbosity = 0;
+	int rc = parse_args(&rd, argc, argv, &verbosity);
+
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	vmio_cli_set_verbosity(verbosity);
+	log_debug("engine %s, %zu bytes per direction",
+		  redir_engine_name(rd.engine), rd.buffer);
+
+	rd.loop = vmio_loop_new();
+	if (!rd.loop) {
+		log_err("out of memory");
+		return 1;
+	}
+	rc = run(&rd);
+	vmio_loop_free(rd.loop);
+	return rc;
+}

@@ -1,0 +1,54 @@
+/* socat-style addresses for `vmio redirect`: "KEYWORD:params[,option...]".
+ * Parsing only: nothing is resolved or opened here, so a command line that
+ * cannot work is refused before any socket exists. */
+#ifndef VMIO_REDIRECT_ADDRESS_H
+#define VMIO_REDIRECT_ADDRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/un.h>
+
+enum redir_kind {
+	REDIR_UNIX_LISTEN,
+	REDIR_UNIX_CONNECT,
+	REDIR_UNIX_CLIENT,
+	REDIR_UNIX_RECV,
+	REDIR_UNIX_SENDTO,
+	REDIR_TCP_LISTEN,
+	REDIR_TCP_CONNECT,
+	REDIR_VSOCK_LISTEN,
+	REDIR_VSOCK_CONNECT,
+};
+
+/* Longest host name or numeric address accepted (DNS's limit). */
+#define REDIR_HOST_MAX 255
+
+struct redir_addr {
+	enum redir_kind kind;
+	const char *keyword;   /* canonical spelling, for messages */
+	int family;            /* AF_UNIX, AF_INET, AF_INET6, AF_UNSPEC, AF_VSOCK */
+	int socktype;          /* SOCK_STREAM, SOCK_DGRAM or SOCK_SEQPACKET */
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* unix */
+	char host[REDIR_HOST_MAX + 1]; /* TCP connect; empty otherwise */
+	uint32_t port;         /* TCP (<= 65535) or vsock port */
+	uint32_t cid;          /* VSOCK-CONNECT */
+
+	/* Options. */
+	bool fork;
+	bool reuseaddr;
+	bool unlink_early;
+	bool has_bind;
+	char bind[REDIR_HOST_MAX + 1]; /* unix path, or host[:port] for TCP */
+	int backlog;           /* 0: the default */
+};
+
+/* True for the kinds that wait for a peer (the listeners and UNIX-RECV). */
+bool redir_addr_is_passive(const struct redir_addr *a);
+
+/* Parses text into *a. Returns 0, or -1 with a message naming the
+ * offending keyword, option or value in err. */
+int redir_addr_parse(const char *text, struct redir_addr *a, char *err,
+		     size_t err_size);
+
+#endif

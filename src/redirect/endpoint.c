@@ -1,0 +1,226 @@
+#include "redirect/endpoint.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "util/unix_socket.h"
+
+#define DEFAULT_BACKLOG 128
+
+static int resolve_inet(const char *host, unsigned port, int family,
+			bool passive, struct sockaddr_storage *ss,
+			socklen_t *len, char *err, size_t err_size)
+{
+	struct addrinfo hints = {
+		.ai_family = family,
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0),
+	};
+	struct addrinfo *res;
+	char service[16];
+
+	snprintf(service, sizeof(service), "%u", port);
+	int rc = getaddrinfo(host, service, &hints, &res);
+	if (rc) {
+		snprintf(err, err_size, "cannot resolve '%s': %s",
+			 host ? host : "", gai_strerror(rc));
+		return -1;
+	}
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* bind=host[:port]: an IPv6 host is bracketed when a port follows. */
+static int resolve_bind_inet(const char *text, int family, bool passive,
+			     unsigned default_port, struct sockaddr_storage *ss,
+			     socklen_t *len, char *err, size_t err_size)
+{
+	char host[REDIR_HOST_MAX + 1];
+	const char *colon = strchr(text, ':');
+	unsigned long port = default_port;
+
+	snprintf(host, sizeof(host), "%s", text);
+	if (text[0] == '[') {
+		char *close = strchr(host, ']');
+
+		if (!close || (close[1] && close[1] != ':'))
+			goto bad;
+		*close = '\0';
+		memmove(host, host + 1, strlen(host + 1) + 1);
+		colon = strchr(text, ']')[1] ? strchr(text, ']') + 1 : NULL;
+	} else if (colon && strchr(colon + 1, ':')) {
+		colon = NULL; /* a bare IPv6 address, no port */
+	} else if (colon) {
+		host[colon - text] = '\0';
+	}
+	if (colon) {
+		char *end;
+
+		errno = 0;
+		port = strtoul(colon + 1, &end, 10);
+		if (errno || *end || end == colon + 1 || port > 65535)
+			goto bad;
+	}
+	return resolve_inet(host, (unsigned)port, family, passive, ss, len,
+			    err, err_size);
+bad:
+	snprintf(err, err_size, "option 'bind': '%s' is not host[:port]", text);
+	return -1;
+}
+
+static void unix_sa(struct sockaddr_storage *ss, socklen_t *len,
+		    const char *path)
+{
+	struct sockaddr_un *sun = (struct sockaddr_un *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	sun->sun_family = AF_UNIX;
+	/* The parser bounded every unix path to sun_path already. */
+	memcpy(sun->sun_path, path,
+	       strnlen(path, sizeof(sun->sun_path) - 1));
+	*len = sizeof(*sun);
+}
+
+int redir_endpoint_resolve(struct redir_endpoint *ep, const struct redir_addr *a,
+			   char *err, size_t err_size)
+{
+	memset(ep, 0, sizeof(*ep));
+	ep->addr = *a;
+	switch (a->family) {
+	case AF_UNIX:
+		unix_sa(&ep->sa, &ep->sa_len, a->path);
+		if (a->has_bind)
+			unix_sa(&ep->bind_sa, &ep->bind_len, a->bind);
+		return 0;
+	case AF_INET:
+	case AF_INET6:
+	case AF_UNSPEC:
+		if (a->kind == REDIR_TCP_LISTEN) {
+			if (a->has_bind)
+				return resolve_bind_inet(a->bind, a->family, true,
+							 a->port, &ep->sa,
+							 &ep->sa_len, err,
+							 err_size);
+			return resolve_inet(NULL, a->port, a->family, true,
+					    &ep->sa, &ep->sa_len, err, err_size);
+		}
+		if (resolve_inet(a->host, a->port, a->family, false, &ep->sa,
+				 &ep->sa_len, err, err_size))
+			return -1;
+		if (a->has_bind)
+			return resolve_bind_inet(a->bind, ep->sa.ss_family,
+						 false, 0, &ep->bind_sa,
+						 &ep->bind_len, err, err_size);
+		return 0;
+	}
+	snprintf(err, err_size, "%s: not supported yet", a->keyword);
+	return -1;
+}
+
+static int set_reuseaddr(int fd)
+{
+	int one = 1;
+
+	return setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ?
+		       -errno : 0;
+}
+
+int redir_endpoint_listen(struct redir_endpoint *ep)
+{
+	const struct redir_addr *a = &ep->addr;
+	int backlog = a->backlog ? a->backlog : DEFAULT_BACKLOG;
+	int fd, rc;
+
+	if (a->family == AF_UNIX) {
+		if (a->unlink_early && unlink(a->path) < 0 && errno != ENOENT) {
+			rc = -errno;
+			log_err("cannot unlink %s: %s", a->path, strerror(errno));
+			return rc;
+		}
+		fd = vmio_unix_listen(a->path, backlog, "redirect", &ep->st);
+		if (fd >= 0)
+			ep->made_file = true;
+		else if (fd == -EADDRINUSE)
+			log_err("%s is in use by a live listener", a->path);
+		return fd;
+	}
+	fd = socket(ep->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
+	if (fd < 0)
+		return -errno;
+	rc = a->reuseaddr ? set_reuseaddr(fd) : 0;
+	if (!rc && (bind(fd, (struct sockaddr *)&ep->sa, ep->sa_len) < 0 ||
+		    listen(fd, backlog) < 0))
+		rc = -errno;
+	if (rc) {
+		log_err("cannot listen on %s port %u: %s", a->keyword, a->port,
+			strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+void redir_endpoint_unlink(struct redir_endpoint *ep)
+{
+	if (ep->made_file)
+		vmio_unix_unlink_if_same(ep->addr.path, &ep->st);
+	ep->made_file = false;
+}
+
+int redir_endpoint_connect(const struct redir_endpoint *ep)
+{
+	const struct redir_addr *a = &ep->addr;
+	int fd, rc = 0;
+
+	fd = socket(ep->sa.ss_family,
+		    a->socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (a->reuseaddr)
+		rc = set_reuseaddr(fd);
+	if (!rc && ep->bind_len &&
+	    bind(fd, (const struct sockaddr *)&ep->bind_sa, ep->bind_len) < 0)
+		rc = -errno;
+	if (!rc && connect(fd, (const struct sockaddr *)&ep->sa, ep->sa_len) < 0 &&
+	    errno != EINPROGRESS)
+		rc = -errno;
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int redir_connect_result(int fd)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		return -errno;
+	return -err;
+}
+
+const char *redir_endpoint_describe(const struct redir_endpoint *ep,
+				    char *buf, size_t size)
+{
+	const struct redir_addr *a = &ep->addr;
+
+	if (a->family == AF_UNIX)
+		snprintf(buf, size, "%s:%s", a->keyword, a->path);
+	else if (a->kind == REDIR_TCP_LISTEN)
+		snprintf(buf, size, "%s:%u", a->keyword, a->port);
+	else
+		snprintf(buf, size, "%s:%s:%u", a->keyword, a->host, a->port);
+	return buf;
+}

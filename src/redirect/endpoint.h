@@ -1,0 +1,48 @@
+/* Turning a parsed address into sockets: the socket address resolved
+ * once at start (so a name that does not resolve is a usage error, before
+ * anything is opened), then listening, accepting and non-blocking connects
+ * on the event loop. */
+#ifndef VMIO_REDIRECT_ENDPOINT_H
+#define VMIO_REDIRECT_ENDPOINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "redirect/address.h"
+
+struct redir_endpoint {
+	struct redir_addr addr;
+	struct sockaddr_storage sa;      /* where to listen or connect */
+	socklen_t sa_len;
+	struct sockaddr_storage bind_sa; /* bind=, when given */
+	socklen_t bind_len;
+	struct stat st;                  /* the unix socket file we made */
+	bool made_file;
+};
+
+/* Resolves a's socket addresses into ep. Returns 0, or -1 with a message
+ * in err. */
+int redir_endpoint_resolve(struct redir_endpoint *ep, const struct redir_addr *a,
+			   char *err, size_t err_size);
+
+/* Binds and listens (non-blocking). Returns the fd or -errno (logged). */
+int redir_endpoint_listen(struct redir_endpoint *ep);
+
+/* Removes the unix socket file the listener made, if still ours. */
+void redir_endpoint_unlink(struct redir_endpoint *ep);
+
+/* Starts a non-blocking connect. Returns the fd (connected, or with the
+ * connect in progress: wait for EPOLLOUT, then redir_connect_result), or
+ * -errno. */
+int redir_endpoint_connect(const struct redir_endpoint *ep);
+
+/* The outcome of a connect that was in progress: 0 or -errno. */
+int redir_connect_result(int fd);
+
+/* "path" or "host:port", for log lines. */
+const char *redir_endpoint_describe(const struct redir_endpoint *ep,
+				    char *buf, size_t size);
+
+#endif

@@ -1,0 +1,59 @@
+/* A bidirectional relay between two connected stream sockets on the event
+ * loop. Each direction holds at most a bounded amount of data in flight,
+ * so a slow reader on one side slows the writer on the other instead of
+ * growing memory. EOF in one direction becomes shutdown(SHUT_WR) on the
+ * other once everything read has been written (half-close); the relay is
+ * done when both directions are, or at the first error. */
+#ifndef VMIO_REDIRECT_RELAY_H
+#define VMIO_REDIRECT_RELAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "event/loop.h"
+
+enum redir_engine {
+	REDIR_ENGINE_AUTO,
+	REDIR_ENGINE_COPY,   /* read/write through a ring buffer */
+	REDIR_ENGINE_SPLICE, /* socket -> pipe -> socket, no user copy */
+	REDIR_ENGINE_SOCKMAP,
+};
+
+/* Largest amount in flight per direction by default. */
+#define REDIR_DEFAULT_BUFFER (256u * 1024)
+
+/* Parses "auto", "copy", "splice" or "sockmap". Returns 0 or -1. */
+int redir_engine_parse(const char *name, enum redir_engine *out);
+const char *redir_engine_name(enum redir_engine e);
+
+struct redir_relay_stats {
+	uint64_t bytes_ab;    /* a -> b */
+	uint64_t bytes_ba;    /* b -> a */
+	uint64_t start_ns;    /* CLOCK_MONOTONIC */
+	uint64_t end_ns;
+};
+
+struct redir_relay;
+
+/* Called once when the relay is done: error is 0 after a clean finish of
+ * both directions, else a negative errno (already logged). The callee may
+ * free the relay. */
+typedef void (*redir_relay_done_fn)(void *opaque, struct redir_relay *r,
+				    int error);
+
+/* Starts relaying between the connected stream sockets a and b (made
+ * non-blocking here), with engine COPY or SPLICE and buffer bytes per
+ * direction. The relay owns both fds from now on, even on failure. name
+ * prefixes its log lines. Returns NULL (and closes the fds) on failure. */
+struct redir_relay *redir_relay_new(struct vmio_loop *loop, int a, int b,
+				    enum redir_engine engine, size_t buffer,
+				    const char *name, redir_relay_done_fn done,
+				    void *opaque);
+
+void redir_relay_get_stats(const struct redir_relay *r,
+			   struct redir_relay_stats *st);
+
+/* Stops watching and closes both sockets. */
+void redir_relay_free(struct redir_relay *r);
+
+#endif

@@ -1,0 +1,602 @@
+/* `vmio redirect` as a user runs it: a client on ADDRESS1, a test server
+ * on ADDRESS2, and the bytes checked at both ends. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MIB (1024u * 1024)
+
+/* A position-dependent pattern with a prime period, so that loss,
+ * duplication or reordering of any chunk shows in a memcmp. */
+#define PERIOD 1000003u
+#define CHUNK 65536u
+static uint8_t pattern[PERIOD + CHUNK];
+
+static void pattern_init(void)
+{
+	for (size_t i = 0; i < sizeof(pattern); i++) {
+		size_t j = i % PERIOD;
+
+		pattern[i] = (uint8_t)((j * 131u) ^ (j >> 7) ^ (j >> 15));
+	}
+}
+
+static const uint8_t *pattern_at(uint64_t off, unsigned seed)
+{
+	return &pattern[(off + seed * 7919u) % PERIOD];
+}
+
+struct xfer {
+	uint64_t sent, received;
+	bool intact;     /* everything received matched the pattern */
+	int error;       /* errno of a failure, or ETIMEDOUT */
+};
+
+/* Sends send_n bytes of pattern seed_out (then shuts down writing) while
+ * receiving and checking pattern seed_in until EOF. Thread-safe: the
+ * outcome is in *x, for the test's thread to assert on. */
+static void duplex(int fd, uint64_t send_n, unsigned seed_out,
+		   unsigned seed_in, struct xfer *x)
+{
+	static __thread uint8_t buf[CHUNK];
+	bool wr_done = false, rd_done = false;
+
+	*x = (struct xfer){ .intact = true };
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	if (send_n == 0) {
+		shutdown(fd, SHUT_WR);
+		wr_done = true;
+	}
+	while (!wr_done || !rd_done) {
+		struct pollfd p = {
+			.fd = fd,
+			.events = (short)((wr_done ? 0 : POLLOUT) |
+					  (rd_done ? 0 : POLLIN)),
+		};
+		int n = poll(&p, 1, HARNESS_WAIT_MS);
+
+		if (n <= 0) {
+			x->error = n ? errno : ETIMEDOUT;
+			return;
+		}
+		if (!wr_done && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
+			uint64_t left = send_n - x->sent;
+			size_t len = left < CHUNK ? (size_t)left : CHUNK;
+			ssize_t w = send(fd, pattern_at(x->sent, seed_out), len,
+					 MSG_NOSIGNAL);
+
+			if (w > 0)
+				x->sent += (uint64_t)w;
+			else if (errno != EAGAIN) {
+				x->error = errno;
+				return;
+			}
+			if (x->sent == send_n) {
+				shutdown(fd, SHUT_WR);
+				wr_done = true;
+			}
+		}
+		if (!rd_done && (p.revents & (POLLIN | POLLERR | POLLHUP))) {
+			ssize_t r = recv(fd, buf, sizeof(buf), 0);
+
+			if (r == 0) {
+				rd_done = true;
+			} else if (r > 0) {
+				if (memcmp(buf, pattern_at(x->received, seed_in),
+					   (size_t)r))
+					x->intact = false;
+				x->received += (uint64_t)r;
+			} else if (errno != EAGAIN) {
+				x->error = errno;
+				return;
+			}
+		}
+	}
+}
+
+/* The test server on ADDRESS2. */
+enum server_mode {
+	SERVE_DUPLEX,    /* send n bytes while checking what comes */
+	SERVE_HALFCLOSE, /* read to EOF, then reply "got N" and close */
+	SERVE_STALL,     /* read nothing until released, then read to EOF */
+};
+
+struct server {
+	enum server_mode mode;
+	uint64_t n;
+	unsigned conns;          /* how many connections to serve */
+	int lfd;
+	pthread_t thread;
+	atomic_bool release;
+	struct xfer x;           /* of the last connection */
+};
+
+static int unix_listen(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_true(strlen(path) < sizeof(sa.sun_path));
+	strcpy(sa.sun_path, path);
+	unlink(path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 16), 0);
+	return fd;
+}
+
+static void serve_one(struct server *s, int fd)
+{
+	uint8_t buf[CHUNK];
+	char reply[64];
+	ssize_t r;
+
+	switch (s->mode) {
+	case SERVE_DUPLEX:
+		duplex(fd, s->n, 2, 1, &s->x);
+		break;
+	case SERVE_STALL:
+		while (!atomic_load(&s->release))
+			usleep(10000);
+		duplex(fd, 0, 0, 1, &s->x);
+		break;
+	case SERVE_HALFCLOSE:
+		s->x = (struct xfer){ .intact = true };
+		while ((r = recv(fd, buf, sizeof(buf), 0)) > 0)
+			s->x.received += (uint64_t)r;
+		if (r < 0)
+			s->x.error = errno;
+		snprintf(reply, sizeof(reply), "got %llu",
+			 (unsigned long long)s->x.received);
+		if (send(fd, reply, strlen(reply), MSG_NOSIGNAL) < 0)
+			s->x.error = errno;
+		break;
+	}
+	close(fd);
+}
+
+static void *server_main(void *opaque)
+{
+	struct server *s = opaque;
+
+	for (unsigned i = 0; i < s->conns; i++) {
+		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+
+		if (fd < 0)
+			break;
+		serve_one(s, fd);
+	}
+	return NULL;
+}
+
+static void server_start(struct server *s, const char *path)
+{
+	s->lfd = unix_listen(path);
+	assert_int_equal(pthread_create(&s->thread, NULL, server_main, s), 0);
+}
+
+static void server_join(struct server *s)
+{
+	pthread_join(s->thread, NULL);
+	close(s->lfd);
+}
+
+static int unix_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	strcpy(sa.sun_path, path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		fail_msg("connect %s: %s", path, strerror(errno));
+	return fd;
+}
+
+static char listen_arg[256], connect_arg[256];
+
+/* Spawns `vmio redirect [engine] UNIX-LISTEN:a[opts] UNIX-CONNECT:b` and
+ * waits for it to listen. */
+static pid_t spawn_unix(const char *engine, const char *a, const char *opts,
+			const char *b)
+{
+	snprintf(listen_arg, sizeof(listen_arg), "UNIX-LISTEN:%s%s", a, opts);
+	snprintf(connect_arg, sizeof(connect_arg), "UNIX-CONNECT:%s", b);
+	const char *args[] = { "redirect", "--stats", "--engine", engine,
+			       listen_arg, connect_arg, NULL };
+	pid_t pid = harness_spawn(args);
+
+	if (!harness_wait_socket(a, HARNESS_WAIT_MS))
+		fail_msg("vmio redirect does not listen on %s", a);
+	return pid;
+}
+
+static void stop_clean(pid_t pid)
+{
+	int st = harness_stop(pid, HARNESS_WAIT_MS);
+
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void check_xfer(const char *who, const struct xfer *x, uint64_t sent,
+		       uint64_t received)
+{
+	if (x->error)
+		fail_msg("%s: %s", who, strerror(x->error));
+	if (x->sent != sent || x->received != received || !x->intact)
+		fail_msg("%s: sent %llu of %llu, received %llu of %llu, %s", who,
+			 (unsigned long long)x->sent, (unsigned long long)sent,
+			 (unsigned long long)x->received,
+			 (unsigned long long)received,
+			 x->intact ? "intact" : "CORRUPTED");
+}
+
+static void transfer_with(const char *engine, const char *a, const char *b)
+{
+	struct server s = { .mode = SERVE_DUPLEX, .n = 64 * MIB, .conns = 1 };
+	struct xfer x;
+
+	server_start(&s, b);
+	pid_t pid = spawn_unix(engine, a, ",fork", b);
+	int fd = unix_connect(a);
+
+	duplex(fd, 64 * MIB, 1, 2, &x);
+	close(fd);
+	server_join(&s);
+	check_xfer("client", &x, 64 * MIB, 64 * MIB);
+	check_xfer("server", &s.x, 64 * MIB, 64 * MIB);
+	stop_clean(pid);
+	assert_true(harness_log_contains("67108864 bytes 1->2, 67108864 bytes 2->1"));
+}
+
+static void test_transfer_copy(void **state)
+{
+	transfer_with("copy", harness_path("copy-a.sock"),
+		      harness_path("copy-b.sock"));
+}
+
+static void test_transfer_splice(void **state)
+{
+	transfer_with("splice", harness_path("splice-a.sock"),
+		      harness_path("splice-b.sock"));
+}
+
+/* Reads until EOF into buf (NUL-terminated); returns the length, or -errno. */
+static ssize_t read_all(int fd, char *buf, size_t size)
+{
+	size_t len = 0;
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		if (poll(&p, 1, HARNESS_WAIT_MS) <= 0)
+			return -ETIMEDOUT;
+		ssize_t r = recv(fd, buf + len, size - 1 - len, 0);
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	buf[len] = '\0';
+	return (ssize_t)len;
+}
+
+/* The client's EOF reaches the server while the reply still flows back. */
+static void halfclose_with(const char *engine)
+{
+	const char *a = harness_path("half-a.sock"), *b = harness_path("half-b.sock");
+	struct server s = { .mode = SERVE_HALFCLOSE, .conns = 1 };
+	char reply[64];
+
+	server_start(&s, b);
+	pid_t pid = spawn_unix(engine, a, ",fork", b);
+	int fd = unix_connect(a);
+
+	assert_int_equal(send(fd, "hello", 5, 0), 5);
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	assert_int_equal(read_all(fd, reply, sizeof(reply)), 5);
+	assert_string_equal(reply, "got 5");
+	close(fd);
+	server_join(&s);
+	assert_int_equal(s.x.error, 0);
+	stop_clean(pid);
+}
+
+static void test_halfclose(void **state)
+{
+	halfclose_with("copy");
+	halfclose_with("splice");
+}
+
+/* Nobody on ADDRESS2: the client is let go, and the next one is served. */
+static void test_server_absent(void **state)
+{
+	const char *a = harness_path("absent-a.sock"),
+		   *b = harness_path("absent-b.sock");
+	struct server s = { .mode = SERVE_HALFCLOSE, .conns = 1 };
+	char reply[64];
+
+	unlink(b);
+	pid_t pid = spawn_unix("auto", a, ",fork", b);
+	int fd = unix_connect(a);
+	ssize_t r = read_all(fd, reply, sizeof(reply));
+
+	assert_true(r == 0 || r == -ECONNRESET);
+	close(fd);
+	assert_true(harness_log_contains("cannot connect to UNIX-CONNECT:"));
+
+	server_start(&s, b);
+	fd = unix_connect(a);
+	assert_int_equal(send(fd, "again", 5, 0), 5);
+	shutdown(fd, SHUT_WR);
+	assert_int_equal(read_all(fd, reply, sizeof(reply)), 5);
+	assert_string_equal(reply, "got 5");
+	close(fd);
+	server_join(&s);
+	stop_clean(pid);
+}
+
+/* socat without fork: one connection, then exit 0 and remove the socket. */
+static void test_no_fork_exits(void **state)
+{
+	const char *a = harness_path("once-a.sock"), *b = harness_path("once-b.sock");
+	struct server s = { .mode = SERVE_HALFCLOSE, .conns = 1 };
+	char reply[64];
+
+	server_start(&s, b);
+	pid_t pid = spawn_unix("auto", a, "", b);
+	int fd = unix_connect(a);
+
+	assert_int_equal(send(fd, "x", 1, 0), 1);
+	shutdown(fd, SHUT_WR);
+	assert_int_equal(read_all(fd, reply, sizeof(reply)), 5);
+	close(fd);
+	server_join(&s);
+	int st = harness_wait_exit(pid, HARNESS_WAIT_MS);
+	if (st == -1) {
+		harness_stop(pid, 1000);
+		fail_msg("vmio redirect did not exit after its one connection");
+	}
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(access(a, F_OK), -1);
+}
+
+static uint16_t free_tcp_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* Retries until the relay listens; the connection that succeeds is the
+ * one the test uses, so no probe reaches the server. */
+static int tcp_connect_retry(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+
+	for (int waited = 0; waited < HARNESS_WAIT_MS; waited += 20) {
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		assert_true(fd >= 0);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return fd;
+		close(fd);
+		usleep(20000);
+	}
+	fail_msg("nothing listens on 127.0.0.1:%u", port);
+	return -1;
+}
+
+static void test_tcp_to_unix(void **state)
+{
+	const char *b = harness_path("tcp-b.sock");
+	struct server s = { .mode = SERVE_DUPLEX, .n = 16 * MIB, .conns = 1 };
+	char listen_tcp[96], conn[256];
+	struct xfer x;
+	uint16_t port = free_tcp_port();
+
+	snprintf(listen_tcp, sizeof(listen_tcp),
+		 "tcp-listen:%u,bind=127.0.0.1,reuseaddr,fork", port);
+	snprintf(conn, sizeof(conn), "UNIX-CONNECT:%s", b);
+	server_start(&s, b);
+	pid_t pid = harness_spawn((const char *[]){ "redirect", listen_tcp,
+						    conn, NULL });
+	int fd = tcp_connect_retry(port);
+
+	duplex(fd, 16 * MIB, 1, 2, &x);
+	close(fd);
+	server_join(&s);
+	check_xfer("client", &x, 16 * MIB, 16 * MIB);
+	check_xfer("server", &s.x, 16 * MIB, 16 * MIB);
+	stop_clean(pid);
+}
+
+static void test_bad_arguments(void **state)
+{
+	static const char *const cases[][6] = {
+		{ "redirect", "FOO:x", "UNIX-CONNECT:/nonexistent/b", NULL },
+		{ "redirect", "UNIX-LISTEN:@A@,nonsense", "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "UNIX-LISTEN:@A@", "TCP:h:0", NULL },
+		{ "redirect", "UNIX-LISTEN:@A@", NULL },
+		{ "redirect", "--engine", "sockmap", "UNIX-LISTEN:@A@",
+		  "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "--engine", "fast", "UNIX-LISTEN:@A@",
+		  "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "VSOCK-LISTEN:1234", "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "UNIX-LISTEN:@A@", "VSOCK-CONNECT:2:1234", NULL },
+		{ "redirect", "UNIX-RECV:@A@", "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "UNIX-LISTEN:@A@,type=5", "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "UNIX-LISTEN:@A@", "UNIX-LISTEN:/b", NULL },
+		{ "redirect", "--bogus", "UNIX-LISTEN:@A@", "UNIX-CONNECT:/b", NULL },
+	};
+	static const char *const expect[] = {
+		"unsupported address 'FOO'", "unsupported option 'nonsense'",
+		"bad port '0'", "expected ADDRESS1 and ADDRESS2",
+		"sockmap: not implemented yet", "unknown engine 'fast'",
+		"VSOCK-LISTEN: not supported yet",
+		"VSOCK-CONNECT: not supported yet",
+		"UNIX-RECV: not supported yet", "seqpacket",
+		"must connect", "unknown option '--bogus'",
+	};
+	const char *a = harness_path("bad-a.sock");
+	char err[4096], out[4096], arg[256];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *args[6];
+
+		for (size_t j = 0; j < 6; j++) {
+			const char *at = cases[i][j] ? strstr(cases[i][j], "@A@") : NULL;
+
+			args[j] = cases[i][j];
+			if (at) {
+				snprintf(arg, sizeof(arg), "%.*s%s%s",
+					 (int)(at - cases[i][j]), cases[i][j], a,
+					 at + 3);
+				args[j] = arg;
+			}
+		}
+		int st = harness_run(args, 10000, out, sizeof(out), err,
+				     sizeof(err));
+		assert_true(st >= 0 && WIFEXITED(st));
+		if (WEXITSTATUS(st) != 2 || !strstr(err, expect[i]))
+			fail_msg("case %zu: exit %d, stderr lacks '%s': %s", i,
+				 WEXITSTATUS(st), expect[i], err);
+		/* Refused before anything was opened. */
+		assert_int_equal(access(a, F_OK), -1);
+	}
+	assert_int_equal(harness_run((const char *[]){ "redirect", "--help", NULL },
+				     10000, out, sizeof(out), err, sizeof(err)), 0);
+	assert_non_null(strstr(out, "UNIX-LISTEN:path"));
+	assert_non_null(strstr(out, "fork"));
+	assert_non_null(strstr(out, "--engine"));
+}
+
+static long vm_rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+struct writer {
+	int fd;
+	uint64_t n;
+	struct xfer x;
+};
+
+static void *writer_main(void *opaque)
+{
+	struct writer *w = opaque;
+
+	duplex(w->fd, w->n, 1, 0, &w->x);
+	return NULL;
+}
+
+/* A stalled server must slow the client down, not fill vmio's memory:
+ * the relay holds at most its buffer per direction. */
+static void slow_reader_with(const char *engine)
+{
+	char an[32], bn[32];
+	snprintf(an, sizeof(an), "slow-%s-a.sock", engine);
+	snprintf(bn, sizeof(bn), "slow-%s-b.sock", engine);
+	const char *a = harness_path(an), *b = harness_path(bn);
+	struct server s = { .mode = SERVE_STALL, .conns = 1 };
+	struct writer w = { .n = 256 * MIB };
+	pthread_t th;
+	long base, peak = 0;
+
+	atomic_init(&s.release, false);
+	server_start(&s, b);
+	pid_t pid = spawn_unix(engine, a, ",fork", b);
+	base = vm_rss_kib(pid);
+	assert_true(base > 0);
+	w.fd = unix_connect(a);
+	assert_int_equal(pthread_create(&th, NULL, writer_main, &w), 0);
+
+	/* Stalled for a second: everything the client can push sits in
+	 * socket buffers and the relay's bounded buffers. */
+	for (int i = 0; i < 50; i++) {
+		long rss = vm_rss_kib(pid);
+
+		if (rss > peak)
+			peak = rss;
+		usleep(20000);
+	}
+	atomic_store(&s.release, true);
+	pthread_join(th, NULL);
+	server_join(&s);
+	close(w.fd);
+	long after = vm_rss_kib(pid);
+	if (after > peak)
+		peak = after;
+	check_xfer("client", &w.x, 256 * MIB, 0);
+	check_xfer("server", &s.x, 0, 256 * MIB);
+	stop_clean(pid);
+	/* Two 256 KiB buffers plus allocator slack; 256 MiB would show. */
+	if (peak - base > 8 * 1024)
+		fail_msg("%s: VmRSS grew from %ld to %ld KiB", engine, base, peak);
+}
+
+static void test_slow_reader(void **state)
+{
+	slow_reader_with("copy");
+	slow_reader_with("splice");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_transfer_copy),
+		cmocka_unit_test(test_transfer_splice),
+		cmocka_unit_test(test_halfclose),
+		cmocka_unit_test(test_server_absent),
+		cmocka_unit_test(test_no_fork_exits),
+		cmocka_unit_test(test_tcp_to_unix),
+		cmocka_unit_test(test_slow_reader),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	pattern_init();
+	return cmocka_run_group_tests(tests, NULL, harness_group_teardown);
+}
