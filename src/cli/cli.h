@@ -17,6 +17,13 @@ int vmio_cmd_redirect(int argc, char **argv);
 /* Applies -v/-q to the log level. */
 void vmio_cli_set_verbosity(int verbosity);
 
+/* Stops loop on SIGTERM or SIGINT, logging which, after calling on_stop
+ * (may be NULL); ignores SIGPIPE. One watcher per process. Returns 0, or
+ * -1 (logged). */
+int vmio_cli_watch_signals(struct vmio_loop *loop, void (*on_stop)(void *),
+			   void *opaque);
+void vmio_cli_unwatch_signals(void);
+
 /* Serves the backend as the options say (listen on --socket-path or adopt
  * --fd) until SIGTERM or SIGINT, or, with --fd, until that front end goes
  * away. Returns the exit status. */

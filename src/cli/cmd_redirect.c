@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -262,15 +261,12 @@ static int connect_first(struct redirect *rd)
 	return 0;
 }
 
-static void on_signal(void *opaque, int fd, uint32_t events)
+/* A signal is a clean end, whatever the connections were doing. */
+static void on_signal(void *opaque)
 {
 	struct redirect *rd = opaque;
-	struct signalfd_siginfo si;
 
-	if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-		log_info("%s received, exiting", strsignal((int)si.ssi_signo));
 	rd->status = 0;
-	vmio_loop_stop(rd->loop);
 }
 
 /* What this first step of the command can relay. Returns 0, or -1 with a
@@ -378,21 +374,9 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
 static int run(struct redirect *rd)
 {
 	char where[160];
-	sigset_t mask;
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	/* A peer that closes mid-write must not kill every connection. */
-	signal(SIGPIPE, SIG_IGN);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0 || vmio_loop_add(rd->loop, sfd, EPOLLIN, on_signal, rd)) {
-		log_err("cannot watch signals: %s", strerror(errno));
-		if (sfd >= 0)
-			close(sfd);
+	if (vmio_cli_watch_signals(rd->loop, on_signal, rd))
 		return 1;
-	}
 
 	int rc = 0;
 	if (redir_addr_is_passive(&rd->ep[0].addr)) {
@@ -420,8 +404,7 @@ static int run(struct redirect *rd)
 	while (rd->conns)
 		conn_end(rd->conns, 0);
 	stop_listening(rd);
-	vmio_loop_remove(rd->loop, sfd);
-	close(sfd);
+	vmio_cli_unwatch_signals();
 	if (rd->stats)
 		fprintf(stderr, "vmio redirect: total: %u connections, %llu bytes\n",
 			rd->total_conns, (unsigned long long)rd->total_bytes);

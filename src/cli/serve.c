@@ -30,14 +30,57 @@ int vmio_cli_usage_error(const char *sub, const char *fmt, ...)
 	return VMIO_EXIT_USAGE;
 }
 
+/* One watcher per process: signals are process-wide. */
+static struct {
+	struct vmio_loop *loop;
+	void (*on_stop)(void *opaque);
+	void *opaque;
+	int fd;
+} sigwatch = { .fd = -1 };
+
 static void on_signal(void *opaque, int fd, uint32_t events)
 {
-	struct vmio_loop *loop = opaque;
 	struct signalfd_siginfo si;
 
 	if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 		log_info("%s received, exiting", strsignal((int)si.ssi_signo));
-	vmio_loop_stop(loop);
+	if (sigwatch.on_stop)
+		sigwatch.on_stop(sigwatch.opaque);
+	vmio_loop_stop(sigwatch.loop);
+}
+
+int vmio_cli_watch_signals(struct vmio_loop *loop, void (*on_stop)(void *),
+			   void *opaque)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	/* A peer that dies mid-write must cost one connection, not the
+	 * process. */
+	signal(SIGPIPE, SIG_IGN);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sigwatch.loop = loop;
+	sigwatch.on_stop = on_stop;
+	sigwatch.opaque = opaque;
+	sigwatch.fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sigwatch.fd < 0 ||
+	    vmio_loop_add(loop, sigwatch.fd, EPOLLIN, on_signal, NULL)) {
+		log_err("cannot watch signals: %s", strerror(errno));
+		vmio_cli_unwatch_signals();
+		return -1;
+	}
+	return 0;
+}
+
+void vmio_cli_unwatch_signals(void)
+{
+	if (sigwatch.fd < 0)
+		return;
+	vmio_loop_remove(sigwatch.loop, sigwatch.fd);
+	close(sigwatch.fd);
+	sigwatch.fd = -1;
 }
 
 static void on_frontend_gone(void *opaque)
@@ -50,18 +93,8 @@ static void on_frontend_gone(void *opaque)
 int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
 		   const struct vmio_backend_opts *o)
 {
-	sigset_t mask;
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	/* A VMM that dies mid-write must not kill us with SIGPIPE. */
-	signal(SIGPIPE, SIG_IGN);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0 || vmio_loop_add(loop, sfd, EPOLLIN, on_signal, loop)) {
-		log_err("cannot watch signals: %s", strerror(errno));
+	if (vmio_cli_watch_signals(loop, NULL, NULL))
 		return 1;
-	}
 
 	int rc;
 	if (o->socket_path) {
@@ -86,7 +119,6 @@ int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
 			log_err("event loop failed: %s", strerror(-rc));
 	}
 
-	vmio_loop_remove(loop, sfd);
-	close(sfd);
+	vmio_cli_unwatch_signals();
 	return rc ? 1 : 0;
 }

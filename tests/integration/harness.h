@@ -85,6 +85,10 @@ void harness_stream_session(const char *sock,
 			    unsigned nregions, uint16_t qsize,
 			    struct vmio_stream_result *res);
 
+/* Resident memory of a process in KiB (VmRSS), or -1 if it is gone: how
+ * the tests check that a stalled peer does not grow vmio's buffers. */
+long harness_rss_kib(pid_t pid);
+
 /* Removes the temporary directory. */
 void harness_cleanup(void);
 

@@ -502,22 +502,6 @@ static void test_bad_arguments(void **state)
 	assert_non_null(strstr(out, "--engine"));
 }
 
-static long vm_rss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	long kib = -1;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
 struct writer {
 	int fd;
 	uint64_t n;
@@ -548,7 +532,7 @@ static void slow_reader_with(const char *engine)
 	atomic_init(&s.release, false);
 	server_start(&s, b);
 	pid_t pid = spawn_unix(engine, a, ",fork", b);
-	base = vm_rss_kib(pid);
+	base = harness_rss_kib(pid);
 	assert_true(base > 0);
 	w.fd = unix_connect(a);
 	assert_int_equal(pthread_create(&th, NULL, writer_main, &w), 0);
@@ -556,7 +540,7 @@ static void slow_reader_with(const char *engine)
 	/* Stalled for a second: everything the client can push sits in
 	 * socket buffers and the relay's bounded buffers. */
 	for (int i = 0; i < 50; i++) {
-		long rss = vm_rss_kib(pid);
+		long rss = harness_rss_kib(pid);
 
 		if (rss > peak)
 			peak = rss;
@@ -566,7 +550,7 @@ static void slow_reader_with(const char *engine)
 	pthread_join(th, NULL);
 	server_join(&s);
 	close(w.fd);
-	long after = vm_rss_kib(pid);
+	long after = harness_rss_kib(pid);
 	if (after > peak)
 		peak = after;
 	check_xfer("client", &w.x, 256 * MIB, 0);

@@ -1050,23 +1050,6 @@ static void test_many_connections(void **state)
 	assert_no_violations(vm);
 }
 
-static long vm_rss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
 /* utime + stime of a process, in clock ticks. */
 static long vm_cpu_ticks(pid_t pid)
 {
@@ -1111,7 +1094,7 @@ static void test_stalled_host_reader(void **state)
 
 	echo_start(&e, vm);
 	healthy(vm, "start");
-	rss0 = vm_rss_kib(vm->pid);
+	rss0 = harness_rss_kib(vm->pid);
 	srv_start(&srv, vm, 1237, SRV_STALL);
 	s = vg_connect(vm->g, 1237, WAIT, &err);
 	if (!s)
@@ -1130,7 +1113,7 @@ static void test_stalled_host_reader(void **state)
 				 off);
 	}
 	vg_sock_info(s, &info);
-	rss1 = vm_rss_kib(vm->pid);
+	rss1 = harness_rss_kib(vm->pid);
 	print_message("# stalled after %" PRIu64 " KiB; vmio VmRSS %ld -> "
 		      "%ld KiB\n", off >> 10, rss0, rss1);
 	assert_int_equal(info.peer_credit, 0);
@@ -1271,7 +1254,7 @@ static void test_stalled_guest_reader(void **state)
 	int err = 0;
 
 	h = (struct h2g){ .vm = vm, .port = 5003, .bytes = 16ull << 20 };
-	rss0 = vm_rss_kib(vm->pid);
+	rss0 = harness_rss_kib(vm->pid);
 	assert_int_equal(vg_listen(vm->g, 5003), 0);
 	assert_int_equal(pthread_create(&h.thread, NULL, h2g_main, &h), 0);
 	s = vg_accept(vm->g, 5003, false, WAIT, &err);
@@ -1280,7 +1263,7 @@ static void test_stalled_guest_reader(void **state)
 	for (int64_t end = now_ms() + 1500; now_ms() < end;)
 		vg_poll(vm->g, 100);
 	vg_sock_info(s, &info);
-	rss1 = vm_rss_kib(vm->pid);
+	rss1 = harness_rss_kib(vm->pid);
 	print_message("# guest holds %u unread bytes; vmio VmRSS %ld -> %ld "
 		      "KiB\n", info.unread, rss0, rss1);
 	assert_true(info.unread > 0);
