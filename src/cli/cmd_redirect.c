@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -79,6 +80,8 @@ struct redirect {
 	size_t buffer;
 	bool stats;
 	int listen_fd;
+	int backoff_fd;      /* timerfd: resumes accepting after EMFILE */
+	struct vmio_ratelimit rl;
 	unsigned next_id;
 	struct conn *conns;
 	int status;          /* exit status once the loop stops */
@@ -213,6 +216,54 @@ static void stop_listening(struct redirect *rd)
 	close(rd->listen_fd);
 	rd->listen_fd = -1;
 	redir_endpoint_unlink(&rd->ep[0]);
+	if (rd->backoff_fd >= 0) {
+		vmio_loop_remove(rd->loop, rd->backoff_fd);
+		close(rd->backoff_fd);
+		rd->backoff_fd = -1;
+	}
+}
+
+#define ACCEPT_BACKOFF_MS 100
+
+static void on_backoff_done(void *opaque, int fd, uint32_t events)
+{
+	struct redirect *rd = opaque;
+	uint64_t expirations;
+
+	if (read(fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+		log_warn("accept back-off timer: %s", strerror(errno));
+	if (rd->listen_fd >= 0)
+		vmio_loop_modify(rd->loop, rd->listen_fd, EPOLLIN);
+}
+
+/* Made with the listener: once fds run out there is none left for it. */
+static int make_backoff_timer(struct redirect *rd)
+{
+	rd->backoff_fd = timerfd_create(CLOCK_MONOTONIC,
+					TFD_NONBLOCK | TFD_CLOEXEC);
+	if (rd->backoff_fd < 0)
+		return -1;
+	if (vmio_loop_add(rd->loop, rd->backoff_fd, EPOLLIN, on_backoff_done,
+			  rd)) {
+		close(rd->backoff_fd);
+		rd->backoff_fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+/* Out of file descriptors (or memory), the pending connection stays in
+ * the backlog and the listener stays readable: watching it would spin
+ * the loop. Stop watching it for a moment instead; connections that end
+ * meanwhile free what the next accept needs. */
+static void pause_accepting(struct redirect *rd)
+{
+	struct itimerspec its = {
+		.it_value.tv_nsec = ACCEPT_BACKOFF_MS * 1000000L,
+	};
+
+	if (timerfd_settime(rd->backoff_fd, 0, &its, NULL) == 0)
+		vmio_loop_modify(rd->loop, rd->listen_fd, 0);
 }
 
 static void on_accept(void *opaque, int fd, uint32_t events)
@@ -221,9 +272,15 @@ static void on_accept(void *opaque, int fd, uint32_t events)
 	int a = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 	if (a < 0) {
-		/* Out of fds or memory is passing; keep listening. */
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			log_warn("accept: %s", strerror(errno));
+		int err = errno;
+
+		if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR ||
+		    err == ECONNABORTED)
+			return;
+		log_ratelimited(&rd->rl, VMIO_LOG_WARN,
+				"accept: %s; pausing for %d ms", strerror(err),
+				ACCEPT_BACKOFF_MS);
+		pause_accepting(rd);
 		return;
 	}
 	/* Without fork, socat serves exactly one peer. */
@@ -381,7 +438,7 @@ static int run(struct redirect *rd)
 	int rc = 0;
 	if (redir_addr_is_passive(&rd->ep[0].addr)) {
 		rd->listen_fd = redir_endpoint_listen(&rd->ep[0]);
-		if (rd->listen_fd < 0 ||
+		if (rd->listen_fd < 0 || make_backoff_timer(rd) ||
 		    vmio_loop_add(rd->loop, rd->listen_fd, EPOLLIN, on_accept, rd))
 			rc = -1;
 		else
@@ -417,6 +474,8 @@ int vmio_cmd_redirect(int argc, char **argv)
 		.engine = REDIR_ENGINE_AUTO,
 		.buffer = REDIR_DEFAULT_BUFFER,
 		.listen_fd = -1,
+		.backoff_fd = -1,
+		.rl = VMIO_RATELIMIT_INIT(5),
 	};
 	int verbosity = 0;
 	int rc = parse_args(&rd, argc, argv, &verbosity);

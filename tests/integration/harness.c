@@ -480,3 +480,25 @@ long harness_rss_kib(pid_t pid)
 	fclose(f);
 	return kib;
 }
+
+long harness_cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut, st;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* Fields 14 and 15, counted after the ')' that ends the name. */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u "
+			 "%*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (long)(ut + st);
+}

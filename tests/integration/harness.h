@@ -89,6 +89,10 @@ void harness_stream_session(const char *sock,
  * the tests check that a stalled peer does not grow vmio's buffers. */
 long harness_rss_kib(pid_t pid);
 
+/* CPU time a process used (utime + stime), in clock ticks, or -1: how the
+ * tests check that vmio does not spin while it waits. */
+long harness_cpu_ticks(pid_t pid);
+
 /* Removes the temporary directory. */
 void harness_cleanup(void);
 

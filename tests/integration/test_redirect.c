@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -331,6 +333,66 @@ static void test_halfclose(void **state)
 }
 
 /* Nobody on ADDRESS2: the client is let go, and the next one is served. */
+static int count_fds(pid_t pid)
+{
+	char path[64];
+	struct dirent *e;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* Out of file descriptors, accept fails while the connection stays in the
+ * backlog: vmio must pause instead of spinning on the ready listener, and
+ * serve the waiting clients once fds are to be had again. */
+static void test_fd_exhaustion(void **state)
+{
+	enum { CLIENTS = 3 };
+	const char *a = harness_path("emfile-a.sock"),
+		   *b = harness_path("emfile-b.sock");
+	struct server s = { .mode = SERVE_HALFCLOSE, .conns = CLIENTS };
+	const char *needle = "accept: Too many open files";
+	int fd[CLIENTS];
+	char reply[64];
+
+	server_start(&s, b);
+	pid_t pid = spawn_unix("copy", a, ",fork", b);
+	/* Not one fd more than it has: the next accept fails. */
+	struct rlimit lim, orig;
+	assert_int_equal(prlimit(pid, RLIMIT_NOFILE, NULL, &orig), 0);
+	lim = (struct rlimit){ .rlim_cur = (rlim_t)count_fds(pid),
+			       .rlim_max = orig.rlim_max };
+	assert_int_equal(prlimit(pid, RLIMIT_NOFILE, &lim, NULL), 0);
+	for (int i = 0; i < CLIENTS; i++)
+		fd[i] = unix_connect(a);
+
+	for (int i = 0; i < 250 && !harness_log_contains(needle); i++)
+		usleep(20000);
+	assert_true(harness_log_contains(needle));
+	long t0 = harness_cpu_ticks(pid);
+	usleep(1000000);
+	long t1 = harness_cpu_ticks(pid);
+	/* A spinning loop burns the whole second (100 ticks); paused, ~0. */
+	assert_true(t0 >= 0 && t1 - t0 < 20);
+
+	/* Room again: the clients waiting in the backlog are served. */
+	assert_int_equal(prlimit(pid, RLIMIT_NOFILE, &orig, NULL), 0);
+	for (int i = 0; i < CLIENTS; i++) {
+		shutdown(fd[i], SHUT_WR);
+		assert_int_equal(read_all(fd[i], reply, sizeof(reply)), 5);
+		assert_string_equal(reply, "got 0");
+		close(fd[i]);
+	}
+	server_join(&s);
+	stop_clean(pid);
+}
+
 static void test_server_absent(void **state)
 {
 	const char *a = harness_path("absent-a.sock"),
@@ -575,6 +637,7 @@ int main(void)
 		cmocka_unit_test(test_transfer_splice),
 		cmocka_unit_test(test_halfclose),
 		cmocka_unit_test(test_server_absent),
+		cmocka_unit_test(test_fd_exhaustion),
 		cmocka_unit_test(test_no_fork_exits),
 		cmocka_unit_test(test_tcp_to_unix),
 		cmocka_unit_test(test_slow_reader),

@@ -1050,29 +1050,6 @@ static void test_many_connections(void **state)
 	assert_no_violations(vm);
 }
 
-/* utime + stime of a process, in clock ticks. */
-static long vm_cpu_ticks(pid_t pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long ut, st;
-	size_t n;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* Fields 14 and 15, counted after the ')' that ends the name. */
-	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u "
-			 "%*u %lu %lu", &ut, &st) != 2)
-		return -1;
-	return (long)(ut + st);
-}
-
 /* The host side stops reading while the guest keeps writing: the guest
  * runs out of credit (vmio buffers no more than --tx-buffer-size), other
  * connections are unaffected, and once the host reads again every byte
@@ -1125,9 +1102,9 @@ static void test_stalled_host_reader(void **state)
 	assert_true(rss1 < 64 * 1024);
 	/* Stalled is idle: no EPOLLOUT armed for nothing (vhost-device-vsock
 	 * #800 burned a CPU here). */
-	cpu0 = vm_cpu_ticks(vm->pid);
+	cpu0 = harness_cpu_ticks(vm->pid);
 	usleep(1000 * 1000);
-	cpu1 = vm_cpu_ticks(vm->pid);
+	cpu1 = harness_cpu_ticks(vm->pid);
 	print_message("# vmio used %ld ticks in 1 s while stalled\n",
 		      cpu1 - cpu0);
 	assert_true(cpu0 >= 0 && cpu1 - cpu0 < 20);
