@@ -9,9 +9,11 @@ packages=(
 	pkg-config
 	meson             # build system (pulls in python3)
 	ninja-build
-	clang             # fuzz targets (libFuzzer); BPF programs later
+	clang             # fuzz targets (libFuzzer) and the BPF program
 	libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
 	libcmocka-dev     # unit test framework
+	libbpf-dev        # vmio redirect's sockmap engine: loads its BPF program
+	bpftool           # build: turns the BPF object into a libbpf skeleton header
 	qemu-system-x86   # guest tests: boots a Debian kernel against the vhost-user devices
 	busybox-static    # guest tests: the guest's whole userland, copied into its initramfs
 	cpio              # guest tests: packs the initramfs
