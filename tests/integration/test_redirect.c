@@ -517,8 +517,11 @@ static void test_bad_arguments(void **state)
 		  "UNIX-CONNECT:/b", NULL },
 		{ "redirect", "VSOCK-LISTEN:1234", "UNIX-CONNECT:/b", NULL },
 		{ "redirect", "UNIX-LISTEN:@A@", "VSOCK-CONNECT:2:1234", NULL },
-		{ "redirect", "UNIX-RECV:@A@", "UNIX-CONNECT:/b", NULL },
-		{ "redirect", "UNIX-LISTEN:@A@,type=5", "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "UNIX-LISTEN:@A@", "UNIX-RECV:/b", NULL },
+		{ "redirect", "UNIX-RECV:@A@,fork", "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "UNIX-RECV:@A@", "UNIX-SENDTO:/b,type=5", NULL },
+		{ "redirect", "UNIX-LISTEN:@A@,type=2", "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "UNIX-RECV:@A@,bind=/c", "UNIX-CONNECT:/b", NULL },
 		{ "redirect", "UNIX-LISTEN:@A@", "UNIX-LISTEN:/b", NULL },
 		{ "redirect", "--bogus", "UNIX-LISTEN:@A@", "UNIX-CONNECT:/b", NULL },
 	};
@@ -528,7 +531,11 @@ static void test_bad_arguments(void **state)
 		"sockmap: not implemented yet", "unknown engine 'fast'",
 		"VSOCK-LISTEN: not supported yet",
 		"VSOCK-CONNECT: not supported yet",
-		"UNIX-RECV: not supported yet", "seqpacket",
+		"ADDRESS2 UNIX-RECV: it only receives",
+		"UNIX-RECV: option 'fork' does not apply",
+		"option 'type' does not apply to UNIX-SENDTO",
+		"option 'type': '2' is not supported",
+		"option 'bind' does not apply to UNIX-RECV",
 		"must connect", "unknown option '--bogus'",
 	};
 	const char *a = harness_path("bad-a.sock");
