@@ -120,9 +120,22 @@ static int update_watch(struct redir_relay *r, int i)
 	return rc;
 }
 
-/* Moves what can be moved now in one direction. Returns 0 or -errno. */
-static int pump(struct redir_dir *d)
+/* A connected datagram socket never reads EOF unless its peer sends an
+ * empty datagram, which a plain datagram server does not: once nothing
+ * more goes to it, nothing more is waited for from it, or a relay between
+ * a stream client and a datagram server would outlive the client. */
+static void end_reply_from_dgram(struct redir_relay *r, int i)
 {
+	struct redir_dir *back = &r->dir[!i];
+
+	if (r->dir[i].dst_type == SOCK_DGRAM)
+		back->eof = true;
+}
+
+/* Moves what can be moved now in direction i. Returns 0 or -errno. */
+static int pump(struct redir_relay *r, int i)
+{
+	struct redir_dir *d = &r->dir[i];
 	size_t moved = 0;
 
 	while (!d->done && moved < PUMP_BUDGET) {
@@ -162,6 +175,7 @@ static int pump(struct redir_dir *d)
 			if (rc)
 				return rc;
 			d->done = true;
+			end_reply_from_dgram(r, i);
 		}
 		if (!progress)
 			break;
@@ -187,7 +201,7 @@ static void relay_on_event(void *opaque, int fd, uint32_t events)
 	int rc = 0;
 
 	for (int i = 0; i < 2 && !rc; i++) {
-		rc = pump(&r->dir[i]);
+		rc = pump(r, i);
 		if (rc)
 			log_err("%s: %s -> %s: %s", r->name, i ? "b" : "a",
 				i ? "a" : "b", strerror(-rc));

@@ -48,7 +48,9 @@ typedef void (*redir_relay_done_fn)(void *opaque, struct redir_relay *r,
  * end uses the message engine instead, whatever engine says: it keeps
  * message boundaries, and buffer is then the largest message accepted
  * (16 of them held at most). A direction into a datagram socket with no
- * peer (UNIX-RECV) is not relayed. The relay owns both fds from now on, even on failure. name
+ * peer (UNIX-RECV) is not relayed; the direction out of a connected
+ * datagram socket ends once the direction into it has passed EOF on, as
+ * a datagram server sends no EOF of its own. The relay owns both fds from now on, even on failure. name
  * prefixes its log lines. Returns NULL (and closes the fds) on failure. */
 struct redir_relay *redir_relay_new(struct vmio_loop *loop, int a, int b,
 				    enum redir_engine engine, size_t buffer,
