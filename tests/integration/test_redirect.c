@@ -55,6 +55,23 @@ struct xfer {
 	int error;       /* errno of a failure, or ETIMEDOUT */
 };
 
+/* Waits, bounded, until fd is ready for what is left to do: returns the
+ * poll revents, or 0 with x->error set. */
+static short wait_ready(int fd, bool writing, bool reading, struct xfer *x)
+{
+	struct pollfd p = {
+		.fd = fd,
+		.events = (short)((writing ? POLLOUT : 0) | (reading ? POLLIN : 0)),
+	};
+	int n = poll(&p, 1, HARNESS_WAIT_MS);
+
+	if (n <= 0) {
+		x->error = n ? errno : ETIMEDOUT;
+		return 0;
+	}
+	return p.revents;
+}
+
 /* Sends send_n bytes of pattern seed_out (then shuts down writing) while
  * receiving and checking pattern seed_in until EOF. Thread-safe: the
  * outcome is in *x, for the test's thread to assert on. */
@@ -71,18 +88,11 @@ static void duplex(int fd, uint64_t send_n, unsigned seed_out,
 		wr_done = true;
 	}
 	while (!wr_done || !rd_done) {
-		struct pollfd p = {
-			.fd = fd,
-			.events = (short)((wr_done ? 0 : POLLOUT) |
-					  (rd_done ? 0 : POLLIN)),
-		};
-		int n = poll(&p, 1, HARNESS_WAIT_MS);
+		short ev = wait_ready(fd, !wr_done, !rd_done, x);
 
-		if (n <= 0) {
-			x->error = n ? errno : ETIMEDOUT;
+		if (!ev)
 			return;
-		}
-		if (!wr_done && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
+		if (!wr_done && (ev & (POLLOUT | POLLERR | POLLHUP))) {
 			uint64_t left = send_n - x->sent;
 			size_t len = left < CHUNK ? (size_t)left : CHUNK;
 			ssize_t w = send(fd, pattern_at(x->sent, seed_out), len,
@@ -99,7 +109,7 @@ static void duplex(int fd, uint64_t send_n, unsigned seed_out,
 				wr_done = true;
 			}
 		}
-		if (!rd_done && (p.revents & (POLLIN | POLLERR | POLLHUP))) {
+		if (!rd_done && (ev & (POLLIN | POLLERR | POLLHUP))) {
 			ssize_t r = recv(fd, buf, sizeof(buf), 0);
 
 			if (r == 0) {
@@ -167,18 +177,11 @@ static void msg_duplex(int fd, const struct msg_plan *p, struct xfer *x)
 	*x = (struct xfer){ .intact = true };
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	while (!wr_done || !rd_done) {
-		struct pollfd pf = {
-			.fd = fd,
-			.events = (short)((wr_done ? 0 : POLLOUT) |
-					  (rd_done ? 0 : POLLIN)),
-		};
-		int n = poll(&pf, 1, HARNESS_WAIT_MS);
+		short ev = wait_ready(fd, !wr_done, !rd_done, x);
 
-		if (n <= 0) {
-			x->error = n ? errno : ETIMEDOUT;
+		if (!ev)
 			return;
-		}
-		if (!wr_done && (pf.revents & (POLLOUT | POLLERR | POLLHUP))) {
+		if (!wr_done && (ev & (POLLOUT | POLLERR | POLLHUP))) {
 			size_t len = p->len ? p->len : msg_len(sent_msgs, p->seed_out);
 			ssize_t w = (int)sent_msgs == p->send_n ? send_eof(fd) :
 				send(fd, pattern_at(x->sent, p->seed_out), len,
@@ -195,7 +198,7 @@ static void msg_duplex(int fd, const struct msg_plan *p, struct xfer *x)
 				sent_msgs++;
 			}
 		}
-		if (!rd_done && (pf.revents & (POLLIN | POLLERR | POLLHUP))) {
+		if (!rd_done && (ev & (POLLIN | POLLERR | POLLHUP))) {
 			ssize_t r = recv(fd, buf, sizeof(buf), MSG_TRUNC);
 
 			if (r == 0) {
@@ -804,6 +807,25 @@ static pid_t spawn_pair(const char *buffer, const char *a1, const char *a2)
 					       buffer, a1, a2, NULL });
 }
 
+/* `vmio redirect -b buffer UNIX-RECV:a keyword:b` with s serving b:
+ * sends what p says from a datagram socket into a, then waits for the
+ * server and for vmio to end by itself, with status 0. */
+static void send_through_recv(const char *a, const char *keyword,
+			      const char *b, const char *buffer,
+			      struct server *s, const struct msg_plan *p,
+			      struct xfer *x)
+{
+	server_start(s, b);
+	pid_t pid = spawn_pair(buffer, addr_arg(0, "UNIX-RECV", a, ""),
+			       addr_arg(1, keyword, b, ""));
+	int fd = unix_connect_retry(a, SOCK_DGRAM);
+
+	msg_duplex(fd, p, x);
+	close(fd);
+	server_join(s);
+	expect_exit(pid, 0);
+}
+
 /* UNIX-RECV -> UNIX-CONNECT: 64 KiB datagrams become one byte stream in
  * order; the empty datagram at the end is the sink's EOF, then vmio exits
  * 0 and removes its socket file. */
@@ -816,17 +838,9 @@ static void test_recv_to_stream(void **state)
 				    .seed_out = 1 };
 	struct xfer x;
 
-	server_start(&s, b);
-	pid_t pid = spawn_pair("256k", addr_arg(0, "UNIX-RECV", a, ""),
-			       addr_arg(1, "UNIX-CONNECT", b, ""));
-	int fd = unix_connect_retry(a, SOCK_DGRAM);
-
-	msg_duplex(fd, &p, &x);
-	close(fd);
-	server_join(&s);
+	send_through_recv(a, "UNIX-CONNECT", b, "256k", &s, &p, &x);
 	check_xfer("sender", &x, 64 * MIB, 0);
 	check_xfer("sink", &s.x, 0, 64 * MIB);
-	expect_exit(pid, 0);
 	assert_int_equal(access(a, F_OK), -1);
 	assert_true(harness_log_contains("67108864 bytes 1->2, 0 bytes 2->1, 0 messages dropped"));
 }
@@ -845,18 +859,10 @@ static void test_recv_to_sendto(void **state)
 	const struct msg_plan p = { .send_n = N, .seed_out = 1 };
 	struct xfer x;
 
-	server_start(&s, b);
-	pid_t pid = spawn_pair("64k", addr_arg(0, "UNIX-RECV", a, ""),
-			       addr_arg(1, "UNIX-SENDTO", b, ""));
-	int fd = unix_connect_retry(a, SOCK_DGRAM);
-
-	msg_duplex(fd, &p, &x);
-	close(fd);
-	server_join(&s);
+	send_through_recv(a, "UNIX-SENDTO", b, "64k", &s, &p, &x);
 	check_xfer("sender", &x, msgs_bytes(N, 1), 0);
 	check_xfer("receiver", &s.x, 0, msgs_bytes(N, 1));
 	assert_int_equal(s.x.messages, N);
-	expect_exit(pid, 0);
 }
 
 /* UNIX-LISTEN,type=5 -> UNIX-CONNECT,type=5: seqpacket both ways, every
