@@ -1,6 +1,6 @@
 /* `vmio redirect`: socat's two-address relay. ADDRESS1 listens (or
- * connects); for each connection it yields, ADDRESS2 is connected and the
- * two are relayed. Every connection lives in the one event loop, so `fork`
+ * connects, or receives datagrams); for each connection it yields,
+ * ADDRESS2 is connected and the two are relayed. Every connection lives in the one event loop, so `fork`
  * means "keep accepting", not a process per connection. */
 #include <errno.h>
 #include <poll.h>
@@ -28,11 +28,23 @@ static const char redirect_usage[] =
 	"Addresses (keywords are case-insensitive):\n"
 	"  UNIX-LISTEN:path         listen on a unix stream socket\n"
 	"  UNIX-CONNECT:path        connect to a unix stream socket\n"
-	"  UNIX-CLIENT:path         the same (datagram peers not yet)\n"
+	"  UNIX-CLIENT:path         the same, or a datagram socket if the\n"
+	"                           peer at path is one\n"
+	"  UNIX-RECV:path           (ADDRESS1 only) bind a unix datagram\n"
+	"                           socket and relay what it receives at once,\n"
+	"                           one way: ADDRESS2's data is not read. An\n"
+	"                           empty datagram is EOF, as in socat\n"
+	"  UNIX-SENDTO:path         send datagrams to the socket at path\n"
+	"                           (bind=path: where replies come back)\n"
 	"  TCP-LISTEN:port          listen on TCP (IPv4; TCP4-/TCP6-LISTEN)\n"
 	"  TCP:host:port            connect over TCP (TCP4:, TCP6:[addr]:port)\n"
-	"  UNIX-RECV:path, UNIX-SENDTO:path, VSOCK-LISTEN:port,\n"
+	"  VSOCK-LISTEN:port,\n"
 	"  VSOCK-CONNECT:cid:port   parsed, but not supported yet\n"
+	"\n"
+	"Datagram and seqpacket ends keep message boundaries: each message\n"
+	"goes on as one message, or as bytes to a stream; each read from a\n"
+	"stream goes to a datagram end as one message (64k at most). EOF\n"
+	"reaches a datagram end as an empty datagram.\n"
 	"\n"
 	"Address options (after the address, comma-separated):\n"
 	"  fork          keep accepting after the first connection; all\n"
@@ -43,12 +55,18 @@ static const char redirect_usage[] =
 	"  bind=ADDR     local address: a path for unix, host[:port] for TCP\n"
 	"                (on TCP-LISTEN, the address to listen on)\n"
 	"  backlog=N     listen queue length\n"
-	"  type=5        seqpacket unix socket (parsed; not supported yet)\n"
+	"  type=5        seqpacket unix socket (UNIX-LISTEN, -CONNECT, -CLIENT)\n"
 	"\n"
 	"Options:\n"
 	"  --engine E        auto, copy, splice or sockmap (auto: splice for\n"
-	"                    stream to stream; sockmap is not implemented yet)\n"
-	"  -b, --buffer-size N  bytes in flight per direction (default 256k)\n"
+	"                    stream to stream; sockmap is not implemented yet);\n"
+	"                    a direction with a datagram or seqpacket end\n"
+	"                    always uses the message engine\n"
+	"  -b, --buffer-size N  bytes in flight per direction (default 256k);\n"
+	"                    with a datagram or seqpacket end, the largest\n"
+	"                    message taken: a larger one is dropped and logged,\n"
+	"                    never cut, and the exit status is 1; up to 16\n"
+	"                    messages are held per direction\n"
 	"  --stats           print bytes and throughput of each connection\n"
 	"                    when it ends, and a total on exit, to stderr\n"
 	"  -v, -d, --verbose log more (repeatable)\n"
@@ -56,7 +74,8 @@ static const char redirect_usage[] =
 	"  -h, --help        show this help\n"
 	"\n"
 	"Without fork, it exits once the first connection is done (0 if it\n"
-	"finished cleanly). SIGTERM or SIGINT close everything and exit 0.\n";
+	"finished cleanly and dropped no message). SIGTERM or SIGINT close\n"
+	"everything and exit 0 (1 if a message was dropped).\n";
 
 enum {
 	OPT_ENGINE = 0x100,
@@ -87,6 +106,7 @@ struct redirect {
 	int status;          /* exit status once the loop stops */
 	bool closing;        /* tearing down: ending a connection ends no more */
 	uint64_t total_bytes;
+	uint64_t total_dropped; /* messages; any makes the exit status 1 */
 	unsigned total_conns;
 };
 
@@ -99,12 +119,14 @@ static void print_stats(struct redirect *rd, struct conn *c)
 	double secs = (double)(st.end_ns - st.start_ns) / 1e9;
 
 	rd->total_bytes += total;
+	rd->total_dropped += st.dropped;
 	rd->total_conns++;
 	if (rd->stats)
 		fprintf(stderr,
-			"vmio redirect: connection %u: %llu bytes 1->2, %llu bytes 2->1, %.3f s, %.1f MB/s\n",
+			"vmio redirect: connection %u: %llu bytes 1->2, %llu bytes 2->1, %llu messages dropped, %.3f s, %.1f MB/s\n",
 			c->id, (unsigned long long)st.bytes_ab,
-			(unsigned long long)st.bytes_ba, secs,
+			(unsigned long long)st.bytes_ba,
+			(unsigned long long)st.dropped, secs,
 			secs > 0 ? (double)total / 1e6 / secs : 0.0);
 }
 
@@ -318,6 +340,18 @@ static int connect_first(struct redirect *rd)
 	return 0;
 }
 
+/* ADDRESS1 receives datagrams (UNIX-RECV): no peer to accept, so the one
+ * "connection" is the bound socket itself, relayed from now on. */
+static int receive_first(struct redirect *rd)
+{
+	int a = redir_endpoint_listen(&rd->ep[0]);
+
+	if (a < 0)
+		return -1;
+	conn_start(rd, a);
+	return 0;
+}
+
 /* A signal is a clean end, whatever the connections were doing. */
 static void on_signal(void *opaque)
 {
@@ -326,23 +360,27 @@ static void on_signal(void *opaque)
 	rd->status = 0;
 }
 
-/* What this first step of the command can relay. Returns 0, or -1 with a
- * message in err. */
+/* What the command can relay so far. Returns 0, or -1 with a message in
+ * err. */
 static int check_supported(const struct redirect *rd, char *err, size_t size)
 {
 	for (int i = 0; i < 2; i++) {
 		const struct redir_addr *a = &rd->ep[i].addr;
 
-		if (a->family == AF_VSOCK || a->socktype == SOCK_DGRAM) {
+		if (a->family == AF_VSOCK) {
 			snprintf(err, size, "%s: not supported yet", a->keyword);
 			return -1;
 		}
-		if (a->socktype == SOCK_SEQPACKET) {
-			snprintf(err, size,
-				 "%s: type=5 (seqpacket) is not supported yet",
-				 a->keyword);
-			return -1;
-		}
+	}
+	if (rd->ep[1].addr.kind == REDIR_UNIX_RECV) {
+		snprintf(err, size,
+			 "ADDRESS2 UNIX-RECV: it only receives, so it can only be ADDRESS1 (use UNIX-SENDTO to send)");
+		return -1;
+	}
+	if (rd->ep[0].addr.kind == REDIR_UNIX_RECV && rd->ep[0].addr.fork) {
+		snprintf(err, size,
+			 "UNIX-RECV: option 'fork' does not apply (no connections to accept)");
+		return -1;
 	}
 	if (redir_addr_is_passive(&rd->ep[1].addr)) {
 		snprintf(err, size,
@@ -436,7 +474,9 @@ static int run(struct redirect *rd)
 		return 1;
 
 	int rc = 0;
-	if (redir_addr_is_passive(&rd->ep[0].addr)) {
+	if (rd->ep[0].addr.kind == REDIR_UNIX_RECV) {
+		rc = receive_first(rd);
+	} else if (redir_addr_is_passive(&rd->ep[0].addr)) {
 		rd->listen_fd = redir_endpoint_listen(&rd->ep[0]);
 		if (rd->listen_fd < 0 || make_backoff_timer(rd) ||
 		    vmio_loop_add(rd->loop, rd->listen_fd, EPOLLIN, on_accept, rd))
@@ -461,11 +501,16 @@ static int run(struct redirect *rd)
 	while (rd->conns)
 		conn_end(rd->conns, 0);
 	stop_listening(rd);
+	redir_endpoint_unlink(&rd->ep[0]); /* UNIX-RECV's file */
 	vmio_cli_unwatch_signals();
 	if (rd->stats)
-		fprintf(stderr, "vmio redirect: total: %u connections, %llu bytes\n",
-			rd->total_conns, (unsigned long long)rd->total_bytes);
-	return rc ? 1 : rd->status;
+		fprintf(stderr,
+			"vmio redirect: total: %u connections, %llu bytes, %llu messages dropped\n",
+			rd->total_conns, (unsigned long long)rd->total_bytes,
+			(unsigned long long)rd->total_dropped);
+	if (rd->total_dropped)
+		log_err("%llu messages dropped", (unsigned long long)rd->total_dropped);
+	return rc || rd->total_dropped ? 1 : rd->status;
 }
 
 int vmio_cmd_redirect(int argc, char **argv)

@@ -146,7 +146,8 @@ int redir_endpoint_listen(struct redir_endpoint *ep)
 			log_err("cannot unlink %s: %s", a->path, strerror(errno));
 			return rc;
 		}
-		fd = vmio_unix_listen(a->path, backlog, "redirect", &ep->st);
+		fd = vmio_unix_bind(a->path, a->socktype, backlog, "redirect",
+				    &ep->st);
 		if (fd >= 0)
 			ep->made_file = true;
 		else if (fd == -EADDRINUSE)
@@ -177,13 +178,12 @@ void redir_endpoint_unlink(struct redir_endpoint *ep)
 	ep->made_file = false;
 }
 
-int redir_endpoint_connect(const struct redir_endpoint *ep)
+static int connect_as(const struct redir_endpoint *ep, int socktype)
 {
 	const struct redir_addr *a = &ep->addr;
 	int fd, rc = 0;
 
-	fd = socket(ep->sa.ss_family,
-		    a->socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = socket(ep->sa.ss_family, socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	if (a->reuseaddr)
@@ -198,6 +198,18 @@ int redir_endpoint_connect(const struct redir_endpoint *ep)
 		close(fd);
 		return rc;
 	}
+	return fd;
+}
+
+int redir_endpoint_connect(const struct redir_endpoint *ep)
+{
+	int fd = connect_as(ep, ep->addr.socktype);
+
+	/* socat's UNIX-CLIENT takes whatever the peer is: a unix connect
+	 * to a socket of another type fails at once with EPROTOTYPE, so
+	 * the datagram retry costs nothing when the peer is a stream. */
+	if (fd == -EPROTOTYPE && ep->addr.kind == REDIR_UNIX_CLIENT)
+		fd = connect_as(ep, SOCK_DGRAM);
 	return fd;
 }
 

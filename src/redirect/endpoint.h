@@ -27,7 +27,8 @@ struct redir_endpoint {
 int redir_endpoint_resolve(struct redir_endpoint *ep, const struct redir_addr *a,
 			   char *err, size_t err_size);
 
-/* Binds and listens (non-blocking). Returns the fd or -errno (logged). */
+/* Binds and listens (non-blocking); a datagram address (UNIX-RECV) is
+ * bound only, and receives at once. Returns the fd or -errno (logged). */
 int redir_endpoint_listen(struct redir_endpoint *ep);
 
 /* Removes the unix socket file the listener made, if still ours. */
@@ -35,7 +36,8 @@ void redir_endpoint_unlink(struct redir_endpoint *ep);
 
 /* Starts a non-blocking connect. Returns the fd (connected, or with the
  * connect in progress: wait for EPOLLOUT, then redir_connect_result), or
- * -errno. */
+ * -errno. UNIX-CLIENT falls back to a datagram socket when the peer is
+ * one; the relay learns the type from the fd (SO_TYPE). */
 int redir_endpoint_connect(const struct redir_endpoint *ep);
 
 /* The outcome of a connect that was in progress: 0 or -errno. */

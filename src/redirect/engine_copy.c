@@ -62,10 +62,15 @@ static void copy_fini(struct redir_dir *d)
 	d->ring = NULL;
 }
 
+static bool copy_can_fill(const struct redir_dir *d)
+{
+	return d->held < d->capacity;
+}
+
 const struct redir_engine_ops redir_engine_copy = {
 	.init = copy_init,
+	.can_fill = copy_can_fill,
 	.fill = copy_fill,
 	.drain = copy_drain,
-	.fill_while_held = true,
 	.fini = copy_fini,
 };

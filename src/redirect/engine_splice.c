@@ -58,10 +58,16 @@ static void splice_fini(struct redir_dir *d)
 	d->pipe_r = d->pipe_w = -1;
 }
 
+/* Only once the pipe is empty: see can_fill in relay_internal.h. */
+static bool splice_can_fill(const struct redir_dir *d)
+{
+	return d->held == 0;
+}
+
 const struct redir_engine_ops redir_engine_splice = {
 	.init = splice_init,
+	.can_fill = splice_can_fill,
 	.fill = splice_fill,
 	.drain = splice_drain,
-	.fill_while_held = false,
 	.fini = splice_fini,
 };

@@ -1,4 +1,4 @@
-/* A bidirectional relay between two connected stream sockets on the event
+/* A bidirectional relay between two connected sockets on the event
  * loop. Each direction holds at most a bounded amount of data in flight,
  * so a slow reader on one side slows the writer on the other instead of
  * growing memory. EOF in one direction becomes shutdown(SHUT_WR) on the
@@ -29,6 +29,7 @@ const char *redir_engine_name(enum redir_engine e);
 struct redir_relay_stats {
 	uint64_t bytes_ab;    /* a -> b */
 	uint64_t bytes_ba;    /* b -> a */
+	uint64_t dropped;     /* messages dropped (too big), both ways */
 	uint64_t start_ns;    /* CLOCK_MONOTONIC */
 	uint64_t end_ns;
 };
@@ -41,9 +42,15 @@ struct redir_relay;
 typedef void (*redir_relay_done_fn)(void *opaque, struct redir_relay *r,
 				    int error);
 
-/* Starts relaying between the connected stream sockets a and b (made
- * non-blocking here), with engine COPY or SPLICE and buffer bytes per
- * direction. The relay owns both fds from now on, even on failure. name
+/* Starts relaying between the connected sockets a and b (made
+ * non-blocking here), with engine COPY or SPLICE between streams and
+ * buffer bytes per direction. A direction with a datagram or seqpacket
+ * end uses the message engine instead, whatever engine says: it keeps
+ * message boundaries, and buffer is then the largest message accepted
+ * (16 of them held at most). A direction into a datagram socket with no
+ * peer (UNIX-RECV) is not relayed; the direction out of a connected
+ * datagram socket ends once the direction into it has passed EOF on, as
+ * a datagram server sends no EOF of its own. The relay owns both fds from now on, even on failure. name
  * prefixes its log lines. Returns NULL (and closes the fds) on failure. */
 struct redir_relay *redir_relay_new(struct vmio_loop *loop, int a, int b,
 				    enum redir_engine engine, size_t buffer,

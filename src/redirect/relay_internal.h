@@ -1,5 +1,6 @@
 /* What the relay core shares with its engines: one direction of data, and
- * the four operations an engine provides for it. */
+ * the operations an engine provides for it. Each direction has its own
+ * engine, chosen by redir_engine_for from the two socket types. */
 #ifndef VMIO_REDIRECT_RELAY_INTERNAL_H
 #define VMIO_REDIRECT_RELAY_INTERNAL_H
 
@@ -7,13 +8,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "redirect/relay.h"
+
+struct redir_engine_ops;
+struct redir_msg_ring;
+
 struct redir_dir {
+	const struct redir_engine_ops *ops;
+	const char *name;   /* the relay's, for log lines */
 	int src, dst;
+	int src_type, dst_type; /* SOCK_STREAM, SOCK_DGRAM or SOCK_SEQPACKET */
 	size_t held;        /* read from src, not yet written to dst */
 	size_t capacity;    /* most that may be held */
 	bool eof;           /* src reached EOF */
 	bool done;          /* EOF passed on: dst was shut down for writing */
 	uint64_t bytes;     /* written to dst */
+	uint64_t dropped;   /* messages dropped: too big for a buffer or dst */
 
 	/* copy engine: a ring of capacity bytes, held of them from head */
 	uint8_t *ring;
@@ -21,23 +31,40 @@ struct redir_dir {
 
 	/* splice engine: the pipe data passes through */
 	int pipe_r, pipe_w;
+
+	/* message engine */
+	struct redir_msg_ring *msgs;
 };
 
 struct redir_engine_ops {
 	int (*init)(struct redir_dir *d);
+	/* Whether fill may be tried now (src not yet at EOF). A splice
+	 * pipe counts buffers, not bytes, so it may be full before held
+	 * reaches capacity: it fills only when empty, else waiting on src
+	 * would spin. */
+	bool (*can_fill)(const struct redir_dir *d);
 	/* Moves data from src into the direction: bytes taken, 0 at EOF,
 	 * -EAGAIN when nothing can be taken now, or -errno. */
 	long (*fill)(struct redir_dir *d, size_t max);
 	/* Moves held data to dst: bytes written, -EAGAIN, or -errno. */
 	long (*drain)(struct redir_dir *d);
-	/* Whether fill should be tried while data is held: a splice pipe
-	 * counts buffers, not bytes, so it can be full before held reaches
-	 * capacity, and waiting on src then would spin. */
-	bool fill_while_held;
+	/* Passes EOF on once nothing is held: 0, -EAGAIN, or -errno. NULL:
+	 * shutdown(dst, SHUT_WR), redir_end_shutdown. */
+	int (*end)(struct redir_dir *d);
 	void (*fini)(struct redir_dir *d);
 };
 
 extern const struct redir_engine_ops redir_engine_copy;
 extern const struct redir_engine_ops redir_engine_splice;
+extern const struct redir_engine_ops redir_engine_msg;
+
+/* The engine for one direction: copy or splice (as requested; AUTO is
+ * splice) between streams, the message engine when either end keeps
+ * message boundaries (datagram or seqpacket). */
+const struct redir_engine_ops *redir_engine_for(int src_type, int dst_type,
+						enum redir_engine requested);
+
+/* EOF as a stream reader sees it: shutdown(dst, SHUT_WR). */
+int redir_end_shutdown(struct redir_dir *d);
 
 #endif

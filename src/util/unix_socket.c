@@ -10,7 +10,7 @@
 
 /* A socket file left by a process that died is ours to replace; one that a
  * live process listens on, or a file that is not a socket, is not. */
-static int claim_path(const char *path, const struct sockaddr_un *sa,
+static int claim_path(const char *path, int type, const struct sockaddr_un *sa,
 		      const char *who)
 {
 	struct stat st;
@@ -23,7 +23,9 @@ static int claim_path(const char *path, const struct sockaddr_un *sa,
 			who, path);
 		return -EEXIST;
 	}
-	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	/* Probed with the socket's own type: another type would be refused
+	 * (EPROTOTYPE) by a live socket and a stale one alike. */
+	probe = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (probe < 0)
 		return -errno;
 	rc = connect(probe, (const struct sockaddr *)sa, sizeof(*sa));
@@ -44,8 +46,8 @@ static int claim_path(const char *path, const struct sockaddr_un *sa,
 	return 0;
 }
 
-static int bind_path(int fd, const char *path, const struct sockaddr_un *sa,
-		     const char *who)
+static int bind_path(int fd, const char *path, int type,
+		     const struct sockaddr_un *sa, const char *who)
 {
 	int rc;
 
@@ -53,7 +55,7 @@ static int bind_path(int fd, const char *path, const struct sockaddr_un *sa,
 		return 0;
 	if (errno != EADDRINUSE)
 		return -errno;
-	rc = claim_path(path, sa, who);
+	rc = claim_path(path, type, sa, who);
 	if (rc)
 		return rc;
 	if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0)
@@ -64,6 +66,12 @@ static int bind_path(int fd, const char *path, const struct sockaddr_un *sa,
 int vmio_unix_listen(const char *path, int backlog, const char *who,
 		     struct stat *st)
 {
+	return vmio_unix_bind(path, SOCK_STREAM, backlog, who, st);
+}
+
+int vmio_unix_bind(const char *path, int type, int backlog, const char *who,
+		   struct stat *st)
+{
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd, rc;
 
@@ -72,10 +80,10 @@ int vmio_unix_listen(const char *path, int backlog, const char *who,
 		return -ENAMETOOLONG;
 	}
 	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	rc = bind_path(fd, path, &sa, who);
+	rc = bind_path(fd, path, type, &sa, who);
 	if (rc) {
 		if (rc != -EADDRINUSE && rc != -EEXIST)
 			log_err("%s: cannot bind %s: %s", who, path,
@@ -83,7 +91,9 @@ int vmio_unix_listen(const char *path, int backlog, const char *who,
 		close(fd);
 		return rc;
 	}
-	if (listen(fd, backlog) < 0 || stat(path, st) < 0) {
+	/* A datagram socket has no connections to listen for. */
+	if ((type != SOCK_DGRAM && listen(fd, backlog) < 0) ||
+	    stat(path, st) < 0) {
 		int err = errno;
 
 		log_err("%s: cannot listen on %s: %s", who, path,

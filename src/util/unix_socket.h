@@ -16,6 +16,11 @@
 int vmio_unix_listen(const char *path, int backlog, const char *who,
 		     struct stat *st);
 
+/* The same for a socket of type SOCK_STREAM, SOCK_SEQPACKET (both
+ * listening) or SOCK_DGRAM (bound only: it receives at once). */
+int vmio_unix_bind(const char *path, int type, int backlog, const char *who,
+		   struct stat *st);
+
 /* Unlinks path if it is still the file described by st (nobody replaced
  * it since we bound it). */
 void vmio_unix_unlink_if_same(const char *path, const struct stat *st);

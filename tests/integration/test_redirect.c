@@ -50,9 +50,27 @@ static const uint8_t *pattern_at(uint64_t off, unsigned seed)
 
 struct xfer {
 	uint64_t sent, received;
+	unsigned messages; /* received, by msg_duplex */
 	bool intact;     /* everything received matched the pattern */
 	int error;       /* errno of a failure, or ETIMEDOUT */
 };
+
+/* Waits, bounded, until fd is ready for what is left to do: returns the
+ * poll revents, or 0 with x->error set. */
+static short wait_ready(int fd, bool writing, bool reading, struct xfer *x)
+{
+	struct pollfd p = {
+		.fd = fd,
+		.events = (short)((writing ? POLLOUT : 0) | (reading ? POLLIN : 0)),
+	};
+	int n = poll(&p, 1, HARNESS_WAIT_MS);
+
+	if (n <= 0) {
+		x->error = n ? errno : ETIMEDOUT;
+		return 0;
+	}
+	return p.revents;
+}
 
 /* Sends send_n bytes of pattern seed_out (then shuts down writing) while
  * receiving and checking pattern seed_in until EOF. Thread-safe: the
@@ -70,18 +88,11 @@ static void duplex(int fd, uint64_t send_n, unsigned seed_out,
 		wr_done = true;
 	}
 	while (!wr_done || !rd_done) {
-		struct pollfd p = {
-			.fd = fd,
-			.events = (short)((wr_done ? 0 : POLLOUT) |
-					  (rd_done ? 0 : POLLIN)),
-		};
-		int n = poll(&p, 1, HARNESS_WAIT_MS);
+		short ev = wait_ready(fd, !wr_done, !rd_done, x);
 
-		if (n <= 0) {
-			x->error = n ? errno : ETIMEDOUT;
+		if (!ev)
 			return;
-		}
-		if (!wr_done && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
+		if (!wr_done && (ev & (POLLOUT | POLLERR | POLLHUP))) {
 			uint64_t left = send_n - x->sent;
 			size_t len = left < CHUNK ? (size_t)left : CHUNK;
 			ssize_t w = send(fd, pattern_at(x->sent, seed_out), len,
@@ -98,7 +109,7 @@ static void duplex(int fd, uint64_t send_n, unsigned seed_out,
 				wr_done = true;
 			}
 		}
-		if (!rd_done && (p.revents & (POLLIN | POLLERR | POLLHUP))) {
+		if (!rd_done && (ev & (POLLIN | POLLERR | POLLHUP))) {
 			ssize_t r = recv(fd, buf, sizeof(buf), 0);
 
 			if (r == 0) {
@@ -116,34 +127,142 @@ static void duplex(int fd, uint64_t send_n, unsigned seed_out,
 	}
 }
 
+/* What msg_duplex does on a socket that keeps message boundaries. */
+struct msg_plan {
+	int send_n;      /* messages to send, then EOF; -1: send nothing */
+	size_t len;      /* of each message; 0: msg_len(i, seed_out) */
+	unsigned seed_out;
+	bool recv;       /* read and check messages until EOF */
+	bool exact;      /* each one is msg_len(i, seed_in) long */
+	unsigned seed_in;
+};
+
+/* Lengths from 1 byte to CHUNK, different for every message. */
+static size_t msg_len(unsigned i, unsigned seed)
+{
+	return 1 + (i * 7919u + seed * 131u) % CHUNK;
+}
+
+static uint64_t msgs_bytes(unsigned n, unsigned seed)
+{
+	uint64_t sum = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		sum += msg_len(i, seed);
+	return sum;
+}
+
+/* EOF as a message socket says it: an empty datagram (socat's
+ * convention), or a seqpacket shutdown. */
+static int send_eof(int fd)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+
+	getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len);
+	if (type == SOCK_DGRAM)
+		return send(fd, "", 0, MSG_NOSIGNAL) < 0 ? -1 : 0;
+	return shutdown(fd, SHUT_WR);
+}
+
+/* duplex for messages: every message sent is pattern bytes in sequence;
+ * every message received must continue the pattern and, if exact, have
+ * its own length. Bounded waits; the outcome is in *x. */
+static void msg_duplex(int fd, const struct msg_plan *p, struct xfer *x)
+{
+	static __thread uint8_t buf[CHUNK];
+	unsigned sent_msgs = 0;
+	bool wr_done = p->send_n < 0, rd_done = !p->recv;
+
+	*x = (struct xfer){ .intact = true };
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	while (!wr_done || !rd_done) {
+		short ev = wait_ready(fd, !wr_done, !rd_done, x);
+
+		if (!ev)
+			return;
+		if (!wr_done && (ev & (POLLOUT | POLLERR | POLLHUP))) {
+			size_t len = p->len ? p->len : msg_len(sent_msgs, p->seed_out);
+			ssize_t w = (int)sent_msgs == p->send_n ? send_eof(fd) :
+				send(fd, pattern_at(x->sent, p->seed_out), len,
+				     MSG_NOSIGNAL);
+
+			if (w < 0 && errno != EAGAIN) {
+				x->error = errno;
+				return;
+			}
+			if (w >= 0 && (int)sent_msgs == p->send_n)
+				wr_done = true;
+			else if (w >= 0) {
+				x->sent += (uint64_t)w;
+				sent_msgs++;
+			}
+		}
+		if (!rd_done && (ev & (POLLIN | POLLERR | POLLHUP))) {
+			ssize_t r = recv(fd, buf, sizeof(buf), MSG_TRUNC);
+
+			if (r == 0) {
+				rd_done = true;
+			} else if (r > 0) {
+				size_t want = msg_len(x->messages, p->seed_in);
+
+				if ((size_t)r > sizeof(buf) ||
+				    (p->exact && (size_t)r != want) ||
+				    memcmp(buf, pattern_at(x->received, p->seed_in),
+					   (size_t)r))
+					x->intact = false;
+				x->received += (uint64_t)r;
+				x->messages++;
+			} else if (errno != EAGAIN) {
+				x->error = errno;
+				return;
+			}
+		}
+	}
+}
+
 /* The test server on ADDRESS2. */
 enum server_mode {
 	SERVE_DUPLEX,    /* send n bytes while checking what comes */
 	SERVE_HALFCLOSE, /* read to EOF, then reply "got N" and close */
 	SERVE_STALL,     /* read nothing until released, then read to EOF */
+	SERVE_MSGS,      /* msg_duplex with plan */
 };
 
 struct server {
 	enum server_mode mode;
+	int type;                /* of its socket; 0: SOCK_STREAM */
 	uint64_t n;
+	struct msg_plan plan;    /* SERVE_MSGS */
 	unsigned conns;          /* how many connections to serve */
+	unsigned failed;         /* SERVE_DUPLEX connections that fell short */
 	int lfd;
 	pthread_t thread;
 	atomic_bool release;
 	struct xfer x;           /* of the last connection */
 };
 
-static int unix_listen(const char *path)
+static struct sockaddr_un unix_addr(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	assert_true(fd >= 0);
 	assert_true(strlen(path) < sizeof(sa.sun_path));
 	strcpy(sa.sun_path, path);
+	return sa;
+}
+
+/* A socket of type bound at path: listening, unless it is a datagram
+ * socket (which receives at once). */
+static int unix_bound(const char *path, int type)
+{
+	struct sockaddr_un sa = unix_addr(path);
+	int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
 	unlink(path);
 	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(fd, 16), 0);
+	if (type != SOCK_DGRAM)
+		assert_int_equal(listen(fd, 128), 0);
 	return fd;
 }
 
@@ -156,6 +275,11 @@ static void serve_one(struct server *s, int fd)
 	switch (s->mode) {
 	case SERVE_DUPLEX:
 		duplex(fd, s->n, 2, 1, &s->x);
+		if (s->x.error || !s->x.intact || s->x.sent != s->n)
+			s->failed++;
+		break;
+	case SERVE_MSGS:
+		msg_duplex(fd, &s->plan, &s->x);
 		break;
 	case SERVE_STALL:
 		while (!atomic_load(&s->release))
@@ -182,7 +306,10 @@ static void *server_main(void *opaque)
 	struct server *s = opaque;
 
 	for (unsigned i = 0; i < s->conns; i++) {
-		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+		/* A datagram server has no connections: it serves its
+		 * own socket. */
+		int fd = s->type == SOCK_DGRAM ? dup(s->lfd) :
+			 accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
 
 		if (fd < 0)
 			break;
@@ -193,7 +320,7 @@ static void *server_main(void *opaque)
 
 static void server_start(struct server *s, const char *path)
 {
-	s->lfd = unix_listen(path);
+	s->lfd = unix_bound(path, s->type ? s->type : SOCK_STREAM);
 	assert_int_equal(pthread_create(&s->thread, NULL, server_main, s), 0);
 }
 
@@ -205,32 +332,52 @@ static void server_join(struct server *s)
 
 static int unix_connect(const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = unix_addr(path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	assert_true(fd >= 0);
-	strcpy(sa.sun_path, path);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		fail_msg("connect %s: %s", path, strerror(errno));
 	return fd;
 }
 
-static char listen_arg[256], connect_arg[256];
+static char addr_args[2][256];
+
+/* "KEYWORD:pathopts" as ADDRESS(i+1), kept until the next call for i. */
+static const char *addr_arg(int i, const char *keyword, const char *path,
+			    const char *opts)
+{
+	snprintf(addr_args[i], sizeof(addr_args[i]), "%s:%s%s", keyword, path,
+		 opts);
+	return addr_args[i];
+}
 
 /* Spawns `vmio redirect [engine] UNIX-LISTEN:a[opts] UNIX-CONNECT:b` and
  * waits for it to listen. */
 static pid_t spawn_unix(const char *engine, const char *a, const char *opts,
 			const char *b)
 {
-	snprintf(listen_arg, sizeof(listen_arg), "UNIX-LISTEN:%s%s", a, opts);
-	snprintf(connect_arg, sizeof(connect_arg), "UNIX-CONNECT:%s", b);
 	const char *args[] = { "redirect", "--stats", "--engine", engine,
-			       listen_arg, connect_arg, NULL };
+			       addr_arg(0, "UNIX-LISTEN", a, opts),
+			       addr_arg(1, "UNIX-CONNECT", b, ""), NULL };
 	pid_t pid = harness_spawn(args);
 
 	if (!harness_wait_socket(a, HARNESS_WAIT_MS))
 		fail_msg("vmio redirect does not listen on %s", a);
 	return pid;
+}
+
+/* Waits for vmio to end by itself, with status. */
+static void expect_exit(pid_t pid, int status)
+{
+	int st = harness_wait_exit(pid, HARNESS_WAIT_MS);
+
+	if (st == -1) {
+		harness_stop(pid, 1000);
+		fail_msg("vmio redirect did not exit by itself");
+	}
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), status);
 }
 
 static void stop_clean(pid_t pid)
@@ -436,13 +583,7 @@ static void test_no_fork_exits(void **state)
 	assert_int_equal(read_all(fd, reply, sizeof(reply)), 5);
 	close(fd);
 	server_join(&s);
-	int st = harness_wait_exit(pid, HARNESS_WAIT_MS);
-	if (st == -1) {
-		harness_stop(pid, 1000);
-		fail_msg("vmio redirect did not exit after its one connection");
-	}
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
+	expect_exit(pid, 0);
 	assert_int_equal(access(a, F_OK), -1);
 }
 
@@ -460,24 +601,42 @@ static uint16_t free_tcp_port(void)
 	return ntohs(sa.sin_port);
 }
 
-/* Retries until the relay listens; the connection that succeeds is the
- * one the test uses, so no probe reaches the server. */
-static int tcp_connect_retry(uint16_t port)
+/* Retries until the relay listens (or, for a datagram socket, is bound);
+ * the connection that succeeds is the one the test uses, so no probe
+ * reaches the server. */
+static int connect_retry(const struct sockaddr *sa, socklen_t len, int type)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-
 	for (int waited = 0; waited < HARNESS_WAIT_MS; waited += 20) {
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int fd = socket(sa->sa_family, type | SOCK_CLOEXEC, 0);
 
 		assert_true(fd >= 0);
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		if (connect(fd, sa, len) == 0)
 			return fd;
 		close(fd);
 		usleep(20000);
 	}
-	fail_msg("nothing listens on 127.0.0.1:%u", port);
 	return -1;
+}
+
+static int tcp_connect_retry(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = connect_retry((struct sockaddr *)&sa, sizeof(sa), SOCK_STREAM);
+
+	if (fd < 0)
+		fail_msg("nothing listens on 127.0.0.1:%u", port);
+	return fd;
+}
+
+static int unix_connect_retry(const char *path, int type)
+{
+	struct sockaddr_un sa = unix_addr(path);
+	int fd = connect_retry((struct sockaddr *)&sa, sizeof(sa), type);
+
+	if (fd < 0)
+		fail_msg("nothing to connect to at %s", path);
+	return fd;
 }
 
 static void test_tcp_to_unix(void **state)
@@ -517,8 +676,11 @@ static void test_bad_arguments(void **state)
 		  "UNIX-CONNECT:/b", NULL },
 		{ "redirect", "VSOCK-LISTEN:1234", "UNIX-CONNECT:/b", NULL },
 		{ "redirect", "UNIX-LISTEN:@A@", "VSOCK-CONNECT:2:1234", NULL },
-		{ "redirect", "UNIX-RECV:@A@", "UNIX-CONNECT:/b", NULL },
-		{ "redirect", "UNIX-LISTEN:@A@,type=5", "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "UNIX-LISTEN:@A@", "UNIX-RECV:/b", NULL },
+		{ "redirect", "UNIX-RECV:@A@,fork", "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "UNIX-RECV:@A@", "UNIX-SENDTO:/b,type=5", NULL },
+		{ "redirect", "UNIX-LISTEN:@A@,type=2", "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "UNIX-RECV:@A@,bind=/c", "UNIX-CONNECT:/b", NULL },
 		{ "redirect", "UNIX-LISTEN:@A@", "UNIX-LISTEN:/b", NULL },
 		{ "redirect", "--bogus", "UNIX-LISTEN:@A@", "UNIX-CONNECT:/b", NULL },
 	};
@@ -528,7 +690,11 @@ static void test_bad_arguments(void **state)
 		"sockmap: not implemented yet", "unknown engine 'fast'",
 		"VSOCK-LISTEN: not supported yet",
 		"VSOCK-CONNECT: not supported yet",
-		"UNIX-RECV: not supported yet", "seqpacket",
+		"ADDRESS2 UNIX-RECV: it only receives",
+		"UNIX-RECV: option 'fork' does not apply",
+		"option 'type' does not apply to UNIX-SENDTO",
+		"option 'type': '2' is not supported",
+		"option 'bind' does not apply to UNIX-RECV",
 		"must connect", "unknown option '--bogus'",
 	};
 	const char *a = harness_path("bad-a.sock");
@@ -560,13 +726,18 @@ static void test_bad_arguments(void **state)
 	assert_int_equal(harness_run((const char *[]){ "redirect", "--help", NULL },
 				     10000, out, sizeof(out), err, sizeof(err)), 0);
 	assert_non_null(strstr(out, "UNIX-LISTEN:path"));
+	assert_non_null(strstr(out, "UNIX-RECV:path"));
+	assert_non_null(strstr(out, "UNIX-SENDTO:path"));
 	assert_non_null(strstr(out, "fork"));
 	assert_non_null(strstr(out, "--engine"));
 }
 
+/* A client in a thread of its own: sends n bytes of pattern 1, checks
+ * what comes back against pattern seed_in. */
 struct writer {
 	int fd;
 	uint64_t n;
+	unsigned seed_in;
 	struct xfer x;
 };
 
@@ -574,7 +745,7 @@ static void *writer_main(void *opaque)
 {
 	struct writer *w = opaque;
 
-	duplex(w->fd, w->n, 1, 0, &w->x);
+	duplex(w->fd, w->n, 1, w->seed_in, &w->x);
 	return NULL;
 }
 
@@ -629,6 +800,211 @@ static void test_slow_reader(void **state)
 	slow_reader_with("splice");
 }
 
+/* Spawns `vmio redirect --stats -b buffer a1 a2`. */
+static pid_t spawn_pair(const char *buffer, const char *a1, const char *a2)
+{
+	return harness_spawn((const char *[]){ "redirect", "--stats", "-b",
+					       buffer, a1, a2, NULL });
+}
+
+/* `vmio redirect -b buffer UNIX-RECV:a keyword:b` with s serving b:
+ * sends what p says from a datagram socket into a, then waits for the
+ * server and for vmio to end by itself, with status 0. */
+static void send_through_recv(const char *a, const char *keyword,
+			      const char *b, const char *buffer,
+			      struct server *s, const struct msg_plan *p,
+			      struct xfer *x)
+{
+	server_start(s, b);
+	pid_t pid = spawn_pair(buffer, addr_arg(0, "UNIX-RECV", a, ""),
+			       addr_arg(1, keyword, b, ""));
+	int fd = unix_connect_retry(a, SOCK_DGRAM);
+
+	msg_duplex(fd, p, x);
+	close(fd);
+	server_join(s);
+	expect_exit(pid, 0);
+}
+
+/* UNIX-RECV -> UNIX-CONNECT: 64 KiB datagrams become one byte stream in
+ * order; the empty datagram at the end is the sink's EOF, then vmio exits
+ * 0 and removes its socket file. */
+static void test_recv_to_stream(void **state)
+{
+	const char *a = harness_path("recv-a.sock"),
+		   *b = harness_path("recv-b.sock");
+	struct server s = { .mode = SERVE_DUPLEX, .n = 0, .conns = 1 };
+	const struct msg_plan p = { .send_n = 64 * MIB / CHUNK, .len = CHUNK,
+				    .seed_out = 1 };
+	struct xfer x;
+
+	send_through_recv(a, "UNIX-CONNECT", b, "256k", &s, &p, &x);
+	check_xfer("sender", &x, 64 * MIB, 0);
+	check_xfer("sink", &s.x, 0, 64 * MIB);
+	assert_int_equal(access(a, F_OK), -1);
+	assert_true(harness_log_contains("67108864 bytes 1->2, 0 bytes 2->1, 0 messages dropped"));
+}
+
+/* UNIX-RECV -> UNIX-SENDTO: every datagram arrives whole, with its own
+ * length, in order; so does the empty one that ends it. */
+static void test_recv_to_sendto(void **state)
+{
+	enum { N = 1000 };
+	const char *a = harness_path("sendto-a.sock"),
+		   *b = harness_path("sendto-b.sock");
+	struct server s = {
+		.mode = SERVE_MSGS, .type = SOCK_DGRAM, .conns = 1,
+		.plan = { .send_n = -1, .recv = true, .exact = true, .seed_in = 1 },
+	};
+	const struct msg_plan p = { .send_n = N, .seed_out = 1 };
+	struct xfer x;
+
+	send_through_recv(a, "UNIX-SENDTO", b, "64k", &s, &p, &x);
+	check_xfer("sender", &x, msgs_bytes(N, 1), 0);
+	check_xfer("receiver", &s.x, 0, msgs_bytes(N, 1));
+	assert_int_equal(s.x.messages, N);
+}
+
+/* UNIX-LISTEN,type=5 -> UNIX-CONNECT,type=5: seqpacket both ways, every
+ * message's boundary kept, and EOF passed on both ways. */
+static void test_seqpacket(void **state)
+{
+	enum { N = 1000 };
+	const char *a = harness_path("seq-a.sock"), *b = harness_path("seq-b.sock");
+	struct server s = {
+		.mode = SERVE_MSGS, .type = SOCK_SEQPACKET, .conns = 1,
+		.plan = { .send_n = N, .seed_out = 2, .recv = true,
+			  .exact = true, .seed_in = 1 },
+	};
+	const struct msg_plan p = { .send_n = N, .seed_out = 1, .recv = true,
+				    .exact = true, .seed_in = 2 };
+	struct xfer x;
+
+	server_start(&s, b);
+	pid_t pid = spawn_pair("256k", addr_arg(0, "UNIX-LISTEN", a, ",type=5"),
+			       addr_arg(1, "UNIX-CONNECT", b, ",type=5"));
+	if (!harness_wait_socket(a, HARNESS_WAIT_MS))
+		fail_msg("vmio redirect does not listen on %s", a);
+	int fd = unix_connect_retry(a, SOCK_SEQPACKET);
+
+	msg_duplex(fd, &p, &x);
+	close(fd);
+	server_join(&s);
+	check_xfer("client", &x, msgs_bytes(N, 1), msgs_bytes(N, 2));
+	check_xfer("server", &s.x, msgs_bytes(N, 2), msgs_bytes(N, 1));
+	assert_int_equal(x.messages, N);
+	assert_int_equal(s.x.messages, N);
+	expect_exit(pid, 0);
+}
+
+/* UNIX-LISTEN -> keyword (UNIX-SENDTO, or UNIX-CLIENT finding a datagram
+ * peer): a stream cut into datagrams of 64 KiB at most, every byte
+ * intact; the client's EOF ends the relay, as the datagram server sends
+ * none of its own. */
+static void stream_to_dgram_with(const char *keyword)
+{
+	const char *a = harness_path("s2d-a.sock"), *b = harness_path("s2d-b.sock");
+	struct server s = {
+		.mode = SERVE_MSGS, .type = SOCK_DGRAM, .conns = 1,
+		.plan = { .send_n = -1, .recv = true, .seed_in = 1 },
+	};
+	struct xfer x;
+
+	server_start(&s, b);
+	pid_t pid = spawn_pair("256k", addr_arg(0, "UNIX-LISTEN", a, ""),
+			       addr_arg(1, keyword, b, ""));
+	if (!harness_wait_socket(a, HARNESS_WAIT_MS))
+		fail_msg("vmio redirect does not listen on %s", a);
+	int fd = unix_connect(a);
+
+	duplex(fd, 16 * MIB, 1, 2, &x);
+	close(fd);
+	server_join(&s);
+	check_xfer("client", &x, 16 * MIB, 0);
+	check_xfer("receiver", &s.x, 0, 16 * MIB);
+	expect_exit(pid, 0);
+}
+
+static void test_stream_to_dgram(void **state)
+{
+	stream_to_dgram_with("UNIX-SENDTO");
+	stream_to_dgram_with("UNIX-CLIENT");
+}
+
+/* Receives one datagram within the bounded wait: its real length, or
+ * -errno. */
+static ssize_t recv_within(int fd, char *buf, size_t size)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	if (poll(&p, 1, HARNESS_WAIT_MS) <= 0)
+		return -ETIMEDOUT;
+	ssize_t r = recv(fd, buf, size, MSG_TRUNC);
+	return r < 0 ? -errno : r;
+}
+
+/* A datagram larger than -b is never cut: it is dropped with an error
+ * naming its size, the ones around it arrive whole, and the exit status
+ * says something was lost. */
+static void test_truncation_trap(void **state)
+{
+	const char *a = harness_path("trunc-a.sock"),
+		   *b = harness_path("trunc-b.sock");
+	static const size_t lens[] = { 100, 5000, 200 };
+	char buf[8192];
+
+	int rfd = unix_bound(b, SOCK_DGRAM);
+	pid_t pid = spawn_pair("4096", addr_arg(0, "UNIX-RECV", a, ""),
+			       addr_arg(1, "UNIX-SENDTO", b, ""));
+	int fd = unix_connect_retry(a, SOCK_DGRAM);
+
+	for (size_t i = 0; i < 3; i++) {
+		memset(buf, 'a' + (int)i, lens[i]);
+		assert_int_equal(send(fd, buf, lens[i], 0), (ssize_t)lens[i]);
+	}
+	assert_int_equal(send(fd, "", 0, 0), 0);
+	assert_int_equal(recv_within(rfd, buf, sizeof(buf)), 100);
+	assert_true(buf[0] == 'a' && buf[99] == 'a');
+	assert_int_equal(recv_within(rfd, buf, sizeof(buf)), 200);
+	assert_true(buf[0] == 'c' && buf[199] == 'c');
+	assert_int_equal(recv_within(rfd, buf, sizeof(buf)), 0);
+	close(fd);
+	close(rfd);
+	expect_exit(pid, 1);
+	assert_true(harness_log_contains("dropped a 5000-byte message: larger than the buffer (limit 4096 bytes"));
+	assert_true(harness_log_contains("300 bytes 1->2, 0 bytes 2->1, 1 messages dropped"));
+}
+
+/* fork: 100 clients at once, each relayed on its own connection, each
+ * connection's bytes checked at both ends. */
+static void test_fork_many(void **state)
+{
+	enum { CLIENTS = 100 };
+	const char *a = harness_path("many-a.sock"),
+		   *b = harness_path("many-b.sock");
+	struct server s = { .mode = SERVE_DUPLEX, .n = MIB, .conns = CLIENTS };
+	static struct writer w[CLIENTS];
+	pthread_t th[CLIENTS];
+
+	server_start(&s, b);
+	pid_t pid = spawn_unix("auto", a, ",fork", b);
+	for (int i = 0; i < CLIENTS; i++)
+		w[i] = (struct writer){ .fd = unix_connect(a), .n = MIB,
+					.seed_in = 2 };
+	for (int i = 0; i < CLIENTS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
+	for (int i = 0; i < CLIENTS; i++) {
+		pthread_join(th[i], NULL);
+		close(w[i].fd);
+	}
+	server_join(&s);
+	for (int i = 0; i < CLIENTS; i++)
+		check_xfer("client", &w[i].x, MIB, MIB);
+	assert_int_equal(s.failed, 0);
+	stop_clean(pid);
+	assert_true(harness_log_contains("total: 100 connections, 209715200 bytes"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -641,6 +1017,12 @@ int main(void)
 		cmocka_unit_test(test_no_fork_exits),
 		cmocka_unit_test(test_tcp_to_unix),
 		cmocka_unit_test(test_slow_reader),
+		cmocka_unit_test(test_recv_to_stream),
+		cmocka_unit_test(test_recv_to_sendto),
+		cmocka_unit_test(test_seqpacket),
+		cmocka_unit_test(test_stream_to_dgram),
+		cmocka_unit_test(test_truncation_trap),
+		cmocka_unit_test(test_fork_many),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
