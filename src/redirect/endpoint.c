@@ -134,6 +134,26 @@ static int set_reuseaddr(int fd)
 		       -errno : 0;
 }
 
+int redir_endpoint_bind_socket(struct redir_endpoint *ep, int fd)
+{
+	const struct redir_addr *a = &ep->addr;
+	int rc;
+
+	if (a->unlink_early && unlink(a->path) < 0 && errno != ENOENT) {
+		rc = -errno;
+		log_err("cannot unlink %s: %s", a->path, strerror(errno));
+		return rc;
+	}
+	rc = vmio_unix_bind_socket(fd, a->path, a->socktype,
+				   a->backlog ? a->backlog : DEFAULT_BACKLOG,
+				   "redirect", &ep->st);
+	if (!rc)
+		ep->made_file = true;
+	else if (rc == -EADDRINUSE)
+		log_err("%s is in use by a live listener", a->path);
+	return rc;
+}
+
 int redir_endpoint_listen(struct redir_endpoint *ep)
 {
 	const struct redir_addr *a = &ep->addr;
@@ -141,17 +161,15 @@ int redir_endpoint_listen(struct redir_endpoint *ep)
 	int fd, rc;
 
 	if (a->family == AF_UNIX) {
-		if (a->unlink_early && unlink(a->path) < 0 && errno != ENOENT) {
-			rc = -errno;
-			log_err("cannot unlink %s: %s", a->path, strerror(errno));
+		fd = socket(AF_UNIX,
+			    a->socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		rc = redir_endpoint_bind_socket(ep, fd);
+		if (rc) {
+			close(fd);
 			return rc;
 		}
-		fd = vmio_unix_bind(a->path, a->socktype, backlog, "redirect",
-				    &ep->st);
-		if (fd >= 0)
-			ep->made_file = true;
-		else if (fd == -EADDRINUSE)
-			log_err("%s is in use by a live listener", a->path);
 		return fd;
 	}
 	fd = socket(ep->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,

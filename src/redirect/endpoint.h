@@ -31,6 +31,11 @@ int redir_endpoint_resolve(struct redir_endpoint *ep, const struct redir_addr *a
  * bound only, and receives at once. Returns the fd or -errno (logged). */
 int redir_endpoint_listen(struct redir_endpoint *ep);
 
+/* Binds fd, a unix socket of the address's type made by the caller, to
+ * the address's path (listening too, unless it is a datagram socket).
+ * Returns 0 or -errno (logged); fd stays the caller's. */
+int redir_endpoint_bind_socket(struct redir_endpoint *ep, int fd);
+
 /* Removes the unix socket file the listener made, if still ours. */
 void redir_endpoint_unlink(struct redir_endpoint *ep);
 

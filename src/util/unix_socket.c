@@ -66,29 +66,35 @@ static int bind_path(int fd, const char *path, int type,
 int vmio_unix_listen(const char *path, int backlog, const char *who,
 		     struct stat *st)
 {
-	return vmio_unix_bind(path, SOCK_STREAM, backlog, who, st);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int rc;
+
+	if (fd < 0)
+		return -errno;
+	rc = vmio_unix_bind_socket(fd, path, SOCK_STREAM, backlog, who, st);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
 }
 
-int vmio_unix_bind(const char *path, int type, int backlog, const char *who,
-		   struct stat *st)
+int vmio_unix_bind_socket(int fd, const char *path, int type, int backlog,
+			  const char *who, struct stat *st)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd, rc;
+	int rc;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
 		log_err("%s: socket path %s is too long", who, path);
 		return -ENAMETOOLONG;
 	}
 	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
 	rc = bind_path(fd, path, type, &sa, who);
 	if (rc) {
 		if (rc != -EADDRINUSE && rc != -EEXIST)
 			log_err("%s: cannot bind %s: %s", who, path,
 				strerror(-rc));
-		close(fd);
 		return rc;
 	}
 	/* A datagram socket has no connections to listen for. */
@@ -99,10 +105,9 @@ int vmio_unix_bind(const char *path, int type, int backlog, const char *who,
 		log_err("%s: cannot listen on %s: %s", who, path,
 			strerror(err));
 		unlink(path);
-		close(fd);
 		return -err;
 	}
-	return fd;
+	return 0;
 }
 
 void vmio_unix_unlink_if_same(const char *path, const struct stat *st)

@@ -16,10 +16,12 @@
 int vmio_unix_listen(const char *path, int backlog, const char *who,
 		     struct stat *st);
 
-/* The same for a socket of type SOCK_STREAM, SOCK_SEQPACKET (both
- * listening) or SOCK_DGRAM (bound only: it receives at once). */
-int vmio_unix_bind(const char *path, int type, int backlog, const char *who,
-		   struct stat *st);
+/* The same for a socket fd the caller made, of type SOCK_STREAM,
+ * SOCK_SEQPACKET (both listening) or SOCK_DGRAM (bound only: it receives
+ * at once), so that it can be set up before its address exists.
+ * Returns 0 or -errno (logged); fd stays the caller's either way. */
+int vmio_unix_bind_socket(int fd, const char *path, int type, int backlog,
+			  const char *who, struct stat *st);
 
 /* Unlinks path if it is still the file described by st (nobody replaced
  * it since we bound it). */
