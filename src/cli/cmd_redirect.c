@@ -31,8 +31,9 @@ static const char redirect_usage[] =
 	"  UNIX-CLIENT:path         the same (datagram peers not yet)\n"
 	"  TCP-LISTEN:port          listen on TCP (IPv4; TCP4-/TCP6-LISTEN)\n"
 	"  TCP:host:port            connect over TCP (TCP4:, TCP6:[addr]:port)\n"
-	"  UNIX-RECV:path, UNIX-SENDTO:path, VSOCK-LISTEN:port,\n"
-	"  VSOCK-CONNECT:cid:port   parsed, but not supported yet\n"
+	"  VSOCK-LISTEN:port        listen on a vsock stream socket (any CID)\n"
+	"  VSOCK-CONNECT:cid:port   connect over vsock (CID 2: the host)\n"
+	"  UNIX-RECV:path, UNIX-SENDTO:path   parsed, but not supported yet\n"
 	"\n"
 	"Address options (after the address, comma-separated):\n"
 	"  fork          keep accepting after the first connection; all\n"
@@ -41,9 +42,10 @@ static const char redirect_usage[] =
 	"  unlink-early  remove the listening socket's path first (a stale\n"
 	"                socket file is replaced in any case)\n"
 	"  bind=ADDR     local address: a path for unix, host[:port] for TCP\n"
-	"                (on TCP-LISTEN, the address to listen on)\n"
+	"                (on TCP-LISTEN, the address to listen on; not on vsock)\n"
 	"  backlog=N     listen queue length\n"
-	"  type=5        seqpacket unix socket (parsed; not supported yet)\n"
+	"  type=5        seqpacket unix socket (parsed; not supported yet;\n"
+	"                on vsock, type=5 and type=2 are refused)\n"
 	"\n"
 	"Options:\n"
 	"  --engine E        auto, copy, splice or sockmap (auto: splice for\n"
@@ -333,7 +335,7 @@ static int check_supported(const struct redirect *rd, char *err, size_t size)
 	for (int i = 0; i < 2; i++) {
 		const struct redir_addr *a = &rd->ep[i].addr;
 
-		if (a->family == AF_VSOCK || a->socktype == SOCK_DGRAM) {
+		if (a->socktype == SOCK_DGRAM) {
 			snprintf(err, size, "%s: not supported yet", a->keyword);
 			return -1;
 		}
