@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Sourced in the guest (busybox sh) by the guest halves of the guest tests,
 # vsock-guest.sh and redirect-guest.sh; the host scripts pass it in as
 # /lib/guest-steps.sh. Every step prints "STEP name PASS|FAIL why" for the

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # The guest half of tests/guest/vsock_test.sh (busybox sh, run as /test.sh).
 # The host has started `vmio vsock --guest-cid 3` and its services on
 # <uds-path>_PORT before QEMU; this script talks to them through the guest
@@ -5,6 +6,7 @@
 # Every step prints "STEP name PASS|FAIL why" for the host script; the
 # host also checks its own side (what arrived, byte for byte).
 # Ports: 5001-5005 host services, 5999 nothing listens, 6001-6002 ours.
+# shellcheck source=tests/guest/guest-steps.sh
 . /lib/guest-steps.sh
 need_vsock
 # The CID comes from the backend's config space (GET_CONFIG).

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the host halves of the guest tests that boot the guest with
 # `vmio vsock` serving its vhost-user-vsock-pci device (vsock_test.sh,
 # redirect_test.sh): options, the backend, the boot, host services on
@@ -15,6 +16,7 @@
 # Exit status of the test: 0 when every scenario passed; 1 with
 # "$name: FAIL: ..." lines otherwise. Logs: DIR/logs/$name.*.log.
 
+: "${name:?set name before sourcing vsock-host.sh}"
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 image=$top/build/guest
 vmio=$top/build/vmio
