@@ -91,9 +91,10 @@ static void unix_sa(struct sockaddr_storage *ss, socklen_t *len,
 	*len = sizeof(*sun);
 }
 
-/* Stream only: AF_VSOCK datagrams (an old VMCI-only transport) and
- * seqpacket (not on every guest kernel) are refused before anything is
- * opened. A listener takes connections to any of the machine's CIDs. */
+/* Stream only, refused before anything is opened otherwise: AF_VSOCK
+ * datagrams exist on the VMCI transport alone, not virtio's, and seqpacket
+ * has message boundaries that a stream relay would not keep. A listener
+ * takes connections to any of the machine's CIDs, as socat's does. */
 static int vsock_sa(struct redir_endpoint *ep, const struct redir_addr *a,
 		    char *err, size_t err_size)
 {

@@ -50,13 +50,14 @@ elif [ $rc -eq 2 ] || [ "$(field recvd "$out")" != 0 ]; then
 	fail g2h-rst "the unix client was not simply closed (exit $rc)"
 else pass g2h-rst; fi
 
-# Host to guest: VSOCK-LISTEN:5000,fork in front of a unix echo server; the
-# host connects twice at once through the backend's uds-path (CONNECT 5000)
+# Host to guest: VSOCK-LISTEN:5000,fork (reuseaddr and backlog apply to a
+# vsock listener as to TCP's) in front of a unix echo server; the host
+# connects twice at once through the backend's uds-path (CONNECT 5000)
 # and checks what comes back, byte for byte. The marker tells the host
 # script both are listening.
 $T unix-listen /tmp/sink.sock --mode echo --count 2 --timeout 100 >/tmp/sink.out 2>&1 &
 s=$!
-$V redirect -v --stats VSOCK-LISTEN:5000,fork UNIX-CONNECT:/tmp/sink.sock >/tmp/h2g.log 2>&1 &
+$V redirect -v --stats VSOCK-LISTEN:5000,fork,reuseaddr,backlog=16 UNIX-CONNECT:/tmp/sink.sock >/tmp/h2g.log 2>&1 &
 r=$!
 wait_listening /tmp/sink.out /tmp/h2g.log
 echo "REDIRECT-H2G-READY"

@@ -16,8 +16,8 @@
  *
  * Output and modes: see peer-engine.h. A failed connect prints
  *   vsock-tool: connect cid=C port=P result=error errno=ECONNRESET ms=N
- * (path=PATH for unix) and exits 3. Exit 0: every connection did what its mode promised;
- * 1: one did not; 2: usage error or time limit.
+ * (path=PATH for unix) and exits 3. Exit 0: every connection did what its
+ * mode promised; 1: one did not; 2: usage error or time limit.
  */
 #include <linux/vm_sockets.h>
 #include <signal.h>
@@ -134,8 +134,12 @@ int main(int argc, char **argv)
 			snprintf(t.text, sizeof(t.text), "port=%u", (unsigned)x);
 			r.lfd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
 			if (r.lfd >= 0 && (bind(r.lfd, (struct sockaddr *)&t.sa, t.len) < 0 ||
-					   listen(r.lfd, 128) < 0))
+					   listen(r.lfd, 128) < 0)) {
+				int e = errno;
+				close(r.lfd);
 				r.lfd = -1;
+				errno = e;
+			}
 		} else {
 			usage();
 		}

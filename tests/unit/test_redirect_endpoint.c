@@ -27,42 +27,42 @@ static int resolve(const char *text)
 	return redir_endpoint_resolve(&ep, &a, err, sizeof(err));
 }
 
-static const struct sockaddr_vm *vm(void)
+/* ep holds a vsock stream address for cid and port. */
+static void assert_vm(unsigned cid, unsigned port)
 {
-	return (const struct sockaddr_vm *)&ep.sa;
+	const struct sockaddr_vm *vm = (const struct sockaddr_vm *)&ep.sa;
+
+	assert_int_equal(ep.sa_len, sizeof(struct sockaddr_vm));
+	assert_int_equal(vm->svm_family, AF_VSOCK);
+	assert_int_equal(vm->svm_cid, cid);
+	assert_int_equal(vm->svm_port, port);
+	assert_int_equal(ep.bind_len, 0);
+}
+
+static void assert_described(const char *want)
+{
+	char buf[64];
+
+	assert_string_equal(redir_endpoint_describe(&ep, buf, sizeof(buf)), want);
 }
 
 static void test_vsock_listen(void **state)
 {
-	char buf[64];
-
 	assert_int_equal(resolve("VSOCK-LISTEN:5000,fork,backlog=8,reuseaddr"), 0);
-	assert_int_equal(ep.sa_len, sizeof(struct sockaddr_vm));
-	assert_int_equal(vm()->svm_family, AF_VSOCK);
-	assert_int_equal(vm()->svm_cid, VMADDR_CID_ANY);
-	assert_int_equal(vm()->svm_port, 5000);
-	assert_int_equal(ep.bind_len, 0);
-	assert_string_equal(redir_endpoint_describe(&ep, buf, sizeof(buf)),
-			    "VSOCK-LISTEN:5000");
+	assert_vm(VMADDR_CID_ANY, 5000);
+	assert_described("VSOCK-LISTEN:5000");
 	/* The whole 32-bit port space, as the kernel has it. */
 	assert_int_equal(resolve("vsock-listen:4294967295"), 0);
-	assert_int_equal(vm()->svm_port, UINT32_MAX);
+	assert_vm(VMADDR_CID_ANY, UINT32_MAX);
 }
 
 static void test_vsock_connect(void **state)
 {
-	char buf[64];
-
 	assert_int_equal(resolve("VSOCK-CONNECT:2:6000"), 0);
-	assert_int_equal(ep.sa_len, sizeof(struct sockaddr_vm));
-	assert_int_equal(vm()->svm_family, AF_VSOCK);
-	assert_int_equal(vm()->svm_cid, VMADDR_CID_HOST);
-	assert_int_equal(vm()->svm_port, 6000);
-	assert_string_equal(redir_endpoint_describe(&ep, buf, sizeof(buf)),
-			    "VSOCK-CONNECT:2:6000");
+	assert_vm(VMADDR_CID_HOST, 6000);
+	assert_described("VSOCK-CONNECT:2:6000");
 	assert_int_equal(resolve("VSOCK-CONNECT:4294967295:1,type=1"), 0);
-	assert_int_equal(vm()->svm_cid, UINT32_MAX);
-	assert_int_equal(vm()->svm_port, 1);
+	assert_vm(UINT32_MAX, 1);
 }
 
 static void test_vsock_refused(void **state)
@@ -78,16 +78,12 @@ static void test_vsock_refused(void **state)
 /* The other families still resolve as before beside vsock. */
 static void test_unix_and_tcp(void **state)
 {
-	char buf[64];
-
 	assert_int_equal(resolve("UNIX-CONNECT:/tmp/x.sock"), 0);
 	assert_int_equal(ep.sa.ss_family, AF_UNIX);
-	assert_string_equal(redir_endpoint_describe(&ep, buf, sizeof(buf)),
-			    "UNIX-CONNECT:/tmp/x.sock");
+	assert_described("UNIX-CONNECT:/tmp/x.sock");
 	assert_int_equal(resolve("TCP4-LISTEN:8080,bind=127.0.0.1"), 0);
 	assert_int_equal(ep.sa.ss_family, AF_INET);
-	assert_string_equal(redir_endpoint_describe(&ep, buf, sizeof(buf)),
-			    "TCP4-LISTEN:8080");
+	assert_described("TCP4-LISTEN:8080");
 }
 
 int main(void)
