@@ -6,6 +6,9 @@
 #   --script FILE       run FILE in the guest as /test.sh (sh, busybox)
 #   --file SRC[:DEST]   put SRC into the guest at DEST (default /SRC's name);
 #                       repeatable: helpers, static test binaries
+#   --exe SRC[:DEST]    as --file, plus the shared libraries and the loader
+#                       that `ldd SRC` lists, at the same paths: a
+#                       dynamically linked program (vmio itself) runs there
 #   --image DIR         image cache (default build/guest); built if stale
 #   --no-build          use the image in DIR as it is (the caller built it)
 #   --timeout SECS      hard limit on the whole boot (default 180)
@@ -36,6 +39,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 image=$top/build/guest
 script=
 files=()
+exes=()
 limit=180
 logfile=
 mem=256
@@ -48,6 +52,7 @@ while (($#)); do
 	case $1 in
 	--script) script=$2; shift 2 ;;
 	--file) files+=("$2"); shift 2 ;;
+	--exe) exes+=("$2"); shift 2 ;;
 	--image) image=$2; shift 2 ;;
 	--no-build) build=; shift ;;
 	--timeout) limit=$2; shift 2 ;;
@@ -95,6 +100,18 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # --- the per-test archive ------------------------------------------------
+# The guest's userland is static busybox: a dynamically linked program
+# takes along what ldd says it loads, asked at each run, so a new library
+# (libbpf, ...) needs no change here.
+for e in "${exes[@]}"; do
+	src=${e%%:*}
+	files+=("$e")
+	libs=$(ldd "$src" 2>&1) || die "ldd $src failed: $libs"
+	! grep -q 'not found' <<<"$libs" || die "$src: libraries not found: $libs"
+	while read -r lib; do
+		files+=("$lib:$lib")
+	done < <(awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' <<<"$libs")
+done
 initrd=$image/initramfs.cpio
 if [[ -n $script || ${#files[@]} -gt 0 ]]; then
 	mkdir -p "$tmp/add"

@@ -262,10 +262,16 @@ static int parse_option(struct redir_addr *a, const char *s, size_t n,
 	} else if (!strcasecmp(name, "type")) {
 		uint32_t v;
 
-		if (!is_unix(a) || a->socktype == SOCK_DGRAM)
+		/* socat takes type= on vsock too; what vsock cannot do
+		 * (datagrams, seqpacket) is refused with its reason when
+		 * the address is resolved. */
+		bool vsock = a->family == AF_VSOCK;
+
+		if ((!is_unix(a) && !vsock) || a->socktype == SOCK_DGRAM)
 			return not_here(a, name, err, err_size);
 		if (parse_port(val, val_len, 255, &v) ||
-		    (v != SOCK_STREAM && v != SOCK_SEQPACKET)) {
+		    (v != SOCK_STREAM && v != SOCK_SEQPACKET &&
+		     !(vsock && v == SOCK_DGRAM))) {
 			snprintf(err, err_size,
 				 "option 'type': '%.*s' is not supported (1 stream, 5 seqpacket)",
 				 (int)(val_len > 64 ? 64 : val_len), val);

@@ -1,6 +1,7 @@
 #include "redirect/endpoint.h"
 
 #include <errno.h>
+#include <linux/vm_sockets.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -90,6 +91,34 @@ static void unix_sa(struct sockaddr_storage *ss, socklen_t *len,
 	*len = sizeof(*sun);
 }
 
+/* Stream only, refused before anything is opened otherwise: AF_VSOCK
+ * datagrams exist on the VMCI transport alone, not virtio's, and seqpacket
+ * has message boundaries that a stream relay would not keep. A listener
+ * takes connections to any of the machine's CIDs, as socat's does. */
+static int vsock_sa(struct redir_endpoint *ep, const struct redir_addr *a,
+		    char *err, size_t err_size)
+{
+	struct sockaddr_vm *svm = (struct sockaddr_vm *)&ep->sa;
+
+	if (a->socktype == SOCK_DGRAM) {
+		snprintf(err, err_size,
+			 "%s: type=2: AF_VSOCK datagrams are not supported",
+			 a->keyword);
+		return -1;
+	}
+	if (a->socktype != SOCK_STREAM) {
+		snprintf(err, err_size,
+			 "%s: type=%d: only stream vsock sockets are supported",
+			 a->keyword, a->socktype);
+		return -1;
+	}
+	svm->svm_family = AF_VSOCK;
+	svm->svm_cid = a->kind == REDIR_VSOCK_LISTEN ? VMADDR_CID_ANY : a->cid;
+	svm->svm_port = a->port;
+	ep->sa_len = sizeof(*svm);
+	return 0;
+}
+
 int redir_endpoint_resolve(struct redir_endpoint *ep, const struct redir_addr *a,
 			   char *err, size_t err_size)
 {
@@ -121,6 +150,8 @@ int redir_endpoint_resolve(struct redir_endpoint *ep, const struct redir_addr *a
 						 false, 0, &ep->bind_sa,
 						 &ep->bind_len, err, err_size);
 		return 0;
+	case AF_VSOCK:
+		return vsock_sa(ep, a, err, err_size);
 	}
 	snprintf(err, err_size, "%s: not supported yet", a->keyword);
 	return -1;
@@ -248,8 +279,10 @@ const char *redir_endpoint_describe(const struct redir_endpoint *ep,
 
 	if (a->family == AF_UNIX)
 		snprintf(buf, size, "%s:%s", a->keyword, a->path);
-	else if (a->kind == REDIR_TCP_LISTEN)
+	else if (a->kind == REDIR_TCP_LISTEN || a->kind == REDIR_VSOCK_LISTEN)
 		snprintf(buf, size, "%s:%u", a->keyword, a->port);
+	else if (a->kind == REDIR_VSOCK_CONNECT)
+		snprintf(buf, size, "%s:%u:%u", a->keyword, a->cid, a->port);
 	else
 		snprintf(buf, size, "%s:%s:%u", a->keyword, a->host, a->port);
 	return buf;

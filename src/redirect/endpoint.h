@@ -48,7 +48,7 @@ int redir_endpoint_connect(const struct redir_endpoint *ep);
 /* The outcome of a connect that was in progress: 0 or -errno. */
 int redir_connect_result(int fd);
 
-/* "path" or "host:port", for log lines. */
+/* "KEYWORD:path", ":port", ":host:port" or ":cid:port", for log lines. */
 const char *redir_endpoint_describe(const struct redir_endpoint *ep,
 				    char *buf, size_t size);
 

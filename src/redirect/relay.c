@@ -255,7 +255,7 @@ static bool has_nowhere_to_send(int fd, int type)
 /* Sets up direction i (fd[i] -> fd[!i]) with the engine its socket types
  * call for. Returns 0 or -errno. */
 static int dir_init(struct redir_relay *r, int i, enum redir_engine engine,
-		    size_t buffer)
+		    size_t buffer, bool relayed)
 {
 	struct redir_dir *d = &r->dir[i];
 	int src_type = sock_type(r->fd[i]), dst_type = sock_type(r->fd[!i]);
@@ -270,15 +270,15 @@ static int dir_init(struct redir_relay *r, int i, enum redir_engine engine,
 		.src_type = src_type, .dst_type = dst_type,
 		.capacity = buffer, .pipe_r = -1, .pipe_w = -1,
 	};
-	if (has_nowhere_to_send(d->dst, dst_type))
+	if (!relayed || has_nowhere_to_send(d->dst, dst_type))
 		d->eof = d->done = true;
 	return d->ops->init(d);
 }
 
-struct redir_relay *redir_relay_new(struct vmio_loop *loop, int a, int b,
-				    enum redir_engine engine, size_t buffer,
-				    const char *name, redir_relay_done_fn done,
-				    void *opaque)
+static struct redir_relay *relay_start(struct vmio_loop *loop, int a, int b,
+				       enum redir_engine engine, size_t buffer,
+				       bool both_ways, const char *name,
+				       redir_relay_done_fn done, void *opaque)
 {
 	struct redir_relay *r = calloc(1, sizeof(*r));
 	int rc;
@@ -301,7 +301,7 @@ struct redir_relay *redir_relay_new(struct vmio_loop *loop, int a, int b,
 	if (!rc)
 		rc = set_nonblock(b);
 	for (int i = 0; i < 2 && !rc; i++)
-		rc = dir_init(r, i, engine, buffer);
+		rc = dir_init(r, i, engine, buffer, i == 0 || both_ways);
 	for (int i = 0; i < 2 && !rc; i++)
 		rc = update_watch(r, i);
 	if (rc) {
@@ -310,6 +310,25 @@ struct redir_relay *redir_relay_new(struct vmio_loop *loop, int a, int b,
 		return NULL;
 	}
 	return r;
+}
+
+struct redir_relay *redir_relay_new(struct vmio_loop *loop, int a, int b,
+				    enum redir_engine engine, size_t buffer,
+				    const char *name, redir_relay_done_fn done,
+				    void *opaque)
+{
+	return relay_start(loop, a, b, engine, buffer, true, name, done,
+			   opaque);
+}
+
+struct redir_relay *redir_relay_new_one_way(struct vmio_loop *loop, int a,
+					    int b, enum redir_engine engine,
+					    size_t buffer, const char *name,
+					    redir_relay_done_fn done,
+					    void *opaque)
+{
+	return relay_start(loop, a, b, engine, buffer, false, name, done,
+			   opaque);
 }
 
 void redir_relay_get_stats(const struct redir_relay *r,

@@ -50,12 +50,20 @@ typedef void (*redir_relay_done_fn)(void *opaque, struct redir_relay *r,
  * (16 of them held at most). A direction into a datagram socket with no
  * peer (UNIX-RECV) is not relayed; the direction out of a connected
  * datagram socket ends once the direction into it has passed EOF on, as
- * a datagram server sends no EOF of its own. The relay owns both fds from now on, even on failure. name
- * prefixes its log lines. Returns NULL (and closes the fds) on failure. */
+ * a datagram server sends no EOF of its own. The relay owns both fds from
+ * now on, even on failure. name prefixes its log lines. Returns NULL (and
+ * closes the fds) on failure. */
 struct redir_relay *redir_relay_new(struct vmio_loop *loop, int a, int b,
 				    enum redir_engine engine, size_t buffer,
 				    const char *name, redir_relay_done_fn done,
 				    void *opaque);
+
+/* The same, from a to b only: b is never read, and its EOF goes nowhere. */
+struct redir_relay *redir_relay_new_one_way(struct vmio_loop *loop, int a,
+					    int b, enum redir_engine engine,
+					    size_t buffer, const char *name,
+					    redir_relay_done_fn done,
+					    void *opaque);
 
 void redir_relay_get_stats(const struct redir_relay *r,
 			   struct redir_relay_stats *st);

@@ -65,35 +65,46 @@ struct redir_sockmap *redir_sockmap_load(char *err, size_t err_size)
 	return sm;
 }
 
-int redir_sockmap_attach(struct redir_sockmap *sm, int ingress, int egress,
-			 int sndbuf)
+/* The kernel retries a full egress only on the next timer tick (4 ms at
+ * HZ=250), not when room appears; a large send buffer keeps it from
+ * getting there. FORCE goes past net.core.wmem_max, and a process that
+ * could load the program may use it. */
+static void set_sndbuf(int fd, int sndbuf)
 {
-	__u32 key = 0;
-	__u64 fd;
-
-	/* The kernel retries a full egress only on the next timer tick (4 ms
-	 * at HZ=250), not when room appears; a large send buffer keeps it
-	 * from getting there. FORCE goes past net.core.wmem_max, and a
-	 * process that could load the program may use it. */
-	if (setsockopt(egress, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf,
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf,
 		       sizeof(sndbuf)) < 0 &&
-	    setsockopt(egress, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) < 0)
-		log_warn("sockmap: cannot set the egress send buffer: %s",
+	    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) < 0)
+		log_warn("sockmap: cannot set a send buffer: %s",
 			 strerror(errno));
-	/* Egress first: a datagram redirected to an empty slot is dropped. */
-	fd = (__u64)egress;
-	if (bpf_map_update_elem(bpf_map__fd(sm->skel->maps.egress), &key, &fd,
-				BPF_NOEXIST) < 0)
-		return -errno;
-	fd = (__u64)ingress;
-	if (bpf_map_update_elem(bpf_map__fd(sm->skel->maps.ingress), &key, &fd,
-				BPF_NOEXIST) < 0) {
-		int rc = -errno;
+}
 
-		bpf_map_delete_elem(bpf_map__fd(sm->skel->maps.egress), &key);
-		return rc;
+static int insert(int map_fd, __u32 key, int fd)
+{
+	__u64 value = (__u64)fd;
+
+	return bpf_map_update_elem(map_fd, &key, &value, BPF_NOEXIST) < 0 ?
+		       -errno : 0;
+}
+
+int redir_sockmap_attach(struct redir_sockmap *sm, int ingress, int egress,
+			 int diversion, int sndbuf)
+{
+	int egress_map = bpf_map__fd(sm->skel->maps.egress);
+	int rc;
+
+	set_sndbuf(egress, sndbuf);
+	set_sndbuf(diversion, sndbuf);
+	/* Egress first: a datagram redirected to an empty slot is dropped. */
+	rc = insert(egress_map, 0, egress);
+	if (!rc)
+		rc = insert(egress_map, 1, diversion);
+	if (!rc)
+		rc = insert(bpf_map__fd(sm->skel->maps.ingress), 0, ingress);
+	if (rc) {
+		for (__u32 key = 0; key < 2; key++)
+			bpf_map_delete_elem(egress_map, &key);
 	}
-	return 0;
+	return rc;
 }
 
 void redir_sockmap_read(const struct redir_sockmap *sm,
@@ -104,6 +115,7 @@ void redir_sockmap_read(const struct redir_sockmap *sm,
 	*c = (struct redir_sockmap_counters){
 		.bytes = bss->redirected_bytes,
 		.msgs = bss->redirected_msgs,
+		.diverted = bss->diverted_msgs,
 		.failed = bss->failed_msgs,
 		.eof = bss->eof != 0,
 	};

@@ -22,15 +22,18 @@ struct redir_sockmap;
 struct redir_sockmap *redir_sockmap_load(char *err, size_t err_size);
 
 /* Joins ingress, an unbound unix datagram socket, to egress, a connected
- * stream socket, whose send buffer becomes sndbuf bytes. Call it before
- * binding ingress: a datagram queued before the program saw the socket
- * would never be forwarded. Returns 0 or -errno. */
+ * stream socket; what egress refuses goes to diversion, a connected unix
+ * stream socket whose peer the caller reads. Both send buffers become
+ * sndbuf bytes. Call it before binding ingress: a datagram queued before
+ * the program saw the socket would never be forwarded. Returns 0 or
+ * -errno. */
 int redir_sockmap_attach(struct redir_sockmap *sm, int ingress, int egress,
-			 int sndbuf);
+			 int diversion, int sndbuf);
 
 struct redir_sockmap_counters {
 	uint64_t bytes;   /* forwarded to the egress socket */
 	uint64_t msgs;
+	uint64_t diverted; /* of msgs, refused by the egress and diverted */
 	uint64_t failed;  /* dropped by the kernel: the egress was gone */
 	bool eof;         /* an empty datagram (end of input) arrived */
 };

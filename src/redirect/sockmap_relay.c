@@ -15,30 +15,31 @@
 
 /* How often the counters are read. */
 #define TICK_MS 10
-/* How long, after end of input, the counters must stand still with the
- * egress writable before the egress is shut down. The kernel's queue
- * towards the egress retries every jiffy (4 ms at HZ=250) while the egress
- * has room, so a quarter second is dozens of chances to have emptied it
- * even on a loaded machine; if it still had not, the shutdown makes its
- * next send fail, and that failure is reported as lost data. */
+/* How long a socket the kernel sends on must have stayed writable, with
+ * no new data for it, before its queue counts as empty. The kernel's
+ * queue retries every jiffy (4 ms at HZ=250) while the socket has room,
+ * so a quarter second is dozens of chances to have emptied it even on a
+ * loaded machine. If it still had not, what follows (a shutdown) makes
+ * its next send fail, and that failure is reported as lost data. */
 #define QUIET_MS 250
-/* After the shutdown, how long to wait for the egress's peer to close, so
- * that a send the kernel failed after it still shows. */
+/* After the egress is shut down, how long to wait for its peer to close,
+ * so that a send the kernel failed after it still shows. */
 #define LINGER_MS 2000
-
-enum phase {
-	RUNNING,   /* forwarding; end of input not seen yet */
-	DRAINING,  /* end of input seen; waiting for the counters to settle */
-	LINGERING, /* egress shut down; watching for a late failure */
-};
 
 struct redir_sockmap_relay {
 	struct vmio_loop *loop;
 	struct redir_sockmap *sm;
 	int ingress, egress, timer;
-	enum phase phase;
+	/* The diversion: div_in is in the map, div_out is read by `tail`
+	 * (div_out -> egress in userspace) once the diverted data may go. */
+	int div_in, div_out;
+	struct redir_relay *tail;
+	bool diverted;      /* the egress refused data; it went to div_in */
+	bool eof;           /* the empty datagram has arrived */
+	bool shut;          /* end of input passed on (egress or div_in shut) */
 	uint64_t last_bytes;
-	unsigned quiet_ms, linger_ms;
+	unsigned quiet_ms;  /* how long the socket being waited on was quiet */
+	unsigned linger_ms;
 	uint64_t start_ns, end_ns;
 	bool finished;
 	char name[32];
@@ -54,12 +55,21 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static void unwatch(struct redir_sockmap_relay *r)
+{
+	vmio_loop_remove(r->loop, r->timer);
+	if (r->egress >= 0)
+		vmio_loop_remove(r->loop, r->egress);
+	vmio_loop_remove(r->loop, r->div_in);
+}
+
 static void finish(struct redir_sockmap_relay *r, int error)
 {
+	if (r->finished)
+		return;
 	r->finished = true;
 	r->end_ns = now_ns();
-	vmio_loop_remove(r->loop, r->timer);
-	vmio_loop_remove(r->loop, r->egress);
+	unwatch(r);
 	r->done(r->opaque, r, error);
 }
 
@@ -80,29 +90,74 @@ static bool writable(int fd)
 	return poll(&p, 1, 0) == 1 && (p.revents & POLLOUT);
 }
 
-/* The egress failed or its peer went away: whatever the kernel still
- * held for it is lost, and the senders must hear of it, which they do
- * when the ingress closes (their next send is refused). */
-static void egress_failed(struct redir_sockmap_relay *r, uint32_t events)
+/* One more tick of the socket the kernel sends on being idle: bytes is
+ * the forwarded count, which must not move. Returns true once it has been
+ * quiet for QUIET_MS. */
+static bool quiet_for_long(struct redir_sockmap_relay *r, int fd,
+			   uint64_t bytes)
 {
-	struct redir_sockmap_counters c;
-	int err = socket_error(r->egress);
+	if (bytes != r->last_bytes || !writable(fd)) {
+		r->last_bytes = bytes;
+		r->quiet_ms = 0;
+		return false;
+	}
+	r->quiet_ms += TICK_MS;
+	return r->quiet_ms >= QUIET_MS;
+}
 
-	redir_sockmap_read(r->sm, &c);
-	if (r->phase == LINGERING && !err) {
+/* A socket the kernel sends on failed, or the egress's peer went away:
+ * whatever the kernel still held for it is lost, and the senders must
+ * hear of it, which they do when the ingress closes (their next send is
+ * refused). */
+static void on_failure(void *opaque, int fd, uint32_t events)
+{
+	struct redir_sockmap_relay *r = opaque;
+	struct redir_sockmap_counters c;
+	int err = socket_error(fd);
+
+	/* div_in's peer is ours: a hang-up there is the tail ending, and
+	 * only an error means lost data. */
+	if (fd == r->div_in && !err) {
+		vmio_loop_remove(r->loop, fd);
+		return;
+	}
+	if (fd == r->egress && r->shut && !r->diverted && !err) {
 		finish(r, 0); /* the peer read everything, then closed */
 		return;
 	}
-	log_err("%s: ADDRESS2 %s after %llu bytes%s", r->name,
+	redir_sockmap_read(r->sm, &c);
+	log_err("%s: %s %s after %llu bytes%s", r->name,
+		fd == r->egress ? "ADDRESS2" : "the diversion socket",
 		err ? strerror(err) : "closed", (unsigned long long)c.bytes,
-		r->phase == LINGERING ?
-			": data sent after end of input was lost" : "");
+		r->shut ? ": data sent after end of input was lost" : "");
 	finish(r, -(err ? err : EPIPE));
 }
 
-static void on_egress(void *opaque, int fd, uint32_t events)
+static void on_tail_done(void *opaque, struct redir_relay *tail, int error)
 {
-	egress_failed(opaque, events);
+	finish(opaque, error);
+}
+
+/* The diverted data may follow the egress's own queue once that is
+ * empty: from then on, userspace moves it (the egress belongs to `tail`). */
+static int start_tail(struct redir_sockmap_relay *r)
+{
+	char name[48];
+
+	snprintf(name, sizeof(name), "%s (diverted)", r->name);
+	vmio_loop_remove(r->loop, r->egress);
+	/* One way: the egress's EOF must not reach div_in, since the kernel
+	 * would then refuse to forward into it too. */
+	r->tail = redir_relay_new_one_way(r->loop, r->div_out, r->egress,
+					  REDIR_ENGINE_SPLICE,
+					  REDIR_DEFAULT_BUFFER, name,
+					  on_tail_done, r);
+	r->div_out = r->egress = -1; /* the tail's now, even on failure */
+	if (!r->tail)
+		return -ENOMEM;
+	log_info("%s: ADDRESS2's peer shut down its sending side, which the kernel does not forward into; the rest goes through vmio",
+		 r->name);
+	return 0;
 }
 
 static void on_tick(void *opaque, int fd, uint32_t events)
@@ -120,53 +175,93 @@ static void on_tick(void *opaque, int fd, uint32_t events)
 		finish(r, -EPIPE);
 		return;
 	}
-	switch (r->phase) {
-	case RUNNING:
-		if (!c.eof)
-			break;
-		log_debug("%s: end of input after %llu bytes", r->name,
-			  (unsigned long long)c.bytes);
-		r->phase = DRAINING;
+	if (c.diverted && !r->diverted) {
+		/* Wait for the egress's queue from now: no more data goes
+		 * to it. */
+		r->diverted = true;
 		r->last_bytes = c.bytes;
 		r->quiet_ms = 0;
-		break;
-	case DRAINING:
-		if (c.bytes != r->last_bytes || !writable(r->egress)) {
-			r->last_bytes = c.bytes;
-			r->quiet_ms = 0;
-			break;
+	}
+	if (r->diverted && !r->tail) {
+		if (quiet_for_long(r, r->egress, c.bytes) && start_tail(r)) {
+			finish(r, -ENOMEM);
+			return;
 		}
-		r->quiet_ms += TICK_MS;
-		if (r->quiet_ms < QUIET_MS)
-			break;
-		if (shutdown(r->egress, SHUT_WR) < 0 && errno != ENOTCONN) {
+		if (!r->tail)
+			return;
+		r->quiet_ms = 0; /* now for the diversion's queue */
+	}
+	if (c.eof && !r->eof) {
+		log_debug("%s: end of input after %llu bytes", r->name,
+			  (unsigned long long)c.bytes);
+		r->eof = true;
+		r->last_bytes = c.bytes;
+		r->quiet_ms = 0;
+	}
+	if (r->eof && !r->shut) {
+		/* Diverted, the end goes the same way as the data: through
+		 * the diversion, whose EOF the tail passes on to the egress. */
+		int to = r->diverted ? r->div_in : r->egress;
+
+		if (!quiet_for_long(r, to, c.bytes))
+			return;
+		if (shutdown(to, SHUT_WR) < 0 && errno != ENOTCONN) {
 			log_err("%s: shutdown: %s", r->name, strerror(errno));
 			finish(r, -errno);
 			return;
 		}
-		r->phase = LINGERING;
+		r->shut = true;
 		r->linger_ms = 0;
-		break;
-	case LINGERING:
+		return;
+	}
+	if (r->shut && !r->diverted) {
 		r->linger_ms += TICK_MS;
 		if (r->linger_ms >= LINGER_MS)
 			finish(r, 0);
-		break;
 	}
+}
+
+static int setup(struct redir_sockmap_relay *r, int sndbuf)
+{
+	struct itimerspec its = {
+		.it_interval.tv_nsec = TICK_MS * 1000000L,
+		.it_value.tv_nsec = TICK_MS * 1000000L,
+	};
+	int sv[2], rc;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+		       sv) < 0)
+		return -errno;
+	r->div_in = sv[0];
+	r->div_out = sv[1];
+	rc = redir_sockmap_attach(r->sm, r->ingress, r->egress, r->div_in,
+				  sndbuf);
+	if (rc) {
+		log_err("%s: sockmap: cannot insert the sockets: %s", r->name,
+			strerror(-rc));
+		return rc;
+	}
+	r->timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (r->timer < 0 || timerfd_settime(r->timer, 0, &its, NULL) < 0)
+		return -errno;
+	rc = vmio_loop_add(r->loop, r->timer, EPOLLIN, on_tick, r);
+	/* No events asked: epoll reports a hang-up or an error regardless,
+	 * and those are all this process acts on. */
+	if (!rc)
+		rc = vmio_loop_add(r->loop, r->egress, 0, on_failure, r);
+	if (!rc)
+		rc = vmio_loop_add(r->loop, r->div_in, 0, on_failure, r);
+	return rc;
 }
 
 struct redir_sockmap_relay *redir_sockmap_relay_new(struct vmio_loop *loop,
 						    struct redir_sockmap *sm,
 						    int ingress, int egress,
-						    const char *name,
+						    int sndbuf, const char *name,
 						    redir_sockmap_done_fn done,
 						    void *opaque)
 {
 	struct redir_sockmap_relay *r = calloc(1, sizeof(*r));
-	struct itimerspec its = {
-		.it_interval.tv_nsec = TICK_MS * 1000000L,
-		.it_value.tv_nsec = TICK_MS * 1000000L,
-	};
 	int rc;
 
 	if (!r) {
@@ -177,19 +272,11 @@ struct redir_sockmap_relay *redir_sockmap_relay_new(struct vmio_loop *loop,
 	}
 	*r = (struct redir_sockmap_relay){
 		.loop = loop, .sm = sm, .ingress = ingress, .egress = egress,
+		.timer = -1, .div_in = -1, .div_out = -1,
 		.done = done, .opaque = opaque, .start_ns = now_ns(),
 	};
 	snprintf(r->name, sizeof(r->name), "%s", name);
-	r->timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	rc = r->timer < 0 ? -errno : 0;
-	if (!rc && timerfd_settime(r->timer, 0, &its, NULL) < 0)
-		rc = -errno;
-	if (!rc)
-		rc = vmio_loop_add(loop, r->timer, EPOLLIN, on_tick, r);
-	/* No events asked: epoll reports a hang-up or an error regardless,
-	 * and those are all this process acts on. */
-	if (!rc)
-		rc = vmio_loop_add(loop, egress, 0, on_egress, r);
+	rc = setup(r, sndbuf);
 	if (rc) {
 		log_err("%s: cannot start: %s", name, strerror(-rc));
 		redir_sockmap_relay_free(r);
@@ -206,23 +293,31 @@ void redir_sockmap_relay_get_stats(const struct redir_sockmap_relay *r,
 	redir_sockmap_read(r->sm, &c);
 	*st = (struct redir_relay_stats){
 		.bytes_ab = c.bytes,
+		.dropped = c.failed,
 		.start_ns = r->start_ns,
 		.end_ns = r->finished ? r->end_ns : now_ns(),
 	};
+}
+
+static void close_fd(int fd)
+{
+	if (fd >= 0)
+		close(fd);
 }
 
 void redir_sockmap_relay_free(struct redir_sockmap_relay *r)
 {
 	if (!r)
 		return;
-	vmio_loop_remove(r->loop, r->timer);
-	vmio_loop_remove(r->loop, r->egress);
-	if (r->timer >= 0)
-		close(r->timer);
+	unwatch(r);
+	close_fd(r->timer);
 	/* The ingress first: once the egress is closed the program would
 	 * drop what still arrives. */
-	close(r->ingress);
-	close(r->egress);
+	close_fd(r->ingress);
+	close_fd(r->div_in);
+	redir_relay_free(r->tail); /* div_out and the egress, once started */
+	close_fd(r->div_out);
+	close_fd(r->egress);
 	redir_sockmap_free(r->sm);
 	free(r);
 }

@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -503,6 +505,37 @@ static inline int pe_parse_opt(int argc, char **argv, int i, struct pe_opts *o, 
 		return -1;
 	}
 	return 0;
+}
+
+/* A unix socket address; a path that does not fit is a usage error. */
+static inline void pe_unix_addr(struct sockaddr_un *a, const char *path, const char *prog)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(a->sun_path)) {
+		fprintf(stderr, "%s: path too long: %s\n", prog, path);
+		exit(2);
+	}
+	strcpy(a->sun_path, path);
+}
+
+/* A unix stream listener on path; a socket file left by an earlier run is
+ * ours to replace. Returns the fd, or -1 with errno set. */
+static inline int pe_unix_listen(const char *path, int backlog, const char *prog)
+{
+	struct sockaddr_un a;
+	struct stat st;
+	pe_unix_addr(&a, path, prog);
+	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, backlog) < 0)) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
 }
 
 #define PE_OPTS_HELP \

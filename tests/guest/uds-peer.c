@@ -15,8 +15,6 @@
  * "uds-peer".
  */
 #include <signal.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 
 #include "peer-engine.h"
 
@@ -31,18 +29,6 @@ static void usage(void)
 	exit(2);
 }
 
-static int set_path(struct sockaddr_un *a, const char *path)
-{
-	memset(a, 0, sizeof(*a));
-	a->sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(a->sun_path)) {
-		fprintf(stderr, "%s: path too long: %s\n", prog, path);
-		exit(2);
-	}
-	strcpy(a->sun_path, path);
-	return 0;
-}
-
 /*
  * One hybrid-vsock connect: returns the fd with the stream ready, or -1
  * with *why saying what happened (errno name, or "closed" when the backend
@@ -52,7 +38,7 @@ static int hconnect(const char *uds, unsigned port, double deadline, char *oklin
 		    const char **why)
 {
 	struct sockaddr_un a;
-	set_path(&a, uds);
+	pe_unix_addr(&a, uds, prog);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 		*why = pe_errname(errno);
@@ -135,15 +121,8 @@ int main(int argc, char **argv)
 	r.deadline = start + timeout;
 
 	if (pos == 2 && !strcmp(posv[0], "listen")) {
-		struct sockaddr_un a;
-		struct stat st;
-		set_path(&a, posv[1]);
-		/* A socket left by an earlier run is ours to replace. */
-		if (lstat(posv[1], &st) == 0 && S_ISSOCK(st.st_mode))
-			unlink(posv[1]);
-		r.lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (r.lfd < 0 || bind(r.lfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-		    listen(r.lfd, 256) < 0) {
+		r.lfd = pe_unix_listen(posv[1], 256, prog);
+		if (r.lfd < 0) {
 			printf("%s: listen path=%s result=error errno=%s\n", prog, posv[1],
 			       pe_errname(errno));
 			return 2;

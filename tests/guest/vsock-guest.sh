@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # The guest half of tests/guest/vsock_test.sh (busybox sh, run as /test.sh).
 # The host has started `vmio vsock --guest-cid 3` and its services on
 # <uds-path>_PORT before QEMU; this script talks to them through the guest
@@ -5,16 +6,9 @@
 # Every step prints "STEP name PASS|FAIL why" for the host script; the
 # host also checks its own side (what arrived, byte for byte).
 # Ports: 5001-5005 host services, 5999 nothing listens, 6001-6002 ours.
-T=/bin/vsock-tool
-fails=0
-pass() { echo "STEP $1 PASS"; }
-fail() { echo "STEP $1 FAIL $2"; fails=$((fails + 1)); }
-# The value of key=VALUE in a result line.
-field() { echo "$2" | sed -n "s/.* $1=\([^ ]*\).*/\1/p" | head -n1; }
-
-[ -c /dev/vsock ] || { echo "STEP setup FAIL no /dev/vsock (driver not loaded?)"; exit 1; }
-[ -e "$(echo /sys/bus/virtio/drivers/vmw_vsock_virtio_transport/virtio*)" ] ||
-	{ echo "STEP setup FAIL vmw_vsock_virtio_transport bound no device"; exit 1; }
+# shellcheck source=tests/guest/guest-steps.sh
+. /lib/guest-steps.sh
+need_vsock
 # The CID comes from the backend's config space (GET_CONFIG).
 cid=$($T cid)
 if [ "$cid" = 3 ]; then pass cid; else fail cid "local CID is '$cid', expected 3"; fi
@@ -37,13 +31,9 @@ if [ $rc -eq 0 ] && echo "$out" | grep -q 'result=ok'; then pass g2h; else fail 
 
 # Half-close: the guest shuts down its write side after 4096 bytes; the
 # host reads to EOF and only then replies; the guest reads the reply.
-want="got 4096 fnv $($T fnv 4096)"
 out=$($T connect 2 5002 --mode source 4096 --timeout 20); rc=$?
 echo "HALF $out"
-reply=$(echo "$out" | sed -n 's/.* reply="\([^"]*\)\..*/\1/p')
-if [ $rc -ne 0 ]; then fail half-close "exit $rc"
-elif [ "$reply" != "$want" ]; then fail half-close "reply '$reply', expected '$want'"
-else pass half-close; fi
+check_reply half-close $rc "$out" 4096
 
 # 64 concurrent connections, all open before data flows; the host echoes
 # and each connection checks that what came back is what it sent.
@@ -74,12 +64,7 @@ $T listen 6001 --count 1 --expect 32M --timeout 100 >/tmp/h2g.out 2>&1 &
 h2g=$!
 $T listen 6002 --count 1 --mode echo --timeout 100 >/tmp/echo.out 2>&1 &
 echo_pid=$!
-i=0
-while ! grep -q listening /tmp/h2g.out || ! grep -q listening /tmp/echo.out; do
-	i=$((i + 1))
-	[ $i -gt 100 ] && break
-	usleep 50000
-done
+wait_listening /tmp/h2g.out /tmp/echo.out
 echo "VSOCK-H2G-READY"
 wait $h2g; rc=$?
 echo "H2G $(grep -v listening /tmp/h2g.out)"

@@ -5,13 +5,19 @@
  *
  *   vsock-tool listen PORT [options]
  *   vsock-tool connect CID PORT [options] [--retry SECS]
+ *   vsock-tool unix-listen PATH [options]
+ *   vsock-tool unix-connect PATH [options] [--retry SECS]
  *   vsock-tool fnv BYTES          checksum of the first BYTES of the pattern
  *   vsock-tool cid                the guest's own CID (from the device config)
  *
+ * The unix modes are the guest-side peers of a relay running in the guest
+ * (`vmio redirect` between vsock and unix sockets): the same engine on
+ * both ends of the relay, so its result lines compare with the host's.
+ *
  * Output and modes: see peer-engine.h. A failed connect prints
  *   vsock-tool: connect cid=C port=P result=error errno=ECONNRESET ms=N
- * and exits 3. Exit 0: every connection did what its mode promised;
- * 1: one did not; 2: usage error or time limit.
+ * (path=PATH for unix) and exits 3. Exit 0: every connection did what its
+ * mode promised; 1: one did not; 2: usage error or time limit.
  */
 #include <linux/vm_sockets.h>
 #include <signal.h>
@@ -25,25 +31,49 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: %s listen PORT [options]\n"
 			"       %s connect CID PORT [options] [--retry SECS]\n"
+			"       %s unix-listen PATH [options]\n"
+			"       %s unix-connect PATH [options] [--retry SECS]\n"
 			"       %s fnv BYTES\n"
 			"       %s cid\n"
-			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog);
+			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog, prog, prog);
 	exit(2);
 }
 
 /* Connects once; returns the fd or -errno. */
-static int vconnect(unsigned cid, unsigned port)
+static int dial(const struct sockaddr *a, socklen_t len)
 {
-	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(a->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	struct sockaddr_vm a = { .svm_family = AF_VSOCK, .svm_cid = cid, .svm_port = port };
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+	if (connect(fd, a, len) < 0) {
 		int e = errno;
 		close(fd);
 		return -e;
 	}
 	return fd;
+}
+
+/* Where a connect or listen goes: the socket address, and its key=value
+ * text for the result lines. */
+struct target {
+	struct sockaddr_storage sa;
+	socklen_t len;
+	char text[160];
+};
+
+static void vsock_target(struct target *t, unsigned cid, unsigned port)
+{
+	struct sockaddr_vm *a = (struct sockaddr_vm *)&t->sa;
+	*a = (struct sockaddr_vm){ .svm_family = AF_VSOCK, .svm_cid = cid, .svm_port = port };
+	t->len = sizeof(*a);
+	snprintf(t->text, sizeof(t->text), "cid=%u port=%u", cid, port);
+}
+
+static void unix_target(struct target *t, const char *path)
+{
+	pe_unix_addr((struct sockaddr_un *)&t->sa, path, prog);
+	t->len = sizeof(struct sockaddr_un);
+	snprintf(t->text, sizeof(t->text), "path=%s", path);
 }
 
 int main(int argc, char **argv)
@@ -93,23 +123,44 @@ int main(int argc, char **argv)
 	double start = pe_now();
 	r.deadline = start + timeout;
 
-	if (pos == 2 && !strcmp(posv[0], "listen") && pe_parse_size(posv[1], &x)) {
-		r.lfd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		struct sockaddr_vm a = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY,
-					 .svm_port = (unsigned)x };
-		if (r.lfd < 0 || bind(r.lfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-		    listen(r.lfd, 128) < 0) {
-			printf("%s: listen port=%u result=error errno=%s\n", prog, (unsigned)x,
+	struct target t;
+	if (pos == 2 && (!strcmp(posv[0], "listen") || !strcmp(posv[0], "unix-listen"))) {
+		if (!strcmp(posv[0], "unix-listen")) {
+			unix_target(&t, posv[1]);
+			r.lfd = pe_unix_listen(posv[1], 128, prog);
+		} else if (pe_parse_size(posv[1], &x)) {
+			vsock_target(&t, VMADDR_CID_ANY, (unsigned)x);
+			/* The text names the port alone, as before. */
+			snprintf(t.text, sizeof(t.text), "port=%u", (unsigned)x);
+			r.lfd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (r.lfd >= 0 && (bind(r.lfd, (struct sockaddr *)&t.sa, t.len) < 0 ||
+					   listen(r.lfd, 128) < 0)) {
+				int e = errno;
+				close(r.lfd);
+				r.lfd = -1;
+				errno = e;
+			}
+		} else {
+			usage();
+		}
+		if (r.lfd < 0) {
+			printf("%s: listen %s result=error errno=%s\n", prog, t.text,
 			       pe_errname(errno));
 			return 2;
 		}
 		r.want = count;
-		printf("%s: listening port=%u\n", prog, (unsigned)x);
+		printf("%s: listening %s\n", prog, t.text);
 		return pe_loop(&r, &o);
 	}
 	uint64_t cid, port;
-	if (pos != 3 || strcmp(posv[0], "connect") || !pe_parse_size(posv[1], &cid) ||
-	    !pe_parse_size(posv[2], &port) || count < 1)
+	if (pos == 3 && !strcmp(posv[0], "connect") && pe_parse_size(posv[1], &cid) &&
+	    pe_parse_size(posv[2], &port))
+		vsock_target(&t, (unsigned)cid, (unsigned)port);
+	else if (pos == 2 && !strcmp(posv[0], "unix-connect"))
+		unix_target(&t, posv[1]);
+	else
+		usage();
+	if (count < 1)
 		usage();
 	/* All connections are established before any data flows: with
 	 * --count N they are N concurrent streams. */
@@ -119,22 +170,22 @@ int main(int argc, char **argv)
 		double t0;
 		for (;;) {
 			t0 = pe_now();
-			fd = vconnect((unsigned)cid, (unsigned)port);
+			fd = dial((struct sockaddr *)&t.sa, t.len);
 			if (fd >= 0 || pe_now() - start >= retry)
 				break;
 			usleep(100 * 1000);
 		}
 		double ms = (pe_now() - t0) * 1e3;
 		if (fd < 0) {
-			printf("%s: connect cid=%u port=%u conn=%d result=error errno=%s ms=%.0f\n", prog,
-			       (unsigned)cid, (unsigned)port, i, pe_errname(-fd), ms);
+			printf("%s: connect %s conn=%d result=error errno=%s ms=%.0f\n", prog, t.text, i,
+			       pe_errname(-fd), ms);
 			return 3;
 		}
 		cmax = ms > cmax ? ms : cmax;
 		pe_conn_init(&r.conns[r.n++], fd, i, &o);
 	}
 	if (count > 1)
-		printf("%s: connected %d to cid=%u port=%u in %.0f ms (slowest %.0f ms)\n", prog, count,
-		       (unsigned)cid, (unsigned)port, (pe_now() - start) * 1e3, cmax);
+		printf("%s: connected %d to %s in %.0f ms (slowest %.0f ms)\n", prog, count, t.text,
+		       (pe_now() - start) * 1e3, cmax);
 	return pe_loop(&r, &o);
 }

@@ -268,6 +268,12 @@ int harness_stop(pid_t pid, int timeout_ms)
 	return status;
 }
 
+void harness_log_clear(void)
+{
+	if (truncate(harness_path("vmio.log"), 0) < 0 && errno != ENOENT)
+		fail_msg("cannot empty the vmio log: %s", strerror(errno));
+}
+
 bool harness_log_contains(const char *needle)
 {
 	FILE *f = fopen(harness_path("vmio.log"), "r");

@@ -41,6 +41,9 @@ int harness_stop(pid_t pid, int timeout_ms);
 /* True if the log written by spawned processes contains needle. */
 bool harness_log_contains(const char *needle);
 
+/* Empties the log, so that what a test asks of it is this test's. */
+void harness_log_clear(void);
+
 /* Runs $VMIO_BIN with args to completion (bounded by timeout_ms), capturing
  * stdout and stderr into the given buffers (NUL-terminated, truncated to
  * their size). Returns the exit status, or -1 on timeout or failure. */

@@ -104,6 +104,11 @@ static void test_vsock_keywords(void **state)
 	assert_int_equal(a.kind, REDIR_VSOCK_CONNECT);
 	assert_int_equal(a.cid, 2);
 	assert_int_equal(a.port, 5000);
+	/* type= parses as in socat; resolving refuses all but stream. */
+	ok("VSOCK-LISTEN:1,type=2");
+	assert_int_equal(a.socktype, SOCK_DGRAM);
+	ok("VSOCK-CONNECT:2:1,type=5");
+	assert_int_equal(a.socktype, SOCK_SEQPACKET);
 }
 
 static void test_options(void **state)
@@ -203,6 +208,8 @@ static void test_bad_options(void **state)
 	bad("UNIX-LISTEN:/x,type=", "'type'");
 	bad("TCP-LISTEN:1,type=5", "'type' does not apply to TCP-LISTEN");
 	bad("UNIX-RECV:/r,type=5", "'type' does not apply to UNIX-RECV");
+	bad("VSOCK-LISTEN:1,type=3", "'type': '3' is not supported");
+	bad("VSOCK-LISTEN:1,bind=2", "'bind' does not apply to VSOCK-LISTEN");
 	bad("UNIX-LISTEN:/x,type", "'type' needs '=value'");
 	bad("UNIX-LISTEN:/x,backlog", "'backlog' needs '=value'");
 }

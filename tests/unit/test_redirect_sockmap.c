@@ -50,14 +50,37 @@ static void pair_open(struct pair *p, const char *tag)
 	p->sink = sv[1];
 	p->ingress = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	assert_true(p->ingress >= 0);
-	assert_int_equal(redir_sockmap_attach(p->sm, p->ingress, p->egress,
-					      4 << 20), 0);
 	memset(&p->sa, 0, sizeof(p->sa));
 	p->sa.sun_family = AF_UNIX;
 	int n = snprintf(p->sa.sun_path + 1, sizeof(p->sa.sun_path) - 1,
 			 "vmio-sockmap-%s-%d", tag, (int)getpid());
 	p->sa_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+struct outcome {
+	bool done;
+	int error;
+};
+
+static void on_done(void *opaque, struct redir_sockmap_relay *r, int error)
+{
+	struct outcome *o = opaque;
+
+	o->done = true;
+	o->error = error;
+}
+
+/* The relay joins the pair; only then does the ingress get its address. */
+static struct redir_sockmap_relay *pair_start(struct pair *p,
+					      struct vmio_loop *loop,
+					      struct outcome *o)
+{
+	struct redir_sockmap_relay *r = redir_sockmap_relay_new(
+		loop, p->sm, p->ingress, p->egress, 4 << 20, "test", on_done, o);
+
+	assert_non_null(r);
 	assert_int_equal(bind(p->ingress, (struct sockaddr *)&p->sa, p->sa_len), 0);
+	return r;
 }
 
 struct sender {
@@ -97,19 +120,6 @@ static void *send_all(void *arg)
 	return NULL;
 }
 
-struct outcome {
-	bool done;
-	int error;
-};
-
-static void on_done(void *opaque, struct redir_sockmap_relay *r, int error)
-{
-	struct outcome *o = opaque;
-
-	o->done = true;
-	o->error = error;
-}
-
 /* Reads the sink until EOF, checking every byte, while the loop runs. */
 static uint64_t sink_until_eof(int sink, struct vmio_loop *loop,
 			       struct outcome *o, bool *intact)
@@ -140,7 +150,7 @@ static uint64_t sink_until_eof(int sink, struct vmio_loop *loop,
 	return got;
 }
 
-static void test_forwards_until_empty_datagram(void **state)
+static void forward_all(const char *tag, bool sink_half_closes)
 {
 	struct vmio_loop *loop = vmio_loop_new();
 	struct outcome o = { 0 };
@@ -149,10 +159,12 @@ static void test_forwards_until_empty_datagram(void **state)
 	pthread_t t;
 	bool intact;
 
-	pair_open(&p, "fwd");
-	struct redir_sockmap_relay *r = redir_sockmap_relay_new(
-		loop, p.sm, p.ingress, p.egress, "test", on_done, &o);
-	assert_non_null(r);
+	pair_open(&p, tag);
+	/* Linux refuses to forward into a socket whose peer has shut down
+	 * its sending side: the relay must divert, and lose nothing. */
+	if (sink_half_closes)
+		assert_int_equal(shutdown(p.sink, SHUT_WR), 0);
+	struct redir_sockmap_relay *r = pair_start(&p, loop, &o);
 	pthread_create(&t, NULL, send_all, &s);
 	uint64_t got = sink_until_eof(p.sink, loop, &o, &intact);
 	pthread_join(t, NULL);
@@ -172,6 +184,16 @@ static void test_forwards_until_empty_datagram(void **state)
 	vmio_loop_free(loop);
 }
 
+static void test_forwards_until_empty_datagram(void **state)
+{
+	forward_all("fwd", false);
+}
+
+static void test_diverts_when_peer_half_closed(void **state)
+{
+	forward_all("half", true);
+}
+
 /* The research's silent-loss trap: the egress's peer goes away mid-stream.
  * The relay must notice at once, and the sender must then be refused
  * rather than have its datagrams vanish. */
@@ -185,9 +207,7 @@ static void test_egress_peer_gone(void **state)
 	uint8_t buf[MSG];
 
 	pair_open(&p, "gone");
-	struct redir_sockmap_relay *r = redir_sockmap_relay_new(
-		loop, p.sm, p.ingress, p.egress, "test", on_done, &o);
-	assert_non_null(r);
+	struct redir_sockmap_relay *r = pair_start(&p, loop, &o);
 	pthread_create(&t, NULL, send_all, &s);
 	/* Let some data through, then the peer dies. */
 	assert_true(recv(p.sink, buf, sizeof(buf), MSG_WAITALL) > 0);
@@ -211,6 +231,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_forwards_until_empty_datagram),
+		cmocka_unit_test(test_diverts_when_peer_half_closed),
 		cmocka_unit_test(test_egress_peer_gone),
 	};
 

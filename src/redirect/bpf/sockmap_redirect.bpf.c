@@ -7,7 +7,14 @@
  *
  * The key could not be the ingress socket: on a unix socket an skb
  * belongs to its sender, so bpf_get_socket_cookie() names the sender, and
- * a datagram socket has any number of those. */
+ * a datagram socket has any number of those.
+ *
+ * Slot 1 of `egress` is a stream socket of vmio's own, the diversion: Linux
+ * refuses to forward into a unix stream socket whose peer has shut down
+ * its sending side (a sink may well do that), and what it refuses here is
+ * lost. Sent to the diversion instead, it reaches vmio in order, and
+ * still holds its sender back while it waits (its memory stays charged to
+ * the sender), where passing it up to the ingress socket would not. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -20,7 +27,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SOCKMAP);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __u64);
 } egress SEC(".maps");
@@ -28,8 +35,10 @@ struct {
 /* Read by the loader through the mmap()ed .bss, without a syscall. */
 __u64 redirected_bytes;   /* handed to the egress socket */
 __u64 redirected_msgs;
-__u64 failed_msgs;        /* the egress was gone: the kernel dropped them */
-volatile __u32 eof;                /* an empty datagram arrived: end of input */
+__u64 diverted_msgs;      /* refused by the egress, sent to slot 1 */
+__u64 failed_msgs;        /* refused by both: the kernel dropped them */
+volatile __u32 diverting;  /* sticky: order holds only if all later data follows */
+volatile __u32 eof;        /* an empty datagram arrived: end of input */
 
 SEC("sk_skb")
 int redirect_datagram(struct __sk_buff *skb)
@@ -43,9 +52,13 @@ int redirect_datagram(struct __sk_buff *skb)
 		eof = 1; /* a plain store: a u32 write is atomic */
 		return SK_DROP;
 	}
-	if (bpf_sk_redirect_map(skb, &egress, 0, 0) != SK_PASS) {
-		__sync_fetch_and_add(&failed_msgs, 1);
-		return SK_DROP;
+	if (diverting || bpf_sk_redirect_map(skb, &egress, 0, 0) != SK_PASS) {
+		diverting = 1;
+		if (bpf_sk_redirect_map(skb, &egress, 1, 0) != SK_PASS) {
+			__sync_fetch_and_add(&failed_msgs, 1);
+			return SK_DROP;
+		}
+		__sync_fetch_and_add(&diverted_msgs, 1);
 	}
 	__sync_fetch_and_add(&redirected_bytes, len);
 	__sync_fetch_and_add(&redirected_msgs, 1);

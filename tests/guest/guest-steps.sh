@@ -1,0 +1,39 @@
+# shellcheck shell=sh
+# Sourced in the guest (busybox sh) by the guest halves of the guest tests,
+# vsock-guest.sh and redirect-guest.sh; the host scripts pass it in as
+# /lib/guest-steps.sh. Every step prints "STEP name PASS|FAIL why" for the
+# host script, which greps them from the serial console.
+T=/bin/vsock-tool
+fails=0
+pass() { echo "STEP $1 PASS"; }
+fail() { echo "STEP $1 FAIL $2"; fails=$((fails + 1)); }
+# The value of key=VALUE in a result line.
+field() { echo "$2" | sed -n "s/.* $1=\([^ ]*\).*/\1/p" | head -n1; }
+
+# Nothing vsock can run without the virtio-vsock driver bound to the device.
+need_vsock() {
+	[ -c /dev/vsock ] || { echo "STEP setup FAIL no /dev/vsock (driver not loaded?)"; exit 1; }
+	[ -e "$(echo /sys/bus/virtio/drivers/vmw_vsock_virtio_transport/virtio*)" ] ||
+		{ echo "STEP setup FAIL vmw_vsock_virtio_transport bound no device"; exit 1; }
+}
+
+# Waits (up to 5 s) until each log file says its service is listening.
+wait_listening() { # file...
+	i=0
+	for f in "$@"; do
+		while ! grep -q listening "$f" 2>/dev/null && [ $i -le 100 ]; do
+			i=$((i + 1))
+			usleep 50000
+		done
+	done
+}
+
+# A source run against a half-close service: the service read to EOF, then
+# replied with the count and checksum of what it got, which must be ours.
+check_reply() { # step, exit status, output, bytes sent
+	want="got $4 fnv $($T fnv "$4")"
+	reply=$(echo "$3" | sed -n 's/.* reply="\([^"]*\)\..*/\1/p')
+	if [ "$2" -ne 0 ]; then fail "$1" "exit $2"
+	elif [ "$reply" != "$want" ]; then fail "$1" "reply '$reply', expected '$want'"
+	else pass "$1"; fi
+}

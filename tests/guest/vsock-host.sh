@@ -1,0 +1,198 @@
+# shellcheck shell=bash
+# Sourced by the host halves of the guest tests that boot the guest with
+# `vmio vsock` serving its vhost-user-vsock-pci device (vsock_test.sh,
+# redirect_test.sh): options, the backend, the boot, host services on
+# <uds-path>_PORT, and the verdicts every such test gives the same way.
+# The caller sets `name` (message and log prefix) before sourcing, then:
+#   vh_setup "$@"        options, checks, the image, logs, a cleanup trap
+#   vh_service PORT ...  a uds-peer service, before the guest boots
+#   vh_start_vmio        `vmio vsock --guest-cid 3`, listening
+#   vh_boot SCRIPT ...   the guest in the background (more run-guest options)
+#   vh_wait_marker M     waits for line M on the serial console
+#   vh_finish_guest      waits for the guest; judges its exit and STEP lines
+#   vh_expect_steps S... each guest step must have run
+#   vh_wait_services     each host service must exit 0
+#   vh_conclude          failures and logs, or PASS; exits
+# Exit status of the test: 0 when every scenario passed; 1 with
+# "$name: FAIL: ..." lines otherwise. Logs: DIR/logs/$name.*.log.
+
+: "${name:?set name before sourcing vsock-host.sh}"
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+image=$top/build/guest
+vmio=$top/build/vmio
+tool=$top/build/tests/guest/vsock-tool
+peer=$top/build/tests/guest/uds-peer
+# One boot (~5 s under TCG) plus the transfers; the whole run is bounded.
+limit=${VMIO_GUEST_TIMEOUT:-200}
+
+failures=()
+fail() { echo "$name: FAIL: $*" >&2; exit 1; }
+bad() { echo "$name: FAIL: $*" >&2; failures+=("$*"); }
+# The value of key=VALUE in a result line.
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2" | head -n1; }
+
+pids=()
+vpid=
+gpid=
+tmp=
+# shellcheck disable=SC2317 # called from the EXIT trap
+vh_cleanup() {
+	# Whatever ended the script: no backend, QEMU or peer left behind
+	# (run-guest.sh kills its own QEMU when it is killed).
+	local p
+	for p in $gpid "${pids[@]}" $vpid; do
+		kill "$p" 2>/dev/null || true
+	done
+	for p in $gpid "${pids[@]}" $vpid; do
+		wait "$p" 2>/dev/null || true
+	done
+	[[ -z $tmp ]] || rm -rf "$tmp"
+}
+
+vh_setup() {
+	while (($#)); do
+		case $1 in
+		--image) image=$2; shift 2 ;;
+		--vmio) vmio=$2; shift 2 ;;
+		--vsock-tool) tool=$2; shift 2 ;;
+		--uds-peer) peer=$2; shift 2 ;;
+		*) echo "usage: $0 [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]" >&2; exit 2 ;;
+		esac
+	done
+	command -v qemu-system-x86_64 >/dev/null ||
+		fail "qemu-system-x86_64 is not installed (package qemu-system-x86): run scripts/deps.sh as root"
+	local b
+	for b in "$vmio" "$tool" "$peer"; do
+		[[ -x $b ]] || fail "$b is missing: build with 'ninja -C build'"
+	done
+	"$vmio" vsock --help >/dev/null 2>&1 || fail "'$vmio vsock --help' failed: this vmio has no vsock device"
+
+	start=$SECONDS
+	"$top/scripts/guest/build-image.sh" "$image" >/dev/null || fail "building the guest image failed"
+	image=$(cd "$image" && pwd)
+	logs=$image/logs
+	mkdir -p "$logs"
+	serial=$logs/$name.serial.log
+	vlog=$logs/$name.vmio.log
+	rm -f "$logs/$name".*.log
+
+	# Unix socket paths are limited to 108 bytes: keep them in a short /tmp dir.
+	tmp=$(mktemp -d "/tmp/vmio-$name.XXXXXX")
+	sock=$tmp/vhost.sock
+	uds=$tmp/vm.vsock
+	trap vh_cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+}
+
+# Started before the guest boots: the guest connects as soon as it is up.
+declare -A hpid=()
+vh_service() { # port, uds-peer options...
+	local port=$1
+	shift
+	"$peer" listen "${uds}_$port" --timeout "$limit" "$@" >"$logs/$name.host-$port.log" 2>&1 &
+	hpid[$port]=$!
+	pids+=("$!")
+}
+
+vh_start_vmio() {
+	# QEMU 7.2 does not retry a vhost-user socket: the backend must
+	# listen before QEMU starts.
+	"$vmio" vsock --guest-cid 3 --socket "$sock" --uds-path "$uds" -v >"$vlog" 2>&1 &
+	vpid=$!
+	for _ in $(seq 100); do
+		[[ -S $sock ]] && break
+		kill -0 "$vpid" 2>/dev/null || fail "vmio vsock exited at start: $(cat "$vlog")"
+		sleep 0.05
+	done
+	[[ -S $sock ]] || fail "vmio vsock did not create $sock within 5 s (log: $vlog)"
+}
+
+vh_boot() { # guest script, more run-guest.sh options...
+	local script=$1
+	shift
+	"$top/scripts/guest/run-guest.sh" --name "$name" --image "$image" --no-build \
+		--script "$script" --file "$tool:/bin/vsock-tool" \
+		--file "$top/tests/guest/guest-steps.sh:/lib/guest-steps.sh" "$@" \
+		--timeout "$limit" --log "$serial" -- \
+		-chardev "socket,id=vs,path=$sock" -device vhost-user-vsock-pci,chardev=vs \
+		>/dev/null 2>"$logs/$name.run-guest.log" &
+	gpid=$!
+}
+
+# Returns 0 once the guest printed a line starting with the marker, 1 if
+# the guest ended first or never did within the limit.
+vh_wait_marker() { # marker
+	for _ in $(seq $((limit * 5))); do
+		grep -q "^$1" "$serial" 2>/dev/null && return 0
+		kill -0 "$gpid" 2>/dev/null || break
+		sleep 0.2
+	done
+	grep -q "^$1" "$serial" 2>/dev/null
+}
+
+# Sets con (the serial console) and vcpu (vmio's CPU seconds).
+vh_finish_guest() {
+	local grc=0 line
+	wait "$gpid" || grc=$?
+	gpid=
+	kill -0 "$vpid" 2>/dev/null || bad "vmio vsock is no longer running after the guest test (log: $vlog)"
+	# vmio's CPU time over the run (utime + stime, in clock ticks): for
+	# the report, a busy loop (an always-armed EPOLLOUT) would show here.
+	vcpu=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$vpid/stat" 2>/dev/null || echo "?")
+	con=$(tr -d '\r' <"$serial")
+	case $grc in
+	0) ;;
+	124) bad "the guest did not finish within ${limit}s" ;;
+	125) bad "the guest did not run its test (QEMU failed or the guest crashed): $(tail -n 3 "$logs/$name.run-guest.log")" ;;
+	*) bad "the guest script reported $grc failed step(s)" ;;
+	esac
+	while read -r line; do
+		bad "guest: ${line#STEP }"
+	done < <(grep '^STEP .* FAIL' <<<"$con" || true)
+}
+
+vh_expect_steps() { # step...
+	local s
+	for s in "$@"; do
+		grep -q "^STEP $s " <<<"$con" || bad "guest step $s did not run"
+	done
+}
+
+# The host services exit once their connections are done; give stragglers
+# a moment, then judge them by their own result lines.
+vh_wait_services() {
+	local port rc
+	for port in "${!hpid[@]}"; do
+		for _ in $(seq 50); do kill -0 "${hpid[$port]}" 2>/dev/null || break; sleep 0.1; done
+		if kill -0 "${hpid[$port]}" 2>/dev/null; then
+			bad "host service $port still waiting: $(tail -n 2 "$logs/$name.host-$port.log")"
+			continue
+		fi
+		rc=0
+		wait "${hpid[$port]}" || rc=$?
+		((rc == 0)) || bad "host service $port exited $rc: $(grep -v listening "$logs/$name.host-$port.log" | tail -n 3)"
+	done
+}
+
+# The last result line of the host peer logged as host-PORT.
+hl() { { grep -v listening "$logs/$name.host-$1.log" 2>/dev/null || true; } | { grep -E 'conn=|summary|result=' || true; } | tail -n 1; }
+
+vh_row() { # scenario, result line
+	printf '  %-17s %-5s %7s ms %8s MB/s\n' "$1" "$(grep -q 'result=ok' <<<"$2" && echo ok || echo FAIL)" \
+		"$(field ms "$2")" "$(field MBps "$2")"
+}
+
+vh_conclude() {
+	if ((${#failures[@]})); then
+		echo "$name: ${#failures[@]} failure(s); logs: $logs/$name.*.log" >&2
+		echo "--- serial console (last 40 lines) ---" >&2
+		tail -n 40 <<<"$con" >&2
+		echo "--- vmio -v (last 30 lines) ---" >&2
+		tail -n 30 "$vlog" >&2
+		exit 1
+	fi
+	echo "$name: vmio vsock used ${vcpu} s of CPU over the whole run"
+	echo "$name: PASS in $((SECONDS - start))s"
+	exit 0
+}
