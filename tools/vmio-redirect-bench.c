@@ -24,7 +24,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,18 +107,6 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void set_error(char *err, size_t size, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_error(char *err, size_t size, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, size, fmt, ap);
-	va_end(ap);
-}
-
 /* Busy CPU seconds of the whole machine since boot: all but idle and
  * iowait (guest time is in user already). */
 static double machine_busy_s(void)
@@ -173,52 +160,52 @@ static void sink_run(int lfd, uint64_t want, int timeout_ms, int accept_ms,
 
 	*r = (struct sink_result){ 0 };
 	if (wait_readable(lfd, accept_ms)) {
-		set_error(r->error, sizeof(r->error),
-			  "no connection in %d s", accept_ms / 1000);
+		snprintf(r->error, sizeof(r->error),
+			 "no connection in %d s", accept_ms / 1000);
 		return;
 	}
 	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0) {
-		set_error(r->error, sizeof(r->error), "accept: %s",
-			  strerror(errno));
+		snprintf(r->error, sizeof(r->error), "accept: %s",
+			 strerror(errno));
 		return;
 	}
 	for (;;) {
 		ssize_t n;
 
 		if (wait_readable(fd, timeout_ms)) {
-			set_error(r->error, sizeof(r->error),
-				  "no byte for %d s after %" PRIu64 " bytes",
-				  timeout_ms / 1000, r->bytes);
+			snprintf(r->error, sizeof(r->error),
+				 "no byte for %d s after %" PRIu64 " bytes",
+				 timeout_ms / 1000, r->bytes);
 			break;
 		}
 		n = read(fd, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			set_error(r->error, sizeof(r->error),
-				  "read: %s after %" PRIu64 " bytes",
-				  strerror(errno), r->bytes);
+			snprintf(r->error, sizeof(r->error),
+				 "read: %s after %" PRIu64 " bytes",
+				 strerror(errno), r->bytes);
 			break;
 		}
 		if (n == 0) {
 			if (want && r->bytes != want)
-				set_error(r->error, sizeof(r->error),
-					  "EOF after %" PRIu64 " of %" PRIu64
-					  " bytes", r->bytes, want);
+				snprintf(r->error, sizeof(r->error),
+					 "EOF after %" PRIu64 " of %" PRIu64
+					 " bytes", r->bytes, want);
 			else
 				r->intact = 1;
 			break;
 		}
 		if (!r->bytes)
-			r->first_ns = now_ns();
+			r->first_ns = r->last_ns = now_ns();
 		if (memcmp(buf, pattern_at(r->bytes), (size_t)n)) {
 			size_t i = 0;
 
 			while (buf[i] == pattern_at(r->bytes)[i])
 				i++;
-			set_error(r->error, sizeof(r->error),
-				  "wrong byte at %" PRIu64, r->bytes + i);
+			snprintf(r->error, sizeof(r->error),
+				 "wrong byte at %" PRIu64, r->bytes + i);
 			break;
 		}
 		r->bytes += (uint64_t)n;
@@ -228,8 +215,8 @@ static void sink_run(int lfd, uint64_t want, int timeout_ms, int accept_ms,
 			 * much; waiting for more would only slow every run. */
 			if (r->bytes > want ||
 			    recv(fd, buf, 1, MSG_DONTWAIT | MSG_PEEK) > 0)
-				set_error(r->error, sizeof(r->error),
-					  "more than %" PRIu64 " bytes", want);
+				snprintf(r->error, sizeof(r->error),
+					 "more than %" PRIu64 " bytes", want);
 			else
 				r->intact = 1;
 			break;
@@ -342,16 +329,16 @@ static int send_all(int fd, const struct target *t, uint64_t bytes,
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			set_error(err, size, "send: %s after %" PRIu64 " bytes",
-				  errno == EAGAIN ? "no progress" :
-						    strerror(errno), sent);
+			snprintf(err, size, "send: %s after %" PRIu64 " bytes",
+				 errno == EAGAIN ? "no progress" :
+						   strerror(errno), sent);
 			return -1;
 		}
 		sent += (uint64_t)r;
 	}
 	if (t->kind == KIND_UDG ? send(fd, "", 0, MSG_NOSIGNAL) < 0 :
 				  shutdown(fd, SHUT_WR) < 0) {
-		set_error(err, size, "sending EOF: %s", strerror(errno));
+		snprintf(err, size, "sending EOF: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -452,32 +439,35 @@ static double tv_s(const struct timeval *t)
 
 /* Connects to the relay's input once it is there. Returns the socket, -1
  * with err filled, or -2 if the relay refused its command line (exited 2
- * first; its message in err). */
+ * first; its message in err). An exited relay is left to reap (WNOWAIT):
+ * its pid stays ours until then. */
 static int reach_relay(const struct opts *o, pid_t relay, int relay_err,
 		       char *err, size_t size)
 {
 	int64_t end = now_ns() + (int64_t)o->timeout_ms * 1000000;
-	struct rusage ru;
-	int fd, st;
+	int fd;
 
 	while ((fd = target_open(&o->to)) < 0) {
-		if (wait4(relay, &st, WNOHANG, &ru) == relay) {
+		siginfo_t si = { 0 };
+
+		if (!waitid(P_PID, (id_t)relay, &si,
+			    WEXITED | WNOHANG | WNOWAIT) && si.si_pid) {
 			char line[200];
 
 			relay_first_line(relay_err, line, sizeof(line));
-			if (WIFEXITED(st) && WEXITSTATUS(st) == 2) {
-				set_error(err, size, "%s", line);
+			if (si.si_code == CLD_EXITED && si.si_status == 2) {
+				snprintf(err, size, "%s", line);
 				return -2;
 			}
-			set_error(err, size,
-				  "relay exited (status 0x%x) before its input was ready: %s",
-				  st, line);
+			snprintf(err, size,
+				 "relay ended (code %d, status %d) before its input was ready: %s",
+				 si.si_code, si.si_status, line);
 			return -1;
 		}
 		if (now_ns() > end) {
-			set_error(err, size,
-				  "relay input not ready in %d s: %s",
-				  o->timeout_ms / 1000, strerror(errno));
+			snprintf(err, size,
+				 "relay input not ready in %d s: %s",
+				 o->timeout_ms / 1000, strerror(errno));
 			return -1;
 		}
 		usleep(5000);
@@ -538,12 +528,12 @@ static int cmd_run(const struct opts *o)
 		kill(relay, SIGKILL);
 		reap(relay, o->timeout_ms, &st, &ru);
 		if (!err[0])
-			set_error(err, sizeof(err),
-				  "relay still running %d s after the end",
-				  o->timeout_ms / 1000);
+			snprintf(err, sizeof(err),
+				 "relay still running %d s after the end",
+				 o->timeout_ms / 1000);
 	} else if (!err[0] && (!WIFEXITED(st) || WEXITSTATUS(st))) {
-		set_error(err, sizeof(err), "relay exited with status 0x%x",
-			  st);
+		snprintf(err, sizeof(err), "relay exited with status 0x%x",
+			 st);
 	}
 	double relay_cpu = tv_s(&ru.ru_utime) + tv_s(&ru.ru_stime);
 	double gib = (double)r.bytes / GIB;
@@ -558,11 +548,11 @@ static int cmd_run(const struct opts *o)
 	printf(" relay_cpu=%.3f relay_s/GiB=%.3f machine_cpu=%.3f "
 	       "machine_s/GiB=%.3f", relay_cpu, gib > 0 ? relay_cpu / gib : 0,
 	       busy, gib > 0 ? busy / gib : 0);
-	if (err[0])
-		printf(" error=\"%s\"", err);
-	else if (!r.intact)
+	if (!r.intact)
 		printf(" error=\"sink: %s\"", r.error);
-	else
+	if (err[0])
+		printf(" %s=\"%s\"", r.intact ? "error" : "then", err);
+	if (r.intact && !err[0])
 		rc = 0;
 	printf("\n");
 	if (rc) {
