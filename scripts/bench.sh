@@ -128,7 +128,8 @@ fi
 # socat, vmio (default engine), then vmio with each engine forced. A relay
 # that refuses its command line (exit 2 at start: an address or engine
 # not supported yet) gets "n/a" for the row, not a failed bench. The
-# machine's CPU counts everything that ran, the sender and sink too. ----
+# machine's CPU counts everything that ran, the sender and sink too; each
+# run first waits (up to 3 s) for other jobs to leave the machine idle. ----
 if want redirect; then
 rbytes=${REDIR_BYTES:-2G}
 rport=${REDIR_PORT:-39123}
@@ -140,7 +141,7 @@ declare -A rto=([udg]="udg:$dir/in" [ust]="ust:$dir/in" [tcp]="tcp:$rport")
 relays=(socat vmio "vmio copy" "vmio splice" "vmio sockmap")
 # Per "shape|relay": space-separated MB/s, relay and machine s/GiB, the
 # ratio to socat in the same round; or why it was refused.
-declare -A rmb rcpu rmcpu rratio refused
+declare -A rmb rcpu rmcpu rother rratio refused
 
 relay_cmd() { # shape relay: sets cmd to the relay's command line
 	local in=${rin[$1]} out="UNIX-CONNECT:$dir/out"
@@ -173,6 +174,7 @@ for shape in udg ust tcp; do
 				rmb[$key]+="$mb "
 				rcpu[$key]+="$(field relay_s/GiB "$line") "
 				rmcpu[$key]+="$(field machine_s/GiB "$line") "
+				rother[$key]+="$(field others_cpu "$line") "
 				if [ "$relay" = socat ]; then
 					socat_mb=$mb
 				elif [ -n "$socat_mb" ]; then
@@ -193,8 +195,9 @@ done
 echo
 echo "redirect: medians over $runs interleaved rounds of $rbytes into a unix stream sink"
 echo "(MB/s at the sink; CPU s/GiB of the relay process and of the whole machine;"
+echo " others: CPU s other jobs took during a run, in machine already;"
 echo " x socat: vmio MB/s over socat MB/s of the same round, median, then each round)"
-printf '%-9s %-13s %8s %8s %8s %8s  %s\n' shape relay MB/s relay machine "x socat" "each round"
+printf '%-9s %-13s %8s %8s %8s %7s %8s  %s\n' shape relay MB/s relay machine others "x socat" "each round"
 for shape in udg ust tcp; do
 	for relay in "${relays[@]}"; do
 		key="$shape|$relay"
@@ -203,9 +206,10 @@ for shape in udg ust tcp; do
 			continue
 		fi
 		r=${rratio[$key]:-}
-		printf '%-9s %-13s %8s %8s %8s %8s  %s\n' "$shape->ust" "$relay" \
+		printf '%-9s %-13s %8s %8s %8s %7s %8s  %s\n' "$shape->ust" "$relay" \
 			"$(list_median "${rmb[$key]:-}")" "$(list_median "${rcpu[$key]:-}")" \
-			"$(list_median "${rmcpu[$key]:-}")" "$(list_median "$r")" "${r:--}"
+			"$(list_median "${rmcpu[$key]:-}")" "$(list_median "${rother[$key]:-}")" \
+			"$(list_median "$r")" "${r:--}"
 	done
 done
 echo "goal: vmio >= 3.5x socat on udg->ust; relay CPU < 0.05 s/GiB on sockmap"

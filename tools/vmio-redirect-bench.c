@@ -49,6 +49,9 @@
  * 2, the usage-error status of vmio and socat, before taking input). */
 #define EXIT_REFUSED 3
 
+/* How long `run` waits for other jobs to calm down before it starts. */
+#define QUIET_WAIT_MS 3000
+
 static const char usage[] =
 	"Usage: vmio-redirect-bench sink --path PATH [--bytes N] [--timeout S]\n"
 	"       vmio-redirect-bench send --to KIND:WHERE --bytes N [--msg N]\n"
@@ -67,8 +70,10 @@ static const char usage[] =
 	"         writes to PATH), send into it, wait for the relay to exit and\n"
 	"         print the sink's line with the relay's CPU seconds (user+sys,\n"
 	"         from wait4) and the whole machine's (busy time in /proc/stat)\n"
-	"         per GiB. Exits 3 with 'refused: MESSAGE' when the relay exits 2\n"
-	"         before it takes input (a usage error), 1 on any failure.\n"
+	"         per GiB; others_cpu is what other processes used meanwhile,\n"
+	"         quiet=0 that the machine did not go idle in 3 s first.\n"
+	"         Exits 3 with 'refused: MESSAGE' when the relay exits 2 before\n"
+	"         it takes input (a usage error), 1 on any failure.\n"
 	"\n"
 	"Sizes take K, M, G suffixes. --timeout: seconds without progress\n"
 	"before giving up (default 10).\n";
@@ -125,6 +130,23 @@ static double machine_busy_s(void)
 		return 0;
 	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) /
 	       (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Waits up to limit_ms for the machine to be nearly idle (at most one
+ * 10 ms tick busy in 100 ms), so that other jobs on a shared machine run
+ * outside the measurement where they can. Returns whether it got there. */
+static bool wait_quiet(int limit_ms)
+{
+	int64_t end = now_ns() + (int64_t)limit_ms * 1000000;
+
+	do {
+		double b0 = machine_busy_s();
+
+		usleep(100000);
+		if (machine_busy_s() - b0 < 0.015)
+			return true;
+	} while (now_ns() < end);
+	return false;
 }
 
 /* ---- the sink ---- */
@@ -484,6 +506,7 @@ static int cmd_run(const struct opts *o)
 	struct stat lst;
 	pid_t sink, relay;
 	double busy0;
+	bool quiet;
 
 	lfd = vmio_unix_listen(o->path, 1, "sink", &lst);
 	if (lfd < 0) {
@@ -502,6 +525,7 @@ static int cmd_run(const struct opts *o)
 	if (o->to.kind != KIND_TCP)
 		unlink(o->to.path);
 
+	quiet = wait_quiet(QUIET_WAIT_MS);
 	busy0 = machine_busy_s();
 	relay = start_relay(o->relay, &relay_err);
 	if (relay < 0) {
@@ -537,8 +561,16 @@ static int cmd_run(const struct opts *o)
 	}
 	double relay_cpu = tv_s(&ru.ru_utime) + tv_s(&ru.ru_stime);
 	double gib = (double)r.bytes / GIB;
+	struct rusage self, children;
 
 	waitpid(sink, NULL, 0);
+	/* The machine's CPU that neither the relay, the sender (this
+	 * process) nor the sink used: other jobs, kernel threads. */
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &children);
+	double others = busy - tv_s(&self.ru_utime) - tv_s(&self.ru_stime) -
+			tv_s(&children.ru_utime) - tv_s(&children.ru_stime);
+
 	vmio_unix_unlink_if_same(o->path, &lst);
 	if (fd == -2) {
 		printf("refused: %s\n", err);
@@ -546,8 +578,9 @@ static int cmd_run(const struct opts *o)
 	}
 	print_sink_result(&r);
 	printf(" relay_cpu=%.3f relay_s/GiB=%.3f machine_cpu=%.3f "
-	       "machine_s/GiB=%.3f", relay_cpu, gib > 0 ? relay_cpu / gib : 0,
-	       busy, gib > 0 ? busy / gib : 0);
+	       "machine_s/GiB=%.3f others_cpu=%.2f quiet=%d", relay_cpu,
+	       gib > 0 ? relay_cpu / gib : 0, busy, gib > 0 ? busy / gib : 0,
+	       others > 0 ? others : 0, quiet);
 	if (!r.intact)
 		printf(" error=\"sink: %s\"", r.error);
 	if (err[0])
