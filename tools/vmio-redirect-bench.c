@@ -3,10 +3,10 @@
  *
  * Three roles:
  *   sink  listens on a unix stream path, accepts one connection and reads
- *         until EOF, checking every byte against the pattern;
+ *         until EOF or --bytes, checking every byte against the pattern;
  *   send  sends the pattern into a unix datagram path (one empty datagram
- *         at the end is EOF, as socat's UNIX-RECV reads it), a unix stream
- *         path or TCP 127.0.0.1:port;
+ *         at the end means EOF to `vmio redirect`'s UNIX-RECV), a unix
+ *         stream path or TCP 127.0.0.1:port;
  *   run   does a whole measured run: a forked sink, the relay command
  *         (forked and exec'd), the sender in this process; then reaps the
  *         relay with wait4 for its CPU time, and reads /proc/stat for the
@@ -46,7 +46,7 @@
 #define GIB (1024.0 * 1024 * 1024)
 
 /* Exit status of `run` when the relay refused its command line (it exited
- * 2, the usage-error status of vmio and socat, before taking input). */
+ * 2, vmio's usage-error status, before taking input). */
 #define EXIT_REFUSED 3
 
 /* How long `run` waits for other jobs to calm down before it starts. */
