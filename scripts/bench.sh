@@ -24,7 +24,22 @@ median() {
 	sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "-"}'
 }
 
+# The median of a space-separated list.
+list_median() {
+	tr ' ' '\n' <<<"$1" | grep . | median || true
+}
+
+ratio() { # a b: a/b to two places, or - when either is missing
+	awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'
+}
+
+# SECTIONS picks what runs (default all): loopback vsock redirect.
+sections=" ${SECTIONS:-loopback vsock redirect} "
+want() { [[ "$sections" == *" $1 "* ]]; }
+failed=0
+
 # ---- loopback: a pattern out on tx and back on rx ----
+if want loopback; then
 "$build/vmio" loopback --socket-path "$dir/vhost.sock" -q &
 pid=$!
 results=()
@@ -37,12 +52,14 @@ echo "loopback: median $(printf '%s\n' "${results[@]}" | median) MB/s over $runs
 kill "$pid" 2>/dev/null || true
 wait "$pid" 2>/dev/null || true
 pid=
+fi
 
 # ---- vsock: `vmio vsock` with the in-tree front end as the guest and a
 # host program in another process, against the same two processes over a
 # direct AF_UNIX stream (the limit this machine sets), in pairs: direct,
 # vmio, direct, vmio, ... For h2g at 64 KiB a third run per round gives
 # the guest 64 KiB rx buffers instead of Linux's 4 KiB. ----
+if want vsock; then
 "$build/vmio" vsock --guest-cid 3 --socket "$dir/vsock.sock" \
 	--uds-path "$dir/vm.vsock" -q &
 vpid=$!
@@ -53,7 +70,6 @@ done
 vs=("$build/vmio-vsock-bench" --socket "$dir/vsock.sock" --uds-path "$dir/vm.vsock")
 rows=()
 declare -A res
-failed=0
 # Bytes per run so that each takes about 0.3-2 s.
 declare -A vbytes=([65536]=${VSOCK_BYTES_64K:-2G} [4096]=${VSOCK_BYTES_4K:-512M} [64]=${VSOCK_BYTES_64:-24M})
 
@@ -91,14 +107,111 @@ echo
 echo "vsock: medians over $runs interleaved rounds (MB/s); goal vmio/direct >= 0.8 at 64 KiB"
 printf '%-26s %10s %10s %8s %14s %8s\n' case direct vmio ratio "vmio rx64k" ratio
 for cell in "${rows[@]}"; do
-	dm=$(tr ' ' '\n' <<<"${res[$cell|direct]:-}" | grep . | median || true)
-	vm=$(tr ' ' '\n' <<<"${res[$cell|vmio]:-}" | grep . | median || true)
-	xm=$(tr ' ' '\n' <<<"${res[$cell|rx64k]:-}" | grep . | median || true)
-	ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'; }
+	dm=$(list_median "${res[$cell|direct]:-}")
+	vm=$(list_median "${res[$cell|vmio]:-}")
+	xm=$(list_median "${res[$cell|rx64k]:-}")
 	if [ -n "${res[$cell|rx64k]:-}" ]; then
 		printf '%-26s %10s %10s %8s %14s %8s\n' "$cell" "$dm" "$vm" "$(ratio "$vm" "$dm")" "$xm" "$(ratio "$xm" "$dm")"
 	else
 		printf '%-26s %10s %10s %8s\n' "$cell" "$dm" "$vm" "$(ratio "$vm" "$dm")"
 	fi
 done
+kill "$vpid" 2>/dev/null || true
+wait "$vpid" 2>/dev/null || true
+vpid=
+fi
+
+# ---- redirect: `vmio redirect` against socat in the same run, each
+# relaying a checked pattern from a sender into a unix stream sink
+# (vmio-redirect-bench run). Shapes: udg->ust (unix datagrams in, the
+# shape of the sockmap work), ust->ust and tcp->ust. Rounds interleave
+# socat, vmio (default engine), then vmio with each engine forced. A relay
+# that refuses its command line (exit 2 at start: an address or engine
+# not supported yet) gets "n/a" for the row, not a failed bench. The
+# machine's CPU counts everything that ran, the sender and sink too; each
+# run first waits (up to 3 s) for other jobs to leave the machine idle. ----
+if want redirect; then
+rbytes=${REDIR_BYTES:-2G}
+rport=${REDIR_PORT:-39123}
+# Bounds a hung relay: the tool's own timeouts catch a stall, this the rest.
+rlimit=${REDIR_TIMEOUT:-120}
+declare -A rin=([udg]="UNIX-RECV:$dir/in" [ust]="UNIX-LISTEN:$dir/in"
+	[tcp]="TCP-LISTEN:$rport,reuseaddr")
+declare -A rto=([udg]="udg:$dir/in" [ust]="ust:$dir/in" [tcp]="tcp:$rport")
+relays=(socat vmio "vmio copy" "vmio splice" "vmio sockmap")
+# Per "shape|relay": space-separated MB/s, relay and machine s/GiB, the
+# ratio to socat in the same round; or why it was refused.
+declare -A rmb rcpu rmcpu rother rratio refused
+
+relay_cmd() { # shape relay: sets cmd to the relay's command line
+	local in=${rin[$1]} out="UNIX-CONNECT:$dir/out"
+	case $2 in
+	socat) cmd=(socat -b 1048576 "$in" "$out") ;;
+	vmio) cmd=("$build/vmio" redirect -q "$in" "$out") ;;
+	"vmio "*) cmd=("$build/vmio" redirect -q --engine "${2#vmio }" "$in" "$out") ;;
+	esac
+}
+
+field() { # name line: the value of name=... in line
+	awk -v k="$1=" '{for (i = 1; i <= NF; i++) if (index($i, k) == 1) print substr($i, length(k) + 1)}' <<<"$2"
+}
+
+for shape in udg ust tcp; do
+	echo "redirect $shape->ust, $runs rounds of $rbytes:"
+	for _ in $(seq "$runs"); do
+		socat_mb=
+		for relay in "${relays[@]}"; do
+			key="$shape|$relay"
+			[ -n "${refused[$key]:-}" ] && continue
+			relay_cmd "$shape" "$relay"
+			rc=0
+			line=$(timeout "$rlimit" "$build/vmio-redirect-bench" run \
+				--sink "$dir/out" --to "${rto[$shape]}" \
+				--bytes "$rbytes" -- "${cmd[@]}" 2>&1) || rc=$?
+			if [ $rc -eq 0 ]; then
+				echo "  $relay: $line"
+				mb=$(field MB/s "$line")
+				rmb[$key]+="$mb "
+				rcpu[$key]+="$(field relay_s/GiB "$line") "
+				rmcpu[$key]+="$(field machine_s/GiB "$line") "
+				rother[$key]+="$(field others_cpu "$line") "
+				if [ "$relay" = socat ]; then
+					socat_mb=$mb
+				elif [ -n "$socat_mb" ]; then
+					rratio[$key]+="$(ratio "$mb" "$socat_mb") "
+				fi
+			elif [ $rc -eq 3 ]; then
+				refused[$key]=$(sed -n 's/^refused: \(vmio redirect: \)\{0,1\}//p' <<<"$line" | head -n 1)
+				echo "  $relay: refused: ${refused[$key]}"
+			else
+				echo "  FAILED: $shape $relay: ${line:-timed out after $rlimit s}"
+				[ "$relay" = socat ] && socat_mb=
+				failed=1
+			fi
+		done
+	done
+done
+
+echo
+echo "redirect: medians over $runs interleaved rounds of $rbytes into a unix stream sink"
+echo "(MB/s at the sink; CPU s/GiB of the relay process and of the whole machine;"
+echo " others: CPU s other jobs took during a run, in machine already;"
+echo " x socat: vmio MB/s over socat MB/s of the same round, median, then each round)"
+printf '%-9s %-13s %8s %8s %8s %7s %8s  %s\n' shape relay MB/s relay machine others "x socat" "each round"
+for shape in udg ust tcp; do
+	for relay in "${relays[@]}"; do
+		key="$shape|$relay"
+		if [ -n "${refused[$key]:-}" ]; then
+			printf '%-9s %-13s %s\n' "$shape->ust" "$relay" "n/a (refused: ${refused[$key]})"
+			continue
+		fi
+		r=${rratio[$key]:-}
+		printf '%-9s %-13s %8s %8s %8s %7s %8s  %s\n' "$shape->ust" "$relay" \
+			"$(list_median "${rmb[$key]:-}")" "$(list_median "${rcpu[$key]:-}")" \
+			"$(list_median "${rmcpu[$key]:-}")" "$(list_median "${rother[$key]:-}")" \
+			"$(list_median "$r")" "${r:--}"
+	done
+done
+echo "goal: vmio >= 3.5x socat on udg->ust; relay CPU < 0.05 s/GiB on sockmap"
+fi
 exit $failed

@@ -19,6 +19,7 @@ packages=(
 	cpio              # guest tests: packs the initramfs
 	xz-utils          # guest tests: unpacks the kernel package's compressed modules
 	zstd              # guest tests: same, for zstd-compressed modules
+	socat             # make bench: the anchor `vmio redirect` is measured against
 )
 
 missing=()

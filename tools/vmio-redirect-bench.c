@@ -1,0 +1,742 @@
+/* vmio-redirect-bench: times one relay (`vmio redirect`, socat) moving a
+ * checked byte stream into a unix stream sink; what `make bench` runs.
+ *
+ * Three roles:
+ *   sink  listens on a unix stream path, accepts one connection and reads
+ *         until EOF or --bytes, checking every byte against the pattern;
+ *   send  sends the pattern into a unix datagram path (one empty datagram
+ *         at the end means EOF to `vmio redirect`'s UNIX-RECV), a unix
+ *         stream path or TCP 127.0.0.1:port;
+ *   run   does a whole measured run: a forked sink, the relay command
+ *         (forked and exec'd), the sender in this process; then reaps the
+ *         relay with wait4 for its CPU time, and reads /proc/stat for the
+ *         whole machine's.
+ *
+ * The pattern has a prime period (1000003 bytes), so it lines up with no
+ * message or buffer size: a lost, repeated or reordered chunk shows as
+ * wrong bytes. MB = 10^6 bytes, timed at the sink from its first byte to
+ * its last. Every wait is bounded by --timeout seconds without progress. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/options.h"
+#include "util/unix_socket.h"
+
+#define PERIOD 1000003u
+#define MAX_MSG (1u << 20)  /* largest --msg, and the sink's read size */
+#define GIB (1024.0 * 1024 * 1024)
+
+/* Exit status of `run` when the relay refused its command line (it exited
+ * 2, vmio's usage-error status, before taking input). */
+#define EXIT_REFUSED 3
+
+/* How long `run` waits for other jobs to calm down before it starts. */
+#define QUIET_WAIT_MS 3000
+
+static const char usage[] =
+	"Usage: vmio-redirect-bench sink --path PATH [--bytes N] [--timeout S]\n"
+	"       vmio-redirect-bench send --to KIND:WHERE --bytes N [--msg N]\n"
+	"                                [--timeout S]\n"
+	"       vmio-redirect-bench run --sink PATH --to KIND:WHERE --bytes N\n"
+	"                               [--msg N] [--timeout S] -- RELAY...\n"
+	"\n"
+	"Moves N bytes of a checked pattern through a relay into a unix stream\n"
+	"sink. KIND:WHERE is udg:PATH (unix datagrams, an empty one at the end),\n"
+	"ust:PATH (unix stream) or tcp:PORT (TCP to 127.0.0.1).\n"
+	"\n"
+	"  sink   accept one connection on PATH, read to EOF or --bytes N,\n"
+	"         check, and print bytes=N time=S MB/s=X intact=0|1\n"
+	"  send   send N bytes in --msg byte messages (default 64K), then EOF\n"
+	"  run    start a sink on PATH, then RELAY (which reads KIND:WHERE and\n"
+	"         writes to PATH), send into it, wait for the relay to exit and\n"
+	"         print the sink's line with the relay's CPU seconds (user+sys,\n"
+	"         from wait4) and the whole machine's (busy time in /proc/stat)\n"
+	"         per GiB; others_cpu is what other processes used meanwhile,\n"
+	"         quiet=0 that the machine did not go idle in 3 s first.\n"
+	"         Exits 3 with 'refused: MESSAGE' when the relay exits 2 before\n"
+	"         it takes input (a usage error), 1 on any failure.\n"
+	"\n"
+	"Sizes take K, M, G suffixes. --timeout: seconds without progress\n"
+	"before giving up (default 10).\n";
+
+/* ---- the pattern ---- */
+
+static uint8_t *pattern; /* PERIOD + MAX_MSG bytes: any span of a stream */
+
+static void pattern_init(void)
+{
+	pattern = malloc(PERIOD + MAX_MSG);
+	if (!pattern) {
+		fprintf(stderr, "vmio-redirect-bench: out of memory\n");
+		exit(1);
+	}
+	for (uint32_t i = 0; i < PERIOD + MAX_MSG; i++) {
+		uint32_t k = i % PERIOD;
+
+		pattern[i] = (uint8_t)((k * 2654435761u) >> 15 ^ k ^ k >> 9);
+	}
+}
+
+/* The pattern bytes from stream offset pos on (at least MAX_MSG). */
+static const uint8_t *pattern_at(uint64_t pos)
+{
+	return pattern + pos % PERIOD;
+}
+
+/* ---- small helpers ---- */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Busy CPU seconds of the whole machine since boot: all but idle and
+ * iowait (guest time is in user already). */
+static double machine_busy_s(void)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	int n = 0;
+
+	if (f) {
+		n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu",
+			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+			   &v[7]);
+		fclose(f);
+	}
+	if (n != 8)
+		return 0;
+	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) /
+	       (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Waits up to limit_ms for the machine to be nearly idle (at most one
+ * 10 ms tick busy in 100 ms), so that other jobs on a shared machine run
+ * outside the measurement where they can. Returns whether it got there. */
+static bool wait_quiet(int limit_ms)
+{
+	int64_t end = now_ns() + (int64_t)limit_ms * 1000000;
+
+	do {
+		double b0 = machine_busy_s();
+
+		usleep(100000);
+		if (machine_busy_s() - b0 < 0.015)
+			return true;
+	} while (now_ns() < end);
+	return false;
+}
+
+/* ---- the sink ---- */
+
+struct sink_result {
+	uint64_t bytes;
+	int64_t first_ns, last_ns;
+	int intact;
+	char error[200];
+};
+
+/* Waits up to timeout_ms for fd to be readable: 0, or -1 on timeout. */
+static int wait_readable(int fd, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r;
+
+	while ((r = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
+		;
+	return r == 1 ? 0 : -1;
+}
+
+/* Accepts one connection on lfd and reads it, checking each byte, to EOF
+ * or until want bytes (0: no limit) are in. Stopping at want is needed:
+ * socat (1.7.4) does not take the sender's empty datagram for an EOF, and
+ * only ends once the sink has closed. The listener may be non-blocking:
+ * the accepted socket is blocking, reads bounded by poll. */
+static void sink_run(int lfd, uint64_t want, int timeout_ms, int accept_ms,
+		     struct sink_result *r)
+{
+	static uint8_t buf[MAX_MSG];
+	int fd;
+
+	*r = (struct sink_result){ 0 };
+	if (wait_readable(lfd, accept_ms)) {
+		snprintf(r->error, sizeof(r->error),
+			 "no connection in %d s", accept_ms / 1000);
+		return;
+	}
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0) {
+		snprintf(r->error, sizeof(r->error), "accept: %s",
+			 strerror(errno));
+		return;
+	}
+	for (;;) {
+		ssize_t n;
+
+		if (wait_readable(fd, timeout_ms)) {
+			snprintf(r->error, sizeof(r->error),
+				 "no byte for %d s after %" PRIu64 " bytes",
+				 timeout_ms / 1000, r->bytes);
+			break;
+		}
+		n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(r->error, sizeof(r->error),
+				 "read: %s after %" PRIu64 " bytes",
+				 strerror(errno), r->bytes);
+			break;
+		}
+		if (n == 0) {
+			if (want && r->bytes != want)
+				snprintf(r->error, sizeof(r->error),
+					 "EOF after %" PRIu64 " of %" PRIu64
+					 " bytes", r->bytes, want);
+			else
+				r->intact = 1;
+			break;
+		}
+		if (!r->bytes)
+			r->first_ns = r->last_ns = now_ns();
+		if (memcmp(buf, pattern_at(r->bytes), (size_t)n)) {
+			size_t i = 0;
+
+			while (buf[i] == pattern_at(r->bytes)[i])
+				i++;
+			snprintf(r->error, sizeof(r->error),
+				 "wrong byte at %" PRIu64, r->bytes + i);
+			break;
+		}
+		r->bytes += (uint64_t)n;
+		r->last_ns = now_ns();
+		if (want && r->bytes >= want) {
+			/* Whatever is already there past the end is too
+			 * much; waiting for more would only slow every run. */
+			if (r->bytes > want ||
+			    recv(fd, buf, 1, MSG_DONTWAIT | MSG_PEEK) > 0)
+				snprintf(r->error, sizeof(r->error),
+					 "more than %" PRIu64 " bytes", want);
+			else
+				r->intact = 1;
+			break;
+		}
+	}
+	close(fd);
+}
+
+static double sink_mbps(const struct sink_result *r)
+{
+	double s = (double)(r->last_ns - r->first_ns) / 1e9;
+
+	return s > 0 ? (double)r->bytes / 1e6 / s : 0;
+}
+
+/* The line both `sink` and `run` print first. */
+static void print_sink_result(const struct sink_result *r)
+{
+	printf("bytes=%" PRIu64 " time=%.3f MB/s=%.1f intact=%d",
+	       r->bytes, (double)(r->last_ns - r->first_ns) / 1e9,
+	       sink_mbps(r), r->intact);
+}
+
+/* ---- the sender ---- */
+
+enum kind { KIND_UDG, KIND_UST, KIND_TCP };
+
+struct target {
+	enum kind kind;
+	const char *path; /* udg, ust */
+	uint16_t port;    /* tcp */
+};
+
+static int parse_target(const char *text, struct target *t)
+{
+	const char *colon = strchr(text, ':');
+	uint64_t port;
+
+	if (!colon || !colon[1])
+		return -1;
+	t->path = colon + 1;
+	if (!strncmp(text, "udg:", 4)) {
+		t->kind = KIND_UDG;
+	} else if (!strncmp(text, "ust:", 4)) {
+		t->kind = KIND_UST;
+	} else if (!strncmp(text, "tcp:", 4)) {
+		t->kind = KIND_TCP;
+		if (vmio_parse_u64(t->path, 65535, &port) || !port)
+			return -1;
+		t->port = (uint16_t)port;
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+/* One attempt to reach the relay's input: a connected socket, or -1 (the
+ * relay may not be listening or bound yet). */
+static int target_open(const struct target *t)
+{
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	struct sockaddr_in in = {
+		.sin_family = AF_INET,
+		.sin_port = htons(t->port),
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+	};
+	struct sockaddr *a = (struct sockaddr *)&un;
+	socklen_t len = sizeof(un);
+	int fd;
+
+	if (t->kind == KIND_TCP) {
+		a = (struct sockaddr *)&in;
+		len = sizeof(in);
+	} else if (strlen(t->path) >= sizeof(un.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	} else {
+		strcpy(un.sun_path, t->path);
+	}
+	fd = socket(t->kind == KIND_TCP ? AF_INET : AF_UNIX,
+		    (t->kind == KIND_UDG ? SOCK_DGRAM : SOCK_STREAM) |
+			    SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, a, len) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Sends bytes of the pattern in msg-byte messages on a connected blocking
+ * socket, then the end: an empty datagram, or a write shutdown. Returns 0,
+ * or -1 with err filled. */
+static int send_all(int fd, const struct target *t, uint64_t bytes,
+		    uint64_t msg, int timeout_ms, char *err, size_t size)
+{
+	struct timeval tv = { .tv_sec = timeout_ms / 1000 };
+	uint64_t sent = 0;
+
+	/* A relay that stops reading fails the send, rather than hangs it. */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	while (sent < bytes) {
+		size_t n = (size_t)(bytes - sent < msg ? bytes - sent : msg);
+		ssize_t r = send(fd, pattern_at(sent), n, MSG_NOSIGNAL);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(err, size, "send: %s after %" PRIu64 " bytes",
+				 errno == EAGAIN ? "no progress" :
+						   strerror(errno), sent);
+			return -1;
+		}
+		sent += (uint64_t)r;
+	}
+	if (t->kind == KIND_UDG ? send(fd, "", 0, MSG_NOSIGNAL) < 0 :
+				  shutdown(fd, SHUT_WR) < 0) {
+		snprintf(err, size, "sending EOF: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- run: sink, relay and sender ---- */
+
+struct opts {
+	const char *path;   /* sink: --path; run: --sink */
+	struct target to;
+	bool have_to;
+	uint64_t bytes, msg;
+	int timeout_ms;
+	char **relay;       /* run: the command after -- */
+};
+
+/* Forks the sink on lfd; its result comes back through *report_fd. */
+static pid_t start_sink(const struct opts *o, int lfd, int *report_fd)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		struct sink_result r;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(p[0]);
+		/* The relay connects to the sink only once the sender is in:
+		 * give it the time for both. */
+		sink_run(lfd, o->bytes, o->timeout_ms, 3 * o->timeout_ms, &r);
+		(void)!write(p[1], &r, sizeof(r));
+		_exit(0);
+	}
+	close(p[1]);
+	*report_fd = p[0];
+	return pid;
+}
+
+/* Forks and execs the relay with its stdout and stderr in a memfd, read
+ * afterwards: a pipe nobody drains during the run could block a chatty
+ * relay, and our stdout carries only the result line. */
+static pid_t start_relay(char **argv, int *stderr_fd)
+{
+	int fd = memfd_create("relay-stderr", MFD_CLOEXEC);
+	pid_t pid;
+
+	if (fd < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execvp(argv[0], argv);
+		fprintf(stderr, "vmio-redirect-bench: %s: %s\n", argv[0],
+			strerror(errno));
+		_exit(127);
+	}
+	*stderr_fd = fd;
+	return pid;
+}
+
+/* The first line the relay wrote to stderr. */
+static void relay_first_line(int fd, char *line, size_t size)
+{
+	ssize_t n = pread(fd, line, size - 1, 0);
+
+	line[n > 0 ? n : 0] = '\0';
+	line[strcspn(line, "\n")] = '\0';
+}
+
+/* Waits up to timeout_ms for the relay to exit: 0 with its status and
+ * rusage, or -1 if it is still running. */
+static int reap(pid_t pid, int timeout_ms, int *status, struct rusage *ru)
+{
+	int64_t end = now_ns() + (int64_t)timeout_ms * 1000000;
+
+	for (;;) {
+		pid_t r = wait4(pid, status, WNOHANG, ru);
+
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (now_ns() > end)
+			return -1;
+		usleep(2000);
+	}
+}
+
+static double tv_s(const struct timeval *t)
+{
+	return (double)t->tv_sec + (double)t->tv_usec / 1e6;
+}
+
+/* Connects to the relay's input once it is there. Returns the socket, -1
+ * with err filled, or -2 if the relay refused its command line (exited 2
+ * first; its message in err). An exited relay is left to reap (WNOWAIT):
+ * its pid stays ours until then. */
+static int reach_relay(const struct opts *o, pid_t relay, int relay_err,
+		       char *err, size_t size)
+{
+	int64_t end = now_ns() + (int64_t)o->timeout_ms * 1000000;
+	int fd;
+
+	while ((fd = target_open(&o->to)) < 0) {
+		siginfo_t si = { 0 };
+
+		if (!waitid(P_PID, (id_t)relay, &si,
+			    WEXITED | WNOHANG | WNOWAIT) && si.si_pid) {
+			char line[200];
+
+			relay_first_line(relay_err, line, sizeof(line));
+			if (si.si_code == CLD_EXITED && si.si_status == 2) {
+				snprintf(err, size, "%s", line);
+				return -2;
+			}
+			snprintf(err, size,
+				 "relay ended (code %d, status %d) before its input was ready: %s",
+				 si.si_code, si.si_status, line);
+			return -1;
+		}
+		if (now_ns() > end) {
+			snprintf(err, size,
+				 "relay input not ready in %d s: %s",
+				 o->timeout_ms / 1000, strerror(errno));
+			return -1;
+		}
+		usleep(5000);
+	}
+	return fd;
+}
+
+static int cmd_run(const struct opts *o)
+{
+	struct sink_result r = { .error = "sink died" };
+	int lfd, report_fd, relay_err, fd, st = 0, rc = 1;
+	char err[300] = "";
+	struct rusage ru = { 0 };
+	struct stat lst;
+	pid_t sink, relay;
+	double busy0;
+	bool quiet;
+
+	lfd = vmio_unix_listen(o->path, 1, "sink", &lst);
+	if (lfd < 0) {
+		fprintf(stderr, "vmio-redirect-bench: listen on %s: %s\n",
+			o->path, strerror(-lfd));
+		return 1;
+	}
+	sink = start_sink(o, lfd, &report_fd);
+	close(lfd);
+	if (sink < 0) {
+		fprintf(stderr, "vmio-redirect-bench: fork: %s\n",
+			strerror(errno));
+		return 1;
+	}
+	/* A file left by an earlier run must not pass for the relay's. */
+	if (o->to.kind != KIND_TCP)
+		unlink(o->to.path);
+
+	quiet = wait_quiet(QUIET_WAIT_MS);
+	busy0 = machine_busy_s();
+	relay = start_relay(o->relay, &relay_err);
+	if (relay < 0) {
+		fprintf(stderr, "vmio-redirect-bench: starting the relay: %s\n",
+			strerror(errno));
+		return 1;
+	}
+	fd = reach_relay(o, relay, relay_err, err, sizeof(err));
+	if (fd >= 0) {
+		send_all(fd, &o->to, o->bytes, o->msg, o->timeout_ms, err,
+			 sizeof(err));
+		close(fd);
+	} else {
+		/* No data is coming: do not wait out the sink's timeout. */
+		kill(sink, SIGKILL);
+	}
+	/* The sink always reports within its own timeouts, or dies. */
+	if (read(report_fd, &r, sizeof(r)) != sizeof(r))
+		r = (struct sink_result){ .error = "no data sent" };
+	/* The machine's share ends with the data: socat lingers idle for
+	 * half a second after an EOF, and other jobs would fill that in. */
+	double busy = machine_busy_s() - busy0;
+	if (reap(relay, o->timeout_ms, &st, &ru)) {
+		kill(relay, SIGKILL);
+		reap(relay, o->timeout_ms, &st, &ru);
+		if (!err[0])
+			snprintf(err, sizeof(err),
+				 "relay still running %d s after the end",
+				 o->timeout_ms / 1000);
+	} else if (!err[0] && (!WIFEXITED(st) || WEXITSTATUS(st))) {
+		snprintf(err, sizeof(err), "relay exited with status 0x%x",
+			 st);
+	}
+	double relay_cpu = tv_s(&ru.ru_utime) + tv_s(&ru.ru_stime);
+	double gib = (double)r.bytes / GIB;
+	struct rusage self, children;
+
+	waitpid(sink, NULL, 0);
+	/* The machine's CPU that neither the relay, the sender (this
+	 * process) nor the sink used: other jobs, kernel threads. */
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &children);
+	double others = busy - tv_s(&self.ru_utime) - tv_s(&self.ru_stime) -
+			tv_s(&children.ru_utime) - tv_s(&children.ru_stime);
+
+	vmio_unix_unlink_if_same(o->path, &lst);
+	if (fd == -2) {
+		printf("refused: %s\n", err);
+		return EXIT_REFUSED;
+	}
+	print_sink_result(&r);
+	printf(" relay_cpu=%.3f relay_s/GiB=%.3f machine_cpu=%.3f "
+	       "machine_s/GiB=%.3f others_cpu=%.2f quiet=%d", relay_cpu,
+	       gib > 0 ? relay_cpu / gib : 0, busy, gib > 0 ? busy / gib : 0,
+	       others > 0 ? others : 0, quiet);
+	if (!r.intact)
+		printf(" error=\"sink: %s\"", r.error);
+	if (err[0])
+		printf(" %s=\"%s\"", r.intact ? "error" : "then", err);
+	if (r.intact && !err[0])
+		rc = 0;
+	printf("\n");
+	if (rc) {
+		char line[200];
+
+		relay_first_line(relay_err, line, sizeof(line));
+		if (line[0])
+			fprintf(stderr, "relay stderr: %s\n", line);
+	}
+	return rc;
+}
+
+/* ---- the standalone roles ---- */
+
+static int cmd_sink(const struct opts *o)
+{
+	struct sink_result r;
+	struct stat st;
+	int lfd = vmio_unix_listen(o->path, 1, "sink", &st);
+
+	if (lfd < 0) {
+		fprintf(stderr, "vmio-redirect-bench: listen on %s: %s\n",
+			o->path, strerror(-lfd));
+		return 1;
+	}
+	sink_run(lfd, o->bytes, o->timeout_ms, o->timeout_ms, &r);
+	close(lfd);
+	vmio_unix_unlink_if_same(o->path, &st);
+	print_sink_result(&r);
+	if (!r.intact)
+		printf(" error=\"%s\"", r.error);
+	printf("\n");
+	return r.intact ? 0 : 1;
+}
+
+static int cmd_send(const struct opts *o)
+{
+	int64_t end = now_ns() + (int64_t)o->timeout_ms * 1000000, t0;
+	char err[200];
+	int fd;
+
+	while ((fd = target_open(&o->to)) < 0) {
+		if (now_ns() > end) {
+			fprintf(stderr, "vmio-redirect-bench: cannot reach the "
+				"target in %d s: %s\n", o->timeout_ms / 1000,
+				strerror(errno));
+			return 1;
+		}
+		usleep(5000);
+	}
+	t0 = now_ns();
+	if (send_all(fd, &o->to, o->bytes, o->msg, o->timeout_ms, err,
+		     sizeof(err))) {
+		fprintf(stderr, "vmio-redirect-bench: %s\n", err);
+		close(fd);
+		return 1;
+	}
+	close(fd);
+	printf("sent bytes=%" PRIu64 " msg=%" PRIu64 " time=%.3f\n", o->bytes,
+	       o->msg, (double)(now_ns() - t0) / 1e9);
+	return 0;
+}
+
+/* ---- the command line ---- */
+
+static int bad_usage(const char *what, const char *arg)
+{
+	fprintf(stderr, "vmio-redirect-bench: %s%s%s\n"
+		"Try 'vmio-redirect-bench --help'.\n", what, arg ? ": " : "",
+		arg ? arg : "");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "path", required_argument, NULL, 'p' },
+		{ "sink", required_argument, NULL, 'p' },
+		{ "to", required_argument, NULL, 't' },
+		{ "bytes", required_argument, NULL, 'n' },
+		{ "msg", required_argument, NULL, 'm' },
+		{ "timeout", required_argument, NULL, 'T' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct opts o = { .msg = 65536, .timeout_ms = 10000 };
+	const char *role;
+	uint64_t v;
+	int c;
+
+	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		printf("%s", usage);
+		return 0;
+	}
+	if (argc < 2)
+		return bad_usage("a role is needed (sink, send or run)", NULL);
+	role = argv[1];
+	optind = 2;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			printf("%s", usage);
+			return 0;
+		case 'p':
+			o.path = optarg;
+			break;
+		case 't':
+			if (parse_target(optarg, &o.to))
+				return bad_usage("--to: not udg:PATH, ust:PATH or tcp:PORT",
+						 optarg);
+			o.have_to = true;
+			break;
+		case 'n':
+			if (vmio_parse_u64(optarg, UINT64_MAX, &o.bytes))
+				return bad_usage("--bytes: not a size", optarg);
+			break;
+		case 'm':
+			if (vmio_parse_u64(optarg, MAX_MSG, &o.msg) || !o.msg)
+				return bad_usage("--msg: not 1 to 1M", optarg);
+			break;
+		case 'T':
+			if (vmio_parse_u64(optarg, 3600, &v) || !v)
+				return bad_usage("--timeout: not 1 to 3600 seconds",
+						 optarg);
+			o.timeout_ms = (int)v * 1000;
+			break;
+		default:
+			return bad_usage("unknown option or missing value",
+					 argv[optind - 1]);
+		}
+	}
+	signal(SIGPIPE, SIG_IGN);
+	pattern_init();
+	if (!strcmp(role, "sink")) {
+		if (!o.path || optind != argc)
+			return bad_usage("sink takes --path PATH", NULL);
+		return cmd_sink(&o);
+	}
+	if (!strcmp(role, "send")) {
+		if (!o.have_to || !o.bytes || optind != argc)
+			return bad_usage("send takes --to KIND:WHERE --bytes N",
+					 NULL);
+		return cmd_send(&o);
+	}
+	if (!strcmp(role, "run")) {
+		if (!o.path || !o.have_to || !o.bytes || optind >= argc)
+			return bad_usage("run takes --sink PATH --to KIND:WHERE "
+					 "--bytes N -- RELAY...", NULL);
+		o.relay = argv + optind;
+		return cmd_run(&o);
+	}
+	return bad_usage("unknown role", role);
+}
