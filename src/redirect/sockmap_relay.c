@@ -37,6 +37,8 @@ struct redir_sockmap_relay {
 	bool diverted;      /* the egress refused data; it went to div_in */
 	bool eof;           /* the empty datagram has arrived */
 	bool shut;          /* end of input passed on (egress or div_in shut) */
+	bool peer_gone;     /* the egress's peer closed before end of input */
+	uint64_t gone_bytes; /* forwarded when it did */
 	uint64_t last_bytes;
 	unsigned quiet_ms;  /* how long the socket being waited on was quiet */
 	unsigned linger_ms;
@@ -121,8 +123,18 @@ static void on_failure(void *opaque, int fd, uint32_t events)
 		vmio_loop_remove(r->loop, fd);
 		return;
 	}
-	if (fd == r->egress && r->shut && !r->diverted && !err) {
-		finish(r, 0); /* the peer read everything, then closed */
+	if (fd == r->egress && !r->diverted && !err) {
+		if (r->shut) {
+			finish(r, 0); /* it read everything, then closed */
+			return;
+		}
+		/* A sink may close once it has all it wants. That is only
+		 * a loss if more comes (the tick checks), since the kernel
+		 * sets an error on the egress when a send to it fails. */
+		redir_sockmap_read(r->sm, &c);
+		r->peer_gone = true;
+		r->gone_bytes = c.bytes;
+		vmio_loop_remove(r->loop, fd);
 		return;
 	}
 	redir_sockmap_read(r->sm, &c);
@@ -175,6 +187,13 @@ static void on_tick(void *opaque, int fd, uint32_t events)
 		finish(r, -EPIPE);
 		return;
 	}
+	if (r->peer_gone && (c.bytes != r->gone_bytes || c.diverted ||
+			     socket_error(r->egress))) {
+		log_err("%s: ADDRESS2 closed after %llu bytes; what came after was lost",
+			r->name, (unsigned long long)r->gone_bytes);
+		finish(r, -EPIPE);
+		return;
+	}
 	if (c.diverted && !r->diverted) {
 		/* Wait for the egress's queue from now: no more data goes
 		 * to it. */
@@ -205,6 +224,10 @@ static void on_tick(void *opaque, int fd, uint32_t events)
 
 		if (!quiet_for_long(r, to, c.bytes))
 			return;
+		if (r->peer_gone) {
+			finish(r, 0); /* it had everything: nothing came after */
+			return;
+		}
 		if (shutdown(to, SHUT_WR) < 0 && errno != ENOTCONN) {
 			log_err("%s: shutdown: %s", r->name, strerror(errno));
 			finish(r, -errno);
