@@ -1121,6 +1121,77 @@ static void test_sockmap_sink_dies(void **state)
 	assert_true(harness_log_contains("ADDRESS2"));
 }
 
+/* The memory trap: with a TCP ingress the kernel took 500 MB for a slow
+ * sink. Here the sink reads nothing for a while; the sender must be held
+ * back after a bounded amount (its own buffer, ADDRESS2's 4 MiB and the
+ * sink's), then everything arrives once the sink reads. */
+static void test_sockmap_stalled_sink(void **state)
+{
+	const char *a = harness_path("smstall-a.sock"),
+		   *b = harness_path("smstall-b.sock");
+	const uint64_t bound = 32 * MIB;
+	int lfd = unix_bound(b, SOCK_STREAM);
+	uint8_t buf[CHUNK];
+	uint64_t sent = 0, got = 0;
+	bool intact = true;
+
+	require_bpf();
+	pid_t pid = harness_spawn((const char *[]){
+		"redirect", "--engine", "sockmap",
+		addr_arg(0, "UNIX-RECV", a, ""),
+		addr_arg(1, "UNIX-CONNECT", b, ""), NULL });
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, HARNESS_WAIT_MS), 1);
+	int sink = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	assert_true(sink >= 0);
+	int fd = unix_connect_retry(a, SOCK_DGRAM);
+
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	/* Send until the sender stays blocked for 200 ms. */
+	for (;;) {
+		if (send(fd, pattern_at(sent, 1), CHUNK, 0) == CHUNK) {
+			sent += CHUNK;
+			if (sent > bound)
+				fail_msg("the sender pushed %llu bytes into a stalled sink",
+					 (unsigned long long)sent);
+			continue;
+		}
+		assert_int_equal(errno, EAGAIN);
+		p = (struct pollfd){ .fd = fd, .events = POLLOUT };
+		if (poll(&p, 1, 200) == 0)
+			break;
+	}
+	assert_true(sent > 0);
+	print_message("# held back after %llu KiB\n",
+		      (unsigned long long)(sent >> 10));
+	/* Now the sink reads; the end follows the data. */
+	bool eof_sent = false;
+	for (int idle = 0; idle < HARNESS_WAIT_MS / 10;) {
+		if (!eof_sent)
+			eof_sent = send(fd, "", 0, 0) == 0;
+		ssize_t r = recv(sink, buf, sizeof(buf), 0);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			assert_int_equal(errno, EAGAIN);
+			p = (struct pollfd){ .fd = sink, .events = POLLIN };
+			idle += poll(&p, 1, 10) == 0;
+			continue;
+		}
+		if (memcmp(buf, pattern_at(got, 1), (size_t)r))
+			intact = false;
+		got += (uint64_t)r;
+		idle = 0;
+	}
+	close(fd);
+	close(sink);
+	close(lfd);
+	assert_true(eof_sent);
+	assert_int_equal(got, sent);
+	assert_true(intact);
+	expect_exit(pid, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1141,6 +1212,7 @@ int main(void)
 		cmocka_unit_test(test_fork_many),
 		cmocka_unit_test(test_sockmap_recv_to_stream),
 		cmocka_unit_test(test_sockmap_sink_dies),
+		cmocka_unit_test(test_sockmap_stalled_sink),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
