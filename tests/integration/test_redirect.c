@@ -1059,6 +1059,24 @@ static void test_sockmap_recv_to_stream(void **state)
 	assert_false(harness_log_contains("goes through vmio"));
 }
 
+/* `vmio redirect --engine sockmap UNIX-RECV:a UNIX-CONNECT:b`, with the
+ * test as the sink at b: returns the accepted sink, with *lfd its
+ * listener and *pid vmio. */
+static int spawn_sockmap_sink(const char *a, const char *b, int *lfd,
+			      pid_t *pid)
+{
+	*lfd = unix_bound(b, SOCK_STREAM);
+	*pid = harness_spawn((const char *[]){
+		"redirect", "--engine", "sockmap",
+		addr_arg(0, "UNIX-RECV", a, ""),
+		addr_arg(1, "UNIX-CONNECT", b, ""), NULL });
+	struct pollfd p = { .fd = *lfd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, HARNESS_WAIT_MS), 1);
+	int sink = accept4(*lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(sink >= 0);
+	return sink;
+}
+
 struct pump {
 	int fd;
 	int error;              /* of the first failed send */
@@ -1088,21 +1106,15 @@ static void test_sockmap_sink_dies(void **state)
 {
 	const char *a = harness_path("smdie-a.sock"),
 		   *b = harness_path("smdie-b.sock");
-	int lfd = unix_bound(b, SOCK_STREAM);
 	uint8_t buf[CHUNK];
 	struct pump pu = { 0 };
 	struct timespec closed;
 	pthread_t t;
+	int lfd;
+	pid_t pid;
 
 	require_bpf();
-	pid_t pid = harness_spawn((const char *[]){
-		"redirect", "--engine", "sockmap",
-		addr_arg(0, "UNIX-RECV", a, ""),
-		addr_arg(1, "UNIX-CONNECT", b, ""), NULL });
-	struct pollfd pl = { .fd = lfd, .events = POLLIN };
-	assert_int_equal(poll(&pl, 1, HARNESS_WAIT_MS), 1);
-	int sink = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	assert_true(sink >= 0);
+	int sink = spawn_sockmap_sink(a, b, &lfd, &pid);
 	pu.fd = unix_connect_retry(a, SOCK_DGRAM);
 	pthread_create(&t, NULL, pump_datagrams, &pu);
 	assert_int_equal(recv(sink, buf, sizeof(buf), MSG_WAITALL), CHUNK);
@@ -1130,22 +1142,18 @@ static void test_sockmap_stalled_sink(void **state)
 	const char *a = harness_path("smstall-a.sock"),
 		   *b = harness_path("smstall-b.sock");
 	const uint64_t bound = 32 * MIB;
-	int lfd = unix_bound(b, SOCK_STREAM);
 	uint8_t buf[CHUNK];
 	uint64_t sent = 0, got = 0;
 	bool intact = true;
+	struct pollfd p;
+	int lfd;
+	pid_t pid;
 
 	require_bpf();
-	pid_t pid = harness_spawn((const char *[]){
-		"redirect", "--engine", "sockmap",
-		addr_arg(0, "UNIX-RECV", a, ""),
-		addr_arg(1, "UNIX-CONNECT", b, ""), NULL });
-	struct pollfd p = { .fd = lfd, .events = POLLIN };
-	assert_int_equal(poll(&p, 1, HARNESS_WAIT_MS), 1);
-	int sink = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	assert_true(sink >= 0);
+	int sink = spawn_sockmap_sink(a, b, &lfd, &pid);
 	int fd = unix_connect_retry(a, SOCK_DGRAM);
 
+	fcntl(sink, F_SETFL, fcntl(sink, F_GETFL) | O_NONBLOCK);
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	/* Send until the sender stays blocked for 200 ms. */
 	for (;;) {
