@@ -202,7 +202,11 @@ static void on_tick(void *opaque, int fd, uint32_t events)
 		r->quiet_ms = 0;
 	}
 	if (r->diverted && !r->tail) {
-		if (quiet_for_long(r, r->egress, c.bytes) && start_tail(r)) {
+		/* Nothing more goes to the egress (the diversion is sticky),
+		 * so only its room counts, not the count still rising with
+		 * what the diversion takes. */
+		if (quiet_for_long(r, r->egress, r->last_bytes) &&
+		    start_tail(r)) {
 			finish(r, -ENOMEM);
 			return;
 		}
