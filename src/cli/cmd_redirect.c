@@ -477,6 +477,8 @@ static const char *sockmap_misfit(const struct redirect *rd)
 
 	if (out->socktype != SOCK_STREAM)
 		return "the kernel splits messages on their way into a datagram or seqpacket socket";
+	if (out->family == AF_VSOCK)
+		return "forwarding into vsock needs Linux 6.4, and is not tested here (vsock is tested in a 6.1 guest)";
 	if (in->family == AF_INET || in->family == AF_INET6 ||
 	    in->family == AF_UNSPEC)
 		return "a TCP ingress gets no backpressure: the kernel acknowledges what it holds for a slow ADDRESS2, without bound";
