@@ -18,6 +18,7 @@ struct redir_sockmap {
 
 /* libbpf prints its own diagnostics; they belong in our debug log, not on
  * the terminal of a user for whom `auto` quietly falls back. */
+__attribute__((format(printf, 2, 0)))
 static int libbpf_to_log(enum libbpf_print_level level, const char *fmt,
 			 va_list ap)
 {
