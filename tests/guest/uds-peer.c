@@ -39,6 +39,22 @@ static void usage(void)
 	exit(2);
 }
 
+/* Connects a unix socket of this type to path: the fd, or -1 with *why
+ * the errno's name. */
+static int dial_unix(const char *path, int type, const char **why)
+{
+	struct sockaddr_un a;
+	pe_unix_addr(&a, path, prog);
+	int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		*why = pe_errname(errno);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /*
  * One hybrid-vsock connect: returns the fd with the stream ready, or -1
  * with *why saying what happened (errno name, or "closed" when the backend
@@ -47,15 +63,9 @@ static void usage(void)
 static int hconnect(const char *uds, unsigned port, double deadline, char *okline, size_t oklen,
 		    const char **why)
 {
-	struct sockaddr_un a;
-	pe_unix_addr(&a, uds, prog);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		*why = pe_errname(errno);
-		if (fd >= 0)
-			close(fd);
+	int fd = dial_unix(uds, SOCK_STREAM, why);
+	if (fd < 0)
 		return -1;
-	}
 	char line[64];
 	int n = snprintf(line, sizeof(line), "CONNECT %u\n", port);
 	if (write(fd, line, (size_t)n) != n) {
@@ -98,21 +108,15 @@ static int hconnect(const char *uds, unsigned port, double deadline, char *oklin
  * -1 with *why set ("closed": the guest refused). */
 static int seq_hconnect(const char *uds, unsigned port, double timeout, const char **why)
 {
-	struct sockaddr_un a;
-	char path[sizeof(a.sun_path)], line[64];
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)], line[64];
 	int n = snprintf(path, sizeof(path), "%s.seqpacket", uds);
 	if (n < 0 || (size_t)n >= sizeof(path)) {
 		*why = "path-too-long";
 		return -1;
 	}
-	pe_unix_addr(&a, path, prog);
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		*why = pe_errname(errno);
-		if (fd >= 0)
-			close(fd);
+	int fd = dial_unix(path, SOCK_SEQPACKET, why);
+	if (fd < 0)
 		return -1;
-	}
 	seq_setup_fd(fd, timeout);
 	n = snprintf(line, sizeof(line), "CONNECT %u\n", port);
 	ssize_t k = send(fd, line, (size_t)n, MSG_NOSIGNAL);
