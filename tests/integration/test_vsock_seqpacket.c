@@ -7,10 +7,13 @@
  * an RST when a guest ignores that, and a too large host message resets
  * the connection with a log line instead of being split), the CONNECT
  * message of the seqpacket listener, and seqpacket refused when it was
- * not negotiated or the host service has the other type.
+ * not negotiated or the host service has the other type; and a bulk run
+ * both ways at once, messages of every size behind credit stalls.
  *
- * Single-threaded: the host sockets are driven from the test between
- * calls into the driver; every wait is bounded. */
+ * The host sockets are driven from the test between calls into the
+ * driver, except in the bulk run, where a host thread only records what
+ * it saw (cmocka's assertions are not thread-safe); every wait is
+ * bounded. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -19,6 +22,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,8 +435,108 @@ static void test_seqpacket_not_negotiated(void **state)
 	close(lfd);
 }
 
+/* ---- both ways at once ---- */
+
+#define BULK_MSGS 300
+
+/* Message i of a bulk run: 1 to BUF bytes, small ones often. */
+static uint32_t bulk_size(unsigned i)
+{
+	uint32_t h = i * 2654435761u;
+
+	return i % 4 == 0 ? 1 + h % 64 : 1 + h % BUF;
+}
+
+struct bulk {
+	int fd;
+	unsigned done;
+	char error[160];
+};
+
+/* Host side: receives BULK_MSGS messages and checks each, then sends as
+ * many back (other sizes), so both directions stall on credit in turn. */
+static void *bulk_host(void *arg)
+{
+	struct bulk *b = arg;
+	uint8_t *buf = malloc(BUF + 16);
+	bool trunc = false;
+
+	for (unsigned i = 0; buf && i < BULK_MSGS; i++) {
+		ssize_t r = host_recv(b->fd, buf, BUF + 16, WAIT, &trunc);
+
+		if (r != (ssize_t)bulk_size(i) || trunc ||
+		    vg_pattern_check(i, 0, buf, (size_t)r) != (size_t)r) {
+			snprintf(b->error, sizeof(b->error),
+				 "host: message %u of %u bytes came as %zd%s", i,
+				 bulk_size(i), r, trunc ? " (truncated)" : "");
+			goto out;
+		}
+		b->done++;
+	}
+	for (unsigned i = 0; buf && i < BULK_MSGS; i++) {
+		uint32_t n = bulk_size(i + 7);
+
+		vg_pattern_fill(9000 + i, 0, buf, n);
+		if (send(b->fd, buf, n, 0) != (ssize_t)n) {
+			snprintf(b->error, sizeof(b->error),
+				 "host: send of message %u: %s", i,
+				 strerror(errno));
+			goto out;
+		}
+	}
+out:
+	free(buf);
+	return NULL;
+}
+
+static void test_bulk_both_ways(void **state)
+{
+	struct seqvm *vm = *state;
+	int lfd = seq_service(vm, PORT), err = 0;
+	uint8_t *buf = malloc(BUF + 16);
+	struct bulk b = { .fd = -1 };
+	struct vg_sock *s;
+	pthread_t t;
+	ssize_t r;
+
+	assert_non_null(buf);
+	s = vg_connect_type(vm->g, VSOCK_TYPE_SEQPACKET, PORT, WAIT, &err);
+	assert_non_null(s);
+	b.fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(b.fd >= 0);
+	assert_int_equal(pthread_create(&t, NULL, bulk_host, &b), 0);
+	for (unsigned i = 0; i < BULK_MSGS; i++) {
+		uint32_t n = bulk_size(i);
+
+		vg_pattern_fill(i, 0, buf, n);
+		r = vg_send_msg(s, buf, n, 0, WAIT);
+		if (r != (ssize_t)n)
+			break;
+	}
+	for (unsigned i = 0; i < BULK_MSGS; i++) {
+		uint32_t n = bulk_size(i + 7);
+
+		r = vg_recv_msg(s, buf, BUF + 16, NULL, WAIT);
+		if (r != (ssize_t)n ||
+		    vg_pattern_check(9000 + i, 0, buf, n) != n) {
+			pthread_join(t, NULL);
+			fail_msg("guest: message %u of %u bytes came as %zd (%s)",
+				 i, n, r, b.error);
+		}
+	}
+	pthread_join(t, NULL);
+	if (b.error[0])
+		fail_msg("%s", b.error);
+	assert_int_equal(b.done, BULK_MSGS);
+	no_violations(vm);
+	vg_close(s);
+	close(b.fd);
+	close(lfd);
+	free(buf);
+}
+
 static struct seqvm vm_g2h, vm_h2g, vm_close, vm_line, vm_mismatch,
-	vm_nofeat = { .no_seqpacket = true };
+	vm_bulk, vm_nofeat = { .no_seqpacket = true };
 
 #define SEQ_CASE(f, vm)                                                    \
 	cmocka_unit_test_prestate_setup_teardown(f, seq_setup, seq_teardown, \
@@ -446,6 +550,7 @@ int main(void)
 		SEQ_CASE(test_seqpacket_close, vm_close),
 		SEQ_CASE(test_seqpacket_connect_message, vm_line),
 		SEQ_CASE(test_seqpacket_type_mismatch, vm_mismatch),
+		SEQ_CASE(test_bulk_both_ways, vm_bulk),
 		SEQ_CASE(test_seqpacket_not_negotiated, vm_nofeat),
 	};
 
