@@ -126,9 +126,20 @@ struct vmio_fe *vmio_stream_connect(const char *path, int timeout_ms,
 				    uint16_t queue_size, char *err,
 				    size_t err_size)
 {
+	return vmio_stream_connect_ex(path, timeout_ms, mem_size, nregions,
+				      queue_size, 0, err, err_size);
+}
+
+struct vmio_fe *vmio_stream_connect_ex(const char *path, int timeout_ms,
+				       uint64_t mem_size, unsigned nregions,
+				       uint16_t queue_size,
+				       uint64_t device_features, char *err,
+				       size_t err_size)
+{
 	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
 			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
-			      VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC);
+			      VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC) |
+			      device_features;
 	const uint64_t want_proto =
 		VMIO_BIT(VHOST_USER_PROTOCOL_F_REPLY_ACK);
 	struct vmio_fe *fe = vmio_fe_connect(path, timeout_ms);

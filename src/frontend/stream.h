@@ -47,6 +47,13 @@ struct vmio_fe *vmio_stream_connect(const char *path, int timeout_ms,
 				    uint64_t mem_size, unsigned nregions,
 				    uint16_t queue_size, char *err,
 				    size_t err_size);
+/* The same, also asking for the device-specific feature bits in
+ * device_features (acked where the device offers them). */
+struct vmio_fe *vmio_stream_connect_ex(const char *path, int timeout_ms,
+				       uint64_t mem_size, unsigned nregions,
+				       uint16_t queue_size,
+				       uint64_t device_features, char *err,
+				       size_t err_size);
 
 /* Guest memory a stream with these options needs, rings included. */
 uint64_t vmio_stream_mem_needed(const struct vmio_stream_opts *o,

@@ -23,9 +23,20 @@
  * may wait for a tx slot, which reaps again). */
 #define CTL_CREDIT_UPDATE 1u
 
+/* Complete messages a seqpacket socket holds unread at most; one more is
+ * a violation (the device sends no empty messages, so the credit bounds
+ * them to buf_alloc; this is the driver's own bound). */
+#define VG_MAX_MSGS 8192
+
+struct vg_msg {
+	uint32_t len;
+	bool eor;
+};
+
 struct vg_sock {
 	struct vg *g;
 	uint32_t local_port, peer_port;
+	uint16_t type;
 	bool connecting, established, reset, refused;
 	uint32_t peer_shut, local_shut;
 	unsigned ctl;
@@ -35,6 +46,11 @@ struct vg_sock {
 	uint32_t buf_alloc, rx_cnt, fwd_cnt, adv_fwd_cnt;
 	uint8_t *rbuf; /* buf_alloc bytes, made on the first data */
 	uint32_t rhead, rlen;
+	/* Seqpacket: the complete messages in rbuf, oldest first (made with
+	 * rbuf); the msg_partial bytes after them await their EOM. */
+	struct vg_msg *msgs;
+	unsigned msg_head, msg_count;
+	uint32_t msg_partial;
 
 	/* The host's receive side, as it advertised it. */
 	uint32_t peer_buf_alloc, peer_fwd_cnt, tx_cnt;
@@ -87,6 +103,8 @@ void vg_opts_init(struct vg_opts *o)
 		.buf_alloc = 256 * 1024,
 		.credit_threshold = 64 * 1024,
 		.max_sockets = 4096,
+		.seqpacket = true,
+		.tx_pkt_max = VSOCK_MAX_PKT_PAYLOAD,
 	};
 }
 
@@ -227,7 +245,10 @@ static void sock_take_data(struct vg_sock *s, const uint8_t *p, uint32_t n)
 	}
 	if (!s->rbuf) {
 		s->rbuf = malloc(s->buf_alloc);
-		if (!s->rbuf) {
+		if (s->type == VSOCK_TYPE_SEQPACKET)
+			s->msgs = calloc(VG_MAX_MSGS, sizeof(*s->msgs));
+		if (!s->rbuf ||
+		    (s->type == VSOCK_TYPE_SEQPACKET && !s->msgs)) {
 			violation(g, "out of memory");
 			return;
 		}
@@ -243,6 +264,39 @@ static void sock_take_data(struct vg_sock *s, const uint8_t *p, uint32_t n)
 		done += k;
 	}
 	s->rx_cnt += n;
+}
+
+/* A seqpacket RW: its bytes join the message; EOM completes it. */
+static void sock_take_msg_data(struct vg_sock *s, const struct vsock_hdr *h,
+			       const uint8_t *p, uint32_t n)
+{
+	struct vg *g = s->g;
+	uint32_t held = s->rx_cnt;
+
+	sock_take_data(s, p, n);
+	if (s->rx_cnt - held != n)
+		return; /* refused: a violation is recorded */
+	s->msg_partial += n;
+	if (!(h->flags & VSOCK_SEQ_EOM)) {
+		if (h->flags & VSOCK_SEQ_EOR)
+			violation(g, "EOR without EOM on port %u",
+				  s->local_port);
+		return;
+	}
+	if (!s->msg_partial) {
+		violation(g, "empty message on port %u", s->local_port);
+		return;
+	}
+	if (s->msg_count == VG_MAX_MSGS) {
+		violation(g, "more than %u messages unread on port %u",
+			  VG_MAX_MSGS, s->local_port);
+		return;
+	}
+	s->msgs[(s->msg_head + s->msg_count++) % VG_MAX_MSGS] = (struct vg_msg){
+		.len = s->msg_partial,
+		.eor = h->flags & VSOCK_SEQ_EOR,
+	};
+	s->msg_partial = 0;
 }
 
 static void handle_pkt(struct vg *g, const struct vsock_hdr *h,
@@ -294,6 +348,13 @@ static void handle_pkt(struct vg *g, const struct vsock_hdr *h,
 	}
 	if (s->reset)
 		return;
+	if (h->type != s->type)
+		violation(g, "%s of type %u on a socket of type %u",
+			  vsock_op_name(h->op), h->type, s->type);
+	if (h->flags && h->op != VSOCK_OP_SHUTDOWN &&
+	    !(h->op == VSOCK_OP_RW && s->type == VSOCK_TYPE_SEQPACKET))
+		violation(g, "%s with flags %#x", vsock_op_name(h->op),
+			  h->flags);
 	/* Every header carries the host's credit. */
 	s->peer_buf_alloc = h->buf_alloc;
 	s->peer_fwd_cnt = h->fwd_cnt;
@@ -316,7 +377,10 @@ static void handle_pkt(struct vg *g, const struct vsock_hdr *h,
 		s->peer_shut |= h->flags & VSOCK_SHUTDOWN_MASK;
 		break;
 	case VSOCK_OP_RW:
-		sock_take_data(s, payload, n);
+		if (s->type == VSOCK_TYPE_SEQPACKET)
+			sock_take_msg_data(s, h, payload, n);
+		else
+			sock_take_data(s, payload, n);
 		break;
 	case VSOCK_OP_CREDIT_UPDATE:
 		break;
@@ -517,7 +581,8 @@ struct vg *vg_open(const char *path, int timeout_ms, const struct vg_opts *o,
 	if (g->o.rx_buf_size < VSOCK_HDR_SIZE + 1 ||
 	    g->o.rx_bufs * (g->o.rx_split ? 2u : 1u) > g->o.queue_size ||
 	    g->o.tx_slots * 2u > g->o.queue_size || !g->o.tx_slots ||
-	    !g->o.buf_alloc || !g->o.max_sockets) {
+	    !g->o.buf_alloc || !g->o.max_sockets || !g->o.tx_pkt_max ||
+	    g->o.tx_pkt_max > VSOCK_MAX_PKT_PAYLOAD) {
 		snprintf(err, err_size, "bad vsock guest options");
 		free(g);
 		return NULL;
@@ -526,8 +591,10 @@ struct vg *vg_open(const char *path, int timeout_ms, const struct vg_opts *o,
 	mem = (2ull << 20) + (uint64_t)g->o.rx_bufs * (g->o.rx_buf_size + 64) +
 	      (uint64_t)g->o.tx_slots * (TX_SLOT_SIZE + 64);
 	mem = (mem + 4095) & ~4095ull;
-	g->fe = vmio_stream_connect(path, timeout_ms, mem, 1, g->o.queue_size,
-				    err, err_size);
+	g->fe = vmio_stream_connect_ex(
+		path, timeout_ms, mem, 1, g->o.queue_size,
+		g->o.seqpacket ? 1ull << VIRTIO_VSOCK_F_SEQPACKET : 0, err,
+		err_size);
 	g->rx_gpa = calloc(g->o.rx_bufs, sizeof(*g->rx_gpa));
 	g->tx_gpa = calloc(g->o.tx_slots, sizeof(*g->tx_gpa));
 	g->tx_free = calloc(g->o.tx_slots, sizeof(*g->tx_free));
@@ -563,6 +630,7 @@ fail:
 
 static void sock_free(struct vg_sock *s)
 {
+	free(s->msgs);
 	free(s->rbuf);
 	free(s);
 }
@@ -596,7 +664,7 @@ static void stamp(struct vg_sock *s, struct vsock_hdr *h, uint16_t op)
 		.dst_cid = VSOCK_HOST_CID,
 		.src_port = s->local_port,
 		.dst_port = s->peer_port,
-		.type = VSOCK_TYPE_STREAM,
+		.type = s->type,
 		.op = op,
 		.buf_alloc = s->buf_alloc,
 		.fwd_cnt = s->fwd_cnt,
@@ -678,7 +746,8 @@ bool vg_wait_unmatched(struct vg *g, uint16_t op, uint32_t dst_port,
 
 /* ---- sockets ---- */
 
-static struct vg_sock *sock_new(struct vg *g, uint32_t local, uint32_t peer)
+static struct vg_sock *sock_new(struct vg *g, uint16_t type, uint32_t local,
+			       uint32_t peer)
 {
 	struct vg_sock *s;
 
@@ -690,6 +759,7 @@ static struct vg_sock *sock_new(struct vg *g, uint32_t local, uint32_t peer)
 	s->g = g;
 	s->local_port = local;
 	s->peer_port = peer;
+	s->type = type;
 	s->buf_alloc = g->o.buf_alloc;
 	g->socks[g->nsocks++] = s;
 	return s;
@@ -708,6 +778,12 @@ static void sock_unlink(struct vg_sock *s)
 
 struct vg_sock *vg_connect_start(struct vg *g, uint32_t port, int *err)
 {
+	return vg_connect_start_type(g, VSOCK_TYPE_STREAM, port, err);
+}
+
+struct vg_sock *vg_connect_start_type(struct vg *g, uint16_t type,
+				      uint32_t port, int *err)
+{
 	struct vg_sock *s;
 	uint32_t local;
 	int r;
@@ -718,7 +794,7 @@ struct vg_sock *vg_connect_start(struct vg *g, uint32_t port, int *err)
 		if (g->next_port == 0)
 			g->next_port = 1024;
 	} while (find_sock(g, local, port));
-	s = sock_new(g, local, port);
+	s = sock_new(g, type, local, port);
 	if (!s) {
 		if (err)
 			*err = -ENOMEM;
@@ -756,7 +832,13 @@ int vg_connect_wait(struct vg_sock *s, int timeout_ms)
 struct vg_sock *vg_connect(struct vg *g, uint32_t port, int timeout_ms,
 			   int *err)
 {
-	struct vg_sock *s = vg_connect_start(g, port, err);
+	return vg_connect_type(g, VSOCK_TYPE_STREAM, port, timeout_ms, err);
+}
+
+struct vg_sock *vg_connect_type(struct vg *g, uint16_t type, uint32_t port,
+				int timeout_ms, int *err)
+{
+	struct vg_sock *s = vg_connect_start_type(g, type, port, err);
 	int r;
 
 	if (!s)
@@ -828,7 +910,7 @@ struct vg_sock *vg_accept(struct vg *g, uint32_t port, bool refuse,
 			*err = r;
 		return NULL;
 	}
-	s = sock_new(g, req.dst_port, req.src_port);
+	s = sock_new(g, req.type, req.dst_port, req.src_port);
 	if (!s) {
 		if (err)
 			*err = -ENOMEM;
@@ -857,8 +939,10 @@ static uint32_t peer_credit(const struct vg_sock *s)
 	return flight >= s->peer_buf_alloc ? 0 : s->peer_buf_alloc - flight;
 }
 
-ssize_t vg_write(struct vg_sock *s, const void *buf, size_t len,
-		 int timeout_ms)
+/* Sends len bytes as RW packets within the credit; the last one carries
+ * last_flags (a message's EOM). */
+static ssize_t sock_write(struct vg_sock *s, const void *buf, size_t len,
+			  uint32_t last_flags, int timeout_ms)
 {
 	int64_t deadline = now_ms() + timeout_ms;
 	const uint8_t *p = buf;
@@ -896,11 +980,12 @@ ssize_t vg_write(struct vg_sock *s, const void *buf, size_t len,
 			}
 			continue;
 		}
-		if (n > VSOCK_MAX_PKT_PAYLOAD)
-			n = VSOCK_MAX_PKT_PAYLOAD;
+		if (n > s->g->o.tx_pkt_max)
+			n = s->g->o.tx_pkt_max;
 		if (n > len - done)
 			n = (uint32_t)(len - done);
-		err = sock_send(s, VSOCK_OP_RW, 0, p + done, n,
+		err = sock_send(s, VSOCK_OP_RW,
+				done + n == len ? last_flags : 0, p + done, n,
 				left_ms(deadline));
 		if (err)
 			break;
@@ -913,13 +998,37 @@ ssize_t vg_write(struct vg_sock *s, const void *buf, size_t len,
 	return done ? (ssize_t)done : err;
 }
 
-ssize_t vg_read(struct vg_sock *s, void *buf, size_t len, int timeout_ms)
+ssize_t vg_write(struct vg_sock *s, const void *buf, size_t len,
+		 int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
-	uint8_t *p = buf;
-	size_t done = 0;
+	return sock_write(s, buf, len, 0, timeout_ms);
+}
 
-	for (bool polled = false; !s->rlen; polled = true) {
+ssize_t vg_send_msg(struct vg_sock *s, const void *buf, size_t len,
+		    unsigned flags, int timeout_ms)
+{
+	uint32_t last = VSOCK_SEQ_EOM | (flags & VG_MSG_EOR ? VSOCK_SEQ_EOR
+							   : 0);
+
+	if (s->type != VSOCK_TYPE_SEQPACKET)
+		return -EOPNOTSUPP;
+	/* As Linux: a message the peer's buffer cannot hold is refused. */
+	if (len > s->peer_buf_alloc && !(flags & VG_MSG_FORCE))
+		return -EMSGSIZE;
+	if (!len) {
+		int r = sock_send(s, VSOCK_OP_RW, last, NULL, 0, timeout_ms);
+
+		return r ? r : 0;
+	}
+	return sock_write(s, buf, len, last, timeout_ms);
+}
+
+/* Waits until the socket holds something to read: unread bytes, or with
+ * msg a complete message. Returns 1, 0 at end of stream, or -errno. */
+static int sock_wait_readable(struct vg_sock *s, bool msg, int64_t deadline)
+{
+	for (bool polled = false; msg ? !s->msg_count : !s->rlen;
+	     polled = true) {
 		int r;
 
 		/* End of stream first: an RST after the host's
@@ -938,19 +1047,30 @@ ssize_t vg_read(struct vg_sock *s, void *buf, size_t len, int timeout_ms)
 		if (r < 0)
 			return r;
 	}
-	while (done < len && s->rlen) {
+	return 1;
+}
+
+/* Takes len held bytes off the receive buffer, copying them to p (NULL:
+ * discards them). */
+static void rbuf_take(struct vg_sock *s, uint8_t *p, uint32_t len)
+{
+	for (uint32_t done = 0; done < len;) {
 		uint32_t k = s->buf_alloc - s->rhead;
 
-		if (k > s->rlen)
-			k = s->rlen;
 		if (k > len - done)
-			k = (uint32_t)(len - done);
-		memcpy(p + done, s->rbuf + s->rhead, k);
+			k = len - done;
+		if (p)
+			memcpy(p + done, s->rbuf + s->rhead, k);
 		s->rhead = (s->rhead + k) % s->buf_alloc;
 		s->rlen -= k;
 		done += k;
 	}
-	s->fwd_cnt += (uint32_t)done;
+}
+
+/* Counts done bytes as read and tells the host when it should hear. */
+static void sock_consumed(struct vg_sock *s, uint32_t done, int64_t deadline)
+{
+	s->fwd_cnt += done;
 	/* As Linux: tell the host once the space it believes we have runs
 	 * low, so it never stalls on a full buffer we already emptied. */
 	if (s->buf_alloc - (s->rx_cnt - s->adv_fwd_cnt) <
@@ -962,7 +1082,48 @@ ssize_t vg_read(struct vg_sock *s, void *buf, size_t len, int timeout_ms)
 			       left_ms(deadline) + 1000))
 			s->ctl &= ~CTL_CREDIT_UPDATE;
 	}
+}
+
+ssize_t vg_read(struct vg_sock *s, void *buf, size_t len, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	uint32_t done;
+	int r = sock_wait_readable(s, false, deadline);
+
+	if (r <= 0)
+		return r;
+	done = s->rlen < len ? s->rlen : (uint32_t)len;
+	rbuf_take(s, buf, done);
+	sock_consumed(s, done, deadline);
 	return (ssize_t)done;
+}
+
+ssize_t vg_recv_msg(struct vg_sock *s, void *buf, size_t len,
+		    unsigned *flags, int timeout_ms)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	struct vg_msg m;
+	uint32_t k;
+	int r;
+
+	if (flags)
+		*flags = 0;
+	if (s->type != VSOCK_TYPE_SEQPACKET)
+		return -EOPNOTSUPP;
+	r = sock_wait_readable(s, true, deadline);
+	if (r <= 0)
+		return r;
+	m = s->msgs[s->msg_head];
+	s->msg_head = (s->msg_head + 1) % VG_MAX_MSGS;
+	s->msg_count--;
+	k = m.len < len ? m.len : (uint32_t)len;
+	rbuf_take(s, buf, k);
+	rbuf_take(s, NULL, m.len - k);
+	if (flags)
+		*flags = (m.eor ? VG_MSG_EOR : 0) | (k < m.len ? VG_MSG_TRUNC
+							       : 0);
+	sock_consumed(s, m.len, deadline);
+	return m.len;
 }
 
 int vg_shutdown(struct vg_sock *s, uint32_t flags)

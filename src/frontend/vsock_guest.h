@@ -8,7 +8,10 @@
  *            all, for hostile-guest tests
  *   sockets  a minimal stream socket with the spec's credit accounting on
  *            top, so a test reads like socket code: vg_connect, vg_listen
- *            and vg_accept, vg_write, vg_read, vg_shutdown, vg_close
+ *            and vg_accept, vg_write, vg_read, vg_shutdown, vg_close;
+ *            and seqpacket sockets (vg_connect_type, or a host REQUEST
+ *            of that type) with vg_send_msg and vg_recv_msg, messages as
+ *            Linux cuts them: RW packets, EOM (and EOR) on the last
  *
  * Single-threaded: nothing happens unless the test calls in, and every
  * call that waits takes a timeout in milliseconds. The driver checks the
@@ -49,6 +52,10 @@ struct vg_opts {
 				    * of our free space drops below this
 				    * (default 64 KiB, as Linux) */
 	unsigned max_sockets;    /* default 4096 */
+	bool seqpacket;          /* negotiate VIRTIO_VSOCK_F_SEQPACKET
+				  * (default true) */
+	uint32_t tx_pkt_max;     /* largest RW payload we send (default and
+				  * at most 64 KiB) */
 };
 
 void vg_opts_init(struct vg_opts *o);
@@ -138,10 +145,16 @@ struct vg_sock *vg_connect(struct vg *g, uint32_t port, int timeout_ms,
 /* Sends a REQUEST and returns at once; vg_connect_wait finishes it. For
  * opening many connections without a round trip each. */
 struct vg_sock *vg_connect_start(struct vg *g, uint32_t port, int *err);
+/* The same for a socket of the given type (VSOCK_TYPE_*). */
+struct vg_sock *vg_connect_type(struct vg *g, uint16_t type, uint32_t port,
+				int timeout_ms, int *err);
+struct vg_sock *vg_connect_start_type(struct vg *g, uint16_t type,
+				      uint32_t port, int *err);
 int vg_connect_wait(struct vg_sock *s, int timeout_ms);
 
 /* Accepts host-initiated REQUESTs to port from now on (others are
- * answered with RST, as Linux does). */
+ * answered with RST, as Linux does). The accepted socket has the type of
+ * the REQUEST. */
 int vg_listen(struct vg *g, uint32_t port);
 /* Waits for a REQUEST to port and answers RESPONSE (the socket is
  * returned) or, with refuse, RST (NULL is returned, *err 0). */
@@ -158,6 +171,24 @@ ssize_t vg_write(struct vg_sock *s, const void *buf, size_t len,
  * reset the connection after doing so, and everything was read), or
  * -errno (-ECONNRESET for an RST without a SHUTDOWN(SEND) before it). */
 ssize_t vg_read(struct vg_sock *s, void *buf, size_t len, int timeout_ms);
+/* Seqpacket messages. vg_send_msg sends one message of len bytes (RW
+ * packets of at most tx_pkt_max, within the credit, EOM on the last, EOR
+ * too with VG_MSG_EOR) and returns the bytes sent, which is len unless the
+ * wait timed out or the connection broke; -EMSGSIZE, as Linux, when len
+ * exceeds the host's buf_alloc, unless VG_MSG_FORCE (for tests of a guest
+ * that ignores it). len 0 sends an empty RW with EOM.
+ * vg_recv_msg waits for a complete message, copies up to len bytes of it
+ * and drops the rest, and returns its whole length (0 at end of stream,
+ * -errno as vg_read); *flags (may be NULL) gets VG_MSG_EOR if it ended a
+ * record, VG_MSG_TRUNC if len was too small. */
+#define VG_MSG_EOR 1u
+#define VG_MSG_TRUNC 2u
+#define VG_MSG_FORCE 4u
+ssize_t vg_send_msg(struct vg_sock *s, const void *buf, size_t len,
+		    unsigned flags, int timeout_ms);
+ssize_t vg_recv_msg(struct vg_sock *s, void *buf, size_t len,
+		    unsigned *flags, int timeout_ms);
+
 /* SHUTDOWN with VSOCK_SHUTDOWN_RCV / _SEND. */
 int vg_shutdown(struct vg_sock *s, uint32_t flags);
 /* RST (unless the connection is already reset) and frees the socket. */

@@ -8,7 +8,10 @@
  *   - DONE at most once, and nothing is taken after DONE or BAD
  *   - a DONE line is at most max bytes, ends in '\n', and its port is
  *     what strtoul makes of the collected text (re-parsed independently)
- *   - the line never holds a NUL or more than max - 1 bytes */
+ *   - the line never holds a NUL or more than max - 1 bytes
+ * The whole stream is also parsed as one seqpacket message
+ * (vsock_connect_line_message): never MORE, and DONE only for a message
+ * that is exactly one valid line. */
 #include <assert.h>
 #include <ctype.h>
 #include <stdbool.h>
@@ -61,6 +64,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	vsock_connect_line_init(&l, lay[0]);
 	assert(l.max >= VSOCK_CONNECT_LINE_MAX_MIN &&
 	       l.max <= VSOCK_CONNECT_LINE_MAX_LIMIT);
+
+	{
+		uint32_t port = 0;
+		const char *why = NULL;
+		enum vsock_line_result r =
+			vsock_connect_line_message(s, n, lay[0], &port, &why);
+
+		assert(r != VSOCK_LINE_MORE);
+		if (r == VSOCK_LINE_DONE)
+			check_done(s, n, port);
+		else
+			assert(why != NULL);
+	}
 
 	while (off < n) {
 		size_t chunk = lay[1 + chunk_i++ % (PREFIX - 1)];

@@ -521,14 +521,15 @@ static inline void pe_unix_addr(struct sockaddr_un *a, const char *path, const c
 
 /* A unix stream listener on path; a socket file left by an earlier run is
  * ours to replace. Returns the fd, or -1 with errno set. */
-static inline int pe_unix_listen(const char *path, int backlog, const char *prog)
+static inline int pe_unix_listen_type(const char *path, int type, int backlog,
+				      const char *prog)
 {
 	struct sockaddr_un a;
 	struct stat st;
 	pe_unix_addr(&a, path, prog);
 	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
 		unlink(path);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
 	if (fd >= 0 && (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, backlog) < 0)) {
 		int e = errno;
 		close(fd);
@@ -536,6 +537,11 @@ static inline int pe_unix_listen(const char *path, int backlog, const char *prog
 		return -1;
 	}
 	return fd;
+}
+
+static inline int pe_unix_listen(const char *path, int backlog, const char *prog)
+{
+	return pe_unix_listen_type(path, SOCK_STREAM, backlog, prog);
 }
 
 #define PE_OPTS_HELP \

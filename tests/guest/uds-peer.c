@@ -9,6 +9,13 @@
  *       connects to the backend's uds-path, writes "CONNECT PORT\n" and
  *       waits for "OK <n>\n"; the backend closing the socket instead (no
  *       listener in the guest) is retried for up to SECS seconds
+ *   uds-peer seq-listen PATH [--timeout S]
+ *       a seqpacket host service at PATH: echoes the messages of one
+ *       connection (seq-engine.h)
+ *   uds-peer seq-connect UDS_PATH PORT [--timeout S] [--retry SECS]
+ *       connects to the backend's seqpacket listener, UDS_PATH.seqpacket,
+ *       sends the message "CONNECT PORT\n", waits for the message
+ *       "OK <n>\n", then runs seq_client against an echo in the guest
  *   uds-peer fnv BYTES
  *
  * Modes, output and exit codes as vsock-tool's (peer-engine.h), prefix
@@ -17,6 +24,7 @@
 #include <signal.h>
 
 #include "peer-engine.h"
+#include "seq-engine.h"
 
 static const char *prog = "uds-peer";
 
@@ -24,9 +32,27 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: %s listen PATH [options]\n"
 			"       %s connect UDS_PATH PORT [options] [--retry SECS]\n"
+			"       %s seq-listen PATH [--timeout S]\n"
+			"       %s seq-connect UDS_PATH PORT [--timeout S] [--retry SECS]\n"
 			"       %s fnv BYTES\n"
-			"options:\n" PE_OPTS_HELP, prog, prog, prog);
+			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog, prog);
 	exit(2);
+}
+
+/* Connects a unix socket of this type to path: the fd, or -1 with *why
+ * the errno's name. */
+static int dial_unix(const char *path, int type, const char **why)
+{
+	struct sockaddr_un a;
+	pe_unix_addr(&a, path, prog);
+	int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		*why = pe_errname(errno);
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /*
@@ -37,15 +63,9 @@ static void usage(void)
 static int hconnect(const char *uds, unsigned port, double deadline, char *okline, size_t oklen,
 		    const char **why)
 {
-	struct sockaddr_un a;
-	pe_unix_addr(&a, uds, prog);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		*why = pe_errname(errno);
-		if (fd >= 0)
-			close(fd);
+	int fd = dial_unix(uds, SOCK_STREAM, why);
+	if (fd < 0)
 		return -1;
-	}
 	char line[64];
 	int n = snprintf(line, sizeof(line), "CONNECT %u\n", port);
 	if (write(fd, line, (size_t)n) != n) {
@@ -84,6 +104,68 @@ static int hconnect(const char *uds, unsigned port, double deadline, char *oklin
 	return fd;
 }
 
+/* The seqpacket hybrid connect: one message each way. Returns the fd, or
+ * -1 with *why set ("closed": the guest refused). */
+static int seq_hconnect(const char *uds, unsigned port, double timeout, const char **why)
+{
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)], line[64];
+	int n = snprintf(path, sizeof(path), "%s.seqpacket", uds);
+	if (n < 0 || (size_t)n >= sizeof(path)) {
+		*why = "path-too-long";
+		return -1;
+	}
+	int fd = dial_unix(path, SOCK_SEQPACKET, why);
+	if (fd < 0)
+		return -1;
+	seq_setup_fd(fd, timeout);
+	n = snprintf(line, sizeof(line), "CONNECT %u\n", port);
+	ssize_t k = send(fd, line, (size_t)n, MSG_NOSIGNAL);
+	if (k == n)
+		k = seq_recv(fd, (unsigned char *)line, sizeof(line) - 1);
+	if (k <= 0 || k >= (ssize_t)sizeof(line) || strncmp(line, "OK ", 3) ||
+	    line[k - 1] != '\n') {
+		*why = k == 0 ? "closed" : k < 0 ? pe_errname(errno) : "bad-reply";
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int seq_main(int pos, char **posv, double timeout, double retry)
+{
+	uint64_t port;
+	const char *why = "?";
+	double start = pe_now();
+	int fd;
+
+	if (pos == 2) {
+		int lfd = pe_unix_listen_type(posv[1], SOCK_SEQPACKET, 4, prog);
+		if (lfd < 0) {
+			printf("%s: seq listen path=%s result=error errno=%s\n", prog, posv[1],
+			       pe_errname(errno));
+			return 2;
+		}
+		printf("%s: listening seq path=%s\n", prog, posv[1]);
+		seq_setup_fd(lfd, timeout);
+		fd = accept(lfd, NULL, NULL);
+		if (fd < 0) {
+			printf("%s: seq accept result=error errno=%s\n", prog, pe_errname(errno));
+			return 1;
+		}
+		return seq_echo(fd, prog, "g2h-echo", timeout);
+	}
+	if (!pe_parse_size(posv[2], &port))
+		usage();
+	while ((fd = seq_hconnect(posv[1], (unsigned)port, timeout, &why)) < 0 &&
+	       pe_now() - start < retry)
+		usleep(100 * 1000);
+	if (fd < 0) {
+		printf("%s: seq connect port=%u result=error why=%s\n", prog, (unsigned)port, why);
+		return 3;
+	}
+	return seq_client(fd, prog, "h2g", timeout);
+}
+
 int main(int argc, char **argv)
 {
 	struct pe_opts o = { .mode = PE_SINK, .expect = -1, .prog = prog };
@@ -112,6 +194,10 @@ int main(int argc, char **argv)
 		printf("%016" PRIx64 "\n", pe_pattern_fnv(x));
 		return 0;
 	}
+
+	if ((pos == 3 && !strcmp(posv[0], "seq-connect")) ||
+	    (pos == 2 && !strcmp(posv[0], "seq-listen")))
+		return seq_main(pos, posv, timeout, retry);
 
 	struct pe_run r = { .lfd = -1, .cap = count > 0 ? count : 16 };
 	r.conns = calloc((size_t)r.cap, sizeof(*r.conns));

@@ -5,7 +5,8 @@
 # kernel's own virtio-vsock driver and checks what it can see from here.
 # Every step prints "STEP name PASS|FAIL why" for the host script; the
 # host also checks its own side (what arrived, byte for byte).
-# Ports: 5001-5005 host services, 5999 nothing listens, 6001-6002 ours.
+# Ports: 5001-5005 and 5010 host services, 5999 nothing listens, 6001,
+# 6002 and 6010 ours.
 # shellcheck source=tests/guest/guest-steps.sh
 . /lib/guest-steps.sh
 need_vsock
@@ -58,13 +59,23 @@ elif [ $src -ne 0 ]; then fail slow-reader "the slow stream failed (exit $src)"
 elif [ $still -ne 1 ]; then fail slow-reader "the slow stream ended before the fast one: the host reader was not slow?"
 else pass slow-reader; fi
 
+# Seqpacket, guest to host: every message size comes back whole from the
+# host's echo on 5010, and one byte over the limit is refused by the guest
+# kernel (EMSGSIZE; Linux 6.1 reports it as ENOMEM).
+out=$($T seq-connect 2 5010 --timeout 60); rc=$?
+echo "SEQG2H $out"
+if [ $rc -eq 0 ] && echo "$out" | grep -Eq 'refused=(EMSGSIZE|ENOMEM) result=ok'; then pass seq-g2h
+else fail seq-g2h "exit $rc"; fi
+
 # Host to guest: our services, then a marker the host script waits for in
 # the serial log before it connects to them through the backend's uds-path.
 $T listen 6001 --count 1 --expect 32M --timeout 100 >/tmp/h2g.out 2>&1 &
 h2g=$!
 $T listen 6002 --count 1 --mode echo --timeout 100 >/tmp/echo.out 2>&1 &
 echo_pid=$!
-wait_listening /tmp/h2g.out /tmp/echo.out
+$T seq-listen 6010 --timeout 100 >/tmp/seq.out 2>&1 &
+seq_pid=$!
+wait_listening /tmp/h2g.out /tmp/echo.out /tmp/seq.out
 echo "VSOCK-H2G-READY"
 wait $h2g; rc=$?
 echo "H2G $(grep -v listening /tmp/h2g.out)"
@@ -72,6 +83,9 @@ if [ $rc -eq 0 ]; then pass h2g; else fail h2g "exit $rc"; fi
 wait $echo_pid; rc=$?
 echo "ECHO $(grep -v listening /tmp/echo.out)"
 if [ $rc -eq 0 ]; then pass h2g-echo; else fail h2g-echo "exit $rc"; fi
+wait $seq_pid; rc=$?
+echo "SEQH2G $(grep -v listening /tmp/seq.out)"
+if [ $rc -eq 0 ]; then pass seq-h2g; else fail seq-h2g "exit $rc"; fi
 
 echo "vsock guest: $fails failed"
 exit $fails

@@ -7,6 +7,8 @@
  *   vsock-tool connect CID PORT [options] [--retry SECS]
  *   vsock-tool unix-listen PATH [options]
  *   vsock-tool unix-connect PATH [options] [--retry SECS]
+ *   vsock-tool seq-connect CID PORT [--timeout S]  seqpacket: seq_client
+ *   vsock-tool seq-listen PORT [--timeout S]       seqpacket: one seq_echo
  *   vsock-tool fnv BYTES          checksum of the first BYTES of the pattern
  *   vsock-tool cid                the guest's own CID (from the device config)
  *
@@ -24,6 +26,7 @@
 #include <sys/ioctl.h>
 
 #include "peer-engine.h"
+#include "seq-engine.h"
 
 static const char *prog = "vsock-tool";
 
@@ -33,9 +36,11 @@ static void usage(void)
 			"       %s connect CID PORT [options] [--retry SECS]\n"
 			"       %s unix-listen PATH [options]\n"
 			"       %s unix-connect PATH [options] [--retry SECS]\n"
+			"       %s seq-connect CID PORT [--timeout S]\n"
+			"       %s seq-listen PORT [--timeout S]\n"
 			"       %s fnv BYTES\n"
 			"       %s cid\n"
-			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog, prog, prog);
+			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog, prog, prog, prog, prog);
 	exit(2);
 }
 
@@ -74,6 +79,39 @@ static void unix_target(struct target *t, const char *path)
 	pe_unix_addr((struct sockaddr_un *)&t->sa, path, prog);
 	t->len = sizeof(struct sockaddr_un);
 	snprintf(t->text, sizeof(t->text), "path=%s", path);
+}
+
+/* seq-connect CID PORT / seq-listen PORT: seqpacket (seq-engine.h). */
+static int seq_main(int pos, char **posv, double timeout)
+{
+	uint64_t cid = 0, port;
+	struct target t;
+	int fd;
+
+	if (!pe_parse_size(posv[pos - 1], &port) || (pos == 3 && !pe_parse_size(posv[1], &cid)))
+		usage();
+	vsock_target(&t, pos == 3 ? (unsigned)cid : VMADDR_CID_ANY, (unsigned)port);
+	fd = socket(AF_VSOCK, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (pos == 3) {
+		if (fd < 0 || connect(fd, (struct sockaddr *)&t.sa, t.len) < 0) {
+			printf("%s: seq connect %s result=error errno=%s\n", prog, t.text,
+			       pe_errname(errno));
+			return 3;
+		}
+		return seq_client(fd, prog, "g2h", timeout);
+	}
+	if (fd < 0 || bind(fd, (struct sockaddr *)&t.sa, t.len) < 0 || listen(fd, 4) < 0) {
+		printf("%s: seq listen %s result=error errno=%s\n", prog, t.text, pe_errname(errno));
+		return 2;
+	}
+	printf("%s: listening seq %s\n", prog, t.text);
+	seq_setup_fd(fd, timeout);
+	int c = accept(fd, NULL, NULL);
+	if (c < 0) {
+		printf("%s: seq accept %s result=error errno=%s\n", prog, t.text, pe_errname(errno));
+		return 1;
+	}
+	return seq_echo(c, prog, "h2g-echo", timeout);
 }
 
 int main(int argc, char **argv)
@@ -115,6 +153,10 @@ int main(int argc, char **argv)
 		printf("%u\n", cid);
 		return 0;
 	}
+
+	if ((pos == 3 && !strcmp(posv[0], "seq-connect")) ||
+	    (pos == 2 && !strcmp(posv[0], "seq-listen")))
+		return seq_main(pos, posv, timeout);
 
 	struct pe_run r = { .lfd = -1, .cap = count > 0 ? count : 16 };
 	r.conns = calloc((size_t)r.cap, sizeof(*r.conns));

@@ -13,6 +13,13 @@
 #   h2g-rst        host CONNECT to a guest port nobody listens on: closed at once
 #   h2g            host -> guest, 32 MiB, checked byte for byte in the guest
 #   h2g-echo       host -> guest echo service -> host, 1 MiB, checked
+#   seq-g2h        guest SOCK_SEQPACKET -> host <uds>_5010 (an AF_UNIX
+#                  SOCK_SEQPACKET echo): messages of 1 B .. 256 KiB each come
+#                  back whole, one byte more is refused by the guest kernel
+#                  (EMSGSIZE against the backend's buf_alloc; 6.1 says ENOMEM)
+#   seq-h2g        host SOCK_SEQPACKET -> <uds>.seqpacket CONNECT 6010 ->
+#                  guest echo: the same sizes; one byte more closes the
+#                  connection (the backend refuses it, never splits it)
 #
 # usage: tests/guest/vsock_test.sh [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
 # (defaults: build/guest, build/vmio, build/tests/guest/...). Exit 0 when
@@ -32,6 +39,10 @@ vh_service 5002 --count 1 --mode half-close --expect 4096
 vh_service 5003 --count 1 --expect 2M --read-delay-ms 20 --read-size 16K # ~0.8 MB/s
 vh_service 5004 --count 64 --mode echo
 vh_service 5005 --count 1 --expect 8M
+# seq-g2h: a seqpacket echo service (uds-peer seq-listen), judged below.
+"$peer" seq-listen "${uds}_5010" --timeout "$limit" >"$logs/$name.host-5010.log" 2>&1 &
+hpid[5010]=$!
+pids+=("$!")
 vh_start_vmio
 vh_boot "$top/tests/guest/vsock-guest.sh"
 
@@ -49,13 +60,15 @@ if vh_wait_marker VSOCK-H2G-READY; then
 		>"$logs/vsock_test.host-6001.log" 2>&1 || true
 	"$peer" connect "$uds" 6002 --mode source 1M --echo-check --retry 10 --timeout 60 \
 		>"$logs/vsock_test.host-6002.log" 2>&1 || true
+	"$peer" seq-connect "$uds" 6010 --retry 10 --timeout 60 \
+		>"$logs/vsock_test.host-6010.log" 2>&1 || true
 else
 	bad "the guest never printed VSOCK-H2G-READY (serial log: $serial)"
 fi
 
 # --- verdicts -------------------------------------------------------------
 vh_finish_guest
-vh_expect_steps cid rst g2h half-close concurrent64 slow-reader h2g h2g-echo
+vh_expect_steps cid rst g2h half-close concurrent64 slow-reader h2g h2g-echo seq-g2h seq-h2g
 vh_wait_services
 
 # The checksum of the pattern is computed here, independently of both ends.
@@ -74,7 +87,13 @@ if [[ -n $ready ]]; then
 	[[ $h2g_host == *result=ok* ]] || bad "h2g: host side: $(tail -n 2 "$logs/vsock_test.host-6001.log")"
 	echo_host=$(hl 6002)
 	[[ $echo_host == *result=ok* ]] || bad "h2g-echo: host side: $(tail -n 2 "$logs/vsock_test.host-6002.log")"
+	seq_h2g=$(hl 6010)
+	[[ $seq_h2g == *"refused=closed result=ok"* ]] ||
+		bad "seq-h2g: host side: $(tail -n 2 "$logs/vsock_test.host-6010.log")"
 fi
+seq_g2h=$(grep '^SEQG2H ' <<<"$con" || true)
+[[ $seq_g2h =~ refused=(EMSGSIZE|ENOMEM)\ result=ok ]] || bad "seq-g2h: guest side: $seq_g2h"
+[[ $(hl 5010) == *"msgs=15 "*result=ok* ]] || bad "seq-g2h: the host echo saw: $(hl 5010)"
 h2g_guest=$(grep '^H2G ' <<<"$con" || true)
 [[ $(field recv_fnv "$h2g_guest") == "$fnv32" ]] || bad "h2g: the guest's checksum is not the pattern's"
 
@@ -89,5 +108,7 @@ vh_row "slow reader" "$(grep '^SLOW ' <<<"$con" || true)"
 vh_row "h2g 32M" "$h2g_guest"
 vh_row "h2g-echo 1M" "$(hl 6002 || true)"
 vh_row "h2g-rst" "${r6099//result=error/result=ok}"
+vh_row "seq g2h 1B-256K" "$seq_g2h"
+vh_row "seq h2g 1B-256K" "${seq_h2g:-}"
 
 vh_conclude

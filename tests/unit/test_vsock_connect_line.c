@@ -1,6 +1,7 @@
 /* The hybrid-vsock CONNECT line parser: valid lines however they are
  * split, stream data after the newline left alone, and every way a host
- * program can get it wrong. */
+ * program can get it wrong; and the seqpacket form, where the first
+ * message is the line and nothing else. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -249,6 +250,52 @@ static void test_nul_byte(void **state)
 	assert_int_equal(consumed, 0);
 }
 
+static enum vsock_line_result message(const char *s, uint32_t *port,
+				      const char **why)
+{
+	*why = NULL;
+	return vsock_connect_line_message((const uint8_t *)s, strlen(s), 64,
+					  port, why);
+}
+
+static void test_message(void **state)
+{
+	static const char *const bad[] = {
+		"CONNECT 5000",       /* no newline: a message does not go on */
+		"CONNECT 5000\nabc",  /* data after the line, same message */
+		"CONNECT 5000\n\n",
+		"",
+		"\n",
+		"CONNECT x\n",
+		"CONNECT 99999999999\n",
+		"CONNECT 1\0\n",
+	};
+	uint32_t port = 0;
+	const char *why;
+
+	(void)state;
+	assert_int_equal(message("CONNECT 5000\n", &port, &why),
+			 VSOCK_LINE_DONE);
+	assert_int_equal(port, 5000);
+	assert_int_equal(message("connect\t7\r\n", &port, &why),
+			 VSOCK_LINE_DONE);
+	assert_int_equal(port, 7);
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(message(bad[i], &port, &why),
+				 VSOCK_LINE_BAD);
+		assert_non_null(why);
+	}
+	assert_string_equal((message("CONNECT 1", &port, &why), why),
+			    "first message is not a whole line");
+	assert_string_equal((message("CONNECT 1\nx", &port, &why), why),
+			    "more than the line in its message");
+	/* Longer than the maximum: refused as a stream line would be. */
+	assert_int_equal(vsock_connect_line_message(
+				 (const uint8_t *)"CONNECT        1\n", 17, 16,
+				 &port, &why),
+			 VSOCK_LINE_BAD);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -261,6 +308,7 @@ int main(void)
 		cmocka_unit_test(test_bad_lines),
 		cmocka_unit_test(test_reasons),
 		cmocka_unit_test(test_nul_byte),
+		cmocka_unit_test(test_message),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

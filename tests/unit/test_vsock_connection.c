@@ -1,7 +1,10 @@
 /* The vsock connection state machine against a socketpair (the host side)
  * and chains built by hand over local buffers (the guest side): connect
  * both ways, data both ways bounded by credit, a full host socket, half
- * close both ways, resets and hostile ops. */
+ * close both ways, resets and hostile ops; and seqpacket (a SOCK_SEQPACKET
+ * socketpair): messages gathered until EOM and sent whole, queued whole
+ * behind a full host socket, host messages cut into packets with EOM on
+ * the last, and messages too large either way refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +30,8 @@ static uint8_t txbuf[VSOCK_HDR_SIZE + VSOCK_MAX_PKT_PAYLOAD];
 static uint8_t rxbuf[VSOCK_HDR_SIZE + RX_DATA];
 static struct vsock_conn conn;
 static int host; /* the host program's end of the socketpair */
+/* VSOCK_TYPE_STREAM, or SEQPACKET for the seqpacket cases. */
+static uint16_t conn_type = VSOCK_TYPE_STREAM;
 
 /* The guest's credit toward us, as a well-behaved guest would track it. */
 static uint32_t guest_buf_alloc, guest_fwd_cnt;
@@ -47,7 +52,7 @@ static void guest_send(uint16_t op, uint32_t flags, size_t at, uint32_t len)
 		.src_port = GUEST_PORT,
 		.dst_port = HOST_PORT,
 		.len = len,
-		.type = VSOCK_TYPE_STREAM,
+		.type = conn_type,
 		.op = op,
 		.flags = flags,
 		.buf_alloc = guest_buf_alloc,
@@ -70,7 +75,7 @@ static void guest_send(uint16_t op, uint32_t flags, size_t at, uint32_t len)
 	txc.out_len = total;
 	assert_int_equal(vsock_pkt_parse_tx(&txc, GUEST_CID,
 					    VSOCK_MAX_PKT_PAYLOAD,
-					    VSOCK_TYPES_STREAM, &pkt, NULL),
+					    VSOCK_TYPES_ALL, &pkt, NULL),
 			 VSOCK_PKT_OK);
 	vsock_conn_recv_pkt(&conn, &pkt, &txc);
 }
@@ -97,7 +102,7 @@ static size_t guest_recv(struct vsock_hdr *h)
 		assert_int_equal(h->dst_cid, GUEST_CID);
 		assert_int_equal(h->src_port, HOST_PORT);
 		assert_int_equal(h->dst_port, GUEST_PORT);
-		assert_int_equal(h->type, VSOCK_TYPE_STREAM);
+		assert_int_equal(h->type, conn_type);
 		assert_int_equal(n, VSOCK_HDR_SIZE + h->len);
 	}
 	return n;
@@ -123,7 +128,12 @@ static int pair(uint32_t buf_size, bool peer, int sndbuf)
 {
 	int sv[2];
 
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_int_equal(socketpair(AF_UNIX,
+				    conn_type == VSOCK_TYPE_SEQPACKET
+					    ? SOCK_SEQPACKET
+					    : SOCK_STREAM,
+				    0, sv),
+			 0);
 	if (sndbuf)
 		assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF,
 					    &sndbuf, sizeof(sndbuf)),
@@ -136,7 +146,7 @@ static int pair(uint32_t buf_size, bool peer, int sndbuf)
 			.dst_cid = VSOCK_HOST_CID,
 			.src_port = GUEST_PORT,
 			.dst_port = HOST_PORT,
-			.type = VSOCK_TYPE_STREAM,
+			.type = conn_type,
 			.op = VSOCK_OP_REQUEST,
 			.buf_alloc = guest_buf_alloc,
 		};
@@ -145,6 +155,8 @@ static int pair(uint32_t buf_size, bool peer, int sndbuf)
 	} else {
 		vsock_conn_init_local(&conn, GUEST_CID, HOST_PORT, GUEST_PORT,
 				      sv[0], buf_size);
+		if (conn_type == VSOCK_TYPE_SEQPACKET)
+			vsock_conn_set_seqpacket(&conn);
 	}
 	return 0;
 }
@@ -162,6 +174,7 @@ static int teardown(void **state)
 {
 	vsock_conn_destroy(&conn);
 	close(host);
+	conn_type = VSOCK_TYPE_STREAM;
 	return 0;
 }
 
@@ -650,6 +663,195 @@ static void test_host_gone(void **state)
 	expect_op(VSOCK_OP_RST);
 }
 
+/* ---- seqpacket ---- */
+
+/* One host message; -1 if none waits. Checks its bytes are the pattern
+ * from stream offset `at`. */
+static ssize_t host_msg(size_t at)
+{
+	static uint8_t buf[1 << 17];
+	ssize_t n = recv(host, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+
+	for (ssize_t i = 0; i < n; i++)
+		assert_int_equal(buf[i], pattern(at + (size_t)i));
+	return n < 0 ? -1 : n;
+}
+
+static void seq_established(uint32_t buf_size, uint32_t guest_alloc,
+			    int sndbuf)
+{
+	conn_type = VSOCK_TYPE_SEQPACKET;
+	established(buf_size, guest_alloc, sndbuf);
+	assert_int_equal(conn.type, VSOCK_TYPE_SEQPACKET);
+	/* buf_size fits in the socket's default buffer: unchanged. */
+	assert_int_equal(conn.credit.buf_alloc, buf_size);
+}
+
+static void test_seq_guest_message_whole(void **state)
+{
+	seq_established(65536, 65536, 0);
+	/* Three packets, one message: nothing reaches the host before EOM. */
+	guest_send(VSOCK_OP_RW, 0, 0, 1000);
+	guest_send(VSOCK_OP_RW, 0, 1000, 3000);
+	assert_int_equal(host_msg(0), -1);
+	guest_send(VSOCK_OP_RW, VSOCK_SEQ_EOM | VSOCK_SEQ_EOR, 4000, 5);
+	assert_int_equal(host_msg(0), 4005);
+	/* A message in one packet goes straight through. */
+	guest_send(VSOCK_OP_RW, VSOCK_SEQ_EOM, 7, 1);
+	assert_int_equal(host_msg(7), 1);
+	/* An empty EOM ends the message before it, and is nothing alone. */
+	guest_send(VSOCK_OP_RW, 0, 9, 10);
+	guest_send(VSOCK_OP_RW, VSOCK_SEQ_EOM, 0, 0);
+	assert_int_equal(host_msg(9), 10);
+	guest_send(VSOCK_OP_RW, VSOCK_SEQ_EOM, 0, 0);
+	assert_int_equal(host_msg(0), -1);
+	/* All of it consumed: the guest's credit is whole again. */
+	assert_int_equal(vsock_credit_rx_pending(&conn.credit), 0);
+	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
+}
+
+static void test_seq_queued_behind_full_host(void **state)
+{
+	size_t off = 0, at = 0, len = 0;
+	unsigned i, sent = 0, got = 0;
+	ssize_t n;
+
+	/* The host reads nothing: its socket takes some messages (its
+	 * buffer counts each small one as a kilobyte or so), the rest wait
+	 * in the ring, whole. One message in three is two packets. */
+	seq_established(65536, 65536, 0);
+	for (i = 0; i < 1000; i++) {
+		uint32_t plen = 20 + i % 40;
+		bool eom = i % 3 != 0;
+
+		guest_send(VSOCK_OP_RW, eom ? VSOCK_SEQ_EOM : 0, off, plen);
+		off += plen;
+		sent += eom;
+	}
+	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
+	assert_true(conn.seq_msgs > 0);
+	assert_true(vsock_conn_epoll_events(&conn) & EPOLLOUT);
+	/* Then it reads: every message in order, its length that of its
+	 * packets, its bytes the pattern where it started. */
+	for (i = 0; i < 1000; i++) {
+		len += 20 + i % 40;
+		if (i % 3 == 0)
+			continue;
+		n = host_msg(at);
+		if (n < 0) {
+			vsock_conn_flush(&conn);
+			n = host_msg(at);
+		}
+		assert_int_equal(n, len);
+		at += len;
+		len = 0;
+		got++;
+	}
+	assert_int_equal(got, sent);
+	assert_int_equal(host_msg(0), -1);
+	assert_int_equal(conn.seq_msgs, 0);
+	/* The last packet (i = 999) began a message that has not ended. */
+	assert_int_equal(conn.seq_partial, len);
+	assert_int_equal(conn.ring_len, len);
+	assert_int_equal(vsock_credit_rx_pending(&conn.credit), len);
+}
+
+static void test_seq_guest_message_too_large(void **state)
+{
+	seq_established(8192, 65536, 0);
+	guest_send(VSOCK_OP_RW, 0, 0, 4096);
+	guest_send(VSOCK_OP_RW, 0, 4096, 4096);
+	/* The whole buffer and no end: refused, not split. */
+	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
+	expect_host_eof();
+	expect_op(VSOCK_OP_RST);
+}
+
+static void test_seq_shutdown_mid_message(void **state)
+{
+	seq_established(65536, 65536, 0);
+	guest_send(VSOCK_OP_RW, VSOCK_SEQ_EOM, 0, 10);
+	guest_send(VSOCK_OP_RW, 0, 10, 20);
+	guest_send(VSOCK_OP_SHUTDOWN, VSOCK_SHUTDOWN_SEND, 0, 0);
+	/* The whole message arrives, the half one never does. */
+	assert_int_equal(host_msg(0), 10);
+	expect_host_eof();
+	assert_int_equal(vsock_credit_rx_pending(&conn.credit), 0);
+}
+
+static void test_seq_host_message_to_guest(void **state)
+{
+	static uint8_t msg[10000];
+	struct vsock_hdr h;
+	size_t i, got = 0;
+
+	seq_established(65536, 65536, 0);
+	for (i = 0; i < sizeof(msg); i++)
+		msg[i] = pattern(i);
+	assert_int_equal(send(host, msg, sizeof(msg), 0), sizeof(msg));
+	assert_int_equal(send(host, msg, 3, 0), 3);
+	vsock_conn_host_readable(&conn);
+	/* 4096 + 4096 + 1808, EOM on the last only; then the next one. */
+	while (got < sizeof(msg)) {
+		assert_true(guest_recv(&h) > 0);
+		assert_int_equal(h.op, VSOCK_OP_RW);
+		assert_memory_equal(rxbuf + VSOCK_HDR_SIZE, msg + got, h.len);
+		got += h.len;
+		assert_int_equal(h.flags,
+				 got == sizeof(msg) ? VSOCK_SEQ_EOM : 0);
+	}
+	assert_int_equal(got, sizeof(msg));
+	assert_true(guest_recv(&h) > 0);
+	assert_int_equal(h.len, 3);
+	assert_int_equal(h.flags, VSOCK_SEQ_EOM);
+	/* Drained: no packet, and EPOLLIN back on. */
+	assert_int_equal(guest_recv(&h), 0);
+	assert_true(vsock_conn_epoll_events(&conn) & EPOLLIN);
+	/* Host close: SHUTDOWN as for a stream. */
+	close(host);
+	host = -1;
+	vsock_conn_host_readable(&conn);
+	expect_op(VSOCK_OP_SHUTDOWN);
+}
+
+static void test_seq_host_message_too_large(void **state)
+{
+	static uint8_t msg[5000];
+	struct vsock_hdr h;
+
+	/* The guest's buffer is 4096 bytes: a message of 5000 can never be
+	 * taken whole. */
+	seq_established(65536, 4096, 0);
+	assert_int_equal(send(host, msg, sizeof(msg), 0), sizeof(msg));
+	vsock_conn_host_readable(&conn);
+	assert_true(guest_recv(&h) > 0);
+	assert_int_equal(h.op, VSOCK_OP_RST);
+	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
+	expect_host_eof();
+}
+
+static void test_seq_local_connect(void **state)
+{
+	char line[32];
+	ssize_t n;
+
+	conn_type = VSOCK_TYPE_SEQPACKET;
+	guest_buf_alloc = 65536;
+	pair(65536, false, 0);
+	expect_op(VSOCK_OP_REQUEST);
+	guest_send(VSOCK_OP_RESPONSE, 0, 0, 0);
+	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
+	/* "OK <port>\n" is one message. */
+	n = recv(host, line, sizeof(line), MSG_DONTWAIT);
+	assert_int_equal(n, 8);
+	assert_memory_equal(line, "OK 5000\n", 8);
+	/* A stream packet on the seqpacket flow is another flow: reset. */
+	conn_type = VSOCK_TYPE_STREAM;
+	guest_send(VSOCK_OP_RW, 0, 0, 4);
+	conn_type = VSOCK_TYPE_SEQPACKET;
+	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -677,6 +879,19 @@ int main(void)
 		cmocka_unit_test_teardown(test_second_request, teardown),
 		cmocka_unit_test_teardown(test_rw_after_shutdown, teardown),
 		cmocka_unit_test_teardown(test_host_gone, teardown),
+		cmocka_unit_test_teardown(test_seq_guest_message_whole,
+					  teardown),
+		cmocka_unit_test_teardown(test_seq_queued_behind_full_host,
+					  teardown),
+		cmocka_unit_test_teardown(test_seq_guest_message_too_large,
+					  teardown),
+		cmocka_unit_test_teardown(test_seq_shutdown_mid_message,
+					  teardown),
+		cmocka_unit_test_teardown(test_seq_host_message_to_guest,
+					  teardown),
+		cmocka_unit_test_teardown(test_seq_host_message_too_large,
+					  teardown),
+		cmocka_unit_test_teardown(test_seq_local_connect, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -259,6 +259,21 @@ static void test_bad_type(void **state)
 	assert_int_equal(parse(&h, 0, NULL, 1, &pkt, &why), VSOCK_PKT_DROP);
 }
 
+/* An answer to a seqpacket packet is a seqpacket packet: Linux resets
+ * the flow only when the RST's type is the socket's. */
+static void test_seqpacket_reply(void **state)
+{
+	struct vsock_hdr h = hdr_rw(0), r;
+
+	(void)state;
+	h.type = VSOCK_TYPE_SEQPACKET;
+	h.op = VSOCK_OP_REQUEST;
+	vsock_hdr_reply(&h, VSOCK_OP_RST, &r);
+	assert_int_equal(r.type, VSOCK_TYPE_SEQPACKET);
+	assert_int_equal(r.op, VSOCK_OP_RST);
+	assert_int_equal(r.flags, 0);
+}
+
 static void test_bad_op(void **state)
 {
 	struct vsock_hdr h = hdr_rw(0);
@@ -590,6 +605,7 @@ int main(void)
 		cmocka_unit_test(test_buffer_longer_than_len),
 		cmocka_unit_test(test_spoofed_src_cid),
 		cmocka_unit_test(test_bad_type),
+		cmocka_unit_test(test_seqpacket_reply),
 		cmocka_unit_test(test_bad_op),
 		cmocka_unit_test(test_len_beyond_buffer),
 		cmocka_unit_test(test_len_above_max),

@@ -112,3 +112,27 @@ enum vsock_line_result vsock_connect_line_feed(struct vsock_connect_line *l,
 	*consumed = len;
 	return VSOCK_LINE_MORE;
 }
+
+enum vsock_line_result vsock_connect_line_message(const uint8_t *msg,
+						  size_t len, size_t max_len,
+						  uint32_t *port,
+						  const char **why)
+{
+	struct vsock_connect_line l;
+	enum vsock_line_result r;
+	size_t consumed = 0;
+
+	vsock_connect_line_init(&l, max_len);
+	r = vsock_connect_line_feed(&l, msg, len, &consumed, port, why);
+	if (r == VSOCK_LINE_MORE) {
+		if (why)
+			*why = "first message is not a whole line";
+		return VSOCK_LINE_BAD;
+	}
+	if (r == VSOCK_LINE_DONE && consumed != len) {
+		if (why)
+			*why = "more than the line in its message";
+		return VSOCK_LINE_BAD;
+	}
+	return r;
+}

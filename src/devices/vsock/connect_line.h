@@ -66,4 +66,17 @@ enum vsock_line_result vsock_connect_line_feed(struct vsock_connect_line *l,
 					       uint32_t *port,
 					       const char **why);
 
+/* A seqpacket host connection sends the line as its first message, and
+ * the message is the line, nothing more: `CONNECT <port>\n` exactly as
+ * above, its newline the message's last byte. Returns DONE with *port set,
+ * or BAD with *why (may be NULL) set: a message without the newline at its
+ * end (MORE is never returned: a message does not continue), anything
+ * after it, or a line the parser refuses (too long for max_len included).
+ * msg holds the whole message: a caller whose read was truncated refuses
+ * the message itself. */
+enum vsock_line_result vsock_connect_line_message(const uint8_t *msg,
+						  size_t len, size_t max_len,
+						  uint32_t *port,
+						  const char **why);
+
 #endif

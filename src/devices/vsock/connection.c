@@ -7,6 +7,7 @@
 #include "devices/vsock/connection.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ static void conn_init(struct vsock_conn *c, uint64_t guest_cid,
 {
 	*c = (struct vsock_conn){
 		.guest_cid = guest_cid,
+		.type = VSOCK_TYPE_STREAM,
 		.local_port = local_port,
 		.peer_port = peer_port,
 		.fd = fd,
@@ -70,9 +72,54 @@ void vsock_conn_init_peer(struct vsock_conn *c, uint64_t guest_cid,
 			  uint32_t buf_size)
 {
 	conn_init(c, guest_cid, req->dst_port, req->src_port, fd, buf_size);
+	if (req->type == VSOCK_TYPE_SEQPACKET)
+		vsock_conn_set_seqpacket(c);
 	c->state = VSOCK_CONN_PEER_INIT;
 	c->pending = VSOCK_RXOP_RESPONSE;
 	vsock_credit_peer_init(&c->credit, req->buf_alloc, req->fwd_cnt);
+}
+
+/* AF_UNIX refuses (EMSGSIZE) a message longer than the sender's
+ * SO_SNDBUF less this. */
+#define UNIX_MSG_OVERHEAD 32
+
+/* The largest message, at most want, that one sendmsg on fd can carry;
+ * raises SO_SNDBUF towards want first (the kernel doubles what it is
+ * given and caps it at net.core.wmem_max). A descriptor that is no socket
+ * (tests) limits nothing. */
+static uint32_t host_msg_max(int fd, uint32_t want)
+{
+	socklen_t l = sizeof(int);
+	int v;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l) ||
+	    v <= UNIX_MSG_OVERHEAD)
+		return want;
+	if ((uint32_t)(v - UNIX_MSG_OVERHEAD) < want) {
+		uint64_t need = (uint64_t)want + UNIX_MSG_OVERHEAD;
+		int ask = need / 2 + 1 > INT_MAX / 2 ? INT_MAX / 2
+						     : (int)(need / 2 + 1);
+
+		l = sizeof(int);
+		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &ask, sizeof(ask)) ||
+		    getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l) ||
+		    v <= UNIX_MSG_OVERHEAD)
+			return want;
+	}
+	return (uint32_t)(v - UNIX_MSG_OVERHEAD) < want
+		       ? (uint32_t)(v - UNIX_MSG_OVERHEAD)
+		       : want;
+}
+
+void vsock_conn_set_seqpacket(struct vsock_conn *c)
+{
+	uint32_t size = c->fd >= 0 ? host_msg_max(c->fd, c->ring_size)
+				   : c->ring_size;
+
+	c->type = VSOCK_TYPE_SEQPACKET;
+	c->ring_size = size;
+	c->credit.buf_alloc = size;
+	c->credit.update_threshold = size / 4;
 }
 
 static void conn_close_host(struct vsock_conn *c)
@@ -83,6 +130,12 @@ static void conn_close_host(struct vsock_conn *c)
 	free(c->ring);
 	c->ring = NULL;
 	c->ring_len = 0;
+	free(c->seq_ends);
+	c->seq_ends = NULL;
+	c->seq_msgs = c->seq_partial = 0;
+	free(c->hmsg);
+	c->hmsg = NULL;
+	c->hmsg_len = c->hmsg_off = 0;
 }
 
 void vsock_conn_destroy(struct vsock_conn *c)
@@ -131,13 +184,14 @@ static void conn_credit_check(struct vsock_conn *c)
 		c->pending |= VSOCK_RXOP_CREDIT_UPDATE;
 }
 
-static ssize_t host_send(struct vsock_conn *c, struct iovec *iov, unsigned n)
+static ssize_t host_send(struct vsock_conn *c, struct iovec *iov, unsigned n,
+			 int flags)
 {
 	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = n };
 	ssize_t r;
 
 	do
-		r = sendmsg(c->fd, &msg, IO_FLAGS);
+		r = sendmsg(c->fd, &msg, IO_FLAGS | flags);
 	while (r < 0 && errno == EINTR);
 	return r;
 }
@@ -148,7 +202,7 @@ static ssize_t host_send(struct vsock_conn *c, struct iovec *iov, unsigned n)
 static ssize_t host_write_data(struct vsock_conn *c, struct iovec *iov,
 			       unsigned n)
 {
-	ssize_t w = host_send(c, iov, n);
+	ssize_t w = host_send(c, iov, n, 0);
 
 	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return 0;
@@ -172,6 +226,11 @@ static int ring_push(struct vsock_conn *c, const struct vmio_chain *tx,
 		if (!c->ring)
 			return -1;
 		c->ring_head = 0;
+	}
+	if (c->type == VSOCK_TYPE_SEQPACKET && !c->seq_ends) {
+		c->seq_ends = calloc(2, (c->ring_size + 7u) / 8u);
+		if (!c->seq_ends)
+			return -1;
 	}
 	while (len) {
 		struct iovec iov[CONN_IOV];
@@ -204,6 +263,202 @@ static int ring_push(struct vsock_conn *c, const struct vmio_chain *tx,
 	return 0;
 }
 
+/* Describes the first len bytes of the ring as one or two iovecs. */
+static unsigned ring_iov(const struct vsock_conn *c, uint32_t len,
+			 struct iovec iov[2])
+{
+	uint32_t first = c->ring_size - c->ring_head;
+
+	iov[0].iov_base = c->ring + c->ring_head;
+	if (first >= len) {
+		iov[0].iov_len = len;
+		return 1;
+	}
+	iov[0].iov_len = first;
+	iov[1].iov_base = c->ring;
+	iov[1].iov_len = len - first;
+	return 2;
+}
+
+/* ---- Seqpacket, guest -> host ------------------------------------------ */
+
+/* Bit pos of the EOM map (eor false) or the EOR map (eor true). */
+static uint8_t *seq_map_byte(const struct vsock_conn *c, uint32_t pos,
+			     bool eor)
+{
+	return c->seq_ends + (eor ? (c->ring_size + 7u) / 8u : 0) + pos / 8u;
+}
+
+static bool seq_bit(const struct vsock_conn *c, uint32_t pos, bool eor)
+{
+	return *seq_map_byte(c, pos, eor) & (1u << (pos % 8u));
+}
+
+static void seq_set_bit(struct vsock_conn *c, uint32_t pos, bool eor, bool on)
+{
+	uint8_t *b = seq_map_byte(c, pos, eor);
+
+	if (on)
+		*b |= (uint8_t)(1u << (pos % 8u));
+	else
+		*b &= (uint8_t)~(1u << (pos % 8u));
+}
+
+/* Length of the first complete message in the ring (seq_msgs > 0). */
+static uint32_t seq_first_len(const struct vsock_conn *c)
+{
+	uint32_t i = 0;
+
+	while (i < c->ring_len) {
+		uint32_t pos = (c->ring_head + i) % c->ring_size;
+
+		/* Whole empty bytes of the map at once. */
+		if (pos % 8u == 0 && i + 8u <= c->ring_len &&
+		    pos + 8u <= c->ring_size && !*seq_map_byte(c, pos, false)) {
+			i += 8;
+			continue;
+		}
+		if (seq_bit(c, pos, false))
+			return i + 1;
+		i++;
+	}
+	return c->ring_len; /* cannot happen with seq_msgs > 0 */
+}
+
+/* One whole message to the host socket. Returns 1 when it went, 0 when
+ * the socket is full (nothing went: AF_UNIX seqpacket sends all or
+ * nothing), -1 once the connection is killed. */
+static int seq_send(struct vsock_conn *c, struct iovec *iov, unsigned n,
+		    uint32_t len, bool eor)
+{
+	ssize_t w = host_send(c, iov, n, eor ? MSG_EOR : 0);
+
+	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (w != (ssize_t)len) {
+		log_warn("vsock: conn %u:%u: host socket refused a message of "
+			 "%u bytes: %s; RST",
+			 c->local_port, c->peer_port, len,
+			 w < 0 ? strerror(errno) : "partial write");
+		conn_kill(c, true, "host write failed");
+		return -1;
+	}
+	vsock_credit_consumed(&c->credit, len);
+	return 1;
+}
+
+/* Sends the complete messages waiting in the ring, oldest first, until
+ * the host socket is full. */
+static void seq_flush(struct vsock_conn *c)
+{
+	while (c->seq_msgs) {
+		uint32_t len = seq_first_len(c);
+		uint32_t end = (c->ring_head + len - 1) % c->ring_size;
+		bool eor = seq_bit(c, end, true);
+		struct iovec iov[2];
+		unsigned n = ring_iov(c, len, iov);
+
+		if (seq_send(c, iov, n, len, eor) <= 0)
+			return;
+		seq_set_bit(c, end, false, false);
+		seq_set_bit(c, end, true, false);
+		c->ring_head = (c->ring_head + len) % c->ring_size;
+		c->ring_len -= len;
+		c->seq_msgs--;
+	}
+}
+
+/* The guest will send no more: a message it never finished cannot be
+ * delivered (a part is not a message), so its bytes are dropped. */
+static void seq_drop_partial(struct vsock_conn *c)
+{
+	if (!c->seq_partial)
+		return;
+	log_debug("vsock: conn %u:%u: guest shut down sending within a "
+		  "message; its %u bytes dropped",
+		  c->local_port, c->peer_port, c->seq_partial);
+	c->ring_len -= c->seq_partial;
+	vsock_credit_consumed(&c->credit, c->seq_partial);
+	c->seq_partial = 0;
+}
+
+/* A whole message in one packet with nothing waiting before it: straight
+ * from guest memory. Returns as seq_send; 0 also when the payload spans
+ * more iovecs than one call takes (it then goes through the ring). */
+static int seq_send_direct(struct vsock_conn *c, const struct vsock_pkt *pkt,
+			   const struct vmio_chain *tx, bool eor)
+{
+	struct iovec iov[CONN_IOV];
+	size_t covered;
+	unsigned n;
+
+	n = vsock_iov_slice(tx->iov, tx->nout, pkt->payload_off,
+			    pkt->payload_len, iov, CONN_IOV, &covered);
+	if (covered < pkt->payload_len)
+		return 0;
+	return seq_send(c, iov, n, pkt->payload_len, eor);
+}
+
+/* Guest RW on a seqpacket connection: the payload joins the message being
+ * gathered; at EOM the message is complete and goes to the host whole. */
+static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
+		      const struct vmio_chain *tx)
+{
+	uint32_t len = pkt->payload_len;
+	bool eom = pkt->hdr.flags & VSOCK_SEQ_EOM;
+	bool eor = pkt->hdr.flags & VSOCK_SEQ_EOR;
+	int r;
+
+	/* Credit bounds what we hold, partial message included: a message
+	 * longer than buf_alloc is always an overrun, never a split. */
+	if (vsock_credit_rx(&c->credit, len)) {
+		conn_kill(c, true, "guest overran its credit");
+		return;
+	}
+	if (!len && !(eom && c->seq_partial)) {
+		if (eom)
+			log_debug("vsock: conn %u:%u: empty guest message not "
+				  "carried", c->local_port, c->peer_port);
+		return;
+	}
+	if (eom && !c->ring_len) {
+		r = seq_send_direct(c, pkt, tx, eor);
+		if (r < 0)
+			return;
+		if (r > 0) {
+			conn_credit_check(c);
+			return;
+		}
+	}
+	if (len && ring_push(c, tx, pkt->payload_off, len)) {
+		conn_kill(c, true, "cannot buffer guest data");
+		return;
+	}
+	c->seq_partial += len;
+	/* The message fills the whole buffer and has not ended: it is longer
+	 * than any we take (the guest ignored our buf_alloc, which Linux
+	 * checks: EMSGSIZE), and waiting would only stall the guest. */
+	if (!eom && c->seq_partial == c->ring_size) {
+		log_warn("vsock: conn %u:%u: guest message longer than the "
+			 "%u bytes allowed; refused, RST",
+			 c->local_port, c->peer_port, c->ring_size);
+		conn_kill(c, true, "guest message too large");
+		return;
+	}
+	if (eom) {
+		uint32_t end = (c->ring_head + c->ring_len - 1) % c->ring_size;
+
+		seq_set_bit(c, end, false, true);
+		seq_set_bit(c, end, true, eor);
+		c->seq_msgs++;
+		c->seq_partial = 0;
+		seq_flush(c);
+		if (c->state != VSOCK_CONN_ESTABLISHED)
+			return;
+	}
+	conn_credit_check(c);
+}
+
 /* Guest RW payload: straight from guest memory to the host socket; what
  * it does not take now waits in the ring. Data already waiting goes
  * first, so with a non-empty ring everything is appended behind it. */
@@ -214,6 +469,10 @@ static void conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 
 	if (c->peer_shut & VSOCK_SHUTDOWN_SEND) {
 		conn_kill(c, true, "RW after SHUTDOWN(SEND)");
+		return;
+	}
+	if (c->type == VSOCK_TYPE_SEQPACKET) {
+		seq_rx_rw(c, pkt, tx);
 		return;
 	}
 	if (!len)
@@ -251,21 +510,16 @@ void vsock_conn_flush(struct vsock_conn *c)
 {
 	if (c->state != VSOCK_CONN_ESTABLISHED)
 		return;
-	while (c->ring_len) {
+	if (c->type == VSOCK_TYPE_SEQPACKET) {
+		seq_flush(c);
+		if (c->state != VSOCK_CONN_ESTABLISHED)
+			return;
+	}
+	while (c->type == VSOCK_TYPE_STREAM && c->ring_len) {
 		struct iovec iov[2];
-		uint32_t first = c->ring_size - c->ring_head;
-		unsigned n = 1;
+		unsigned n = ring_iov(c, c->ring_len, iov);
 		ssize_t w;
 
-		iov[0].iov_base = c->ring + c->ring_head;
-		if (first >= c->ring_len) {
-			iov[0].iov_len = c->ring_len;
-		} else {
-			iov[0].iov_len = first;
-			iov[1].iov_base = c->ring;
-			iov[1].iov_len = c->ring_len - first;
-			n = 2;
-		}
 		w = host_write_data(c, iov, n);
 		if (w < 0)
 			return;
@@ -295,7 +549,7 @@ static void conn_established_local(struct vsock_conn *c)
 	struct iovec iov = { .iov_base = line, .iov_len = (size_t)n };
 
 	c->state = VSOCK_CONN_ESTABLISHED;
-	if (host_send(c, &iov, 1) != n)
+	if (host_send(c, &iov, 1, 0) != n)
 		conn_kill(c, true, "cannot write OK line");
 }
 
@@ -317,9 +571,9 @@ void vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		conn_kill(c, false, "guest RST");
 		return;
 	}
-	/* Only stream is implemented: a different type on this port pair is
-	 * a different flow the guest has no business mixing in. */
-	if (h->type != VSOCK_TYPE_STREAM) {
+	/* A different type on this port pair is a different flow the guest
+	 * has no business mixing in. */
+	if (h->type != c->type) {
 		conn_kill(c, true, "wrong type");
 		return;
 	}
@@ -367,8 +621,10 @@ void vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		 * SHUT_WR follows once the ring drains (flush does it, and
 		 * may close). */
 		c->peer_shut |= h->flags & VSOCK_SHUTDOWN_MASK;
-		if (c->peer_shut & VSOCK_SHUTDOWN_SEND)
+		if (c->peer_shut & VSOCK_SHUTDOWN_SEND) {
 			c->pending &= ~VSOCK_RXOP_CREDIT_UPDATE;
+			seq_drop_partial(c);
+		}
 		if (c->peer_shut & VSOCK_SHUTDOWN_RCV)
 			c->pending &= ~(VSOCK_RXOP_RW |
 					VSOCK_RXOP_CREDIT_REQUEST |
@@ -425,18 +681,18 @@ uint32_t vsock_conn_epoll_events(const struct vsock_conn *c)
 	return ev;
 }
 
-/* One read of host data into guest memory described by iov[0..n), which
- * spans `covered` bytes. Returns the bytes read (> 0), 0 with nothing to
- * send (no data now, or EOF which queued a SHUTDOWN), or -1 after killing
- * the connection. */
-static ssize_t conn_recv(struct vsock_conn *c, struct iovec *iov, unsigned n,
+/* One read of host data into the memory msg describes, which spans
+ * `covered` bytes (0 for a message: a short one says nothing about what
+ * follows). Returns the bytes read (> 0; with MSG_TRUNC in flags, the
+ * message's whole length), 0 with nothing to send (no data now, or EOF
+ * which queued a SHUTDOWN), or -1 after killing the connection. */
+static ssize_t conn_recv(struct vsock_conn *c, struct msghdr *msg, int flags,
 			 size_t covered)
 {
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = n };
 	ssize_t r;
 
 	do
-		r = recvmsg(c->fd, &msg, IO_FLAGS);
+		r = recvmsg(c->fd, msg, IO_FLAGS | flags);
 	while (r < 0 && errno == EINTR);
 	if (r > 0) {
 		/* A short read means the socket is (very likely) drained:
@@ -477,7 +733,80 @@ static ssize_t conn_read_host(struct vsock_conn *c,
 			    iov, CONN_IOV, &covered);
 	if (!n)
 		return 0;
-	return conn_recv(c, iov, n, covered);
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = n };
+
+	return conn_recv(c, &msg, 0, covered);
+}
+
+/* ---- Seqpacket, host -> guest ------------------------------------------ */
+
+/* Reads the next host message whole into hmsg. Returns as conn_recv, or
+ * -1 after refusing a message the guest cannot take. */
+static ssize_t seq_load_msg(struct vsock_conn *c)
+{
+	uint32_t limit = vsock_credit_peer_buf(&c->credit);
+	struct iovec iov;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t r;
+
+	if (!c->hmsg) {
+		c->hmsg = malloc(c->ring_size);
+		if (!c->hmsg) {
+			conn_kill(c, true, "cannot buffer a host message");
+			return -1;
+		}
+	}
+	iov.iov_base = c->hmsg;
+	iov.iov_len = c->ring_size;
+	r = conn_recv(c, &msg, MSG_TRUNC, 0);
+	if (r <= 0)
+		return r;
+	if (limit > c->ring_size)
+		limit = c->ring_size;
+	if ((uint64_t)r > limit) {
+		log_warn("vsock: conn %u:%u: host message of %zd bytes is "
+			 "larger than the %u bytes the guest can take as one "
+			 "message; refused, connection reset",
+			 c->local_port, c->peer_port, r, limit);
+		conn_kill(c, true, "host message too large");
+		return -1;
+	}
+	c->hmsg_len = (uint32_t)r;
+	c->hmsg_off = 0;
+	c->hmsg_eor = msg.msg_flags & MSG_EOR;
+	return r;
+}
+
+/* The next packet of the host message (reading one first if none is
+ * under way) into the chain after the header, as much as the chain and the
+ * credit take; *flags gets EOM (and EOR) on its last packet. Returns as
+ * conn_read_host. */
+static ssize_t seq_read_host(struct vsock_conn *c, const struct vmio_chain *rx,
+			     uint32_t max_payload, uint32_t *flags)
+{
+	uint32_t cap = vsock_pkt_rx_capacity(rx, max_payload);
+	uint32_t credit = vsock_credit_peer_free(&c->credit);
+	ssize_t r;
+
+	if (c->hmsg_off == c->hmsg_len) {
+		r = seq_load_msg(c);
+		if (r <= 0)
+			return r;
+	}
+	if (credit < cap)
+		cap = credit;
+	if (cap > c->hmsg_len - c->hmsg_off)
+		cap = c->hmsg_len - c->hmsg_off;
+	if (!cap)
+		return 0;
+	cap = (uint32_t)vsock_pkt_write_payload(rx, 0, c->hmsg + c->hmsg_off,
+						cap);
+	c->hmsg_off += cap;
+	if (c->hmsg_off == c->hmsg_len) {
+		*flags = VSOCK_SEQ_EOM | (c->hmsg_eor ? VSOCK_SEQ_EOR : 0);
+		c->hmsg_off = c->hmsg_len = 0;
+	}
+	return cap;
 }
 
 static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,
@@ -489,7 +818,7 @@ static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,
 		.src_port = c->local_port,
 		.dst_port = c->peer_port,
 		.len = len,
-		.type = VSOCK_TYPE_STREAM,
+		.type = c->type,
 		.op = op,
 		.flags = flags,
 	};
@@ -529,10 +858,14 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
 	}
 	if (c->pending & VSOCK_RXOP_RW) {
 		if (vsock_credit_peer_free(&c->credit)) {
-			n = conn_read_host(c, rx, max_payload);
+			uint32_t flags = 0;
+
+			n = c->type == VSOCK_TYPE_SEQPACKET
+				    ? seq_read_host(c, rx, max_payload, &flags)
+				    : conn_read_host(c, rx, max_payload);
 			if (n > 0) {
 				vsock_credit_sent(&c->credit, (uint32_t)n);
-				return conn_emit(c, rx, VSOCK_OP_RW, 0,
+				return conn_emit(c, rx, VSOCK_OP_RW, flags,
 						 (uint32_t)n);
 			}
 			if (n < 0) {
@@ -574,7 +907,8 @@ uint32_t vsock_conn_rx_batch_bytes(const struct vsock_conn *c)
 {
 	uint32_t credit;
 
-	if (!conn_next_rx_is_rw(c))
+	/* Seqpacket data goes a packet per turn, from the message buffer. */
+	if (c->type != VSOCK_TYPE_STREAM || !conn_next_rx_is_rw(c))
 		return 0;
 	credit = vsock_credit_peer_free(&c->credit);
 	return credit < VSOCK_CONN_RX_BATCH_BYTES ? credit
@@ -635,7 +969,9 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 	if (!total)
 		return conn_fill_one(c, rx[0], max_payload, written);
 
-	r = conn_recv(c, iov, niov, total);
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = niov };
+
+	r = conn_recv(c, &msg, 0, total);
 	if (r <= 0) {
 		/* No data: RW is no longer pending, and rx[0] carries
 		 * whatever now is (the RST of a failed read, the SHUTDOWN

@@ -1,6 +1,7 @@
-/* One vsock stream connection: the guest end named by (peer_port) and the
- * host end, an AF_UNIX stream socket, named by (local_port), joined by a
- * state machine that follows the virtio spec and Firecracker's csm.
+/* One vsock connection: the guest end named by (peer_port) and the host
+ * end, an AF_UNIX socket, named by (local_port), joined by a state machine
+ * that follows the virtio spec and Firecracker's csm. A stream connection
+ * has a SOCK_STREAM host socket, a seqpacket one a SOCK_SEQPACKET socket.
  *
  * The connection never touches a virtqueue. The multiplexer pops guest tx
  * chains, parses them (vsock_pkt_parse_tx), finds the connection by port
@@ -25,7 +26,30 @@
  *                multiplexer frees the connection once vsock_conn_is_dead
  *
  * Memory is bounded: the only allocation is the guest->host ring buffer of
- * exactly buf_alloc bytes, made the first time the host socket is full. */
+ * exactly buf_alloc bytes, made the first time the host socket is full.
+ *
+ * Seqpacket (VSOCK_TYPE_SEQPACKET) keeps message boundaries both ways:
+ *   guest -> host  RW packets are gathered until the one with EOM, and the
+ *                  message goes to the host socket in one sendmsg (MSG_EOR
+ *                  when the guest set EOR). buf_alloc, and so the largest
+ *                  message the guest may send (Linux refuses a longer one
+ *                  with EMSGSIZE, against the peer's buf_alloc), is the
+ *                  smaller of buf_size and what the host socket takes in
+ *                  one message (its SO_SNDBUF less 32 bytes, raised to
+ *                  buf_size where the system allows). Messages wait in the
+ *                  ring, whole, with their ends in two bitmaps (EOM and
+ *                  EOR, one bit per ring byte); a guest that overruns the
+ *                  credit is reset as for streams, so nothing is ever
+ *                  split or cut.
+ *   host -> guest  each host message is read whole (recvmsg, MSG_TRUNC)
+ *                  into a buffer of buf_alloc bytes, then sent as RW
+ *                  packets as credit and rx buffers allow, EOM on the last
+ *                  (EOR too if recvmsg reported MSG_EOR). A message larger
+ *                  than the guest's buf_alloc (it could never take it: a
+ *                  Linux guest holds a message until its EOM) or than our
+ *                  buf_alloc is refused: logged, and the connection reset.
+ *   Empty messages are not carried: on an AF_UNIX socket a zero-length
+ *   read is end of stream, and Linux never sends one to the device. */
 #ifndef VMIO_DEVICES_VSOCK_CONNECTION_H
 #define VMIO_DEVICES_VSOCK_CONNECTION_H
 
@@ -55,6 +79,7 @@ enum vsock_conn_state {
 
 struct vsock_conn {
 	uint64_t guest_cid;
+	uint16_t type;       /* VSOCK_TYPE_STREAM or VSOCK_TYPE_SEQPACKET */
 	uint32_t local_port; /* host side: src_port of what we send */
 	uint32_t peer_port;  /* guest side: dst_port of what we send */
 	int fd;              /* host stream socket, owned; -1 once closed */
@@ -73,6 +98,19 @@ struct vsock_conn {
 	uint32_t ring_size; /* == credit.buf_alloc */
 	uint32_t ring_head;
 	uint32_t ring_len;
+
+	/* Seqpacket only. Guest->host: the ring's message ends, a bitmap of
+	 * ring_size bits for EOM then one for EOR, made with the ring;
+	 * seq_msgs complete messages wait, and the last seq_partial bytes of
+	 * the ring are a message whose EOM has not come. Host->guest: hmsg
+	 * (ring_size bytes, made on the first message) holds the message
+	 * being sent, hmsg_off of hmsg_len bytes gone out. */
+	uint8_t *seq_ends;
+	uint32_t seq_msgs;
+	uint32_t seq_partial;
+	uint8_t *hmsg;
+	uint32_t hmsg_len, hmsg_off;
+	bool hmsg_eor;
 };
 
 /* Host-initiated connection: a host program asked (CONNECT <peer_port>)
@@ -89,6 +127,11 @@ void vsock_conn_init_local(struct vsock_conn *c, uint64_t guest_cid,
 void vsock_conn_init_peer(struct vsock_conn *c, uint64_t guest_cid,
 			  const struct vsock_hdr *req, int fd,
 			  uint32_t buf_size);
+
+/* Makes a connection just set up by vsock_conn_init_local a seqpacket one
+ * (vsock_conn_init_peer takes the type from the REQUEST). Sizes buf_alloc
+ * to the largest message the host socket takes (see above). */
+void vsock_conn_set_seqpacket(struct vsock_conn *c);
 
 /* Closes the fd and frees the ring. Sends nothing. */
 void vsock_conn_destroy(struct vsock_conn *c);

@@ -99,15 +99,21 @@ static inline uint32_t vsock_credit_in_flight(const struct vsock_credit *c)
 	return c->tx_cnt - c->peer_fwd_cnt;
 }
 
+/* The guest's buffer as we use it: its buf_alloc, capped. */
+static inline uint32_t vsock_credit_peer_buf(const struct vsock_credit *c)
+{
+	return c->peer_buf_alloc < VSOCK_CREDIT_PEER_BUF_MAX
+		       ? c->peer_buf_alloc
+		       : VSOCK_CREDIT_PEER_BUF_MAX;
+}
+
 /* Bytes we may send to the guest now. When the guest shrank its buffer
  * below what is in flight (it may: SO_VM_SOCKETS_BUFFER_SIZE), the spec's
  * u32 formula would wrap to nearly 4 GiB; that is zero credit, not an
  * error. */
 static inline uint32_t vsock_credit_peer_free(const struct vsock_credit *c)
 {
-	uint32_t alloc = c->peer_buf_alloc < VSOCK_CREDIT_PEER_BUF_MAX
-				 ? c->peer_buf_alloc
-				 : VSOCK_CREDIT_PEER_BUF_MAX;
+	uint32_t alloc = vsock_credit_peer_buf(c);
 	uint32_t flight = vsock_credit_in_flight(c);
 
 	return flight >= alloc ? 0 : alloc - flight;

@@ -113,13 +113,14 @@ static int vs_get_config(void *dev, uint8_t *buf, uint32_t offset,
 	return vmio_config_read_le64(d->guest_cid, buf, offset, len);
 }
 
-/* VIRTIO_VSOCK_F_SEQPACKET is not offered until seqpacket works end to
- * end; stream needs no bit (it is implied). */
+/* Stream needs no bit (it is implied); seqpacket is offered, and accepted
+ * from the guest only once negotiated (vsock_types_from_features). */
 static const struct vmio_device_ops vsock_ops_template = {
 	.name = "vsock",
 	.features = VMIO_BIT(VIRTIO_F_VERSION_1) |
 		    VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
-		    VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC),
+		    VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC) |
+		    VMIO_BIT(VIRTIO_VSOCK_F_SEQPACKET),
 	.num_queues = 2,
 	.max_queue_size = VIRTQ_MAX_SIZE,
 	.config_size = sizeof(uint64_t),

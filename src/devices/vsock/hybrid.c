@@ -2,6 +2,7 @@
 #include "devices/vsock/hybrid.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "devices/vsock/connect_line.h"
+#include "devices/vsock/packet.h"
 #include "util/log.h"
 #include "util/unix_socket.h"
 
@@ -20,8 +22,18 @@ struct hy_pending {
 	struct hy_pending *prev, *next;
 	struct vsock_hybrid *h;
 	int fd;
+	uint16_t type; /* VSOCK_TYPE_STREAM or VSOCK_TYPE_SEQPACKET */
 	uint64_t deadline_ns;
 	struct vsock_connect_line line;
+};
+
+/* One listening socket: uds-path (stream) or its seqpacket twin. */
+struct hy_listener {
+	struct vsock_hybrid *h;
+	uint16_t type;
+	int fd;
+	char *path;
+	struct stat st; /* the socket file we made */
 };
 
 struct vsock_hybrid {
@@ -29,8 +41,7 @@ struct vsock_hybrid {
 	struct vsock_muxer *mux;
 	struct vsock_hybrid_config cfg;
 	char *path;
-	struct stat st; /* the socket file we made */
-	int listen_fd;
+	struct hy_listener lis[2]; /* stream, seqpacket */
 	int timer_fd;
 	bool timer_armed;
 	struct hy_pending *pending;
@@ -95,10 +106,11 @@ static void line_done(struct vsock_hybrid *h, struct hy_pending *p,
 		      uint32_t port)
 {
 	int fd = p->fd, rc;
+	uint16_t type = p->type;
 	uint32_t local;
 
 	pending_unlink(h, p);
-	rc = vsock_muxer_connect_local(h->mux, fd, port, &local);
+	rc = vsock_muxer_connect_local_type(h->mux, fd, type, port, &local);
 	if (rc)
 		log_ratelimited(&h->rl, VMIO_LOG_WARN,
 				"vsock: %s: CONNECT %u refused: %s", h->path,
@@ -117,11 +129,15 @@ static void pending_cb(void *opaque, int fd, uint32_t events)
 	const char *why = NULL;
 	size_t consumed = 0;
 	uint32_t port = 0;
+	bool seq = p->type == VSOCK_TYPE_SEQPACKET;
 	ssize_t n;
 
-	/* Peek: what follows the newline is the guest's, not ours. */
+	/* Stream: peek, what follows the newline is the guest's, not ours.
+	 * Seqpacket: the first message is the line, taken whole (MSG_TRUNC
+	 * gives its real length, so a longer one is seen and refused). */
 	do
-		n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+		n = recv(fd, buf, sizeof(buf),
+			 (seq ? MSG_TRUNC : MSG_PEEK) | MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return;
@@ -132,6 +148,16 @@ static void pending_cb(void *opaque, int fd, uint32_t events)
 				h->path, n ? strerror(errno) : "hung up");
 		pending_close(h, p);
 		return;
+	}
+	if (seq) {
+		r = (size_t)n > sizeof(buf)
+			    ? VSOCK_LINE_BAD
+			    : vsock_connect_line_message(buf, (size_t)n,
+							 h->cfg.line_max, &port,
+							 &why);
+		if ((size_t)n > sizeof(buf))
+			why = "first message too long";
+		goto verdict;
 	}
 	r = vsock_connect_line_feed(&p->line, buf, (size_t)n, &consumed,
 				    &port, &why);
@@ -144,6 +170,7 @@ static void pending_cb(void *opaque, int fd, uint32_t events)
 		pending_close(h, p);
 		return;
 	}
+verdict:
 	switch (r) {
 	case VSOCK_LINE_MORE:
 		return;
@@ -161,14 +188,15 @@ static void pending_cb(void *opaque, int fd, uint32_t events)
 
 static void accept_cb(void *opaque, int lfd, uint32_t events)
 {
-	struct vsock_hybrid *h = opaque;
+	struct hy_listener *l = opaque;
+	struct vsock_hybrid *h = l->h;
 	struct hy_pending *p;
 	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 	if (fd < 0) {
 		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
 			log_ratelimited(&h->rl, VMIO_LOG_WARN,
-					"vsock: accept on %s: %s", h->path,
+					"vsock: accept on %s: %s", l->path,
 					strerror(errno));
 		return;
 	}
@@ -191,6 +219,7 @@ static void accept_cb(void *opaque, int lfd, uint32_t events)
 	}
 	p->h = h;
 	p->fd = fd;
+	p->type = l->type;
 	p->deadline_ns = now_ns() + (uint64_t)h->cfg.line_timeout_ms * 1000000u;
 	vsock_connect_line_init(&p->line, h->cfg.line_max);
 	p->next = h->pending;
@@ -223,6 +252,48 @@ static void timer_cb(void *opaque, int fd, uint32_t events)
 		timer_arm(h, false);
 }
 
+/* Listens at path (stream) or path + VSOCK_HYBRID_SEQPACKET_SUFFIX. */
+static int listener_open(struct vsock_hybrid *h, struct hy_listener *l,
+			 uint16_t type, const char *path)
+{
+	bool seq = type == VSOCK_TYPE_SEQPACKET;
+	size_t n = strlen(path) + sizeof(VSOCK_HYBRID_SEQPACKET_SUFFIX);
+	int fd, rc;
+
+	l->h = h;
+	l->type = type;
+	l->path = malloc(n);
+	if (!l->path)
+		return -ENOMEM;
+	snprintf(l->path, n, "%s%s", path,
+		 seq ? VSOCK_HYBRID_SEQPACKET_SUFFIX : "");
+	fd = socket(AF_UNIX,
+		    (seq ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_NONBLOCK |
+			    SOCK_CLOEXEC,
+		    0);
+	if (fd < 0)
+		return -errno;
+	rc = vmio_unix_bind_socket(fd, l->path, seq ? SOCK_SEQPACKET
+						    : SOCK_STREAM,
+				   HYBRID_BACKLOG, "vsock", &l->st);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	l->fd = fd;
+	return vmio_loop_add(h->loop, fd, EPOLLIN, accept_cb, l);
+}
+
+static void listener_close(struct vsock_hybrid *h, struct hy_listener *l)
+{
+	if (l->fd >= 0) {
+		vmio_loop_remove(h->loop, l->fd);
+		close(l->fd);
+		vmio_unix_unlink_if_same(l->path, &l->st);
+	}
+	free(l->path);
+}
+
 struct vsock_hybrid *vsock_hybrid_new(struct vmio_loop *loop,
 				      struct vsock_muxer *mux,
 				      const struct vsock_hybrid_config *cfg,
@@ -236,7 +307,7 @@ struct vsock_hybrid *vsock_hybrid_new(struct vmio_loop *loop,
 	h->loop = loop;
 	h->mux = mux;
 	h->cfg = *cfg;
-	h->listen_fd = h->timer_fd = -1;
+	h->lis[0].fd = h->lis[1].fd = h->timer_fd = -1;
 	h->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
 	h->path = strdup(cfg->uds_path);
 	if (!h->path)
@@ -251,13 +322,10 @@ struct vsock_hybrid *vsock_hybrid_new(struct vmio_loop *loop,
 	rc = vmio_loop_add(loop, h->timer_fd, EPOLLIN, timer_cb, h);
 	if (rc)
 		goto fail;
-	h->listen_fd = vmio_unix_listen(h->path, HYBRID_BACKLOG, "vsock",
-					&h->st);
-	if (h->listen_fd < 0) {
-		rc = h->listen_fd;
-		goto fail;
-	}
-	rc = vmio_loop_add(loop, h->listen_fd, EPOLLIN, accept_cb, h);
+	rc = listener_open(h, &h->lis[0], VSOCK_TYPE_STREAM, h->path);
+	if (!rc)
+		rc = listener_open(h, &h->lis[1], VSOCK_TYPE_SEQPACKET,
+				   h->path);
 	if (rc)
 		goto fail;
 	return h;
@@ -274,11 +342,8 @@ void vsock_hybrid_free(struct vsock_hybrid *h)
 		return;
 	while (h->pending)
 		pending_close(h, h->pending);
-	if (h->listen_fd >= 0) {
-		vmio_loop_remove(h->loop, h->listen_fd);
-		close(h->listen_fd);
-		vmio_unix_unlink_if_same(h->path, &h->st);
-	}
+	listener_close(h, &h->lis[0]);
+	listener_close(h, &h->lis[1]);
 	if (h->timer_fd >= 0) {
 		vmio_loop_remove(h->loop, h->timer_fd);
 		close(h->timer_fd);

@@ -9,7 +9,15 @@
  * newline stay in the socket as the start of the stream. A bad line, an
  * early EOF, or a line not finished within the connect timeout closes
  * that one socket with a log line (rate-limited); nothing else is
- * affected. */
+ * affected.
+ *
+ * Seqpacket: a unix socket file has one type, so seqpacket host programs
+ * have a listener of their own at `<uds-path>.seqpacket`, an AF_UNIX
+ * SOCK_SEQPACKET socket. Its protocol is the same with messages: the
+ * first message is exactly `CONNECT <port>\n` (anything else in it, or a
+ * message without the newline at its end, is refused), the answer is the
+ * one message `OK <port>\n`, and every later message crosses to the
+ * guest's SOCK_SEQPACKET socket as one message. */
 #ifndef VMIO_DEVICES_VSOCK_HYBRID_H
 #define VMIO_DEVICES_VSOCK_HYBRID_H
 
@@ -17,6 +25,9 @@
 
 #include "devices/vsock/muxer.h"
 #include "event/loop.h"
+
+/* Appended to uds-path for the seqpacket listener. */
+#define VSOCK_HYBRID_SEQPACKET_SUFFIX ".seqpacket"
 
 struct vsock_hybrid_config {
 	const char *uds_path;
@@ -27,14 +38,14 @@ struct vsock_hybrid_config {
 
 struct vsock_hybrid;
 
-/* Listens on cfg->uds_path (a stale socket file is replaced, a live one
- * refused). Returns NULL with *err set to -errno (-EADDRINUSE: another
+/* Listens on cfg->uds_path and on its seqpacket twin (a stale socket file
+ * is replaced, a live one refused). Returns NULL with *err set to -errno (-EADDRINUSE: another
  * process serves it). */
 struct vsock_hybrid *vsock_hybrid_new(struct vmio_loop *loop,
 				      struct vsock_muxer *mux,
 				      const struct vsock_hybrid_config *cfg,
 				      int *err);
-/* Closes the listener (removing the socket file it made) and every
+/* Closes the listeners (removing the socket files they made) and every
  * socket still awaiting its line. */
 void vsock_hybrid_free(struct vsock_hybrid *h);
 

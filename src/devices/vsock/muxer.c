@@ -144,7 +144,7 @@ static bool conn_rst(struct vsock_muxer *m, const struct vsock_conn *c)
 		.dst_cid = c->guest_cid,
 		.src_port = c->local_port,
 		.dst_port = c->peer_port,
-		.type = VSOCK_TYPE_STREAM,
+		.type = c->type,
 		.op = VSOCK_OP_RST,
 	};
 
@@ -327,7 +327,13 @@ static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 		reply_rst(m, h);
 		return;
 	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	/* A seqpacket guest socket reaches a seqpacket host service (a
+	 * service of the other type refuses: EPROTOTYPE, an RST). */
+	fd = socket(AF_UNIX,
+		    (h->type == VSOCK_TYPE_SEQPACKET ? SOCK_SEQPACKET
+						     : SOCK_STREAM) |
+			    SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		log_ratelimited(&m->rl, VMIO_LOG_INFO,
 				"vsock: guest connect to host port %u: %s: %s; "
@@ -653,6 +659,14 @@ static void timer_cb(void *opaque, int fd, uint32_t events)
 int vsock_muxer_connect_local(struct vsock_muxer *m, int fd,
 			      uint32_t peer_port, uint32_t *local_port)
 {
+	return vsock_muxer_connect_local_type(m, fd, VSOCK_TYPE_STREAM,
+					      peer_port, local_port);
+}
+
+int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
+				   uint16_t type, uint32_t peer_port,
+				   uint32_t *local_port)
+{
 	struct mux_conn *mc;
 	uint32_t port;
 
@@ -672,6 +686,8 @@ int vsock_muxer_connect_local(struct vsock_muxer *m, int fd,
 	port = vsock_table_alloc_port(&m->table, peer_port);
 	vsock_conn_init_local(&mc->c, m->cfg.guest_cid, port, peer_port, fd,
 			      m->cfg.buf_size);
+	if (type == VSOCK_TYPE_SEQPACKET)
+		vsock_conn_set_seqpacket(&mc->c);
 	if (conn_insert(m, mc)) {
 		vsock_conn_destroy(&mc->c);
 		free(mc);

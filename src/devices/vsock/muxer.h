@@ -83,6 +83,11 @@ void vsock_muxer_kick_rx(struct vsock_muxer *m);
  * is the host-side port allocated. */
 int vsock_muxer_connect_local(struct vsock_muxer *m, int fd,
 			      uint32_t peer_port, uint32_t *local_port);
+/* The same for a connection of the given type (VSOCK_TYPE_*): a
+ * seqpacket fd is an AF_UNIX SOCK_SEQPACKET socket. */
+int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
+				   uint16_t type, uint32_t peer_port,
+				   uint32_t *local_port);
 
 /* Whether a VMM is attached (it negotiated features, and has not gone
  * since). A host CONNECT with none attached is refused at once: nobody can
