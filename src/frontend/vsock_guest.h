@@ -49,6 +49,9 @@ struct vg_opts {
 				    * of our free space drops below this
 				    * (default 64 KiB, as Linux) */
 	unsigned max_sockets;    /* default 4096 */
+	bool siblings;           /* accept packets from other guests' CIDs
+				  * (sibling VMs behind one vmio), not only
+				  * from the host's */
 };
 
 void vg_opts_init(struct vg_opts *o);
@@ -139,6 +142,11 @@ struct vg_sock *vg_connect(struct vg *g, uint32_t port, int timeout_ms,
  * opening many connections without a round trip each. */
 struct vg_sock *vg_connect_start(struct vg *g, uint32_t port, int *err);
 int vg_connect_wait(struct vg_sock *s, int timeout_ms);
+/* The same to another CID: a sibling guest (needs o.siblings). */
+struct vg_sock *vg_connect_cid(struct vg *g, uint64_t cid, uint32_t port,
+			       int timeout_ms, int *err);
+struct vg_sock *vg_connect_cid_start(struct vg *g, uint64_t cid,
+				     uint32_t port, int *err);
 
 /* Accepts host-initiated REQUESTs to port from now on (others are
  * answered with RST, as Linux does). */
