@@ -169,6 +169,15 @@ static void sib_connect(struct fleet *f, unsigned a, unsigned b,
 	assert_int_equal(vg_connect_wait(*sa, WAIT), 0);
 }
 
+/* Closes a connection between VMs 0 and 1, which saw nothing wrong. */
+static void close_pair(struct fleet *f, struct vg_sock *a, struct vg_sock *b)
+{
+	vg_close(a);
+	vg_close(b);
+	assert_clean(f, 0);
+	assert_clean(f, 1);
+}
+
 /* Streams total bytes of a pattern from s to r, reading each write on
  * the other side before the next (one thread drives both guests). */
 static void pump(struct vg_sock *s, struct vg_sock *r, uint64_t total,
@@ -418,10 +427,7 @@ static void test_vmm_gone(void **state)
 	f->g[1] = guest_open(f, 1);
 	sib_connect(f, 0, 1, PORT + 2, &c, &d);
 	pump(d, c, 1u << 20, 7);
-	vg_close(c);
-	vg_close(d);
-	assert_clean(f, 0);
-	assert_clean(f, 1);
+	close_pair(f, c, d);
 }
 
 /* VM 1 stops taking packets (its driver is not polled, so its rx ring
@@ -452,10 +458,7 @@ static void test_stalled_sibling(void **state)
 		got += (uint64_t)k;
 	}
 	pump(a, b, 1u << 20, 9);
-	vg_close(a);
-	vg_close(b);
-	assert_clean(f, 0);
-	assert_clean(f, 1);
+	close_pair(f, a, b);
 }
 
 /* VM 0 ignores credit and floods a VM 1 that reads nothing: once VM 1's

@@ -29,7 +29,7 @@ struct rvm {
 	uint64_t cid;
 	struct vsock_muxer *m;
 	struct fwd_pkt *head, *tail;
-	unsigned nflows;
+	unsigned nflows; /* flows this VM opened */
 };
 
 struct pair_use {
@@ -156,7 +156,6 @@ static void flow_unlink(struct vsock_router *r, struct flow **pp)
 
 	*pp = f->next;
 	r->vms[f->vm[0]].nflows--;
-	r->vms[f->vm[1]].nflows--;
 	free(f);
 }
 
@@ -252,8 +251,7 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 		return -1;
 	}
 	if (!f) {
-		if (r->vms[from].nflows >= r->max_flows ||
-		    r->vms[to].nflows >= r->max_flows) {
+		if (r->vms[from].nflows >= r->max_flows) {
 			*why = "too many sibling connections";
 			return -1;
 		}
@@ -270,7 +268,6 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 		f->next = *fp;
 		*fp = f;
 		r->vms[from].nflows++;
-		r->vms[to].nflows++;
 	}
 	u = &r->use[(size_t)to * r->n + from];
 	/* An RST always goes (one per flow, and it ends the flow). */

@@ -18,7 +18,8 @@
  *     (its VMM negotiated features), sharing at least one group with the
  *     sender; otherwise the sender gets an RST;
  *   - the flow: a REQUEST opens a sibling flow (at most max_flows per VM,
- *     counted on both sides), every other op must belong to an open flow
+ *     counted against the VM that opened it, so that one guest cannot
+ *     use up the flows another may open to a shared peer), every other op must belong to an open flow
  *     (else RST), and an RST closes it. Flows are tracked only so that
  *     a VM's end can reset them, and to bound what a guest can open.
  *
@@ -87,7 +88,7 @@ uint32_t vsock_router_fill_rx(struct vsock_router *r, unsigned idx,
  * drops what was queued for it. */
 void vsock_router_vm_reset(struct vsock_router *r, unsigned idx);
 
-/* For tests and statistics. */
+/* Sibling flows VM idx opened, for tests and statistics. */
 unsigned vsock_router_flows(const struct vsock_router *r, unsigned idx);
 
 #endif
