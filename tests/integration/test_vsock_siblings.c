@@ -285,27 +285,53 @@ static void host_reader_join(struct host_reader *h)
 	assert_int_equal(h->got, h->want);
 }
 
+/* A guest-to-host transfer of a pattern, in steps. */
+struct host_xfer {
+	struct host_reader h;
+	struct vg_sock *s;
+	uint32_t port;
+	uint64_t sent;
+};
+
+static void xfer_start(struct host_xfer *x, struct fleet *f, unsigned i,
+		       uint32_t port, uint64_t total)
+{
+	int err = 0;
+
+	host_reader_start(&x->h, f->uds[i], port, total);
+	x->port = port;
+	x->sent = 0;
+	x->s = vg_connect(f->g[i], port, WAIT, &err);
+	if (!x->s)
+		fail_msg("VM %u: connect to the host: %d", i, err);
+}
+
+static void xfer_write(struct host_xfer *x, uint64_t bytes)
+{
+	static uint8_t buf[CHUNK];
+
+	for (uint64_t end = x->sent + bytes; x->sent < end;
+	     x->sent += CHUNK) {
+		vg_pattern_fill(x->port, x->sent, buf, CHUNK);
+		assert_int_equal(vg_write(x->s, buf, CHUNK, WAIT), CHUNK);
+	}
+}
+
+static void xfer_finish(struct host_xfer *x)
+{
+	host_reader_join(&x->h);
+	vg_close(x->s);
+}
+
 /* Guest i sends total bytes to the host reader on port. */
 static void to_host(struct fleet *f, unsigned i, uint32_t port,
 		    uint64_t total)
 {
-	static uint8_t buf[CHUNK];
-	struct host_reader h;
-	struct vg_sock *s;
-	uint64_t sent = 0;
-	int err = 0;
+	struct host_xfer x;
 
-	host_reader_start(&h, f->uds[i], port, total);
-	s = vg_connect(f->g[i], port, WAIT, &err);
-	if (!s)
-		fail_msg("VM %u: connect to the host: %d", i, err);
-	while (sent < total) {
-		vg_pattern_fill(port, sent, buf, CHUNK);
-		assert_int_equal(vg_write(s, buf, CHUNK, WAIT), CHUNK);
-		sent += CHUNK;
-	}
-	host_reader_join(&h);
-	vg_close(s);
+	xfer_start(&x, f, i, port, total);
+	xfer_write(&x, total);
+	xfer_finish(&x);
 }
 
 /* ---- cases ---- */
@@ -409,14 +435,21 @@ static void test_vmm_gone(void **state)
 	struct vg_sock *a, *b, *c, *d;
 	char x;
 
+	struct host_xfer hx;
+
 	sib_connect(f, 0, 1, PORT, &a, &b);
 	pump(a, b, 1u << 20, 6);
+	/* VM 0 is halfway through a transfer to the host when VM 1's VMM
+	 * goes. */
+	xfer_start(&hx, f, 0, 6001, 16u << 20);
+	xfer_write(&hx, 8u << 20);
 	vg_free(f->g[1]);
 	f->g[1] = NULL;
 	assert_true(wait_reset(f->g[0], a, WAIT));
 	assert_int_equal(vg_read(a, &x, 1, WAIT), -ECONNRESET);
 	vg_close(a);
-	to_host(f, 0, 6001, 8u << 20);
+	xfer_write(&hx, 8u << 20);
+	xfer_finish(&hx);
 	/* With no VMM, VM 1 cannot be reached. */
 	{
 		int err = 0;

@@ -28,11 +28,15 @@ struct flow {
 struct rvm {
 	uint64_t cid;
 	struct vsock_muxer *m;
-	struct fwd_pkt *head, *tail;
+	unsigned queued; /* packets waiting for this VM, from all senders */
+	unsigned next;   /* the sender whose turn it is */
 	unsigned nflows; /* flows this VM opened */
 };
 
+/* What one sender has queued for one receiver: a FIFO of its own, so
+ * that senders take turns (one packet each) at the receiver's rx queue. */
 struct pair_use {
+	struct fwd_pkt *head, *tail;
 	unsigned pkts;
 	uint64_t bytes;
 };
@@ -71,17 +75,18 @@ struct vsock_router *vsock_router_new(unsigned nvms, unsigned max_flows)
 
 static void queue_drop(struct vsock_router *r, unsigned idx)
 {
-	struct rvm *v = &r->vms[idx];
+	for (unsigned s = 0; s < r->n; s++) {
+		struct pair_use *u = &r->use[(size_t)idx * r->n + s];
 
-	while (v->head) {
-		struct fwd_pkt *p = v->head;
+		while (u->head) {
+			struct fwd_pkt *p = u->head;
 
-		v->head = p->next;
-		free(p);
+			u->head = p->next;
+			free(p);
+		}
+		*u = (struct pair_use){ 0 };
 	}
-	v->tail = NULL;
-	for (unsigned s = 0; s < r->n; s++)
-		r->use[(size_t)idx * r->n + s] = (struct pair_use){ 0 };
+	r->vms[idx].queued = 0;
 }
 
 void vsock_router_free(struct vsock_router *r)
@@ -165,14 +170,15 @@ static void enqueue(struct vsock_router *r, unsigned to, struct fwd_pkt *p)
 {
 	struct rvm *v = &r->vms[to];
 	struct pair_use *u = &r->use[(size_t)to * r->n + p->from];
-	bool was_empty = !v->head;
+	bool was_empty = !v->queued;
 
 	p->next = NULL;
-	if (v->tail)
-		v->tail->next = p;
+	if (u->tail)
+		u->tail->next = p;
 	else
-		v->head = p;
-	v->tail = p;
+		u->head = p;
+	u->tail = p;
+	v->queued++;
 	u->pkts++;
 	u->bytes += p->hdr.len;
 	if (was_empty && v->m)
@@ -305,20 +311,29 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 
 bool vsock_router_rx_pending(const struct vsock_router *r, unsigned idx)
 {
-	return r->vms[idx].head != NULL;
+	return r->vms[idx].queued != 0;
 }
 
 uint32_t vsock_router_fill_rx(struct vsock_router *r, unsigned idx,
 			      const struct vmio_chain *ch)
 {
 	struct rvm *v = &r->vms[idx];
-	struct fwd_pkt *p = v->head;
-	struct pair_use *u;
+	struct pair_use *u = NULL;
+	struct fwd_pkt *p;
 	struct vsock_hdr h;
 	uint32_t room, left, piece;
+	unsigned s;
 
-	if (!p)
+	if (!v->queued)
 		return 0;
+	/* The next sender in turn with something queued. */
+	for (unsigned k = 0; k < r->n; k++) {
+		s = (v->next + k) % r->n;
+		u = &r->use[(size_t)idx * r->n + s];
+		if (u->head)
+			break;
+	}
+	p = u->head;
 	h = p->hdr;
 	left = p->hdr.len - p->off;
 	room = vsock_pkt_rx_capacity(ch, VSOCK_MAX_PKT_PAYLOAD);
@@ -333,13 +348,16 @@ uint32_t vsock_router_fill_rx(struct vsock_router *r, unsigned idx,
 	if (piece)
 		vsock_pkt_write_payload(ch, 0, p->data + p->off, piece);
 	p->off += piece;
+	/* A packet's pieces go in a row; then the next sender's turn. */
+	v->next = p->from;
 	if (p->off == p->hdr.len) {
-		u = &r->use[(size_t)idx * r->n + p->from];
 		u->pkts--;
 		u->bytes -= p->hdr.len;
-		v->head = p->next;
-		if (!v->head)
-			v->tail = NULL;
+		u->head = p->next;
+		if (!u->head)
+			u->tail = NULL;
+		v->queued--;
+		v->next = (p->from + 1) % r->n;
 		free(p);
 	}
 	return VSOCK_HDR_SIZE + piece;

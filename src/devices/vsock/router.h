@@ -23,8 +23,10 @@
  *     (else RST), and an RST closes it. Flows are tracked only so that
  *     a VM's end can reset them, and to bound what a guest can open.
  *
- * Isolation: each (receiver, sender) pair has its own bound on queued
- * packets and bytes (VSOCK_ROUTER_PAIR_*). Credit keeps a well-behaved
+ * Isolation: each (receiver, sender) pair has its own queue, served in
+ * turn with the other senders' (one packet each), and its own bound on
+ * queued packets and bytes (VSOCK_ROUTER_PAIR_*). At the receiver's rx
+ * queue, sibling packets take turns with its host connections. Credit keeps a well-behaved
  * pair far below it; a receiver that stops taking rx buffers (or a sender
  * that ignores credit) fills it, and then the packet that does not fit
  * costs its connection: the flow is reset on both sides (RST to the
