@@ -49,6 +49,7 @@ static struct rig *rig_new(unsigned max_flows)
 		g->m[i] = vsock_muxer_new(g->loop, &c);
 		assert_non_null(g->m[i]);
 		vsock_muxer_set_attached(g->m[i], true);
+		vsock_muxer_set_types(g->m[i], VSOCK_TYPES_ALL);
 		vsock_router_set_vm(g->r, i, cids[i], g->m[i]);
 	}
 	vsock_router_link(g->r, 0, 1);
@@ -171,8 +172,14 @@ static void test_route_and_groups(void **state)
 				  VSOCK_TYPE_STREAM, 0, 0, &why), -1);
 	assert_non_null(strstr(why, "VMM"));
 
-	/* An RST ends the flow. */
+	/* A socket type the other driver did not negotiate. */
 	vsock_muxer_set_attached(g->m[1], true);
+	vsock_muxer_set_types(g->m[1], VSOCK_TYPES_STREAM);
+	assert_int_equal(send_pkt(g, 0, 1, 1003, 80, VSOCK_OP_REQUEST,
+				  VSOCK_TYPE_SEQPACKET, 0, 0, &why), -1);
+	assert_non_null(strstr(why, "socket type"));
+
+	/* An RST ends the flow. */
 	assert_int_equal(send_pkt(g, 0, 1, 1000, 80, VSOCK_OP_RST,
 				  VSOCK_TYPE_STREAM, 0, 0, &why), 0);
 	assert_int_equal(take(g, 1, 4096, NULL).op, VSOCK_OP_RST);

@@ -783,6 +783,11 @@ bool vsock_muxer_is_attached(const struct vsock_muxer *m)
 	return m->attached;
 }
 
+unsigned vsock_muxer_types(const struct vsock_muxer *m)
+{
+	return m->types;
+}
+
 void vsock_muxer_kick_rx_later(struct vsock_muxer *m)
 {
 	resched(m, true, false);

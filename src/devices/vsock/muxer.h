@@ -96,6 +96,8 @@ int vsock_muxer_connect_local(struct vsock_muxer *m, int fd,
  * guest boots, a VMM is attached and a CONNECT waits for the driver. */
 void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached);
 bool vsock_muxer_is_attached(const struct vsock_muxer *m);
+/* The socket types its driver negotiated (vsock_muxer_set_types). */
+unsigned vsock_muxer_types(const struct vsock_muxer *m);
 
 /* Serves the rx queue once the loop has served everything else: for the
  * router, when a sibling packet arrives for this VM. */

@@ -252,6 +252,11 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 			flow_unlink(r, fp);
 		return -1;
 	}
+	/* A seqpacket REQUEST to a driver that did not negotiate it. */
+	if (!f && !(vsock_muxer_types(r->vms[to].m) & VSOCK_TYPE_BIT(h->type))) {
+		*why = "that VM's driver does not take this socket type";
+		return -1;
+	}
 	if (!f && h->op != VSOCK_OP_REQUEST) {
 		*why = "no such sibling connection";
 		return -1;

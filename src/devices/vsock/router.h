@@ -15,8 +15,9 @@
  *   - the sender: src_cid is the sending VM's own CID (the parser drops
  *     anything else), so no guest can send as another;
  *   - the route: the destination is another VM of this process, attached
- *     (its VMM negotiated features), sharing at least one group with the
- *     sender; otherwise the sender gets an RST;
+ *     (its VMM negotiated features, the socket type among them), sharing
+ *     at least one group with the sender; otherwise the sender gets an
+ *     RST;
  *   - the flow: a REQUEST opens a sibling flow (at most max_flows per VM,
  *     counted against the VM that opened it, so that one guest cannot
  *     use up the flows another may open to a shared peer), every other op must belong to an open flow
