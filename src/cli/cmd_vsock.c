@@ -60,9 +60,11 @@ static const char vsock_usage[] =
 	"                           line (default 2000)\n"
 	"  --connect-line-max N     longest CONNECT line in bytes, newline included\n"
 	"                           (default 64, 16 to 256)\n"
+	"  --groups a+b             sibling groups: accepted as vhost-device-vsock\n"
+	"                           does, with no effect for one VM\n"
 	"\n"
 	"Several VMs in one process (instead of --guest-cid, --uds-path,\n"
-	"--tx-buffer-size, --queue-size, --socket and --fd):\n"
+	"--tx-buffer-size, --queue-size, --groups, --socket and --fd):\n"
 	"  --vm KEY=VALUE,...       one VM (repeatable); keys guest-cid, socket,\n"
 	"                           uds-path (required), tx-buffer-size,\n"
 	"                           queue-size, groups=a+b (default \"default\")\n"
@@ -81,6 +83,7 @@ enum {
 	OPT_LINE_MAX,
 	OPT_VM,
 	OPT_CONFIG,
+	OPT_GROUPS,
 };
 
 struct vsock_opts {
@@ -154,6 +157,10 @@ static int handle_opt(struct vsock_opts *v, int c, const char *arg)
 				 VSOCK_CONNECT_LINE_MAX_LIMIT, &v->line_max);
 	case OPT_VM:
 		if (vsock_vms_parse_arg(&v->vms, arg, err, sizeof(err)))
+			return vmio_cli_usage_error("vsock", "%s", err);
+		return 0;
+	case OPT_GROUPS:
+		if (vsock_vms_check_groups(arg, err, sizeof(err)))
 			return vmio_cli_usage_error("vsock", "%s", err);
 		return 0;
 	case OPT_CONFIG:
@@ -379,6 +386,8 @@ static const char *single_vm_option(int c)
 		return "--socket";
 	case VMIO_OPT_FD:
 		return "--fd";
+	case OPT_GROUPS:
+		return "--groups";
 	}
 	return NULL;
 }
@@ -412,6 +421,7 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 		{ "connect-line-max", required_argument, NULL, OPT_LINE_MAX },
 		{ "vm", required_argument, NULL, OPT_VM },
 		{ "config", required_argument, NULL, OPT_CONFIG },
+		{ "groups", required_argument, NULL, OPT_GROUPS },
 		VMIO_BACKEND_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};

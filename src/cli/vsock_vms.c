@@ -464,6 +464,15 @@ bool vsock_vms_share_group(const struct vsock_vm_spec *a,
 	return false;
 }
 
+int vsock_vms_check_groups(const char *val, char *err, size_t err_size)
+{
+	struct vsock_vm_spec s = { 0 };
+	int rc = set_groups(&s, val, err, err_size, "--");
+
+	spec_release(&s);
+	return rc;
+}
+
 void vsock_vms_release(struct vsock_vm_list *list)
 {
 	for (unsigned i = 0; i < list->n; i++)

@@ -73,6 +73,11 @@ int vsock_vms_check(struct vsock_vm_list *list, char *err, size_t err_size);
 bool vsock_vms_share_group(const struct vsock_vm_spec *a,
 			   const struct vsock_vm_spec *b);
 
+/* Checks a groups value ("a+b") as the groups key would: for the
+ * single-VM form's --groups, accepted for vhost-device-vsock's command
+ * lines (one VM has no sibling to reach). Returns 0 or -1 with err. */
+int vsock_vms_check_groups(const char *val, char *err, size_t err_size);
+
 void vsock_vms_release(struct vsock_vm_list *list);
 
 #endif

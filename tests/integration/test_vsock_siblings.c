@@ -580,6 +580,13 @@ static void test_cli_errors(void **state)
 	expect_usage((const char *const[]){ "vsock", "--vm", a, "--socket",
 					    "/tmp/x", NULL },
 		     "--socket cannot be used with --vm");
+	expect_usage((const char *const[]){ "vsock", "--vm", a, "--groups",
+					    "x", NULL },
+		     "--groups cannot be used with --vm");
+	expect_usage((const char *const[]){ "vsock", "--guest-cid", "3",
+					    "--socket", "s", "--uds-path", "u",
+					    "--groups", "a++b", NULL },
+		     "--groups: 'a++b' has an empty group name");
 	expect_usage((const char *const[]){ "vsock", "--vm",
 					    "guest-cid=3,socket=s", NULL },
 		     "uds-path is required");
