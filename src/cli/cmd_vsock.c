@@ -479,5 +479,10 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 	rc = check_uds_path("--uds-path", v->uds_path);
 	if (rc)
 		return rc;
+	if (o.socket_path && vsock_vms_in_namespace(v->uds_path, o.socket_path))
+		return vmio_cli_usage_error(
+			"vsock", "--socket %s is where the guest reaches host "
+			"ports (%s_<port>)",
+			o.socket_path, v->uds_path);
 	return run(&o, v);
 }

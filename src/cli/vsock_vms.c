@@ -415,6 +415,46 @@ int vsock_vms_load_config(struct vsock_vm_list *list, const char *path,
 
 /* ---- Checks ---- */
 
+bool vsock_vms_in_namespace(const char *uds_path, const char *path)
+{
+	size_t n = strlen(uds_path);
+
+	return !strncmp(path, uds_path, n) && path[n] == '_';
+}
+
+/* No unix socket of this process may sit where a guest's connection to a
+ * host port lands (<uds-path>_<port>): a guest could reach another VM's
+ * host-side listener, and through it a guest outside its groups, or a
+ * vhost-user socket. */
+static int check_namespaces(const struct vsock_vm_list *list, char *err,
+			    size_t err_size)
+{
+	for (unsigned i = 0; i < list->n; i++) {
+		const struct vsock_vm_spec *g = &list->vms[i];
+
+		for (unsigned j = 0; j < list->n; j++) {
+			const struct vsock_vm_spec *o = &list->vms[j];
+
+			if (vsock_vms_in_namespace(g->uds_path, o->socket))
+				return fail(err, err_size, "",
+					    "VM %u: socket %s is where VM %u's "
+					    "guest reaches host ports "
+					    "(%s_<port>)",
+					    j + 1, o->socket, i + 1,
+					    g->uds_path);
+			if (j != i &&
+			    vsock_vms_in_namespace(g->uds_path, o->uds_path))
+				return fail(err, err_size, "",
+					    "VM %u: uds-path %s is where VM "
+					    "%u's guest reaches host ports "
+					    "(%s_<port>)",
+					    j + 1, o->uds_path, i + 1,
+					    g->uds_path);
+		}
+	}
+	return 0;
+}
+
 int vsock_vms_check(struct vsock_vm_list *list, char *err, size_t err_size)
 {
 	if (!list->n)
@@ -451,7 +491,7 @@ int vsock_vms_check(struct vsock_vm_list *list, char *err, size_t err_size)
 					    s->uds_path, j + 1);
 		}
 	}
-	return 0;
+	return check_namespaces(list, err, err_size);
 }
 
 bool vsock_vms_share_group(const struct vsock_vm_spec *a,

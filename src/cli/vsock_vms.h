@@ -65,9 +65,14 @@ int vsock_vms_load_config(struct vsock_vm_list *list, const char *path,
 			  char *err, size_t err_size);
 
 /* Once everything is parsed: at least one VM, each with guest-cid, socket
- * and uds-path, no two with the same CID, socket or uds-path, and a
+ * and uds-path, no two with the same CID, socket or uds-path, no socket
+ * and no other VM's uds-path inside a VM's host-port namespace, and a
  * default group for those that named none. Returns 0 or -1 with err. */
 int vsock_vms_check(struct vsock_vm_list *list, char *err, size_t err_size);
+
+/* Whether path is one a guest reaches as a host port: <uds_path>_...
+ * vsock_vms_check refuses any VM's socket or other VM's uds-path there. */
+bool vsock_vms_in_namespace(const char *uds_path, const char *path);
 
 /* Whether two VMs share a group. */
 bool vsock_vms_share_group(const struct vsock_vm_spec *a,

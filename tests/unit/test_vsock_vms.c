@@ -65,6 +65,9 @@ static void test_vm_arg_defaults_and_groups(void **state)
 					     "groups=other+default", err,
 					     sizeof(err)), 0);
 	assert_int_equal(vsock_vms_check(&l, err, sizeof(err)), 0);
+	assert_true(vsock_vms_in_namespace("/a/vm", "/a/vm_52"));
+	assert_false(vsock_vms_in_namespace("/a/vm", "/a/vm2"));
+	assert_false(vsock_vms_in_namespace("/a/vm", "/a/vm"));
 	assert_int_equal(l.vms[0].tx_buffer_size, 0);
 	assert_int_equal(l.vms[0].queue_size, 0);
 	assert_string_equal(l.vms[0].groups[0], "default");
@@ -122,6 +125,15 @@ static void test_check_rejects(void **state)
 		  "guest-cid=4,socket=s,uds-path=v", "socket s is VM 1's" },
 		{ "guest-cid=3,socket=s,uds-path=u",
 		  "guest-cid=4,socket=t,uds-path=u", "uds-path u is VM 1's" },
+		/* Where a guest's connection to a host port lands. */
+		{ "guest-cid=3,socket=u_9,uds-path=u", NULL,
+		  "VM 1: socket u_9 is where VM 1's guest reaches host ports" },
+		{ "guest-cid=3,socket=s,uds-path=u",
+		  "guest-cid=4,socket=u_1,uds-path=v",
+		  "VM 2: socket u_1 is where VM 1's guest" },
+		{ "guest-cid=3,socket=s,uds-path=u_5",
+		  "guest-cid=4,socket=t,uds-path=u",
+		  "VM 1: uds-path u_5 is where VM 2's guest" },
 	};
 	struct vsock_vm_list none = { 0 };
 
