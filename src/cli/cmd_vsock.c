@@ -357,8 +357,10 @@ static int main_multi(const struct vmio_backend_opts *o, struct vsock_opts *v)
 	    vsock_vms_load_config(&v->vms, v->config, err, sizeof(err)))
 		return vmio_cli_usage_error("vsock", "%s", err);
 	if (vsock_vms_check(&v->vms, err, sizeof(err)))
-		return vmio_cli_usage_error("vsock", "%s%s", v->config ? "--config: "
-					    : "--vm: ", err);
+		return vmio_cli_usage_error("vsock", "%s%s%s%s",
+					    v->config ? "--config " : "--vm",
+					    v->config ? v->config : "",
+					    ": ", err);
 	for (unsigned i = 0; i < v->vms.n; i++) {
 		char name[48];
 

@@ -247,6 +247,7 @@ static int yaml_vm(struct yaml_ctx *y, struct vsock_vm_list *list)
 	if (!s)
 		return fail(y->err, y->err_size, "", "%s:%zu: too many VMs "
 			    "(at most %u)", y->name, yline(y), VSOCK_MAX_VMS);
+	s->line = (unsigned)yline(y);
 	for (;;) {
 		char *key;
 		size_t klen;
@@ -461,9 +462,13 @@ int vsock_vms_check(struct vsock_vm_list *list, char *err, size_t err_size)
 		return fail(err, err_size, "", "no VM given");
 	for (unsigned i = 0; i < list->n; i++) {
 		struct vsock_vm_spec *s = &list->vms[i];
-		char pfx[32];
+		char pfx[48];
 
-		snprintf(pfx, sizeof(pfx), "VM %u: ", i + 1);
+		if (s->line)
+			snprintf(pfx, sizeof(pfx), "VM %u (line %u): ", i + 1,
+				 s->line);
+		else
+			snprintf(pfx, sizeof(pfx), "VM %u: ", i + 1);
 		if (!s->guest_cid)
 			return fail(err, err_size, pfx, "guest-cid is required");
 		if (!s->socket)

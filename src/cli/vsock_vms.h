@@ -41,6 +41,7 @@ struct vsock_vm_spec {
 	uint16_t queue_size;     /* 0: the command's default */
 	char *groups[VSOCK_VM_MAX_GROUPS];
 	unsigned ngroups;        /* 0 until given: then "default" */
+	unsigned line;           /* in a config file, for messages; 0: --vm */
 };
 
 struct vsock_vm_list {

@@ -605,6 +605,13 @@ static void test_cli_errors(void **state)
 	fclose(cf);
 	expect_usage((const char *const[]){ "vsock", "--config", yaml, NULL },
 		     ":5: vms[0]: queue-size: '1000'");
+	cf = fopen(yaml, "w");
+	assert_non_null(cf);
+	fprintf(cf, "vms:\n  - {guest_cid: 3, socket: s, uds_path: u}\n"
+		    "  - {guest_cid: 3, socket: t, uds_path: v}\n");
+	fclose(cf);
+	expect_usage((const char *const[]){ "vsock", "--config", yaml, NULL },
+		     "bad.yaml: VM 2 (line 3): guest-cid 3 is VM 1's too");
 	expect_usage((const char *const[]){ "vsock", "--config", yaml, "--vm",
 					    a, NULL },
 		     "--vm and --config cannot be used together");

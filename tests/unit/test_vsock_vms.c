@@ -180,6 +180,15 @@ static void test_yaml_good(void **state)
 	assert_string_equal(l.vms[1].groups[0], "default");
 	vsock_vms_release(&l);
 
+	/* Checks across VMs name the line a VM starts on. */
+	assert_int_equal(yaml(&l, "vms:\n"
+				  "  - {guest_cid: 4, socket: a, uds_path: b}\n"
+				  "  - {guest_cid: 4, socket: c, uds_path: d}\n"),
+			 0);
+	assert_int_equal(vsock_vms_check(&l, err, sizeof(err)), -1);
+	assert_err("VM 2 (line 3): guest-cid 4 is VM 1's too");
+	vsock_vms_release(&l);
+
 	/* Flow style is YAML too. */
 	assert_int_equal(yaml(&l, "{vms: [{guest_cid: 7, socket: a, "
 				  "uds_path: b}]}"), 0);
