@@ -430,27 +430,26 @@ bool vsock_vms_in_namespace(const char *uds_path, const char *path)
 static int check_namespaces(const struct vsock_vm_list *list, char *err,
 			    size_t err_size)
 {
+	static const char *const key[2] = { "socket", "uds-path" };
+
 	for (unsigned i = 0; i < list->n; i++) {
 		const struct vsock_vm_spec *g = &list->vms[i];
 
 		for (unsigned j = 0; j < list->n; j++) {
 			const struct vsock_vm_spec *o = &list->vms[j];
+			/* A VM's own uds-path is its namespace, not in it. */
+			const char *path[2] = { o->socket,
+						j != i ? o->uds_path : NULL };
 
-			if (vsock_vms_in_namespace(g->uds_path, o->socket))
-				return fail(err, err_size, "",
-					    "VM %u: socket %s is where VM %u's "
-					    "guest reaches host ports "
-					    "(%s_<port>)",
-					    j + 1, o->socket, i + 1,
-					    g->uds_path);
-			if (j != i &&
-			    vsock_vms_in_namespace(g->uds_path, o->uds_path))
-				return fail(err, err_size, "",
-					    "VM %u: uds-path %s is where VM "
-					    "%u's guest reaches host ports "
-					    "(%s_<port>)",
-					    j + 1, o->uds_path, i + 1,
-					    g->uds_path);
+			for (unsigned k = 0; k < 2; k++)
+				if (path[k] &&
+				    vsock_vms_in_namespace(g->uds_path, path[k]))
+					return fail(err, err_size, "",
+						    "VM %u: %s %s is where VM "
+						    "%u's guest reaches host "
+						    "ports (%s_<port>)",
+						    j + 1, key[k], path[k],
+						    i + 1, g->uds_path);
 		}
 	}
 	return 0;
