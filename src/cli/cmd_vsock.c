@@ -12,6 +12,8 @@
 #include "cli/cli.h"
 #include "devices/vsock/connect_line.h"
 #include "devices/vsock/device.h"
+#include "devices/vsock/router.h"
+#include "cli/vsock_vms.h"
 #include "util/log.h"
 
 #define VSOCK_DEFAULT_QUEUE_SIZE 1024
@@ -26,18 +28,17 @@
 #define VSOCK_DEFAULT_LINE_MAX 64
 
 /* Bounds that keep a typo from becoming a denial of service of our own:
- * every connection may allocate --tx-buffer-size bytes. */
-#define VSOCK_MAX_BUF_SIZE (1u << 30)
+ * every connection may allocate --tx-buffer-size bytes (its bound, and the
+ * CIDs', are in vsock_vms.h). */
 #define VSOCK_MAX_MAX_CONNS (1u << 20)
 #define VSOCK_MAX_CONNECT_TIMEOUT_MS 3600000u
-
-/* The largest CID: 2^32 - 1 (VMADDR_CID_ANY) is reserved, and the spec
- * keeps the upper 32 bits zero. */
-#define VSOCK_MAX_GUEST_CID 0xfffffffeull
 
 static const char vsock_usage[] =
 	"Usage: vmio vsock --guest-cid N --uds-path PATH (--socket PATH | --fd N)\n"
 	"                  [options]\n"
+	"       vmio vsock --vm guest-cid=N,socket=PATH,uds-path=PATH[,...]\n"
+	"                  [--vm ...] [options]\n"
+	"       vmio vsock --config FILE [options]\n"
 	"\n"
 	"A vhost-user virtio-vsock device (QEMU: -device vhost-user-vsock-pci).\n"
 	"Guest connections to the host (CID 2) port P go to the unix socket\n"
@@ -62,7 +63,17 @@ static const char vsock_usage[] =
 	"                           line (default 2000)\n"
 	"  --connect-line-max N     longest CONNECT line in bytes, newline included\n"
 	"                           (default 64, 16 to 256)\n"
-	"  --vm, --config           several VMs in one process: not supported yet\n"
+	"  --groups a+b             sibling groups: accepted as vhost-device-vsock\n"
+	"                           does, with no effect for one VM\n"
+	"\n"
+	"Several VMs in one process (instead of --guest-cid, --uds-path,\n"
+	"--tx-buffer-size, --queue-size, --groups, --socket and --fd):\n"
+	"  --vm KEY=VALUE,...       one VM (repeatable); keys guest-cid, socket,\n"
+	"                           uds-path (required), tx-buffer-size,\n"
+	"                           queue-size, groups=a+b (default \"default\")\n"
+	"  --config FILE            the VMs from a YAML file: a vms: list of\n"
+	"                           mappings with the same keys\n"
+	"  A guest reaches a sibling's CID when the two share a group; else RST.\n"
 	"\n"
 	"Common options (--queue-size defaults to 1024):\n";
 
@@ -75,9 +86,13 @@ enum {
 	OPT_LINE_MAX,
 	OPT_VM,
 	OPT_CONFIG,
+	OPT_GROUPS,
 };
 
 struct vsock_opts {
+	struct vsock_vm_list vms; /* --vm, --config */
+	const char *config;
+	const char *single_opt;   /* a single-VM option given, for messages */
 	bool have_cid;
 	uint64_t guest_cid;
 	const char *uds_path;
@@ -101,6 +116,8 @@ static int parse_num(const char *name, const char *arg, uint64_t min,
 
 static int handle_opt(struct vsock_opts *v, int c, const char *arg)
 {
+	char err[512];
+
 	switch (c) {
 	case OPT_GUEST_CID:
 		/* Checked apart from the range so that the message says why
@@ -142,10 +159,19 @@ static int handle_opt(struct vsock_opts *v, int c, const char *arg)
 				 VSOCK_CONNECT_LINE_MAX_MIN,
 				 VSOCK_CONNECT_LINE_MAX_LIMIT, &v->line_max);
 	case OPT_VM:
+		if (vsock_vms_parse_arg(&v->vms, arg, err, sizeof(err)))
+			return vmio_cli_usage_error("vsock", "%s", err);
+		return 0;
+	case OPT_GROUPS:
+		if (vsock_vms_check_groups(arg, err, sizeof(err)))
+			return vmio_cli_usage_error("vsock", "%s", err);
+		return 0;
 	case OPT_CONFIG:
-		return vmio_cli_usage_error(
-			"vsock", "%s: not supported yet (one VM per process)",
-			c == OPT_VM ? "--vm" : "--config");
+		if (v->config)
+			return vmio_cli_usage_error(
+				"vsock", "--config: given twice");
+		v->config = arg;
+		return 0;
 	}
 	return -1;
 }
@@ -153,7 +179,7 @@ static int handle_opt(struct vsock_opts *v, int c, const char *arg)
 /* The uds-path's directory must exist, and the longest guest-to-host
  * path, PATH_4294967295, must fit a unix socket address: better refused
  * now than an RST for every port later. */
-static int check_uds_path(const char *path)
+static int check_uds_path(const char *name, const char *path)
 {
 	struct sockaddr_un sa;
 	const char *slash = strrchr(path, '/');
@@ -163,9 +189,9 @@ static int check_uds_path(const char *path)
 	if (strlen(path) + sizeof("_4294967295") > sizeof(sa.sun_path))
 		return vmio_cli_usage_error(
 			"vsock",
-			"--uds-path: '%s' is too long for a unix socket (at "
+			"%s: '%s' is too long for a unix socket (at "
 			"most %zu bytes, to leave room for _PORT)",
-			path, sizeof(sa.sun_path) - sizeof("_4294967295"));
+			name, path, sizeof(sa.sun_path) - sizeof("_4294967295"));
 	if (!slash)
 		snprintf(dir, sizeof(dir), ".");
 	else if (slash == path)
@@ -174,7 +200,7 @@ static int check_uds_path(const char *path)
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
 	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
 		return vmio_cli_usage_error(
-			"vsock", "--uds-path: directory '%s' does not exist",
+			"vsock", "%s: directory '%s' does not exist", name,
 			dir);
 	return 0;
 }
@@ -216,7 +242,178 @@ static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
 	return status;
 }
 
+/* ---- Several VMs ---- */
+
+struct vm_inst {
+	struct vsock_device *dev;
+	struct vmio_backend *be;
+};
+
+/* Builds the router from the VMs' groups, then one device and one
+ * vhost-user backend per VM on the one loop, and serves them all until
+ * SIGTERM or SIGINT. A VMM that goes away resets its VM alone. */
+static int run_multi(const struct vmio_backend_opts *o,
+		     const struct vsock_opts *v)
+{
+	const struct vsock_vm_list *l = &v->vms;
+	struct vmio_loop *loop = vmio_loop_new();
+	struct vsock_router *router =
+		vsock_router_new(l->n, (unsigned)v->max_conns);
+	struct vm_inst *vi = calloc(l->n, sizeof(*vi));
+	int status = 1, rc = -ENOMEM;
+	unsigned i;
+
+	if (!loop || !router || !vi) {
+		log_err("out of memory setting up the VMs");
+		goto out;
+	}
+	for (i = 0; i < l->n; i++)
+		for (unsigned j = 0; j < i; j++)
+			if (vsock_vms_share_group(&l->vms[i], &l->vms[j]))
+				vsock_router_link(router, i, j);
+	for (i = 0; i < l->n; i++) {
+		const struct vsock_vm_spec *s = &l->vms[i];
+		struct vsock_device_config cfg = {
+			.guest_cid = s->guest_cid,
+			.uds_path = s->uds_path,
+			.buf_size = (uint32_t)(s->tx_buffer_size
+						       ? s->tx_buffer_size
+						       : v->buf_size),
+			.max_conns = (unsigned)v->max_conns,
+			.connect_timeout_ms = (unsigned)v->connect_timeout_ms,
+			.connect_line_max = (size_t)v->line_max,
+			.max_queue_size = s->queue_size ? s->queue_size
+							: o->queue_size,
+			.router = router,
+			.vm_index = i,
+		};
+
+		vi[i].dev = vsock_device_new(loop, &cfg, &rc);
+		if (!vi[i].dev) {
+			log_err("VM %u: cannot serve uds-path %s: %s", i + 1,
+				s->uds_path,
+				rc == -EADDRINUSE
+					? "another process is serving it"
+					: strerror(-rc));
+			goto out;
+		}
+		vsock_router_set_vm(router, i, s->guest_cid,
+				    vsock_device_muxer(vi[i].dev));
+		vi[i].be = vmio_backend_new(loop, vsock_device_ops(vi[i].dev),
+					    vi[i].dev);
+		if (!vi[i].be) {
+			log_err("out of memory setting up the devices");
+			goto out;
+		}
+		rc = vmio_backend_listen(vi[i].be, s->socket);
+		if (rc) {
+			log_err("VM %u: cannot listen on %s: %s", i + 1,
+				s->socket,
+				rc == -EADDRINUSE
+					? "another backend is serving that "
+					  "socket"
+					: strerror(-rc));
+			goto out;
+		}
+		log_info("vsock: VM %u: guest CID %llu, vhost-user socket %s, "
+			 "host sockets at %s",
+			 i + 1, (unsigned long long)s->guest_cid, s->socket,
+			 s->uds_path);
+	}
+	if (vmio_cli_watch_signals(loop, NULL, NULL))
+		goto out;
+	rc = vmio_loop_run(loop);
+	if (rc)
+		log_err("event loop failed: %s", strerror(-rc));
+	else
+		status = 0;
+	vmio_cli_unwatch_signals();
+out:
+	/* Backends first: their resets reach the router and the other
+	 * VMs' muxers, which must all still be there. */
+	for (i = 0; vi && i < l->n; i++)
+		vmio_backend_free(vi[i].be);
+	for (i = 0; vi && i < l->n; i++)
+		vsock_device_free(vi[i].dev);
+	free(vi);
+	vsock_router_free(router);
+	vmio_loop_free(loop);
+	return status;
+}
+
+/* --vm / --config: every single-VM option is refused (as
+ * vhost-device-vsock does), the VMs are checked, then served. */
+static int main_multi(const struct vmio_backend_opts *o, struct vsock_opts *v)
+{
+	char err[512];
+	int rc;
+
+	if (v->single_opt)
+		return vmio_cli_usage_error(
+			"vsock", "%s cannot be used with --vm or --config "
+			"(give it per VM)",
+			v->single_opt);
+	if (v->config && v->vms.n)
+		return vmio_cli_usage_error(
+			"vsock", "--vm and --config cannot be used together");
+	if (v->config &&
+	    vsock_vms_load_config(&v->vms, v->config, err, sizeof(err)))
+		return vmio_cli_usage_error("vsock", "%s", err);
+	if (vsock_vms_check(&v->vms, err, sizeof(err)))
+		return vmio_cli_usage_error("vsock", "%s%s%s%s",
+					    v->config ? "--config " : "--vm",
+					    v->config ? v->config : "",
+					    ": ", err);
+	for (unsigned i = 0; i < v->vms.n; i++) {
+		char name[48];
+
+		snprintf(name, sizeof(name), "VM %u: uds-path", i + 1);
+		rc = check_uds_path(name, v->vms.vms[i].uds_path);
+		if (rc)
+			return rc;
+	}
+	return run_multi(o, v);
+}
+
+/* Options that name the one VM of the single-VM form. */
+static const char *single_vm_option(int c)
+{
+	switch (c) {
+	case OPT_GUEST_CID:
+		return "--guest-cid";
+	case OPT_UDS_PATH:
+		return "--uds-path";
+	case OPT_TX_BUFFER_SIZE:
+		return "--tx-buffer-size";
+	case VMIO_OPT_QUEUE_SIZE:
+		return "--queue-size";
+	case VMIO_OPT_SOCKET_PATH:
+		return "--socket";
+	case VMIO_OPT_FD:
+		return "--fd";
+	case OPT_GROUPS:
+		return "--groups";
+	}
+	return NULL;
+}
+
+static int vsock_main(int argc, char **argv, struct vsock_opts *vp);
+
 int vmio_cmd_vsock(int argc, char **argv)
+{
+	struct vsock_opts v = {
+		.buf_size = VSOCK_DEFAULT_BUF_SIZE,
+		.max_conns = VSOCK_DEFAULT_MAX_CONNS,
+		.connect_timeout_ms = VSOCK_DEFAULT_CONNECT_TIMEOUT_MS,
+		.line_max = VSOCK_DEFAULT_LINE_MAX,
+	};
+	int rc = vsock_main(argc, argv, &v);
+
+	vsock_vms_release(&v.vms);
+	return rc;
+}
+
+static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 {
 	static const struct option longopts[] = {
 		{ "guest-cid", required_argument, NULL, OPT_GUEST_CID },
@@ -229,17 +426,14 @@ int vmio_cmd_vsock(int argc, char **argv)
 		{ "connect-line-max", required_argument, NULL, OPT_LINE_MAX },
 		{ "vm", required_argument, NULL, OPT_VM },
 		{ "config", required_argument, NULL, OPT_CONFIG },
+		{ "groups", required_argument, NULL, OPT_GROUPS },
 		VMIO_BACKEND_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
-	struct vsock_opts v = {
-		.buf_size = VSOCK_DEFAULT_BUF_SIZE,
-		.max_conns = VSOCK_DEFAULT_MAX_CONNS,
-		.connect_timeout_ms = VSOCK_DEFAULT_CONNECT_TIMEOUT_MS,
-		.line_max = VSOCK_DEFAULT_LINE_MAX,
-	};
+	struct vsock_opts *v = vp;
 	struct vmio_backend_opts o;
 	char err[256];
+	bool multi;
 	int c, rc;
 
 	vmio_backend_opts_init(&o, VSOCK_DEFAULT_QUEUE_SIZE);
@@ -257,8 +451,10 @@ int vmio_cmd_vsock(int argc, char **argv)
 			return vmio_cli_usage_error("vsock",
 						    "option '%s' needs a value",
 						    argv[optind - 1]);
+		if (single_vm_option(c))
+			v->single_opt = single_vm_option(c);
 		if (c < VMIO_OPT_COMMON_BASE && c != 'v' && c != 'q') {
-			rc = handle_opt(&v, c, optarg);
+			rc = handle_opt(v, c, optarg);
 			if (rc)
 				return rc;
 			continue;
@@ -269,7 +465,8 @@ int vmio_cmd_vsock(int argc, char **argv)
 	if (optind < argc)
 		return vmio_cli_usage_error("vsock", "unexpected argument '%s'",
 					    argv[optind]);
-	if (vmio_backend_opts_check(&o, err, sizeof(err)))
+	multi = v->vms.n || v->config;
+	if (!multi && vmio_backend_opts_check(&o, err, sizeof(err)))
 		return vmio_cli_usage_error("vsock", "%s", err);
 	vmio_cli_set_verbosity(o.verbosity);
 
@@ -277,13 +474,20 @@ int vmio_cmd_vsock(int argc, char **argv)
 		vmio_backend_print_capabilities("vsock");
 		return 0;
 	}
-	if (!v.have_cid)
+	if (multi)
+		return main_multi(&o, v);
+	if (!v->have_cid)
 		return vmio_cli_usage_error("vsock", "--guest-cid N is required");
-	if (!v.uds_path)
+	if (!v->uds_path)
 		return vmio_cli_usage_error("vsock",
 					    "--uds-path PATH is required");
-	rc = check_uds_path(v.uds_path);
+	rc = check_uds_path("--uds-path", v->uds_path);
 	if (rc)
 		return rc;
-	return run(&o, &v);
+	if (o.socket_path && vsock_vms_in_namespace(v->uds_path, o.socket_path))
+		return vmio_cli_usage_error(
+			"vsock", "--socket %s is where the guest reaches host "
+			"ports (%s_<port>)",
+			o.socket_path, v->uds_path);
+	return run(&o, v);
 }

@@ -35,6 +35,7 @@ struct vg_msg {
 
 struct vg_sock {
 	struct vg *g;
+	uint64_t peer_cid; /* the host's, or a sibling guest's */
 	uint32_t local_port, peer_port;
 	uint16_t type;
 	bool connecting, established, reset, refused;
@@ -312,7 +313,9 @@ static void handle_pkt(struct vg *g, const struct vsock_hdr *h,
 		fprintf(stderr, "vg: rx %s %u->%u len %u flags %u buf %u fwd %u\n",
 			vsock_op_name(h->op), h->src_port, h->dst_port, h->len,
 			h->flags, h->buf_alloc, h->fwd_cnt);
-	if (h->dst_cid != g->o.guest_cid || h->src_cid != VSOCK_HOST_CID)
+	if (h->dst_cid != g->o.guest_cid ||
+	    (h->src_cid != VSOCK_HOST_CID &&
+	     (!g->o.siblings || h->src_cid == g->o.guest_cid)))
 		violation(g, "%s with cids %llu -> %llu", vsock_op_name(h->op),
 			  (unsigned long long)h->src_cid,
 			  (unsigned long long)h->dst_cid);
@@ -320,6 +323,8 @@ static void handle_pkt(struct vg *g, const struct vsock_hdr *h,
 		violation(g, "%s with len %u", vsock_op_name(h->op), h->len);
 
 	s = find_sock(g, h->dst_port, h->src_port);
+	if (s && s->peer_cid != h->src_cid)
+		s = NULL;
 	if (!s) {
 		if (h->op == VSOCK_OP_REQUEST) {
 			l = find_listener(g, h->dst_port);
@@ -661,7 +666,7 @@ static void stamp(struct vg_sock *s, struct vsock_hdr *h, uint16_t op)
 {
 	*h = (struct vsock_hdr){
 		.src_cid = s->g->o.guest_cid,
-		.dst_cid = VSOCK_HOST_CID,
+		.dst_cid = s->peer_cid,
 		.src_port = s->local_port,
 		.dst_port = s->peer_port,
 		.type = s->type,
@@ -757,6 +762,7 @@ static struct vg_sock *sock_new(struct vg *g, uint16_t type, uint32_t local,
 	if (!s)
 		return NULL;
 	s->g = g;
+	s->peer_cid = VSOCK_HOST_CID;
 	s->local_port = local;
 	s->peer_port = peer;
 	s->type = type;
@@ -776,13 +782,31 @@ static void sock_unlink(struct vg_sock *s)
 		}
 }
 
+/* Every connect comes down to these two: a type, a peer CID and a port. */
+static struct vg_sock *connect_start(struct vg *g, uint16_t type,
+				     uint64_t cid, uint32_t port, int *err);
+static struct vg_sock *connect_now(struct vg *g, uint16_t type, uint64_t cid,
+				   uint32_t port, int timeout_ms, int *err);
+
 struct vg_sock *vg_connect_start(struct vg *g, uint32_t port, int *err)
 {
-	return vg_connect_start_type(g, VSOCK_TYPE_STREAM, port, err);
+	return connect_start(g, VSOCK_TYPE_STREAM, VSOCK_HOST_CID, port, err);
 }
 
 struct vg_sock *vg_connect_start_type(struct vg *g, uint16_t type,
 				      uint32_t port, int *err)
+{
+	return connect_start(g, type, VSOCK_HOST_CID, port, err);
+}
+
+struct vg_sock *vg_connect_cid_start(struct vg *g, uint64_t cid,
+				     uint32_t port, int *err)
+{
+	return connect_start(g, VSOCK_TYPE_STREAM, cid, port, err);
+}
+
+static struct vg_sock *connect_start(struct vg *g, uint16_t type,
+				     uint64_t cid, uint32_t port, int *err)
 {
 	struct vg_sock *s;
 	uint32_t local;
@@ -800,6 +824,7 @@ struct vg_sock *vg_connect_start_type(struct vg *g, uint16_t type,
 			*err = -ENOMEM;
 		return NULL;
 	}
+	s->peer_cid = cid;
 	s->connecting = true;
 	r = sock_send(s, VSOCK_OP_REQUEST, 0, NULL, 0, 1000);
 	if (r) {
@@ -832,13 +857,26 @@ int vg_connect_wait(struct vg_sock *s, int timeout_ms)
 struct vg_sock *vg_connect(struct vg *g, uint32_t port, int timeout_ms,
 			   int *err)
 {
-	return vg_connect_type(g, VSOCK_TYPE_STREAM, port, timeout_ms, err);
+	return connect_now(g, VSOCK_TYPE_STREAM, VSOCK_HOST_CID, port,
+			   timeout_ms, err);
 }
 
 struct vg_sock *vg_connect_type(struct vg *g, uint16_t type, uint32_t port,
 				int timeout_ms, int *err)
 {
-	struct vg_sock *s = vg_connect_start_type(g, type, port, err);
+	return connect_now(g, type, VSOCK_HOST_CID, port, timeout_ms, err);
+}
+
+struct vg_sock *vg_connect_cid(struct vg *g, uint64_t cid, uint32_t port,
+			       int timeout_ms, int *err)
+{
+	return connect_now(g, VSOCK_TYPE_STREAM, cid, port, timeout_ms, err);
+}
+
+static struct vg_sock *connect_now(struct vg *g, uint16_t type, uint64_t cid,
+				   uint32_t port, int timeout_ms, int *err)
+{
+	struct vg_sock *s = connect_start(g, type, cid, port, err);
 	int r;
 
 	if (!s)
@@ -916,6 +954,7 @@ struct vg_sock *vg_accept(struct vg *g, uint32_t port, bool refuse,
 			*err = -ENOMEM;
 		return NULL;
 	}
+	s->peer_cid = req.src_cid;
 	s->peer_buf_alloc = req.buf_alloc;
 	s->peer_fwd_cnt = req.fwd_cnt;
 	s->tx_cnt = req.fwd_cnt;

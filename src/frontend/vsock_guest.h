@@ -56,6 +56,9 @@ struct vg_opts {
 				  * (default true) */
 	uint32_t tx_pkt_max;     /* largest RW payload we send (default and
 				  * at most 64 KiB) */
+	bool siblings;           /* accept packets from other guests' CIDs
+				  * (sibling VMs behind one vmio), not only
+				  * from the host's */
 };
 
 void vg_opts_init(struct vg_opts *o);
@@ -151,6 +154,11 @@ struct vg_sock *vg_connect_type(struct vg *g, uint16_t type, uint32_t port,
 struct vg_sock *vg_connect_start_type(struct vg *g, uint16_t type,
 				      uint32_t port, int *err);
 int vg_connect_wait(struct vg_sock *s, int timeout_ms);
+/* The same to another CID: a sibling guest (needs o.siblings). */
+struct vg_sock *vg_connect_cid(struct vg *g, uint64_t cid, uint32_t port,
+			       int timeout_ms, int *err);
+struct vg_sock *vg_connect_cid_start(struct vg *g, uint64_t cid,
+				     uint32_t port, int *err);
 
 /* Accepts host-initiated REQUESTs to port from now on (others are
  * answered with RST, as Linux does). The accepted socket has the type of

@@ -144,6 +144,8 @@ struct vsock_device *vsock_device_new(struct vmio_loop *loop,
 		.buf_size = cfg->buf_size,
 		.max_conns = cfg->max_conns,
 		.connect_timeout_ms = cfg->connect_timeout_ms,
+		.router = cfg->router,
+		.vm_index = cfg->vm_index,
 	};
 	struct vsock_hybrid_config hc = {
 		.uds_path = cfg->uds_path,
@@ -188,4 +190,9 @@ void vsock_device_free(struct vsock_device *d)
 const struct vmio_device_ops *vsock_device_ops(const struct vsock_device *d)
 {
 	return &d->ops;
+}
+
+struct vsock_muxer *vsock_device_muxer(const struct vsock_device *d)
+{
+	return d->mux;
 }

@@ -23,9 +23,12 @@ struct vsock_device_config {
 	unsigned connect_timeout_ms; /* --connect-timeout */
 	size_t connect_line_max;     /* --connect-line-max */
 	uint16_t max_queue_size;     /* --queue-size */
+	struct vsock_router *router; /* sibling VMs, or NULL (router.h) */
+	unsigned vm_index;           /* this VM's index in the router */
 };
 
 struct vsock_device;
+struct vsock_router;
 
 /* Creates the device and listens on uds_path. Returns NULL with *err set
  * to -errno (-EADDRINUSE: a live process serves uds_path). */
@@ -34,5 +37,7 @@ struct vsock_device *vsock_device_new(struct vmio_loop *loop,
 				      int *err);
 void vsock_device_free(struct vsock_device *d);
 const struct vmio_device_ops *vsock_device_ops(const struct vsock_device *d);
+/* The device's multiplexer, for registering it with a router. */
+struct vsock_muxer *vsock_device_muxer(const struct vsock_device *d);
 
 #endif

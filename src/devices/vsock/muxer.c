@@ -16,6 +16,7 @@
 #include "devices/vsock/conn_table.h"
 #include "devices/vsock/connection.h"
 #include "devices/vsock/packet.h"
+#include "devices/vsock/router.h"
 #include "util/log.h"
 
 /* Deadlines are checked on a coarse tick: they bound how long something
@@ -47,6 +48,7 @@ struct vsock_muxer {
 	struct vsock_hdr rstq[VSOCK_MUX_RSTQ_SIZE];
 	unsigned rst_head, rst_len;
 	bool tx_stalled; /* tx stopped because rstq was full */
+	bool sib_turn;   /* rx: a sibling packet goes before the next conn */
 	bool attached;   /* a VMM is there (vsock_muxer_set_attached) */
 
 	struct vmio_vq *rx, *tx;
@@ -364,6 +366,28 @@ static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 	conn_update(mc);
 }
 
+/* A packet for a sibling VM: forwarded by the router, or answered with
+ * an RST (never an RST for an RST). */
+static void route_sibling(struct vsock_muxer *m, const struct vsock_pkt *pkt,
+			  const struct vmio_chain *ch, bool invalid,
+			  const char *bad)
+{
+	const struct vsock_hdr *h = &pkt->hdr;
+	const char *why = NULL;
+
+	if (!vsock_router_forward(m->cfg.router, m->cfg.vm_index, pkt, ch,
+				  invalid, &why))
+		return;
+	log_ratelimited(&m->rl, VMIO_LOG_INFO,
+			"vsock: guest %s port %u -> CID %" PRIu64
+			" port %u: %s%s",
+			vsock_op_name(h->op), h->src_port, h->dst_cid,
+			h->dst_port, invalid && bad ? bad : why,
+			h->op == VSOCK_OP_RST ? "" : "; RST");
+	if (h->op != VSOCK_OP_RST)
+		reply_rst(m, h);
+}
+
 static void handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 {
 	struct vsock_pkt pkt;
@@ -380,8 +404,12 @@ static void handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 				"vsock: dropped a guest packet: %s", why);
 		return;
 	}
+	if (h->dst_cid != VSOCK_HOST_CID && m->cfg.router) {
+		route_sibling(m, &pkt, ch, v == VSOCK_PKT_RST, why);
+		return;
+	}
 	if (h->dst_cid != VSOCK_HOST_CID) {
-		/* Sibling VMs come later: no route. */
+		/* A single VM: no siblings to route to. */
 		log_ratelimited(&m->rl, VMIO_LOG_WARN,
 				"vsock: guest packet to CID %" PRIu64
 				" (only the host, CID 2, is reachable)%s",
@@ -454,6 +482,12 @@ static unsigned pop_rx_batch(struct vsock_muxer *m, const struct vsock_conn *c,
 	return k - 1;
 }
 
+static bool sib_pending(const struct vsock_muxer *m)
+{
+	return m->cfg.router &&
+	       vsock_router_rx_pending(m->cfg.router, m->cfg.vm_index);
+}
+
 static void serve_rx(struct vsock_muxer *m)
 {
 	struct vmio_vq *rx = m->rx;
@@ -462,7 +496,7 @@ static void serve_rx(struct vsock_muxer *m)
 
 	if (!rx || !m->mem)
 		return;
-	while (m->rst_len || m->rxq_head) {
+	while (m->rst_len || m->rxq_head || sib_pending(m)) {
 		struct mux_conn *mc;
 		unsigned npop, used, i;
 		int got;
@@ -493,6 +527,22 @@ static void serve_rx(struct vsock_muxer *m)
 			pushed++;
 			continue;
 		}
+		/* Sibling packets take turns with the connections. */
+		if (sib_pending(m) && (m->sib_turn || !m->rxq_head)) {
+			uint32_t n = vsock_router_fill_rx(
+				m->cfg.router, m->cfg.vm_index, &m->rxc[0]);
+
+			m->sib_turn = false;
+			if (!n) {
+				vmio_vq_set_broken(rx, "vsock rx: a buffer "
+						   "with no room for data");
+				break;
+			}
+			vmio_vq_push(rx, m->rxc[0].head, n);
+			pushed++;
+			continue;
+		}
+		m->sib_turn = true;
 		mc = rxq_pop(m);
 		npop = 1 + pop_rx_batch(m, &mc->c, &budget);
 		used = vsock_conn_fill_rx_batch(&mc->c, m->rxp, npop,
@@ -516,7 +566,7 @@ static void serve_rx(struct vsock_muxer *m)
 		vmio_vq_flush_and_notify(rx);
 	/* Nothing to send: buffers the guest posts are of no use until
 	 * there is, so do not let it kick us for them. */
-	if (!m->rst_len && !m->rxq_head)
+	if (!m->rst_len && !m->rxq_head && !sib_pending(m))
 		vmio_vq_enable_kicks(rx, false);
 	if (m->tx_stalled && !rstq_full(m)) {
 		m->tx_stalled = false;
@@ -718,6 +768,9 @@ void vsock_muxer_reset(struct vsock_muxer *m)
 {
 	while (m->all)
 		conn_free(m->all);
+	if (m->cfg.router)
+		vsock_router_vm_reset(m->cfg.router, m->cfg.vm_index);
+	m->sib_turn = false;
 	m->rst_head = m->rst_len = 0;
 	m->tx_stalled = false;
 	m->rx = m->tx = NULL;
@@ -739,6 +792,21 @@ unsigned vsock_muxer_rst_queued(const struct vsock_muxer *m)
 void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached)
 {
 	m->attached = attached;
+}
+
+bool vsock_muxer_is_attached(const struct vsock_muxer *m)
+{
+	return m->attached;
+}
+
+unsigned vsock_muxer_types(const struct vsock_muxer *m)
+{
+	return m->types;
+}
+
+void vsock_muxer_kick_rx_later(struct vsock_muxer *m)
+{
+	resched(m, true, false);
 }
 
 struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,

@@ -42,6 +42,11 @@ struct vsock_muxer_config {
 	uint32_t buf_size;      /* per-connection buffer and buf_alloc */
 	unsigned max_conns;     /* connections at once */
 	unsigned connect_timeout_ms; /* guest's RESPONSE to our REQUEST */
+	/* Sibling VMs (router.h): packets for another CID go there, and its
+	 * packets for this VM come back through the rx queue. NULL: only
+	 * the host is reachable. */
+	struct vsock_router *router;
+	unsigned vm_index; /* this VM's index in the router */
 };
 
 /* Chains handled per queue per callback, and synthetic RSTs queued at
@@ -58,6 +63,7 @@ struct vsock_muxer_config {
 #define VSOCK_MUX_SHUTDOWN_TIMEOUT_MS 2000
 
 struct vsock_muxer;
+struct vsock_router;
 
 struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
 				    const struct vsock_muxer_config *cfg);
@@ -94,6 +100,13 @@ int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
  * answer it, so waiting out --connect-timeout only hides that. While the
  * guest boots, a VMM is attached and a CONNECT waits for the driver. */
 void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached);
+bool vsock_muxer_is_attached(const struct vsock_muxer *m);
+/* The socket types its driver negotiated (vsock_muxer_set_types). */
+unsigned vsock_muxer_types(const struct vsock_muxer *m);
+
+/* Serves the rx queue once the loop has served everything else: for the
+ * router, when a sibling packet arrives for this VM. */
+void vsock_muxer_kick_rx_later(struct vsock_muxer *m);
 
 /* The guest is gone: closes every host socket, frees every connection and
  * forgets every queued RST. */

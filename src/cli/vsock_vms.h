@@ -1,0 +1,89 @@
+/* The VMs of a multi-VM `vmio vsock`: `--vm KEY=VALUE,...` (repeatable)
+ * and `--config FILE` (YAML: a `vms:` list of mappings with the same
+ * keys), spelled as rust-vmm's vhost-device-vsock spells them:
+ *
+ *   guest-cid=C        the guest's CID, 3 to 4294967294 (required)
+ *   socket=PATH        the vhost-user socket the VMM connects to (required)
+ *   uds-path=PATH      the hybrid-vsock unix socket prefix (required)
+ *   tx-buffer-size=N   per-connection buffer (default: the command's)
+ *   queue-size=N       largest ring, a power of two (default: the command's)
+ *   groups=a+b         sibling groups, '+'-separated (default "default")
+ *
+ * In YAML the keys may also be written with '_' for '-' (guest_cid,
+ * uds_path, ...), as vhost-device-vsock's own examples do.
+ *
+ * Parsing is pure: nothing is opened but the config file itself, and
+ * every error comes back as text naming the key (and, in YAML, the line)
+ * for the caller to print. */
+#ifndef VMIO_CLI_VSOCK_VMS_H
+#define VMIO_CLI_VSOCK_VMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bounds shared with the single-VM options. */
+#define VSOCK_MIN_GUEST_CID 3ull
+#define VSOCK_MAX_GUEST_CID 0xfffffffeull /* 2^32 - 1 is VMADDR_CID_ANY */
+#define VSOCK_MAX_BUF_SIZE (1u << 30)
+/* Sibling groups per VM, and the longest group name. */
+#define VSOCK_VM_MAX_GROUPS 16
+#define VSOCK_VM_GROUP_MAX_LEN 64
+/* VMs per process, and the largest config file read. */
+#define VSOCK_MAX_VMS 256
+#define VSOCK_CONFIG_MAX_BYTES (1u << 20)
+
+struct vsock_vm_spec {
+	uint64_t guest_cid;      /* 0 until given */
+	char *socket;
+	char *uds_path;
+	uint64_t tx_buffer_size; /* 0: the command's default */
+	uint16_t queue_size;     /* 0: the command's default */
+	char *groups[VSOCK_VM_MAX_GROUPS];
+	unsigned ngroups;        /* 0 until given: then "default" */
+	unsigned line;           /* in a config file, for messages; 0: --vm */
+};
+
+struct vsock_vm_list {
+	struct vsock_vm_spec *vms;
+	unsigned n;
+};
+
+/* Parses one --vm argument into a new entry of list. Returns 0, or -1
+ * with a message in err ("--vm: guest-cid: 'x' is not a number ..."). */
+int vsock_vms_parse_arg(struct vsock_vm_list *list, const char *arg,
+			char *err, size_t err_size);
+
+/* Parses YAML text (len bytes, need not be NUL-terminated) and appends
+ * its VMs to list. name is used in messages ("NAME:LINE: ..."). Returns 0
+ * or -1 with a message in err. */
+int vsock_vms_parse_yaml(struct vsock_vm_list *list, const char *name,
+			 const void *text, size_t len, char *err,
+			 size_t err_size);
+
+/* Reads path (at most VSOCK_CONFIG_MAX_BYTES) and parses it. */
+int vsock_vms_load_config(struct vsock_vm_list *list, const char *path,
+			  char *err, size_t err_size);
+
+/* Once everything is parsed: at least one VM, each with guest-cid, socket
+ * and uds-path, no two with the same CID, socket or uds-path, no socket
+ * and no other VM's uds-path inside a VM's host-port namespace, and a
+ * default group for those that named none. Returns 0 or -1 with err. */
+int vsock_vms_check(struct vsock_vm_list *list, char *err, size_t err_size);
+
+/* Whether path is one a guest reaches as a host port: <uds_path>_...
+ * vsock_vms_check refuses any VM's socket or other VM's uds-path there. */
+bool vsock_vms_in_namespace(const char *uds_path, const char *path);
+
+/* Whether two VMs share a group. */
+bool vsock_vms_share_group(const struct vsock_vm_spec *a,
+			   const struct vsock_vm_spec *b);
+
+/* Checks a groups value ("a+b") as the groups key would: for the
+ * single-VM form's --groups, accepted for vhost-device-vsock's command
+ * lines (one VM has no sibling to reach). Returns 0 or -1 with err. */
+int vsock_vms_check_groups(const char *val, char *err, size_t err_size);
+
+void vsock_vms_release(struct vsock_vm_list *list);
+
+#endif

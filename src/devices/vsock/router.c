@@ -1,0 +1,395 @@
+/* The sibling router; see router.h. */
+#include "devices/vsock/router.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "devices/vsock/muxer.h"
+
+#define FLOW_BUCKETS 1024u
+
+struct fwd_pkt {
+	struct fwd_pkt *next;
+	unsigned from;
+	uint32_t off; /* payload already written to the receiver */
+	struct vsock_hdr hdr;
+	uint8_t data[];
+};
+
+/* A sibling connection, named by its two ends. */
+struct flow {
+	struct flow *next;
+	unsigned vm[2];
+	uint32_t port[2];
+	uint16_t type;
+};
+
+struct rvm {
+	uint64_t cid;
+	struct vsock_muxer *m;
+	unsigned queued; /* packets waiting for this VM, from all senders */
+	unsigned next;   /* the sender whose turn it is */
+	unsigned nflows; /* flows this VM opened */
+};
+
+/* What one sender has queued for one receiver: a FIFO of its own, so
+ * that senders take turns (one packet each) at the receiver's rx queue. */
+struct pair_use {
+	struct fwd_pkt *head, *tail;
+	unsigned pkts;
+	uint64_t bytes;
+};
+
+struct vsock_router {
+	unsigned n, max_flows;
+	struct rvm *vms;
+	bool *link;            /* n * n */
+	struct pair_use *use;  /* [receiver * n + sender] */
+	struct flow *buckets[FLOW_BUCKETS];
+	uint32_t seed;
+};
+
+struct vsock_router *vsock_router_new(unsigned nvms, unsigned max_flows)
+{
+	struct vsock_router *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->n = nvms;
+	r->max_flows = max_flows;
+	r->vms = calloc(nvms, sizeof(*r->vms));
+	r->link = calloc((size_t)nvms * nvms, sizeof(*r->link));
+	r->use = calloc((size_t)nvms * nvms, sizeof(*r->use));
+	if (!r->vms || !r->link || !r->use) {
+		vsock_router_free(r);
+		return NULL;
+	}
+	/* Ports come from guests: a seed they cannot know keeps them from
+	 * piling flows into one bucket. */
+	if (getrandom(&r->seed, sizeof(r->seed), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(r->seed))
+		r->seed = (uint32_t)(uintptr_t)r;
+	return r;
+}
+
+static void queue_drop(struct vsock_router *r, unsigned idx)
+{
+	for (unsigned s = 0; s < r->n; s++) {
+		struct pair_use *u = &r->use[(size_t)idx * r->n + s];
+
+		while (u->head) {
+			struct fwd_pkt *p = u->head;
+
+			u->head = p->next;
+			free(p);
+		}
+		*u = (struct pair_use){ 0 };
+	}
+	r->vms[idx].queued = 0;
+}
+
+void vsock_router_free(struct vsock_router *r)
+{
+	if (!r)
+		return;
+	for (unsigned b = 0; b < FLOW_BUCKETS; b++)
+		while (r->buckets[b]) {
+			struct flow *f = r->buckets[b];
+
+			r->buckets[b] = f->next;
+			free(f);
+		}
+	if (r->vms)
+		for (unsigned i = 0; i < r->n; i++)
+			queue_drop(r, i);
+	free(r->vms);
+	free(r->link);
+	free(r->use);
+	free(r);
+}
+
+void vsock_router_set_vm(struct vsock_router *r, unsigned idx, uint64_t cid,
+			 struct vsock_muxer *m)
+{
+	r->vms[idx].cid = cid;
+	r->vms[idx].m = m;
+}
+
+void vsock_router_link(struct vsock_router *r, unsigned a, unsigned b)
+{
+	r->link[(size_t)a * r->n + b] = true;
+	r->link[(size_t)b * r->n + a] = true;
+}
+
+/* ---- Flows ---- */
+
+/* The hash does not depend on which end is which. */
+static unsigned flow_hash(const struct vsock_router *r, unsigned va,
+			  uint32_t pa, unsigned vb, uint32_t pb)
+{
+	uint64_t x = ((uint64_t)va << 32 | pa) ^ ((uint64_t)vb << 32 | pb);
+
+	x ^= r->seed;
+	x *= 0x9e3779b97f4a7c15ull;
+	x ^= x >> 29;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 32;
+	return (unsigned)(x & (FLOW_BUCKETS - 1));
+}
+
+static struct flow **flow_find(struct vsock_router *r, unsigned va,
+			       uint32_t pa, unsigned vb, uint32_t pb)
+{
+	struct flow **pp = &r->buckets[flow_hash(r, va, pa, vb, pb)];
+
+	for (; *pp; pp = &(*pp)->next) {
+		const struct flow *f = *pp;
+
+		if ((f->vm[0] == va && f->port[0] == pa && f->vm[1] == vb &&
+		     f->port[1] == pb) ||
+		    (f->vm[0] == vb && f->port[0] == pb && f->vm[1] == va &&
+		     f->port[1] == pa))
+			return pp;
+	}
+	return pp;
+}
+
+static void flow_unlink(struct vsock_router *r, struct flow **pp)
+{
+	struct flow *f = *pp;
+
+	*pp = f->next;
+	r->vms[f->vm[0]].nflows--;
+	free(f);
+}
+
+/* ---- Queues ---- */
+
+static void enqueue(struct vsock_router *r, unsigned to, struct fwd_pkt *p)
+{
+	struct rvm *v = &r->vms[to];
+	struct pair_use *u = &r->use[(size_t)to * r->n + p->from];
+	bool was_empty = !v->queued;
+
+	p->next = NULL;
+	if (u->tail)
+		u->tail->next = p;
+	else
+		u->head = p;
+	u->tail = p;
+	v->queued++;
+	u->pkts++;
+	u->bytes += p->hdr.len;
+	if (was_empty && v->m)
+		vsock_muxer_kick_rx_later(v->m);
+}
+
+/* Queues for VM `to` an RST from (from, from_port) to (to, to_port).
+ * Bounded by the flows: it is sent once per flow, as the flow goes. */
+static void send_rst(struct vsock_router *r, unsigned from, uint32_t from_port,
+		     unsigned to, uint32_t to_port, uint16_t type)
+{
+	struct fwd_pkt *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return;
+	p->from = from;
+	p->hdr = (struct vsock_hdr){
+		.src_cid = r->vms[from].cid,
+		.dst_cid = r->vms[to].cid,
+		.src_port = from_port,
+		.dst_port = to_port,
+		.type = type,
+		.op = VSOCK_OP_RST,
+	};
+	enqueue(r, to, p);
+}
+
+static int find_vm(const struct vsock_router *r, uint64_t cid)
+{
+	for (unsigned i = 0; i < r->n; i++)
+		if (r->vms[i].cid == cid)
+			return (int)i;
+	return -1;
+}
+
+int vsock_router_forward(struct vsock_router *r, unsigned from,
+			 const struct vsock_pkt *pkt,
+			 const struct vmio_chain *ch, bool invalid,
+			 const char **why)
+{
+	const struct vsock_hdr *h = &pkt->hdr;
+	int dst = find_vm(r, h->dst_cid);
+	unsigned to;
+	struct flow **fp, *f;
+	struct pair_use *u;
+	struct fwd_pkt *p;
+
+	if (dst < 0 || (unsigned)dst == from) {
+		*why = "no VM of this process has that CID";
+		return -1;
+	}
+	to = (unsigned)dst;
+	if (!r->link[(size_t)from * r->n + to]) {
+		*why = "that VM shares no group with this one";
+		return -1;
+	}
+	fp = flow_find(r, from, h->src_port, to, h->dst_port);
+	f = *fp;
+	if (invalid) {
+		*why = "invalid packet";
+		if (f) {
+			send_rst(r, from, h->src_port, to, h->dst_port,
+				 f->type);
+			flow_unlink(r, fp);
+		}
+		return -1;
+	}
+	if (!vsock_muxer_is_attached(r->vms[to].m)) {
+		*why = "that VM has no VMM attached";
+		if (f)
+			flow_unlink(r, fp);
+		return -1;
+	}
+	/* A seqpacket REQUEST to a driver that did not negotiate it. */
+	if (!f && !(vsock_muxer_types(r->vms[to].m) & VSOCK_TYPE_BIT(h->type))) {
+		*why = "that VM's driver does not take this socket type";
+		return -1;
+	}
+	if (!f && h->op != VSOCK_OP_REQUEST) {
+		*why = "no such sibling connection";
+		return -1;
+	}
+	if (!f) {
+		if (r->vms[from].nflows >= r->max_flows) {
+			*why = "too many sibling connections";
+			return -1;
+		}
+		f = calloc(1, sizeof(*f));
+		if (!f) {
+			*why = "out of memory";
+			return -1;
+		}
+		f->vm[0] = from;
+		f->port[0] = h->src_port;
+		f->vm[1] = to;
+		f->port[1] = h->dst_port;
+		f->type = h->type;
+		f->next = *fp;
+		*fp = f;
+		r->vms[from].nflows++;
+	}
+	u = &r->use[(size_t)to * r->n + from];
+	/* An RST always goes (one per flow, and it ends the flow). */
+	if (h->op != VSOCK_OP_RST &&
+	    (u->pkts >= VSOCK_ROUTER_PAIR_PKTS ||
+	     u->bytes + h->len > VSOCK_ROUTER_PAIR_BYTES)) {
+		*why = "the receiving VM is not taking its packets; "
+		       "connection reset";
+		send_rst(r, from, h->src_port, to, h->dst_port, f->type);
+		flow_unlink(r, fp);
+		return -1;
+	}
+	p = malloc(sizeof(*p) + h->len);
+	if (!p) {
+		*why = "out of memory";
+		send_rst(r, from, h->src_port, to, h->dst_port, f->type);
+		flow_unlink(r, fp);
+		return -1;
+	}
+	p->from = from;
+	p->off = 0;
+	p->hdr = *h;
+	if (h->len &&
+	    vmio_chain_read(ch, pkt->payload_off, p->data, h->len) != h->len) {
+		/* The parser checked the length: cannot happen. */
+		free(p);
+		*why = "short payload";
+		return -1;
+	}
+	if (h->op == VSOCK_OP_RST)
+		flow_unlink(r, fp);
+	enqueue(r, to, p);
+	return 0;
+}
+
+bool vsock_router_rx_pending(const struct vsock_router *r, unsigned idx)
+{
+	return r->vms[idx].queued != 0;
+}
+
+uint32_t vsock_router_fill_rx(struct vsock_router *r, unsigned idx,
+			      const struct vmio_chain *ch)
+{
+	struct rvm *v = &r->vms[idx];
+	struct pair_use *u = NULL;
+	struct fwd_pkt *p;
+	struct vsock_hdr h;
+	uint32_t room, left, piece;
+	unsigned s;
+
+	if (!v->queued)
+		return 0;
+	/* The next sender in turn with something queued. */
+	for (unsigned k = 0; k < r->n; k++) {
+		s = (v->next + k) % r->n;
+		u = &r->use[(size_t)idx * r->n + s];
+		if (u->head)
+			break;
+	}
+	p = u->head;
+	h = p->hdr;
+	left = p->hdr.len - p->off;
+	room = vsock_pkt_rx_capacity(ch, VSOCK_MAX_PKT_PAYLOAD);
+	if (left && !room)
+		return 0;
+	piece = left < room ? left : room;
+	h.len = piece;
+	/* Not the last piece: the message does not end here. */
+	if (piece < left && h.type == VSOCK_TYPE_SEQPACKET)
+		h.flags &= ~VSOCK_SEQ_MASK;
+	vsock_pkt_write_hdr(ch, &h);
+	if (piece)
+		vsock_pkt_write_payload(ch, 0, p->data + p->off, piece);
+	p->off += piece;
+	/* A packet's pieces go in a row; then the next sender's turn. */
+	v->next = p->from;
+	if (p->off == p->hdr.len) {
+		u->pkts--;
+		u->bytes -= p->hdr.len;
+		u->head = p->next;
+		if (!u->head)
+			u->tail = NULL;
+		v->queued--;
+		v->next = (p->from + 1) % r->n;
+		free(p);
+	}
+	return VSOCK_HDR_SIZE + piece;
+}
+
+void vsock_router_vm_reset(struct vsock_router *r, unsigned idx)
+{
+	for (unsigned b = 0; b < FLOW_BUCKETS; b++) {
+		struct flow **pp = &r->buckets[b];
+
+		while (*pp) {
+			struct flow *f = *pp;
+			unsigned me = f->vm[0] == idx ? 0 : 1;
+
+			if (f->vm[me] != idx) {
+				pp = &f->next;
+				continue;
+			}
+			send_rst(r, idx, f->port[me], f->vm[!me],
+				 f->port[!me], f->type);
+			flow_unlink(r, pp);
+		}
+	}
+	queue_drop(r, idx);
+}
+
+unsigned vsock_router_flows(const struct vsock_router *r, unsigned idx)
+{
+	return r->vms[idx].nflows;
+}
