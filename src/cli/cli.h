@@ -12,6 +12,7 @@ typedef int (*vmio_cmd_fn)(int argc, char **argv);
 
 int vmio_cmd_loopback(int argc, char **argv);
 int vmio_cmd_vsock(int argc, char **argv);
+int vmio_cmd_net(int argc, char **argv);
 int vmio_cmd_redirect(int argc, char **argv);
 
 /* Applies -v/-q to the log level. */

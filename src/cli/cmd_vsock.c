@@ -88,11 +88,10 @@ struct vsock_opts {
 static int parse_num(const char *name, const char *arg, uint64_t min,
 		     uint64_t max, uint64_t *out)
 {
-	if (vmio_parse_u64(arg, max, out) || *out < min)
-		return vmio_cli_usage_error(
-			"vsock", "%s: '%s' is not a number from %llu to %llu",
-			name, arg, (unsigned long long)min,
-			(unsigned long long)max);
+	char err[256];
+
+	if (vmio_parse_option_range(name, arg, min, max, out, err, sizeof(err)))
+		return vmio_cli_usage_error("vsock", "%s", err);
 	return 0;
 }
 
