@@ -19,6 +19,7 @@ packages=(
 	cpio              # guest tests: packs the initramfs
 	xz-utils          # guest tests: unpacks the kernel package's compressed modules
 	zstd              # guest tests: same, for zstd-compressed modules
+	dpdk-dev          # vmio net tests: dpdk-testpmd is the front end
 )
 
 missing=()
