@@ -24,8 +24,11 @@
 
 #include <cmocka.h>
 
+#include "devices/net/virtio_net.h"
+#include "frontend/frontend.h"
 #include "harness.h"
 #include "testpmd.h"
+#include "virtio/features.h"
 
 /* Enough frames to be sure they flowed, few enough to take well under a
  * second at the rates seen here (0.5 to 20 Mpps). */
@@ -59,6 +62,18 @@ static long long vmio_stat(const char *name)
 	}
 	fclose(f);
 	return v;
+}
+
+/* For a failure's message: what vmio said. */
+static void dump_log(void)
+{
+	FILE *f = fopen(harness_path("vmio.log"), "r");
+	char line[1024];
+
+	while (f && fgets(line, sizeof(line), f))
+		fprintf(stderr, "vmio.log: %s", line);
+	if (f)
+		fclose(f);
 }
 
 static pid_t start_net(const char *sock, const char *backend,
@@ -148,6 +163,207 @@ static void test_null_txonly(void **state)
 	assert_true(got <= sent);
 	assert_true(sent - got <= 1024);
 	assert_int_equal(vmio_stat("tx_dropped"), 0);
+}
+
+/* ---- hostile input, through the in-tree front end ---------------------- */
+
+#define ROBUST_PAIRS 2
+#define ROBUST_TX_QUEUE 1
+#define ROBUST_CTRL_QUEUE (2 * ROBUST_PAIRS) /* MQ negotiated */
+
+static struct vmio_fe *robust_connect(const char *sock)
+{
+	const uint64_t want =
+		VMIO_BIT(VIRTIO_F_VERSION_1) | VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+		VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF) | VMIO_BIT(VIRTIO_NET_F_CTRL_VQ) |
+		VMIO_BIT(VIRTIO_NET_F_CTRL_RX) | VMIO_BIT(VIRTIO_NET_F_MQ) |
+		VMIO_BIT(VIRTIO_NET_F_CTRL_MAC_ADDR);
+	struct vmio_fe *fe = vmio_fe_connect(sock, HARNESS_WAIT_MS);
+
+	assert_non_null(fe);
+	assert_int_equal(vmio_fe_negotiate(fe, want,
+					   VMIO_BIT(VHOST_USER_PROTOCOL_F_REPLY_ACK) |
+						   VMIO_BIT(VHOST_USER_PROTOCOL_F_MQ)),
+			 0);
+	assert_int_equal(fe->features & want, want);
+	assert_int_equal(vmio_fe_mem_create(fe, 1 << 20, 1), 0);
+	assert_int_equal(vmio_fe_queue_setup(fe, ROBUST_TX_QUEUE, 64), 0);
+	assert_int_equal(vmio_fe_queue_setup(fe, ROBUST_CTRL_QUEUE, 64), 0);
+	return fe;
+}
+
+/* Copies len bytes into fresh guest memory; returns the gpa. */
+static uint64_t put(struct vmio_fe *fe, const void *data, uint32_t len)
+{
+	uint64_t gpa = vmio_fe_alloc(fe, len ? len : 1, 8);
+
+	assert_true(gpa != UINT64_MAX);
+	memcpy(vmio_fe_ptr(fe, gpa), data, len);
+	return gpa;
+}
+
+/* Posts a frame as two descriptors: header, then frame_len bytes. */
+static void post_frame(struct vmio_fe *fe, struct virtio_net_hdr h,
+		       uint32_t frame_len)
+{
+	static uint8_t frame[2048];
+	struct vmio_dbuf b[2] = {
+		{ .gpa = put(fe, &h, sizeof(h)), .len = sizeof(h) },
+		{ .gpa = put(fe, frame, frame_len), .len = frame_len },
+	};
+
+	assert_true(vmio_dvq_add(vmio_fe_queue(fe, ROBUST_TX_QUEUE), b,
+				 frame_len ? 2 : 1, (void *)1) >= 0);
+}
+
+/* Waits until n chains come back used on q (each posted with a non-NULL
+ * token: NULL is how vmio_dvq_get_used says "none"). */
+static void reap(struct vmio_dvq *q, unsigned n, uint32_t *lens)
+{
+	unsigned got = 0;
+
+	for (int rounds = 0; got < n && rounds < HARNESS_WAIT_MS / 100;
+	     rounds++) {
+		uint32_t len;
+
+		vmio_dvq_want_interrupt(q);
+		while (got < n && vmio_dvq_get_used(q, &len)) {
+			if (lens)
+				lens[got] = len;
+			got++;
+		}
+		if (got < n)
+			vmio_dvq_wait(q, 100);
+	}
+	if (got < n) {
+		dump_log();
+		fail_msg("queue %u: %u of %u chains came back", q->index, got,
+			 n);
+	}
+}
+
+static struct virtio_net_hdr net_hdr(uint8_t flags, uint8_t gso_type,
+				     uint16_t hdr_len, uint16_t gso_size,
+				     uint16_t csum_start, uint16_t csum_offset)
+{
+	return (struct virtio_net_hdr){
+		.flags = flags,
+		.gso_type = gso_type,
+		.hdr_len = htole16(hdr_len),
+		.gso_size = htole16(gso_size),
+		.csum_start = htole16(csum_start),
+		.csum_offset = htole16(csum_offset),
+	};
+}
+
+/* Every kind of bad frame is dropped and counted, and the queue goes on
+ * serving the good ones around them. */
+static void post_tx_mix(struct vmio_fe *fe)
+{
+	static const struct {
+		uint8_t flags, gso_type;
+		uint16_t hdr_len, gso_size, csum_start, csum_offset;
+		uint32_t frame_len;
+	} bad[] = {
+		{ VIRTIO_NET_HDR_F_DATA_VALID, 0, 0, 0, 0, 0, 64 },
+		{ VIRTIO_NET_HDR_F_NEEDS_CSUM, 0, 0, 0, 34, 6, 64 }, /* no CSUM */
+		{ 1, VIRTIO_NET_HDR_GSO_TCPV4, 54, 1448, 34, 16, 1500 },
+		{ 0x40, 0, 0, 0, 0, 0, 64 },
+		{ 0, 0, 0, 1448, 0, 0, 64 },     /* gso_size without GSO */
+		{ 0, 0, 65, 0, 0, 0, 64 },       /* hdr_len beyond the frame */
+		{ 0, 0, 0, 0, 0, 0, 13 },        /* shorter than Ethernet */
+		{ 0, 0, 0, 0, 0, 0, 1519 },      /* above the MTU */
+	};
+	struct vmio_dvq *q = vmio_fe_queue(fe, ROBUST_TX_QUEUE);
+	uint8_t half_hdr[5] = { 0 };
+	struct vmio_dbuf shortc = { .gpa = put(fe, half_hdr, 5), .len = 5 };
+
+	post_frame(fe, net_hdr(0, 0, 0, 0, 0, 0), 64);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		post_frame(fe, net_hdr(bad[i].flags, bad[i].gso_type,
+				       bad[i].hdr_len, bad[i].gso_size,
+				       bad[i].csum_start, bad[i].csum_offset),
+			   bad[i].frame_len);
+		post_frame(fe, net_hdr(0, 0, 0, 0, 0, 0), 60 + (uint32_t)i);
+	}
+	/* A chain shorter than the header itself. */
+	assert_true(vmio_dvq_add(q, &shortc, 1, (void *)1) >= 0);
+	vmio_dvq_kick(q);
+	reap(q, 1 + 2 * 8 + 1, NULL);
+	/* And the queue still works. */
+	post_frame(fe, net_hdr(0, 0, 0, 0, 0, 0), 1518);
+	vmio_dvq_kick(q);
+	reap(q, 1, NULL);
+}
+
+/* One command with its ack byte; returns the ack (0xee if unwritten). */
+static uint8_t ctrl_cmd(struct vmio_fe *fe, const uint8_t *cmd, uint32_t len,
+			bool with_ack)
+{
+	struct vmio_dvq *q = vmio_fe_queue(fe, ROBUST_CTRL_QUEUE);
+	uint8_t init = 0xee;
+	uint64_t ack_gpa = put(fe, &init, 1);
+	struct vmio_dbuf b[2] = {
+		{ .gpa = put(fe, cmd, len), .len = len },
+		{ .gpa = ack_gpa, .len = 1, .writable = true },
+	};
+	uint32_t written = 99;
+
+	assert_true(vmio_dvq_add(q, b, with_ack ? 2 : 1, (void *)1) >= 0);
+	vmio_dvq_kick(q);
+	reap(q, 1, &written);
+	assert_int_equal(written, with_ack ? 1 : 0);
+	return *(uint8_t *)vmio_fe_ptr(fe, ack_gpa);
+}
+
+#define CTRL_CMD(fe, ...)                                                          \
+	ctrl_cmd(fe, (const uint8_t[]){ __VA_ARGS__ },                        \
+		 sizeof((const uint8_t[]){ __VA_ARGS__ }), true)
+
+static void post_ctrl_mix(struct vmio_fe *fe)
+{
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_MQ, 0, 2, 0), VIRTIO_NET_OK);
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_MQ, 0, 3, 0), VIRTIO_NET_ERR);
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_MQ, 0, 0, 0), VIRTIO_NET_ERR);
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_RX, 0, 0), VIRTIO_NET_OK);
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_RX, 0, 2), VIRTIO_NET_ERR);
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_MAC, 0, 5, 0, 0, 0, 0, 0, 0,
+			      0),
+			 VIRTIO_NET_ERR);
+	assert_int_equal(CTRL_CMD(fe, 0x77, 0), VIRTIO_NET_ERR);
+	/* No ack byte to write: given back, unanswered, and counted. */
+	assert_int_equal(ctrl_cmd(fe, (const uint8_t[]){ VIRTIO_NET_CTRL_RX, 1,
+							 1 },
+				  3, false),
+			 0xee);
+	/* A command longer than any the device takes. */
+	{
+		static uint8_t big[8192] = { VIRTIO_NET_CTRL_MAC, 0 };
+
+		assert_int_equal(ctrl_cmd(fe, big, sizeof(big), true),
+				 VIRTIO_NET_ERR);
+	}
+}
+
+static void test_null_hostile_guest(void **state)
+{
+	const char *sock = harness_path("robust.sock");
+	const char *args[] = { "net", "--socket", sock, "--stats", "--null",
+			       "--queues", "2", NULL };
+	pid_t pid = harness_spawn(args);
+	struct vmio_fe *fe;
+
+	assert_true(harness_wait_socket(sock, HARNESS_WAIT_MS));
+	fe = robust_connect(sock);
+	post_tx_mix(fe);
+	post_ctrl_mix(fe);
+	vmio_fe_close(fe);
+	stop_net(pid);
+	assert_int_equal(vmio_stat("tx_frames"), 1 + 8 + 1);
+	assert_int_equal(vmio_stat("tx_dropped"), 8 + 1);
+	assert_int_equal(vmio_stat("tx_bad_chain"), 1);
+	assert_int_equal(vmio_stat("ctrl_ok"), 3);
+	assert_int_equal(vmio_stat("ctrl_err"), 6);
 }
 
 /* ---- --tap ------------------------------------------------------------- */
@@ -334,6 +550,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_null_txonly),
+		cmocka_unit_test(test_null_hostile_guest),
 		cmocka_unit_test(test_tap_guest_to_host),
 		cmocka_unit_test(test_tap_host_to_guest),
 	};
