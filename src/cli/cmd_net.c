@@ -75,18 +75,10 @@ static int parse_mac(const char *arg, uint8_t mac[6])
 	return 0;
 }
 
-static int parse_num(const char *name, const char *arg, uint64_t min,
-		     uint64_t max, uint64_t *out)
+static int handle_opt(void *opaque, int c, const char *arg)
 {
-	char err[256];
+	struct net_opts *n = opaque;
 
-	if (vmio_parse_option_range(name, arg, min, max, out, err, sizeof(err)))
-		return vmio_cli_usage_error("net", "%s", err);
-	return 0;
-}
-
-static int handle_opt(struct net_opts *n, int c, const char *arg)
-{
 	switch (c) {
 	case OPT_TAP:
 		/* The kernel's own rule (dev_valid_name), checked here so
@@ -106,11 +98,13 @@ static int handle_opt(struct net_opts *n, int c, const char *arg)
 	case OPT_XDP:
 		return vmio_cli_usage_error("net", "--xdp: not supported yet");
 	case OPT_QUEUES:
-		return parse_num("--queues", arg, 1, VNET_MAX_PAIRS, &n->queues);
+		return vmio_cli_parse_num("net", "--queues", arg, 1,
+					  VNET_MAX_PAIRS, &n->queues);
 	case OPT_MAC:
 		return parse_mac(arg, n->mac);
 	case OPT_MTU:
-		return parse_num("--mtu", arg, NET_MIN_MTU, NET_MAX_MTU, &n->mtu);
+		return vmio_cli_parse_num("net", "--mtu", arg, NET_MIN_MTU,
+					  NET_MAX_MTU, &n->mtu);
 	case OPT_STATS:
 		n->stats = true;
 		return 0;
@@ -201,45 +195,20 @@ int vmio_cmd_net(int argc, char **argv)
 		.mtu = NET_DEFAULT_MTU,
 		.mac = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 },
 	};
+	const struct vmio_backend_cmdline cl = {
+		.sub = "net",
+		.usage = net_usage,
+		.longopts = longopts,
+		.own = handle_opt,
+		.opaque = &n,
+	};
 	struct vmio_backend_opts o;
-	char err[256];
-	int c, rc;
+	int rc;
 
 	vmio_backend_opts_init(&o, NET_DEFAULT_QUEUE_SIZE);
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":" VMIO_BACKEND_SHORT_OPTIONS,
-				longopts, NULL)) != -1) {
-		if (c == 'h') {
-			printf("%s%s", net_usage, vmio_backend_opts_help);
-			return 0;
-		}
-		if (c == '?')
-			return vmio_cli_usage_error("net", "unknown option '%s'",
-						    argv[optind - 1]);
-		if (c == ':')
-			return vmio_cli_usage_error("net",
-						    "option '%s' needs a value",
-						    argv[optind - 1]);
-		if (c < VMIO_OPT_COMMON_BASE && c != 'v' && c != 'q') {
-			rc = handle_opt(&n, c, optarg);
-			if (rc)
-				return rc;
-			continue;
-		}
-		if (vmio_backend_opts_handle(&o, c, optarg, err, sizeof(err)) < 0)
-			return vmio_cli_usage_error("net", "%s", err);
-	}
-	if (optind < argc)
-		return vmio_cli_usage_error("net", "unexpected argument '%s'",
-					    argv[optind]);
-	if (vmio_backend_opts_check(&o, err, sizeof(err)))
-		return vmio_cli_usage_error("net", "%s", err);
-	vmio_cli_set_verbosity(o.verbosity);
-
-	if (o.print_capabilities) {
-		vmio_backend_print_capabilities("net");
-		return 0;
-	}
+	rc = vmio_cli_parse_backend(&cl, argc, argv, &o);
+	if (rc >= 0)
+		return rc;
 	if (!n.tap == !n.null)
 		return vmio_cli_usage_error("net",
 					    "exactly one of --tap NAME or --null is required");

@@ -84,19 +84,10 @@ struct vsock_opts {
 	uint64_t line_max;
 };
 
-/* Parses a number option in [min, max]; returns 0 or a usage error. */
-static int parse_num(const char *name, const char *arg, uint64_t min,
-		     uint64_t max, uint64_t *out)
+static int handle_opt(void *opaque, int c, const char *arg)
 {
-	char err[256];
+	struct vsock_opts *v = opaque;
 
-	if (vmio_parse_option_range(name, arg, min, max, out, err, sizeof(err)))
-		return vmio_cli_usage_error("vsock", "%s", err);
-	return 0;
-}
-
-static int handle_opt(struct vsock_opts *v, int c, const char *arg)
-{
 	switch (c) {
 	case OPT_GUEST_CID:
 		/* Checked apart from the range so that the message says why
@@ -124,19 +115,20 @@ static int handle_opt(struct vsock_opts *v, int c, const char *arg)
 		v->uds_path = arg;
 		return 0;
 	case OPT_TX_BUFFER_SIZE:
-		return parse_num("--tx-buffer-size", arg, 1, VSOCK_MAX_BUF_SIZE,
-				 &v->buf_size);
+		return vmio_cli_parse_num("vsock", "--tx-buffer-size", arg, 1,
+					  VSOCK_MAX_BUF_SIZE, &v->buf_size);
 	case OPT_MAX_CONNS:
-		return parse_num("--max-connections", arg, 1,
-				 VSOCK_MAX_MAX_CONNS, &v->max_conns);
+		return vmio_cli_parse_num("vsock", "--max-connections", arg, 1,
+					  VSOCK_MAX_MAX_CONNS, &v->max_conns);
 	case OPT_CONNECT_TIMEOUT:
-		return parse_num("--connect-timeout", arg, 1,
-				 VSOCK_MAX_CONNECT_TIMEOUT_MS,
-				 &v->connect_timeout_ms);
+		return vmio_cli_parse_num("vsock", "--connect-timeout", arg, 1,
+					  VSOCK_MAX_CONNECT_TIMEOUT_MS,
+					  &v->connect_timeout_ms);
 	case OPT_LINE_MAX:
-		return parse_num("--connect-line-max", arg,
-				 VSOCK_CONNECT_LINE_MAX_MIN,
-				 VSOCK_CONNECT_LINE_MAX_LIMIT, &v->line_max);
+		return vmio_cli_parse_num("vsock", "--connect-line-max", arg,
+					  VSOCK_CONNECT_LINE_MAX_MIN,
+					  VSOCK_CONNECT_LINE_MAX_LIMIT,
+					  &v->line_max);
 	case OPT_VM:
 	case OPT_CONFIG:
 		return vmio_cli_usage_error(
@@ -234,45 +226,20 @@ int vmio_cmd_vsock(int argc, char **argv)
 		.connect_timeout_ms = VSOCK_DEFAULT_CONNECT_TIMEOUT_MS,
 		.line_max = VSOCK_DEFAULT_LINE_MAX,
 	};
+	const struct vmio_backend_cmdline cl = {
+		.sub = "vsock",
+		.usage = vsock_usage,
+		.longopts = longopts,
+		.own = handle_opt,
+		.opaque = &v,
+	};
 	struct vmio_backend_opts o;
-	char err[256];
-	int c, rc;
+	int rc;
 
 	vmio_backend_opts_init(&o, VSOCK_DEFAULT_QUEUE_SIZE);
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":" VMIO_BACKEND_SHORT_OPTIONS,
-				longopts, NULL)) != -1) {
-		if (c == 'h') {
-			printf("%s%s", vsock_usage, vmio_backend_opts_help);
-			return 0;
-		}
-		if (c == '?')
-			return vmio_cli_usage_error("vsock", "unknown option '%s'",
-						    argv[optind - 1]);
-		if (c == ':')
-			return vmio_cli_usage_error("vsock",
-						    "option '%s' needs a value",
-						    argv[optind - 1]);
-		if (c < VMIO_OPT_COMMON_BASE && c != 'v' && c != 'q') {
-			rc = handle_opt(&v, c, optarg);
-			if (rc)
-				return rc;
-			continue;
-		}
-		if (vmio_backend_opts_handle(&o, c, optarg, err, sizeof(err)) < 0)
-			return vmio_cli_usage_error("vsock", "%s", err);
-	}
-	if (optind < argc)
-		return vmio_cli_usage_error("vsock", "unexpected argument '%s'",
-					    argv[optind]);
-	if (vmio_backend_opts_check(&o, err, sizeof(err)))
-		return vmio_cli_usage_error("vsock", "%s", err);
-	vmio_cli_set_verbosity(o.verbosity);
-
-	if (o.print_capabilities) {
-		vmio_backend_print_capabilities("vsock");
-		return 0;
-	}
+	rc = vmio_cli_parse_backend(&cl, argc, argv, &o);
+	if (rc >= 0)
+		return rc;
 	if (!v.have_cid)
 		return vmio_cli_usage_error("vsock", "--guest-cid N is required");
 	if (!v.uds_path)

@@ -47,19 +47,6 @@ int vmio_parse_u64(const char *text, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-int vmio_parse_option_range(const char *name, const char *arg, uint64_t min,
-			    uint64_t max, uint64_t *out, char *err,
-			    size_t err_size)
-{
-	if (vmio_parse_u64(arg, max, out) || *out < min) {
-		snprintf(err, err_size, "%s: '%s' is not a number from %llu to %llu",
-			 name, arg, (unsigned long long)min,
-			 (unsigned long long)max);
-		return -1;
-	}
-	return 0;
-}
-
 const char vmio_backend_opts_help[] =
 	"  --socket-path PATH   listen for the VMM on the unix socket PATH\n"
 	"                       (also spelled --socket)\n"

@@ -18,13 +18,6 @@
  * Returns 0, or -EINVAL / -ERANGE. */
 int vmio_parse_u64(const char *text, uint64_t max, uint64_t *out);
 
-/* Parses a subcommand's number option (named name, e.g. "--mtu") in
- * [min, max]. Returns 0, or -1 with "NAME: 'ARG' is not a number from MIN
- * to MAX" in err. */
-int vmio_parse_option_range(const char *name, const char *arg, uint64_t min,
-			    uint64_t max, uint64_t *out, char *err,
-			    size_t err_size);
-
 /* Options every backend subcommand accepts. */
 struct vmio_backend_opts {
 	const char *socket_path; /* --socket-path / --socket */

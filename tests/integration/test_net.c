@@ -242,56 +242,45 @@ static void reap(struct vmio_dvq *q, unsigned n, uint32_t *lens)
 	}
 }
 
-static struct virtio_net_hdr net_hdr(uint8_t flags, uint8_t gso_type,
-				     uint16_t hdr_len, uint16_t gso_size,
-				     uint16_t csum_start, uint16_t csum_offset)
-{
-	return (struct virtio_net_hdr){
-		.flags = flags,
-		.gso_type = gso_type,
-		.hdr_len = htole16(hdr_len),
-		.gso_size = htole16(gso_size),
-		.csum_start = htole16(csum_start),
-		.csum_offset = htole16(csum_offset),
-	};
-}
-
 /* Every kind of bad frame is dropped and counted, and the queue goes on
  * serving the good ones around them. */
 static void post_tx_mix(struct vmio_fe *fe)
 {
-	static const struct {
-		uint8_t flags, gso_type;
-		uint16_t hdr_len, gso_size, csum_start, csum_offset;
+	/* A header field by field, and the frame length after it. */
+	const struct {
+		struct virtio_net_hdr h;
 		uint32_t frame_len;
 	} bad[] = {
-		{ VIRTIO_NET_HDR_F_DATA_VALID, 0, 0, 0, 0, 0, 64 },
-		{ VIRTIO_NET_HDR_F_NEEDS_CSUM, 0, 0, 0, 34, 6, 64 }, /* no CSUM */
-		{ 1, VIRTIO_NET_HDR_GSO_TCPV4, 54, 1448, 34, 16, 1500 },
-		{ 0x40, 0, 0, 0, 0, 0, 64 },
-		{ 0, 0, 0, 1448, 0, 0, 64 },     /* gso_size without GSO */
-		{ 0, 0, 65, 0, 0, 0, 64 },       /* hdr_len beyond the frame */
-		{ 0, 0, 0, 0, 0, 0, 13 },        /* shorter than Ethernet */
-		{ 0, 0, 0, 0, 0, 0, 1519 },      /* above the MTU */
+		{ { .flags = VIRTIO_NET_HDR_F_DATA_VALID }, 64 },
+		/* NEEDS_CSUM, but CSUM is not negotiated */
+		{ { .flags = 1, .csum_start = htole16(34),
+		    .csum_offset = htole16(6) }, 64 },
+		{ { .flags = 1, .gso_type = VIRTIO_NET_HDR_GSO_TCPV4,
+		    .hdr_len = htole16(54), .gso_size = htole16(1448),
+		    .csum_start = htole16(34), .csum_offset = htole16(16) },
+		  1500 },
+		{ { .flags = 0x40 }, 64 },
+		{ { .gso_size = htole16(1448) }, 64 }, /* without GSO */
+		{ { .hdr_len = htole16(65) }, 64 },    /* beyond the frame */
+		{ { 0 }, 13 },                        /* shorter than Ethernet */
+		{ { 0 }, 1519 },                      /* above the MTU */
 	};
+	const struct virtio_net_hdr good = { 0 };
 	struct vmio_dvq *q = vmio_fe_queue(fe, ROBUST_TX_QUEUE);
 	uint8_t half_hdr[5] = { 0 };
 	struct vmio_dbuf shortc = { .gpa = put(fe, half_hdr, 5), .len = 5 };
 
-	post_frame(fe, net_hdr(0, 0, 0, 0, 0, 0), 64);
+	post_frame(fe, good, 64);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		post_frame(fe, net_hdr(bad[i].flags, bad[i].gso_type,
-				       bad[i].hdr_len, bad[i].gso_size,
-				       bad[i].csum_start, bad[i].csum_offset),
-			   bad[i].frame_len);
-		post_frame(fe, net_hdr(0, 0, 0, 0, 0, 0), 60 + (uint32_t)i);
+		post_frame(fe, bad[i].h, bad[i].frame_len);
+		post_frame(fe, good, 60 + (uint32_t)i);
 	}
 	/* A chain shorter than the header itself. */
 	assert_true(vmio_dvq_add(q, &shortc, 1, (void *)1) >= 0);
 	vmio_dvq_kick(q);
 	reap(q, 1 + 2 * 8 + 1, NULL);
 	/* And the queue still works. */
-	post_frame(fe, net_hdr(0, 0, 0, 0, 0, 0), 1518);
+	post_frame(fe, good, 1518);
 	vmio_dvq_kick(q);
 	reap(q, 1, NULL);
 }
