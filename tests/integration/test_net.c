@@ -76,16 +76,24 @@ static void dump_log(void)
 		fclose(f);
 }
 
-static pid_t start_net(const char *sock, const char *backend,
-		       const char *name)
+static pid_t start_net_queues(const char *sock, const char *backend,
+			      const char *name, const char *queues)
 {
-	const char *args[] = { "net", "--socket", sock, "--stats", backend,
-			       name, NULL };
+	const char *args[] = { "net",   "--socket", sock,   "--stats", backend,
+			       name ? name : "--queues",
+			       name ? "--queues" : queues,
+			       name ? queues : NULL, NULL };
 	pid_t pid = harness_spawn(args);
 
 	if (!harness_wait_socket(sock, HARNESS_WAIT_MS))
 		fail_msg("vmio net did not listen on %s", sock);
 	return pid;
+}
+
+static pid_t start_net(const char *sock, const char *backend,
+		       const char *name)
+{
+	return start_net_queues(sock, backend, name, "1");
 }
 
 static void stop_net(pid_t pid)
@@ -480,11 +488,15 @@ static void test_tap_guest_to_host(void **state)
 	assert_int_equal(arrived, got);
 }
 
-static void send_frames(const char *name, int n)
+/* n frames out of the TAP (towards the guest). With flows set, each is
+ * a UDP datagram from its own source port, so that the kernel's flow
+ * hash spreads them over every queue it may use. */
+static void send_frames(const char *name, int n, bool flows)
 {
 	int fd = packet_socket(name);
 	struct sockaddr_ll to = {
 		.sll_family = AF_PACKET,
+		.sll_protocol = htons(flows ? ETH_P_IP : 0x88b5),
 		.sll_ifindex = (int)if_nametoindex(name),
 		.sll_halen = 6,
 	};
@@ -492,10 +504,25 @@ static void send_frames(const char *name, int n)
 		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, /* broadcast */
 		0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5, /* local experimental */
 	};
+	static const uint8_t ip_udp[28] = {
+		0x45, 0, 0, 46, 0, 0, 0x40, 0, 64, 17, 0, 0, /* IPv4, UDP */
+		10, 0, 0, 1, 10, 0, 0, 2,                    /* addresses */
+		0, 0, 0, 9, 0, 26, 0, 0,                     /* ports, len */
+	};
 
 	memset(to.sll_addr, 0xff, 6);
+	if (flows) {
+		frame[12] = 0x08;
+		frame[13] = 0x00;
+		memcpy(frame + 14, ip_udp, sizeof(ip_udp));
+	}
 	for (int i = 0; i < n; i++) {
-		memcpy(frame + 14, &i, sizeof(i));
+		if (flows) {
+			frame[34] = (uint8_t)(0x80 | i >> 8);
+			frame[35] = (uint8_t)i;
+		} else {
+			memcpy(frame + 14, &i, sizeof(i));
+		}
 		assert_int_equal(sendto(fd, frame, sizeof(frame), 0,
 					(struct sockaddr *)&to, sizeof(to)),
 				 (ssize_t)sizeof(frame));
@@ -520,7 +547,7 @@ static void test_tap_host_to_guest(void **state)
 		fail_msg("testpmd did not start");
 	/* Fewer than the TAP's queue holds (1000): none is dropped even if
 	 * vmio has not started reading yet. */
-	send_frames(tap, RX_FRAMES);
+	send_frames(tap, RX_FRAMES, false);
 	if (!testpmd_wait_counter(&t, "RX-packets", RX_FRAMES, HARNESS_WAIT_MS))
 		printf("# testpmd received fewer than %d frames in time\n",
 			      RX_FRAMES);
@@ -534,6 +561,34 @@ static void test_tap_host_to_guest(void **state)
 	assert_int_equal(vmio_stat("rx_errors"), 0);
 }
 
+/* Two queue pairs on the TAP, a front end that serves one: the kernel
+ * must not steer any flow to the queue no one reads. */
+static void test_tap_multiqueue_one_served(void **state)
+{
+	const char *sock = harness_path("tap-mq.sock");
+	const char *tap = "vmiot2";
+	struct testpmd t;
+	long long received;
+	pid_t pid;
+
+	enter_netns();
+	pid = start_net_queues(sock, "--tap", tap, "2");
+	link_up(tap);
+	testpmd_start(&t, sock, "rxonly");
+	if (!testpmd_wait_counter(&t, "RX-packets", 0, HARNESS_WAIT_MS))
+		fail_msg("testpmd did not start");
+	send_frames(tap, RX_FRAMES, true);
+	if (!testpmd_wait_counter(&t, "RX-packets", RX_FRAMES, HARNESS_WAIT_MS))
+		printf("# testpmd received fewer than %d frames in time\n",
+		       RX_FRAMES);
+	received = testpmd_stop(&t, "RX-packets");
+	stop_net(pid);
+	printf("# %d flows into a 2-queue TAP, testpmd (1 pair) received "
+	       "%lld\n", RX_FRAMES, received);
+	assert_int_equal(received, RX_FRAMES);
+	assert_int_equal(vmio_stat("rx_frames"), RX_FRAMES);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -542,6 +597,7 @@ int main(void)
 		cmocka_unit_test(test_null_hostile_guest),
 		cmocka_unit_test(test_tap_guest_to_host),
 		cmocka_unit_test(test_tap_host_to_guest),
+		cmocka_unit_test(test_tap_multiqueue_one_served),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, harness_group_teardown);

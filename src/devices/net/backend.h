@@ -11,6 +11,7 @@
 #ifndef VMIO_DEVICES_NET_BACKEND_H
 #define VMIO_DEVICES_NET_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -40,6 +41,12 @@ struct vnet_backend_ops {
 	 * -EAGAIN if none waits, or another -errno (the frame is lost). */
 	ssize_t (*rx)(struct vnet_backend *b, unsigned pair,
 		      const struct iovec *iov, unsigned niov);
+
+	/* Whether frames for the host's side of pair may be steered to its
+	 * channel: only pairs the guest serves should get any, or a flow
+	 * the kernel hashes onto an unused queue is lost. Pair 0 is always
+	 * on. Returns 0 or -errno. NULL if the backend has one fixed path. */
+	int (*set_pair_enabled)(struct vnet_backend *b, unsigned pair, bool on);
 
 	void (*free)(struct vnet_backend *b);
 };

@@ -17,10 +17,15 @@
 #include "util/log.h"
 #include "virtio/features.h"
 
+struct tap_queue {
+	int fd;
+	bool attached; /* the kernel steers frames to it */
+};
+
 struct tap_backend {
 	struct vnet_backend b;
 	char name[IFNAMSIZ];
-	int fds[]; /* one per pair */
+	struct tap_queue q[]; /* one per pair */
 };
 
 static struct tap_backend *tap_of(struct vnet_backend *b)
@@ -51,12 +56,12 @@ static int tap_configure(struct vnet_backend *b, uint64_t features,
 	int sz = (int)hdr_len;
 
 	/* Both settings belong to the interface: one descriptor will do. */
-	if (ioctl(t->fds[0], TUNSETVNETHDRSZ, &sz) < 0) {
+	if (ioctl(t->q[0].fd, TUNSETVNETHDRSZ, &sz) < 0) {
 		log_err("net: tap %s: cannot set the vnet header size to %d: %s",
 			t->name, sz, strerror(errno));
 		return -errno;
 	}
-	if (ioctl(t->fds[0], TUNSETOFFLOAD, tun_offloads(features)) < 0) {
+	if (ioctl(t->q[0].fd, TUNSETOFFLOAD, tun_offloads(features)) < 0) {
 		log_err("net: tap %s: cannot set offloads: %s", t->name,
 			strerror(errno));
 		return -errno;
@@ -67,20 +72,20 @@ static int tap_configure(struct vnet_backend *b, uint64_t features,
 static int tap_tx(struct vnet_backend *b, unsigned pair,
 		  const struct iovec *iov, unsigned niov)
 {
-	ssize_t n = writev(tap_of(b)->fds[pair], iov, (int)niov);
+	ssize_t n = writev(tap_of(b)->q[pair].fd, iov, (int)niov);
 
 	return n < 0 ? -errno : 0;
 }
 
 static int tap_rx_fd(struct vnet_backend *b, unsigned pair)
 {
-	return tap_of(b)->fds[pair];
+	return tap_of(b)->q[pair].fd;
 }
 
 static ssize_t tap_rx(struct vnet_backend *b, unsigned pair,
 		      const struct iovec *iov, unsigned niov)
 {
-	ssize_t n = readv(tap_of(b)->fds[pair], iov, (int)niov);
+	ssize_t n = readv(tap_of(b)->q[pair].fd, iov, (int)niov);
 
 	return n < 0 ? -errno : n;
 }
@@ -90,9 +95,29 @@ static void tap_free(struct vnet_backend *b)
 	struct tap_backend *t = tap_of(b);
 
 	for (unsigned i = 0; i < b->pairs; i++)
-		if (t->fds[i] >= 0)
-			close(t->fds[i]);
+		close(t->q[i].fd);
 	free(t);
+}
+
+/* A detached queue gets no frames, and the ones it held are dropped:
+ * what a guest that stopped serving the pair would never read anyway. */
+static int tap_set_pair_enabled(struct vnet_backend *b, unsigned pair,
+				bool on)
+{
+	struct tap_backend *t = tap_of(b);
+	struct tap_queue *q = &t->q[pair];
+	struct ifreq ifr = { 0 };
+
+	if (pair == 0 || q->attached == on)
+		return 0;
+	ifr.ifr_flags = on ? IFF_ATTACH_QUEUE : IFF_DETACH_QUEUE;
+	if (ioctl(q->fd, TUNSETQUEUE, &ifr) < 0) {
+		log_warn("net: tap %s: cannot %s queue %u: %s", t->name,
+			 on ? "attach" : "detach", pair, strerror(errno));
+		return -errno;
+	}
+	q->attached = on;
+	return 0;
 }
 
 static const struct vnet_backend_ops tap_ops = {
@@ -101,6 +126,7 @@ static const struct vnet_backend_ops tap_ops = {
 	.tx = tap_tx,
 	.rx_fd = tap_rx_fd,
 	.rx = tap_rx,
+	.set_pair_enabled = tap_set_pair_enabled,
 	.free = tap_free,
 };
 
@@ -158,7 +184,7 @@ struct vnet_backend *vnet_backend_tap_new(const char *name, unsigned pairs,
 		*why = "interface names are 1 to 15 bytes";
 		return NULL;
 	}
-	t = calloc(1, sizeof(*t) + pairs * sizeof(int));
+	t = calloc(1, sizeof(*t) + pairs * sizeof(t->q[0]));
 	if (!t) {
 		*err = -ENOMEM;
 		*why = "out of memory";
@@ -175,9 +201,12 @@ struct vnet_backend *vnet_backend_tap_new(const char *name, unsigned pairs,
 			tap_free(&t->b);
 			return NULL;
 		}
-		t->fds[i] = fd;
+		t->q[i] = (struct tap_queue){ .fd = fd, .attached = true };
 		t->b.pairs = i + 1;
 	}
-	t->b.offloads = tap_probe_offloads(t->fds[0]);
+	t->b.offloads = tap_probe_offloads(t->q[0].fd);
+	/* Until the guest starts serving them. */
+	for (unsigned i = 1; i < pairs; i++)
+		tap_set_pair_enabled(&t->b, i, false);
 	return &t->b;
 }

@@ -27,9 +27,11 @@ static uint8_t ctrl_one(struct vnet_device *d)
 		return ack;
 	}
 	d->stats.ctrl_ok++;
-	if (before.pairs != d->ctrl_state.pairs)
+	if (before.pairs != d->ctrl_state.pairs) {
 		log_info("net: the guest uses %u queue pair(s)",
 			 d->ctrl_state.pairs);
+		vnet_update_steering(d);
+	}
 	return ack;
 }
 

@@ -32,6 +32,32 @@ static enum vnet_role queue_role(const struct vnet_device *d, unsigned index,
 	return ROLE_NONE;
 }
 
+unsigned vnet_active_pairs(const struct vnet_device *d)
+{
+	if (!vnet_has(d, VIRTIO_NET_F_MQ))
+		return d->npairs;
+	return d->ctrl_state.pairs < d->npairs ? d->ctrl_state.pairs
+					       : d->npairs;
+}
+
+void vnet_update_steering(struct vnet_device *d)
+{
+	unsigned active = vnet_active_pairs(d);
+
+	if (!d->be->ops->set_pair_enabled)
+		return;
+	for (unsigned i = 0; i < d->npairs; i++) {
+		struct vnet_pair *p = &d->pairs[i];
+		bool on = i < active && p->served;
+
+		d->be->ops->set_pair_enabled(d->be, i, on);
+		if (on)
+			vnet_rx_run(p);
+		else
+			vnet_rx_unwatch(p);
+	}
+}
+
 static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 {
 	struct vnet_device *d = dev;
@@ -49,7 +75,8 @@ static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 	case ROLE_RX:
 		vq->name = "rx";
 		p->rx = vq;
-		vnet_rx_run(p);
+		p->served = true;
+		vnet_update_steering(d); /* serves p's ring too */
 		break;
 	case ROLE_TX:
 		vq->name = "tx";
@@ -134,6 +161,9 @@ static void net_reset(void *dev)
 	d->features = 0;
 	d->hdr_len = vnet_hdr_len(0);
 	vnet_ctrl_init(&d->ctrl_state, 0, (uint16_t)d->npairs, d->cfg.mac);
+	for (unsigned i = 0; i < d->npairs; i++)
+		d->pairs[i].served = false;
+	vnet_update_steering(d);
 }
 
 /* Feature dependencies the spec states (5.1.3.1): an offload needs the
@@ -176,6 +206,8 @@ static int net_features_set(void *dev, uint64_t features)
 		return rc;
 	log_info("net: features 0x%llx, %zu-byte header, %s backend",
 		 (unsigned long long)features, d->hdr_len, d->be->ops->name);
+	/* With MQ the guest starts on one pair (5.1.6.5.5). */
+	vnet_update_steering(d);
 	return 0;
 }
 

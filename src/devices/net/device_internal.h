@@ -29,6 +29,7 @@ struct vnet_pair {
 	struct vmio_vq *rx, *tx;
 	int rx_fd;        /* the backend's, -1 if it never receives */
 	bool rx_watched;  /* rx_fd is on the loop */
+	bool served;      /* its rx queue started since the last reset */
 };
 
 struct vnet_device {
@@ -63,6 +64,14 @@ static inline bool vnet_has(const struct vnet_device *d, unsigned bit)
 {
 	return d->features & (1ull << bit);
 }
+
+/* Queue pairs the guest may receive on: what VQ_PAIRS_SET chose when
+ * the control queue is ours (MQ negotiated), else every pair (the VMM
+ * answers the control queue and enables the pairs' queues itself). */
+unsigned vnet_active_pairs(const struct vnet_device *d);
+/* Tells the backend which pairs' channels should get frames: the active
+ * ones whose rx queue the guest serves. */
+void vnet_update_steering(struct vnet_device *d);
 
 /* Serves the guest's transmitted frames on pair p. */
 void vnet_tx_run(struct vnet_pair *p);

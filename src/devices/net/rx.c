@@ -214,6 +214,11 @@ void vnet_rx_run(struct vnet_pair *p)
 
 	if (!p->rx || !d->mem || p->rx_fd < 0)
 		return;
+	/* 5.1.6.5.5: no frames on pairs beyond what VQ_PAIRS_SET chose. */
+	if (p->index >= vnet_active_pairs(d)) {
+		vnet_rx_unwatch(p);
+		return;
+	}
 	pushed_before = p->rx->used_idx;
 	vmio_vq_enable_kicks(p->rx, false);
 	while (budget-- && why == RX_BUDGET)
