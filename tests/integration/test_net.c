@@ -179,13 +179,12 @@ static void test_null_txonly(void **state)
 #define ROBUST_TX_QUEUE 1
 #define ROBUST_CTRL_QUEUE (2 * ROBUST_PAIRS) /* MQ negotiated */
 
-static struct vmio_fe *robust_connect(const char *sock)
+/* Connects as a front end that acks exactly want (fails the test if the
+ * device does not offer all of it) and sets up queue q, and queue q2 if
+ * it is not 0. */
+static struct vmio_fe *fe_connect(const char *sock, uint64_t want,
+				  unsigned q, unsigned q2)
 {
-	const uint64_t want =
-		VMIO_BIT(VIRTIO_F_VERSION_1) | VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
-		VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF) | VMIO_BIT(VIRTIO_NET_F_CTRL_VQ) |
-		VMIO_BIT(VIRTIO_NET_F_CTRL_RX) | VMIO_BIT(VIRTIO_NET_F_MQ) |
-		VMIO_BIT(VIRTIO_NET_F_CTRL_MAC_ADDR);
 	struct vmio_fe *fe = vmio_fe_connect(sock, HARNESS_WAIT_MS);
 
 	assert_non_null(fe);
@@ -195,9 +194,21 @@ static struct vmio_fe *robust_connect(const char *sock)
 			 0);
 	assert_int_equal(fe->features & want, want);
 	assert_int_equal(vmio_fe_mem_create(fe, 1 << 20, 1), 0);
-	assert_int_equal(vmio_fe_queue_setup(fe, ROBUST_TX_QUEUE, 64), 0);
-	assert_int_equal(vmio_fe_queue_setup(fe, ROBUST_CTRL_QUEUE, 64), 0);
+	assert_int_equal(vmio_fe_queue_setup(fe, q, 64), 0);
+	if (q2)
+		assert_int_equal(vmio_fe_queue_setup(fe, q2, 64), 0);
 	return fe;
+}
+
+static struct vmio_fe *robust_connect(const char *sock)
+{
+	const uint64_t want =
+		VMIO_BIT(VIRTIO_F_VERSION_1) | VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+		VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF) | VMIO_BIT(VIRTIO_NET_F_CTRL_VQ) |
+		VMIO_BIT(VIRTIO_NET_F_CTRL_RX) | VMIO_BIT(VIRTIO_NET_F_MQ) |
+		VMIO_BIT(VIRTIO_NET_F_CTRL_MAC_ADDR);
+
+	return fe_connect(sock, want, ROBUST_TX_QUEUE, ROBUST_CTRL_QUEUE);
 }
 
 /* Copies len bytes into fresh guest memory; returns the gpa. */
@@ -631,11 +642,7 @@ static void test_tap_mrg_rxbuf(void **state)
 	enter_netns();
 	pid = start_net(sock, "--tap", tap);
 	link_up(tap);
-	fe = vmio_fe_connect(sock, HARNESS_WAIT_MS);
-	assert_non_null(fe);
-	assert_int_equal(vmio_fe_negotiate(fe, want, 0), 0);
-	assert_int_equal(vmio_fe_mem_create(fe, 1 << 20, 1), 0);
-	assert_int_equal(vmio_fe_queue_setup(fe, 0, 64), 0);
+	fe = fe_connect(sock, want, 0, 0);
 	q = vmio_fe_queue(fe, 0);
 	for (unsigned i = 0; i < NBUF; i++) {
 		struct vmio_dbuf b = { .len = BUF, .writable = true };
@@ -683,6 +690,76 @@ static void test_tap_mrg_rxbuf(void **state)
 	assert_int_equal(vmio_stat("rx_errors"), 0);
 }
 
+/* A TCP/IPv4 frame of len bytes for TSO: Ethernet, IP and TCP headers
+ * (54 bytes, the checksum left to the kernel), then zeros. */
+static void tso_frame(uint8_t *f, uint32_t len)
+{
+	static const uint8_t hdrs[54] = {
+		0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00,
+		0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0,
+		0, 2, 0x30, 0x39, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x10,
+		0xff, 0xff, 0, 0, 0, 0,
+	};
+
+	memset(f, 0, len);
+	memcpy(f, hdrs, sizeof(hdrs));
+	f[16] = (uint8_t)((len - 14) >> 8); /* IP total length */
+	f[17] = (uint8_t)(len - 14);
+}
+
+/* With --tap the offloads are offered, and the kernel takes a TSO frame
+ * whose header vmio checked; a bad GSO header never reaches it. */
+static void test_tap_offloads(void **state)
+{
+	enum { LEN = 3000 };
+	const char *sock = harness_path("tap-tso.sock");
+	const char *tap = "vmiot4";
+	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
+			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+			      VMIO_BIT(VIRTIO_NET_F_CSUM) |
+			      VMIO_BIT(VIRTIO_NET_F_HOST_TSO4) |
+			      VMIO_BIT(VIRTIO_NET_F_GUEST_CSUM) |
+			      VMIO_BIT(VIRTIO_NET_F_GUEST_TSO4);
+	static uint8_t frame[LEN];
+	struct virtio_net_hdr tso = {
+		.flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
+		.gso_type = VIRTIO_NET_HDR_GSO_TCPV4,
+		.hdr_len = htole16(54),
+		.gso_size = htole16(1448),
+		.csum_start = htole16(34),
+		.csum_offset = htole16(16),
+	};
+	struct virtio_net_hdr bad = tso;
+	struct vmio_fe *fe;
+	struct vmio_dvq *q;
+	pid_t pid;
+
+	enter_netns();
+	pid = start_net(sock, "--tap", tap);
+	link_up(tap);
+	fe = fe_connect(sock, want, 1, 0);
+	q = vmio_fe_queue(fe, 1);
+	tso_frame(frame, LEN);
+	bad.gso_size = 0;
+	for (unsigned i = 0; i < 2; i++) {
+		struct vmio_dbuf b[2] = {
+			{ .gpa = put(fe, i ? &bad : &tso, sizeof(tso)),
+			  .len = sizeof(tso) },
+			{ .gpa = put(fe, frame, LEN), .len = LEN },
+		};
+
+		assert_true(vmio_dvq_add(q, b, 2, (void *)1) >= 0);
+	}
+	vmio_dvq_kick(q);
+	reap(q, 2, NULL);
+	vmio_fe_close(fe);
+	assert_int_equal(dev_counter(tap, 1), 1);
+	stop_net(pid);
+	assert_int_equal(vmio_stat("tx_frames"), 1);
+	assert_int_equal(vmio_stat("tx_dropped"), 1);
+	assert_int_equal(vmio_stat("tx_backend_errors"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -693,6 +770,7 @@ int main(void)
 		cmocka_unit_test(test_tap_host_to_guest),
 		cmocka_unit_test(test_tap_multiqueue_one_served),
 		cmocka_unit_test(test_tap_mrg_rxbuf),
+		cmocka_unit_test(test_tap_offloads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, harness_group_teardown);

@@ -130,33 +130,47 @@ static const struct vnet_backend_ops tap_ops = {
 	.free = tap_free,
 };
 
-/* Opens one queue of the TAP. TUNSETIFF creates the interface if it is
- * missing and attaches another queue if it exists with the same flags. */
-static int tap_open_queue(const char *name, const char **why)
+static int tun_set_iff(int fd, const char *name, short flags)
 {
 	struct ifreq ifr = { 0 };
+
+	ifr.ifr_flags = flags;
+	memcpy(ifr.ifr_name, name, strlen(name));
+	return ioctl(fd, TUNSETIFF, &ifr) < 0 ? -errno : 0;
+}
+
+/* Opens one queue of the TAP. TUNSETIFF creates the interface if it is
+ * missing and attaches another queue if it exists with the same
+ * multi-queue flag; an existing single-queue TAP does for one pair. */
+static int tap_open_queue(const char *name, unsigned pairs, const char **why)
+{
+	const short flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
 	int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	int rc;
 
 	if (fd < 0) {
 		*why = "cannot open /dev/net/tun";
 		return -errno;
 	}
-	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR | IFF_MULTI_QUEUE;
-	memcpy(ifr.ifr_name, name, strlen(name));
-	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
-		int e = errno;
-
-		*why = e == EPERM ? "no permission to create or attach it "
-				    "(needs CAP_NET_ADMIN)"
-		       : e == EINVAL || e == EBUSY
-			       ? "it exists but is not a multi-queue TAP with "
-				 "a vnet header (or is not a TAP), or its "
-				 "queues are all taken"
-			       : "TUNSETIFF failed";
-		close(fd);
-		return -e;
-	}
-	return fd;
+	rc = tun_set_iff(fd, name, flags | IFF_MULTI_QUEUE);
+	if (rc == -EINVAL && pairs == 1)
+		rc = tun_set_iff(fd, name, flags);
+	if (rc == 0)
+		return fd;
+	close(fd);
+	if (rc == -EPERM)
+		*why = "no permission to create or attach it (needs "
+		       "CAP_NET_ADMIN, or a TAP owned by this user)";
+	else if (rc == -EINVAL && pairs > 1)
+		*why = "it is not a multi-queue TAP (use --queues 1, or "
+		       "recreate it with multi_queue), or not a TAP at all";
+	else if (rc == -EINVAL)
+		*why = "it exists and is not a TAP";
+	else if (rc == -EBUSY)
+		*why = "another process holds it (or all its queues)";
+	else
+		*why = "TUNSETIFF failed";
+	return rc;
 }
 
 /* The offloads this kernel's TAP takes, probed on a live queue:
@@ -194,7 +208,7 @@ struct vnet_backend *vnet_backend_tap_new(const char *name, unsigned pairs,
 	t->b.pairs = 0;
 	memcpy(t->name, name, strlen(name) + 1);
 	for (unsigned i = 0; i < pairs; i++) {
-		int fd = tap_open_queue(name, why);
+		int fd = tap_open_queue(name, pairs, why);
 
 		if (fd < 0) {
 			*err = fd;
