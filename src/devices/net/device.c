@@ -105,6 +105,14 @@ static void net_queue_stop(void *dev, struct vmio_vq *vq)
 		if (p->rx == vq) {
 			vnet_rx_unwatch(p);
 			p->rx = NULL;
+			/* Disabled (SET_VRING_ENABLE 0: a VMM that answers
+			 * the control queue itself dropping pairs) or
+			 * stopped (GET_VRING_BASE), not merely paused for a
+			 * change: its flows must go to the pairs served. */
+			if (!vq->enabled || !vq->started) {
+				p->served = false;
+				vnet_update_steering(d);
+			}
 		}
 		if (p->tx == vq)
 			p->tx = NULL;

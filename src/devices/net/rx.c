@@ -72,10 +72,13 @@ static int rx_gather(struct vnet_device *d, struct vnet_pair *p,
 
 		if (got <= 0)
 			return got;
-		if (c->nin == 0 || f->niov + c->nin > VNET_MAX_IOV ||
-		    c->in_len > UINT32_MAX) {
-			/* Unusable here; if nothing is gathered yet it is
-			 * given back as used, empty, so the ring moves. */
+		/* A chain that cannot hold the header (5.1.6.3.1 wants
+		 * every buffer to) or has more segments than readv takes.
+		 * With chains in hand, the frame gets those: the bad one is
+		 * given back, so that only the last popped ever are. On its
+		 * own, it is returned used and empty, and the ring moves. */
+		if (c->in_len < d->hdr_len || c->in_len > UINT32_MAX ||
+		    f->niov + c->nin > VNET_MAX_IOV) {
 			if (f->nchains) {
 				vmio_vq_unpop(p->rx, 1);
 				return 1;
