@@ -71,7 +71,12 @@ static void tx_one(struct vnet_device *d, struct vnet_pair *p)
 		d->stats.tx_bad_chain++;
 		return;
 	}
-	vmio_chain_read(c, 0, &hdr, d->hdr_len);
+	/* Drivers put the header in one descriptor (or in front of the
+	 * frame in it): copy it straight, else gather it. */
+	if (c->nout && c->iov[0].iov_len >= d->hdr_len)
+		memcpy(&hdr, c->iov[0].iov_base, d->hdr_len);
+	else
+		vmio_chain_read(c, 0, &hdr, d->hdr_len);
 	frame_len = (size_t)(c->out_len - d->hdr_len);
 	v = vnet_hdr_check_tx(&hdr, frame_len, d->features, d->cfg.mtu);
 	if (v != VNET_HDR_OK) {
