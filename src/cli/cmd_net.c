@@ -70,6 +70,8 @@ static int parse_mac(const char *arg, uint8_t mac[6])
 	if (v[0] & 1)
 		return vmio_cli_usage_error(
 			"net", "--mac: %s is a multicast address", arg);
+	if (!(v[0] | v[1] | v[2] | v[3] | v[4] | v[5]))
+		return vmio_cli_usage_error("net", "--mac: the zero address");
 	for (int i = 0; i < 6; i++)
 		mac[i] = (uint8_t)v[i];
 	return 0;

@@ -113,6 +113,7 @@ static void test_cli(void **state)
 		{ "net", "--socket", "/tmp/x", "--null", "--queues", "257", NULL },
 		{ "net", "--socket", "/tmp/x", "--null", "--mac", "52:54:00:12:34", NULL },
 		{ "net", "--socket", "/tmp/x", "--null", "--mac", "01:00:5e:00:00:01", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--mac", "00:00:00:00:00:00", NULL },
 		{ "net", "--socket", "/tmp/x", "--null", "--mtu", "67", NULL },
 		{ "net", "--socket", "/tmp/x", "--tap", "a/b", NULL },
 		{ "net", "--null", NULL },
@@ -120,7 +121,8 @@ static void test_cli(void **state)
 	static const char *const expect[] = {
 		"--tap NAME or --null", "--tap NAME or --null",
 		"not supported yet", "--queues", "--queues", "--mac",
-		"multicast", "--mtu", "interface name", "--socket-path",
+		"multicast", "zero address", "--mtu", "interface name",
+		"--socket-path",
 	};
 	for (size_t i = 0; i < sizeof(usage) / sizeof(usage[0]); i++) {
 		assert_int_equal(exit_code(harness_run(usage[i], 10000, out,
@@ -756,6 +758,54 @@ static void test_tap_offloads(void **state)
 	assert_int_equal(vmio_stat("tx_backend_errors"), 0);
 }
 
+/* Frames waiting in the TAP and a guest with no rx buffers: vmio stops
+ * watching the TAP (it would poll readable forever) and sleeps until the
+ * guest posts some, then delivers. */
+static void test_tap_no_rx_buffers_idle(void **state)
+{
+	enum { BUF = 2048, NBUF = 16 };
+	const char *sock = harness_path("tap-idle.sock");
+	const char *tap = "vmiot5";
+	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
+			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+			      VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF);
+	struct vmio_fe *fe;
+	struct vmio_dvq *q;
+	long cpu0, cpu1;
+	pid_t pid;
+
+	enter_netns();
+	pid = start_net(sock, "--tap", tap);
+	link_up(tap);
+	fe = fe_connect(sock, want, 0, 0);
+	q = vmio_fe_queue(fe, 0);
+	send_frames(tap, 200, false);
+	cpu0 = harness_cpu_ticks(pid);
+	usleep(1000 * 1000);
+	cpu1 = harness_cpu_ticks(pid);
+	printf("# vmio used %ld ticks in 1 s with frames and no buffers\n",
+	       cpu1 - cpu0);
+	assert_true(cpu0 >= 0 && cpu1 - cpu0 < 20);
+	for (unsigned i = 0; i < NBUF; i++) {
+		struct vmio_dbuf b = { .gpa = vmio_fe_alloc(fe, BUF, 8),
+				       .len = BUF, .writable = true };
+
+		assert_true(vmio_dvq_add(q, &b, 1, (void *)1) >= 0);
+	}
+	vmio_dvq_kick(q);
+	reap(q, NBUF, NULL);
+	/* The buffers are used up and frames still wait: idle again. */
+	cpu0 = harness_cpu_ticks(pid);
+	usleep(1000 * 1000);
+	cpu1 = harness_cpu_ticks(pid);
+	printf("# and %ld ticks in 1 s once the buffers ran out\n",
+	       cpu1 - cpu0);
+	assert_true(cpu0 >= 0 && cpu1 - cpu0 < 20);
+	vmio_fe_close(fe);
+	stop_net(pid);
+	assert_int_equal(vmio_stat("rx_frames"), NBUF);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -767,6 +817,7 @@ int main(void)
 		cmocka_unit_test(test_tap_multiqueue_one_served),
 		cmocka_unit_test(test_tap_mrg_rxbuf),
 		cmocka_unit_test(test_tap_offloads),
+		cmocka_unit_test(test_tap_no_rx_buffers_idle),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, harness_group_teardown);
