@@ -588,6 +588,32 @@ static void test_tap_multiqueue_one_served(void **state)
 	host_to_guest("vmiot2", "2", true);
 }
 
+/* `vmio net --tap tap` in the test's namespace, the link up, and the
+ * in-tree front end on it with features want and queue set up. */
+struct tap_fe {
+	pid_t pid;
+	struct vmio_fe *fe;
+	struct vmio_dvq *q;
+};
+
+static void tap_fe_start(struct tap_fe *t, const char *tap, uint64_t want,
+			 unsigned queue)
+{
+	const char *sock = harness_path(tap);
+
+	enter_netns();
+	t->pid = start_net(sock, "--tap", tap);
+	link_up(tap);
+	t->fe = fe_connect(sock, want, queue, 0);
+	t->q = vmio_fe_queue(t->fe, queue);
+}
+
+static void tap_fe_stop(struct tap_fe *t)
+{
+	vmio_fe_close(t->fe);
+	stop_net(t->pid);
+}
+
 /* One frame into the TAP, and its bytes and num_buffers as a front end
  * with MRG_RXBUF sees them in small rx buffers. */
 static void check_mrg_frame(struct vmio_fe *fe, const uint64_t *gpa,
@@ -615,23 +641,20 @@ static void check_mrg_frame(struct vmio_fe *fe, const uint64_t *gpa,
 static void test_tap_mrg_rxbuf(void **state)
 {
 	enum { BUF = 256, NBUF = 16, FIRST_POST = 4 };
-	const char *sock = harness_path("tap-mrg.sock");
-	const char *tap = "vmiot3";
 	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
 			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
 			      VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF);
+	const char *tap = "vmiot3";
 	uint64_t gpa[NBUF];
 	uint32_t lens[NBUF];
+	struct tap_fe t;
 	struct vmio_fe *fe;
 	struct vmio_dvq *q;
-	pid_t pid;
 	int pfd;
 
-	enter_netns();
-	pid = start_net(sock, "--tap", tap);
-	link_up(tap);
-	fe = fe_connect(sock, want, 0, 0);
-	q = vmio_fe_queue(fe, 0);
+	tap_fe_start(&t, tap, want, 0);
+	fe = t.fe;
+	q = t.q;
 	/* First a buffer too small for the header: given back empty. */
 	{
 		struct vmio_dbuf tiny = { .gpa = vmio_fe_alloc(fe, 4, 8),
@@ -682,8 +705,7 @@ static void test_tap_mrg_rxbuf(void **state)
 	vmio_dvq_kick(q);
 	reap(q, 4, lens);
 	check_mrg_frame(fe, gpa, BUF, 1000, 4, lens);
-	vmio_fe_close(fe);
-	stop_net(pid);
+	tap_fe_stop(&t);
 	assert_int_equal(vmio_stat("rx_frames"), 1);
 	assert_int_equal(vmio_stat("rx_errors"), 1);
 }
@@ -710,7 +732,6 @@ static void tso_frame(uint8_t *f, uint32_t len)
 static void test_tap_offloads(void **state)
 {
 	enum { LEN = 3000 };
-	const char *sock = harness_path("tap-tso.sock");
 	const char *tap = "vmiot4";
 	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
 			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
@@ -728,31 +749,24 @@ static void test_tap_offloads(void **state)
 		.csum_offset = htole16(16),
 	};
 	struct virtio_net_hdr bad = tso;
-	struct vmio_fe *fe;
-	struct vmio_dvq *q;
-	pid_t pid;
+	struct tap_fe t;
 
-	enter_netns();
-	pid = start_net(sock, "--tap", tap);
-	link_up(tap);
-	fe = fe_connect(sock, want, 1, 0);
-	q = vmio_fe_queue(fe, 1);
+	tap_fe_start(&t, tap, want, 1);
 	tso_frame(frame, LEN);
 	bad.gso_size = 0;
 	for (unsigned i = 0; i < 2; i++) {
 		struct vmio_dbuf b[2] = {
-			{ .gpa = put(fe, i ? &bad : &tso, sizeof(tso)),
+			{ .gpa = put(t.fe, i ? &bad : &tso, sizeof(tso)),
 			  .len = sizeof(tso) },
-			{ .gpa = put(fe, frame, LEN), .len = LEN },
+			{ .gpa = put(t.fe, frame, LEN), .len = LEN },
 		};
 
-		assert_true(vmio_dvq_add(q, b, 2, (void *)1) >= 0);
+		assert_true(vmio_dvq_add(t.q, b, 2, (void *)1) >= 0);
 	}
-	vmio_dvq_kick(q);
-	reap(q, 2, NULL);
-	vmio_fe_close(fe);
+	vmio_dvq_kick(t.q);
+	reap(t.q, 2, NULL);
 	assert_int_equal(dev_counter(tap, 1), 1);
-	stop_net(pid);
+	tap_fe_stop(&t);
 	assert_int_equal(vmio_stat("tx_frames"), 1);
 	assert_int_equal(vmio_stat("tx_dropped"), 1);
 	assert_int_equal(vmio_stat("tx_backend_errors"), 0);
@@ -764,45 +778,37 @@ static void test_tap_offloads(void **state)
 static void test_tap_no_rx_buffers_idle(void **state)
 {
 	enum { BUF = 2048, NBUF = 16 };
-	const char *sock = harness_path("tap-idle.sock");
 	const char *tap = "vmiot5";
 	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
 			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
 			      VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF);
-	struct vmio_fe *fe;
-	struct vmio_dvq *q;
+	struct tap_fe t;
 	long cpu0, cpu1;
-	pid_t pid;
 
-	enter_netns();
-	pid = start_net(sock, "--tap", tap);
-	link_up(tap);
-	fe = fe_connect(sock, want, 0, 0);
-	q = vmio_fe_queue(fe, 0);
+	tap_fe_start(&t, tap, want, 0);
 	send_frames(tap, 200, false);
-	cpu0 = harness_cpu_ticks(pid);
+	cpu0 = harness_cpu_ticks(t.pid);
 	usleep(1000 * 1000);
-	cpu1 = harness_cpu_ticks(pid);
+	cpu1 = harness_cpu_ticks(t.pid);
 	printf("# vmio used %ld ticks in 1 s with frames and no buffers\n",
 	       cpu1 - cpu0);
 	assert_true(cpu0 >= 0 && cpu1 - cpu0 < 20);
 	for (unsigned i = 0; i < NBUF; i++) {
-		struct vmio_dbuf b = { .gpa = vmio_fe_alloc(fe, BUF, 8),
+		struct vmio_dbuf b = { .gpa = vmio_fe_alloc(t.fe, BUF, 8),
 				       .len = BUF, .writable = true };
 
-		assert_true(vmio_dvq_add(q, &b, 1, (void *)1) >= 0);
+		assert_true(vmio_dvq_add(t.q, &b, 1, (void *)1) >= 0);
 	}
-	vmio_dvq_kick(q);
-	reap(q, NBUF, NULL);
+	vmio_dvq_kick(t.q);
+	reap(t.q, NBUF, NULL);
 	/* The buffers are used up and frames still wait: idle again. */
-	cpu0 = harness_cpu_ticks(pid);
+	cpu0 = harness_cpu_ticks(t.pid);
 	usleep(1000 * 1000);
-	cpu1 = harness_cpu_ticks(pid);
+	cpu1 = harness_cpu_ticks(t.pid);
 	printf("# and %ld ticks in 1 s once the buffers ran out\n",
 	       cpu1 - cpu0);
 	assert_true(cpu0 >= 0 && cpu1 - cpu0 < 20);
-	vmio_fe_close(fe);
-	stop_net(pid);
+	tap_fe_stop(&t);
 	assert_int_equal(vmio_stat("rx_frames"), NBUF);
 }
 
