@@ -812,6 +812,98 @@ static void test_tap_no_rx_buffers_idle(void **state)
 	assert_int_equal(vmio_stat("rx_frames"), NBUF);
 }
 
+/* Waits until n chains came back on a and b together; returns how many
+ * on a. */
+static unsigned reap_two(struct vmio_dvq *a, struct vmio_dvq *b, unsigned n)
+{
+	unsigned on_a = 0, got = 0;
+
+	for (int rounds = 0; got < n && rounds < HARNESS_WAIT_MS / 50;
+	     rounds++) {
+		vmio_dvq_want_interrupt(a);
+		vmio_dvq_want_interrupt(b);
+		while (vmio_dvq_get_used(a, NULL)) {
+			on_a++;
+			got++;
+		}
+		while (vmio_dvq_get_used(b, NULL))
+			got++;
+		if (got < n)
+			vmio_dvq_wait(a, 50);
+	}
+	if (got != n) {
+		dump_log();
+		fail_msg("%u of %u frames came back on queues %u and %u", got,
+			 n, a->index, b->index);
+	}
+	return on_a;
+}
+
+/* Two pairs, the control queue in vmio's hands: the guest starts on one
+ * pair (every flow on queue 0), VQ_PAIRS_SET 2 spreads flows over both,
+ * VQ_PAIRS_SET 1 brings them all back to the first. */
+static void test_tap_mq_pairs_set(void **state)
+{
+	enum { BUF = 2048, NBUF = 120, FLOWS = 40 };
+	const char *tap = "vmiot6";
+	const char *sock = harness_path(tap);
+	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
+			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+			      VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF) |
+			      VMIO_BIT(VIRTIO_NET_F_CTRL_VQ) |
+			      VMIO_BIT(VIRTIO_NET_F_MQ);
+	struct vmio_fe *fe;
+	struct vmio_dvq *rx0, *rx1;
+	unsigned on0;
+	pid_t pid;
+
+	enter_netns();
+	pid = start_net_queues(sock, "--tap", tap, "2");
+	link_up(tap);
+	fe = vmio_fe_connect(sock, HARNESS_WAIT_MS);
+	assert_non_null(fe);
+	assert_int_equal(vmio_fe_negotiate(fe, want,
+					   VMIO_BIT(VHOST_USER_PROTOCOL_F_MQ)),
+			 0);
+	assert_int_equal(fe->features & want, want);
+	assert_int_equal(vmio_fe_mem_create(fe, 4 << 20, 1), 0);
+	assert_int_equal(vmio_fe_queue_setup(fe, 0, 128), 0);
+	assert_int_equal(vmio_fe_queue_setup(fe, 2, 128), 0);
+	assert_int_equal(vmio_fe_queue_setup(fe, ROBUST_CTRL_QUEUE, 64), 0);
+	rx0 = vmio_fe_queue(fe, 0);
+	rx1 = vmio_fe_queue(fe, 2);
+	for (unsigned i = 0; i < NBUF; i++) {
+		struct vmio_dbuf b0 = { .gpa = vmio_fe_alloc(fe, BUF, 8),
+					.len = BUF, .writable = true };
+		struct vmio_dbuf b1 = { .gpa = vmio_fe_alloc(fe, BUF, 8),
+					.len = BUF, .writable = true };
+
+		assert_true(vmio_dvq_add(rx0, &b0, 1, (void *)1) >= 0);
+		assert_true(vmio_dvq_add(rx1, &b1, 1, (void *)1) >= 0);
+	}
+	vmio_dvq_kick(rx0);
+	vmio_dvq_kick(rx1);
+
+	send_frames(tap, FLOWS, true);
+	assert_int_equal(reap_two(rx0, rx1, FLOWS), FLOWS);
+
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_MQ, 0, 2, 0),
+			 VIRTIO_NET_OK);
+	send_frames(tap, FLOWS, true);
+	on0 = reap_two(rx0, rx1, FLOWS);
+	printf("# 2 pairs: %u of %d flows on the first\n", on0, FLOWS);
+	assert_true(on0 > 0 && on0 < FLOWS);
+
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_MQ, 0, 1, 0),
+			 VIRTIO_NET_OK);
+	send_frames(tap, FLOWS, true);
+	assert_int_equal(reap_two(rx0, rx1, FLOWS), FLOWS);
+
+	vmio_fe_close(fe);
+	stop_net(pid);
+	assert_int_equal(vmio_stat("rx_frames"), 3 * FLOWS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -824,6 +916,7 @@ int main(void)
 		cmocka_unit_test(test_tap_mrg_rxbuf),
 		cmocka_unit_test(test_tap_offloads),
 		cmocka_unit_test(test_tap_no_rx_buffers_idle),
+		cmocka_unit_test(test_tap_mq_pairs_set),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, harness_group_teardown);

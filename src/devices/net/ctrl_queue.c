@@ -27,17 +27,16 @@ static uint8_t ctrl_one(struct vnet_device *d)
 		return ack;
 	}
 	d->stats.ctrl_ok++;
-	if (before.pairs != d->ctrl_state.pairs) {
+	if (before.pairs != d->ctrl_state.pairs)
 		log_info("net: the guest uses %u queue pair(s)",
 			 d->ctrl_state.pairs);
-		vnet_update_steering(d);
-	}
 	return ack;
 }
 
 void vnet_ctrl_run(struct vnet_device *d)
 {
 	unsigned budget = VNET_CTRL_BUDGET, pushed = 0;
+	uint16_t pairs = d->ctrl_state.pairs;
 	int got = 0;
 
 	if (!d->ctrl || !d->mem)
@@ -59,4 +58,8 @@ void vnet_ctrl_run(struct vnet_device *d)
 		vmio_vq_flush_and_notify(d->ctrl);
 	if (got > 0)
 		vnet_reschedule(d->ctrl);
+	/* Only now: steering serves rx rings, and with them d->chain,
+	 * which held the commands. */
+	if (pairs != d->ctrl_state.pairs)
+		vnet_update_steering(d);
 }

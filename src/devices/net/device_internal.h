@@ -46,8 +46,10 @@ struct vnet_device {
 	struct vnet_stats stats;
 	struct vmio_ratelimit rl;
 
-	/* Large: kept here, not on the stack. One chain being served, and
-	 * the segments handed to the backend (a header and a chain's). */
+	/* Large: kept here, not on the stack. One chain being served (by
+	 * one queue at a time: nothing that serves a queue may be called
+	 * while another holds it), and the segments handed to the backend
+	 * (a header and a chain's). */
 	struct vmio_chain chain;
 	struct iovec iov[VNET_MAX_IOV];
 	uint8_t ctrl_buf[VNET_CTRL_MAX_LEN];
