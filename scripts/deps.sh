@@ -21,6 +21,7 @@ packages=(
 	xz-utils          # guest tests: unpacks the kernel package's compressed modules
 	zstd              # guest tests: same, for zstd-compressed modules
 	socat             # make bench: the anchor `vmio redirect` is measured against
+	dpdk-dev          # vmio net tests: dpdk-testpmd is the front end
 )
 
 missing=()

@@ -12,6 +12,7 @@ typedef int (*vmio_cmd_fn)(int argc, char **argv);
 
 int vmio_cmd_loopback(int argc, char **argv);
 int vmio_cmd_vsock(int argc, char **argv);
+int vmio_cmd_net(int argc, char **argv);
 int vmio_cmd_redirect(int argc, char **argv);
 
 /* Applies -v/-q to the log level. */
@@ -29,6 +30,36 @@ void vmio_cli_unwatch_signals(void);
  * away. Returns the exit status. */
 int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
 		   const struct vmio_backend_opts *o);
+
+/* A backend subcommand's command line. */
+struct vmio_backend_cmdline {
+	const char *sub;   /* "net": for messages and --print-capabilities */
+	const char *usage; /* help text printed before the common options' */
+	const struct option *longopts; /* its own, then VMIO_BACKEND_LONG_OPTIONS */
+	/* Handles one of its own options (getopt codes below
+	 * VMIO_OPT_COMMON_BASE). Returns 0, or an exit status after
+	 * reporting the error. NULL if it has none. */
+	int (*own)(void *opaque, int code, const char *arg);
+	/* Told of every option before it is handled, common ones too. May
+	 * be NULL. */
+	void (*seen)(void *opaque, int code);
+	/* True if the options given so far name the backend sockets some
+	 * other way (vsock's --vm), so that --socket-path or --fd is not
+	 * required. May be NULL. */
+	bool (*sockets_elsewhere)(void *opaque);
+	void *opaque;
+};
+
+/* Parses argv into o and the subcommand's own options; applies -v/-q.
+ * Returns -1 to go on, or an exit status: 0 after --help or
+ * --print-capabilities, VMIO_EXIT_USAGE after a usage error. */
+int vmio_cli_parse_backend(const struct vmio_backend_cmdline *cl, int argc,
+			   char **argv, struct vmio_backend_opts *o);
+
+/* Parses a subcommand's number option (name: "--mtu") in [min, max].
+ * Returns 0, or reports a usage error of sub and returns its status. */
+int vmio_cli_parse_num(const char *sub, const char *name, const char *arg,
+		       uint64_t min, uint64_t max, uint64_t *out);
 
 /* Reports a usage error: "vmio SUB: MESSAGE" and a hint to --help.
  * Returns VMIO_EXIT_USAGE. */

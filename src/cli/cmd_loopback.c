@@ -24,38 +24,18 @@ int vmio_cmd_loopback(int argc, char **argv)
 		VMIO_BACKEND_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
+	const struct vmio_backend_cmdline cl = {
+		.sub = "loopback",
+		.usage = loopback_usage,
+		.longopts = longopts,
+	};
 	struct vmio_backend_opts o;
-	char err[256];
-	int c;
+	int rc;
 
 	vmio_backend_opts_init(&o, LOOPBACK_DEFAULT_QUEUE_SIZE);
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":" VMIO_BACKEND_SHORT_OPTIONS,
-				longopts, NULL)) != -1) {
-		if (c == 'h') {
-			printf("%s%s", loopback_usage, vmio_backend_opts_help);
-			return 0;
-		}
-		if (c == '?')
-			return vmio_cli_usage_error("loopback", "unknown option '%s'",
-						    argv[optind - 1]);
-		if (c == ':')
-			return vmio_cli_usage_error("loopback", "option '%s' needs a value",
-						    argv[optind - 1]);
-		if (vmio_backend_opts_handle(&o, c, optarg, err, sizeof(err)) < 0)
-			return vmio_cli_usage_error("loopback", "%s", err);
-	}
-	if (optind < argc)
-		return vmio_cli_usage_error("loopback", "unexpected argument '%s'",
-					    argv[optind]);
-	if (vmio_backend_opts_check(&o, err, sizeof(err)))
-		return vmio_cli_usage_error("loopback", "%s", err);
-	vmio_cli_set_verbosity(o.verbosity);
-
-	if (o.print_capabilities) {
-		vmio_backend_print_capabilities("loopback");
-		return 0;
-	}
+	rc = vmio_cli_parse_backend(&cl, argc, argv, &o);
+	if (rc >= 0)
+		return rc;
 
 	struct vmio_loop *loop = vmio_loop_new();
 	struct vmio_loopback *lb = vmio_loopback_new(o.queue_size);

@@ -114,8 +114,9 @@ static int parse_num(const char *name, const char *arg, uint64_t min,
 	return 0;
 }
 
-static int handle_opt(struct vsock_opts *v, int c, const char *arg)
+static int handle_opt(void *vp, int c, const char *arg)
 {
+	struct vsock_opts *v = vp;
 	char err[512];
 
 	switch (c) {
@@ -376,6 +377,23 @@ static int main_multi(const struct vmio_backend_opts *o, struct vsock_opts *v)
 }
 
 /* Options that name the one VM of the single-VM form. */
+static const char *single_vm_option(int c);
+
+static void note_single_vm_option(void *vp, int c)
+{
+	struct vsock_opts *v = vp;
+
+	if (single_vm_option(c))
+		v->single_opt = single_vm_option(c);
+}
+
+static bool has_vm_list(void *vp)
+{
+	const struct vsock_opts *v = vp;
+
+	return v->vms.n || v->config;
+}
+
 static const char *single_vm_option(int c)
 {
 	switch (c) {
@@ -431,49 +449,20 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct vsock_opts *v = vp;
+	const struct vmio_backend_cmdline cl = {
+		.sub = "vsock", .usage = vsock_usage, .longopts = longopts,
+		.own = handle_opt, .seen = note_single_vm_option,
+		.sockets_elsewhere = has_vm_list, .opaque = v,
+	};
 	struct vmio_backend_opts o;
-	char err[256];
 	bool multi;
-	int c, rc;
+	int rc;
 
 	vmio_backend_opts_init(&o, VSOCK_DEFAULT_QUEUE_SIZE);
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":" VMIO_BACKEND_SHORT_OPTIONS,
-				longopts, NULL)) != -1) {
-		if (c == 'h') {
-			printf("%s%s", vsock_usage, vmio_backend_opts_help);
-			return 0;
-		}
-		if (c == '?')
-			return vmio_cli_usage_error("vsock", "unknown option '%s'",
-						    argv[optind - 1]);
-		if (c == ':')
-			return vmio_cli_usage_error("vsock",
-						    "option '%s' needs a value",
-						    argv[optind - 1]);
-		if (single_vm_option(c))
-			v->single_opt = single_vm_option(c);
-		if (c < VMIO_OPT_COMMON_BASE && c != 'v' && c != 'q') {
-			rc = handle_opt(v, c, optarg);
-			if (rc)
-				return rc;
-			continue;
-		}
-		if (vmio_backend_opts_handle(&o, c, optarg, err, sizeof(err)) < 0)
-			return vmio_cli_usage_error("vsock", "%s", err);
-	}
-	if (optind < argc)
-		return vmio_cli_usage_error("vsock", "unexpected argument '%s'",
-					    argv[optind]);
-	multi = v->vms.n || v->config;
-	if (!multi && vmio_backend_opts_check(&o, err, sizeof(err)))
-		return vmio_cli_usage_error("vsock", "%s", err);
-	vmio_cli_set_verbosity(o.verbosity);
-
-	if (o.print_capabilities) {
-		vmio_backend_print_capabilities("vsock");
-		return 0;
-	}
+	rc = vmio_cli_parse_backend(&cl, argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	multi = has_vm_list(v);
 	if (multi)
 		return main_multi(&o, v);
 	if (!v->have_cid)

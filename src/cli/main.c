@@ -15,6 +15,8 @@ static const struct subcommand subcommands[] = {
 	  "vhost-user demonstration device (tx queue loops back to rx)" },
 	{ "vsock", vmio_cmd_vsock,
 	  "vhost-user virtio-vsock device (host side: unix sockets)" },
+	{ "net", vmio_cmd_net,
+	  "vhost-user virtio-net device (host side: a TAP, or nothing)" },
 	{ "redirect", vmio_cmd_redirect,
 	  "socat-style relay between two sockets" },
 };

@@ -1,0 +1,218 @@
+/* `vmio net`: a vhost-user virtio-net device whose frames go to a TAP
+ * interface, or nowhere (--null, to measure the device alone). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "devices/net/device.h"
+#include "util/log.h"
+
+#define NET_DEFAULT_QUEUE_SIZE 1024
+#define NET_DEFAULT_MTU 1500
+/* IPv4's minimum; the top is what the config space's le16 holds. */
+#define NET_MIN_MTU 68
+#define NET_MAX_MTU 65535
+
+static const char net_usage[] =
+	"Usage: vmio net (--socket PATH | --fd N) (--tap NAME | --null)\n"
+	"                [options]\n"
+	"\n"
+	"A vhost-user virtio-net device (QEMU: -netdev vhost-user). Every frame\n"
+	"the guest sends is checked (virtio-net header, size) before it goes\n"
+	"on; a bad one is dropped and counted.\n"
+	"\n"
+	"Device options:\n"
+	"  --tap NAME           frames go to and come from the TAP interface\n"
+	"                       NAME, created (multi-queue, vnet header) if it\n"
+	"                       does not exist; needs CAP_NET_ADMIN\n"
+	"  --null               drop what the guest sends, send it nothing\n"
+	"  --xdp IFACE          AF_XDP: not supported yet\n"
+	"  --queues N           queue pairs, 1 to 256 (default 1)\n"
+	"  --mac MAC            the guest's address, XX:XX:XX:XX:XX:XX\n"
+	"                       (default 52:54:00:12:34:56)\n"
+	"  --mtu N              largest frame payload, 68 to 65535 (default 1500)\n"
+	"  --stats              print the frame counters on exit\n"
+	"\n"
+	"Common options (--queue-size defaults to 1024):\n";
+
+enum {
+	OPT_TAP = 1,
+	OPT_NULL,
+	OPT_XDP,
+	OPT_QUEUES,
+	OPT_MAC,
+	OPT_MTU,
+	OPT_STATS,
+};
+
+struct net_opts {
+	const char *tap;
+	bool null;
+	uint64_t queues;
+	uint64_t mtu;
+	uint8_t mac[6];
+	bool stats;
+};
+
+/* XX:XX:XX:XX:XX:XX, hex, a unicast address. */
+static int parse_mac(const char *arg, uint8_t mac[6])
+{
+	unsigned v[6];
+	char end;
+
+	if (strlen(arg) != 17 ||
+	    sscanf(arg, "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3],
+		   &v[4], &v[5], &end) != 6)
+		return vmio_cli_usage_error(
+			"net", "--mac: '%s' is not XX:XX:XX:XX:XX:XX", arg);
+	if (v[0] & 1)
+		return vmio_cli_usage_error(
+			"net", "--mac: %s is a multicast address", arg);
+	if (!(v[0] | v[1] | v[2] | v[3] | v[4] | v[5]))
+		return vmio_cli_usage_error("net", "--mac: the zero address");
+	for (int i = 0; i < 6; i++)
+		mac[i] = (uint8_t)v[i];
+	return 0;
+}
+
+static int handle_opt(void *opaque, int c, const char *arg)
+{
+	struct net_opts *n = opaque;
+
+	switch (c) {
+	case OPT_TAP:
+		/* The kernel's own rule (dev_valid_name), checked here so
+		 * that the error says what is wrong with the name. */
+		if (!arg[0] || strlen(arg) > 15 || strpbrk(arg, "/: \t\n") ||
+		    !strcmp(arg, ".") || !strcmp(arg, ".."))
+			return vmio_cli_usage_error(
+				"net",
+				"--tap: '%s' is not an interface name (1 to 15 "
+				"bytes, no '/', ':' or spaces)",
+				arg);
+		n->tap = arg;
+		return 0;
+	case OPT_NULL:
+		n->null = true;
+		return 0;
+	case OPT_XDP:
+		return vmio_cli_usage_error("net", "--xdp: not supported yet");
+	case OPT_QUEUES:
+		return vmio_cli_parse_num("net", "--queues", arg, 1,
+					  VNET_MAX_PAIRS, &n->queues);
+	case OPT_MAC:
+		return parse_mac(arg, n->mac);
+	case OPT_MTU:
+		return vmio_cli_parse_num("net", "--mtu", arg, NET_MIN_MTU,
+					  NET_MAX_MTU, &n->mtu);
+	case OPT_STATS:
+		n->stats = true;
+		return 0;
+	}
+	return -1;
+}
+
+static struct vnet_backend *open_backend(const struct net_opts *n)
+{
+	struct vnet_backend *b;
+	const char *why = "out of memory";
+	int err = -ENOMEM;
+
+	if (n->null) {
+		b = vnet_backend_null_new((unsigned)n->queues);
+		if (!b)
+			log_err("net: out of memory");
+		return b;
+	}
+	b = vnet_backend_tap_new(n->tap, (unsigned)n->queues, &err, &why);
+	if (!b)
+		log_err("net: cannot use tap %s: %s (%s)", n->tap, why,
+			strerror(-err));
+	return b;
+}
+
+static void print_stats(const struct vnet_device *dev)
+{
+	char line[1024];
+
+	vnet_stats_format(vnet_device_stats(dev), line, sizeof(line));
+	fprintf(stderr, "vmio net: stats: %s\n", line);
+}
+
+static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
+{
+	struct vnet_device_config cfg = {
+		.mtu = (uint16_t)n->mtu,
+		.pairs = (unsigned)n->queues,
+		.max_queue_size = o->queue_size,
+	};
+	struct vmio_loop *loop = NULL;
+	struct vnet_device *dev = NULL;
+	struct vmio_backend *be = NULL;
+	int status = 1;
+
+	memcpy(cfg.mac, n->mac, sizeof(cfg.mac));
+	cfg.backend = open_backend(n);
+	if (!cfg.backend)
+		return 1;
+	loop = vmio_loop_new();
+	if (loop)
+		dev = vnet_device_new(loop, &cfg);
+	if (dev)
+		be = vmio_backend_new(loop, vnet_device_ops(dev), dev);
+	if (!be) {
+		log_err("out of memory setting up the device");
+	} else {
+		log_info("net: %u queue pair(s), %s backend%s%s, mtu %u",
+			 cfg.pairs, n->null ? "null" : "tap",
+			 n->tap ? " " : "", n->tap ? n->tap : "", cfg.mtu);
+		status = vmio_cli_serve(loop, be, o);
+	}
+	vmio_backend_free(be);
+	if (dev && n->stats)
+		print_stats(dev);
+	vnet_device_free(dev);
+	vmio_loop_free(loop);
+	vnet_backend_free(cfg.backend);
+	return status;
+}
+
+int vmio_cmd_net(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "tap", required_argument, NULL, OPT_TAP },
+		{ "null", no_argument, NULL, OPT_NULL },
+		{ "xdp", required_argument, NULL, OPT_XDP },
+		{ "queues", required_argument, NULL, OPT_QUEUES },
+		{ "mac", required_argument, NULL, OPT_MAC },
+		{ "mtu", required_argument, NULL, OPT_MTU },
+		{ "stats", no_argument, NULL, OPT_STATS },
+		VMIO_BACKEND_LONG_OPTIONS,
+		{ NULL, 0, NULL, 0 },
+	};
+	struct net_opts n = {
+		.queues = 1,
+		.mtu = NET_DEFAULT_MTU,
+		.mac = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 },
+	};
+	const struct vmio_backend_cmdline cl = {
+		.sub = "net",
+		.usage = net_usage,
+		.longopts = longopts,
+		.own = handle_opt,
+		.opaque = &n,
+	};
+	struct vmio_backend_opts o;
+	int rc;
+
+	vmio_backend_opts_init(&o, NET_DEFAULT_QUEUE_SIZE);
+	rc = vmio_cli_parse_backend(&cl, argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	if (!n.tap == !n.null)
+		return vmio_cli_usage_error("net",
+					    "exactly one of --tap NAME or --null is required");
+	return run(&o, &n);
+}

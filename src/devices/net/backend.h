@@ -1,0 +1,78 @@
+/* Where the net device's frames go and come from. The device validates
+ * every frame before a backend sees it, and hands frames over as scatter
+ * lists: a transmitted frame is its (validated, local) virtio-net header
+ * followed by the guest's buffers; a received frame is written, header
+ * first, straight into the guest's buffers. A backend never sees a
+ * descriptor or a ring, so one that copies (TAP, AF_XDP in copy mode)
+ * and one that lends guest memory to the kernel fit the same table.
+ *
+ * Queue pairs are numbered from 0; a backend has one channel (TAP queue,
+ * XSK) per pair. Everything runs on the loop thread. */
+#ifndef VMIO_DEVICES_NET_BACKEND_H
+#define VMIO_DEVICES_NET_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct vnet_backend;
+
+struct vnet_backend_ops {
+	const char *name; /* "null", "tap": for log lines */
+
+	/* The guest negotiated features (virtio-net bits) and the header
+	 * size that goes with them: set the channel up to match (TAP: vnet
+	 * header size and offloads). Returns 0 or -errno. */
+	int (*configure)(struct vnet_backend *b, uint64_t features,
+			 size_t hdr_len);
+
+	/* Sends one frame. Returns 0, or -errno if it was dropped (the
+	 * device counts it; -EAGAIN: the channel is full). */
+	int (*tx)(struct vnet_backend *b, unsigned pair,
+		  const struct iovec *iov, unsigned niov);
+
+	/* A descriptor that polls readable while pair has a frame waiting,
+	 * or -1 if frames never come (null). */
+	int (*rx_fd)(struct vnet_backend *b, unsigned pair);
+
+	/* Receives one frame, header first, into iov. Returns its length,
+	 * -EAGAIN if none waits, or another -errno (the frame is lost). */
+	ssize_t (*rx)(struct vnet_backend *b, unsigned pair,
+		      const struct iovec *iov, unsigned niov);
+
+	/* Whether frames for the host's side of pair may be steered to its
+	 * channel: only pairs the guest serves should get any, or a flow
+	 * the kernel hashes onto an unused queue is lost. Pair 0 is always
+	 * on. Returns 0 or -errno. NULL if the backend has one fixed path. */
+	int (*set_pair_enabled)(struct vnet_backend *b, unsigned pair, bool on);
+
+	void (*free)(struct vnet_backend *b);
+};
+
+/* Backends embed this first. */
+struct vnet_backend {
+	const struct vnet_backend_ops *ops;
+	/* virtio-net offload bits the backend can carry (CSUM, TSO...);
+	 * the device offers them only if the backend has them. */
+	uint64_t offloads;
+	unsigned pairs;
+};
+
+/* Drops everything sent, receives nothing: the device measured alone. */
+struct vnet_backend *vnet_backend_null_new(unsigned pairs);
+
+/* Attaches pairs queues of the TAP interface name, creating it
+ * (multi-queue, vnet header) if it does not exist. Returns NULL with
+ * *err = -errno and *why a static string saying what failed. */
+struct vnet_backend *vnet_backend_tap_new(const char *name, unsigned pairs,
+					  int *err, const char **why);
+
+static inline void vnet_backend_free(struct vnet_backend *b)
+{
+	if (b)
+		b->ops->free(b);
+}
+
+#endif

@@ -1,0 +1,309 @@
+/* The net device's callbacks: feature negotiation, config space, and which
+ * queue is what. Queue 2i is pair i's rx and 2i+1 its tx; the control
+ * queue follows the last pair when MQ is negotiated, and is queue 2
+ * otherwise (5.1.2). */
+#include "devices/net/device_internal.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "virtio/features.h"
+
+enum vnet_role { ROLE_NONE, ROLE_RX, ROLE_TX, ROLE_CTRL };
+
+static unsigned ctrl_index(const struct vnet_device *d)
+{
+	return vnet_has(d, VIRTIO_NET_F_MQ) ? 2 * d->npairs : 2;
+}
+
+static enum vnet_role queue_role(const struct vnet_device *d, unsigned index,
+				 struct vnet_pair **pair)
+{
+	unsigned data_queues = vnet_has(d, VIRTIO_NET_F_MQ) ? 2 * d->npairs : 2;
+
+	if (index < data_queues) {
+		*pair = (struct vnet_pair *)&d->pairs[index / 2];
+		return index % 2 ? ROLE_TX : ROLE_RX;
+	}
+	if (index == ctrl_index(d) && vnet_has(d, VIRTIO_NET_F_CTRL_VQ))
+		return ROLE_CTRL;
+	return ROLE_NONE;
+}
+
+unsigned vnet_active_pairs(const struct vnet_device *d)
+{
+	if (!vnet_has(d, VIRTIO_NET_F_MQ))
+		return d->npairs;
+	return d->ctrl_state.pairs < d->npairs ? d->ctrl_state.pairs
+					       : d->npairs;
+}
+
+void vnet_update_steering(struct vnet_device *d)
+{
+	unsigned active = vnet_active_pairs(d);
+
+	if (!d->be->ops->set_pair_enabled)
+		return;
+	for (unsigned i = 0; i < d->npairs; i++) {
+		struct vnet_pair *p = &d->pairs[i];
+		bool on = i < active && p->served;
+
+		d->be->ops->set_pair_enabled(d->be, i, on);
+		if (on)
+			vnet_rx_run(p);
+		else
+			vnet_rx_unwatch(p);
+	}
+}
+
+static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
+{
+	struct vnet_device *d = dev;
+	struct vnet_pair *p = NULL;
+
+	if (vq->size > d->cfg.max_queue_size) {
+		vmio_vq_set_broken(vq, "queue size %u above the device's %u",
+				   vq->size, d->cfg.max_queue_size);
+		return;
+	}
+	d->mem = mem;
+	/* The driver may have posted buffers before the start and will not
+	 * kick for them again: serve each queue once now. */
+	switch (queue_role(d, vq->index, &p)) {
+	case ROLE_RX:
+		vq->name = "rx";
+		p->rx = vq;
+		p->served = true;
+		vnet_update_steering(d); /* serves p's ring too */
+		break;
+	case ROLE_TX:
+		vq->name = "tx";
+		p->tx = vq;
+		vnet_tx_run(p);
+		break;
+	case ROLE_CTRL:
+		vq->name = "ctrl";
+		d->ctrl = vq;
+		vnet_ctrl_run(d);
+		break;
+	case ROLE_NONE:
+		vmio_vq_set_broken(vq, "not a queue of this device with the "
+				       "negotiated features");
+		break;
+	}
+}
+
+static void net_queue_stop(void *dev, struct vmio_vq *vq)
+{
+	struct vnet_device *d = dev;
+
+	for (unsigned i = 0; i < d->npairs; i++) {
+		struct vnet_pair *p = &d->pairs[i];
+
+		if (p->rx == vq) {
+			vnet_rx_unwatch(p);
+			p->rx = NULL;
+			/* Disabled (SET_VRING_ENABLE 0: a VMM that answers
+			 * the control queue itself dropping pairs) or
+			 * stopped (GET_VRING_BASE), not merely paused for a
+			 * change: its flows must go to the pairs served. */
+			if (!vq->enabled || !vq->started) {
+				p->served = false;
+				vnet_update_steering(d);
+			}
+		}
+		if (p->tx == vq)
+			p->tx = NULL;
+	}
+	if (d->ctrl == vq)
+		d->ctrl = NULL;
+}
+
+static void net_queue_kick(void *dev, struct vmio_vq *vq)
+{
+	struct vnet_device *d = dev;
+	struct vnet_pair *p = NULL;
+
+	switch (queue_role(d, vq->index, &p)) {
+	case ROLE_RX:
+		if (p->rx == vq)
+			vnet_rx_run(p);
+		break;
+	case ROLE_TX:
+		if (p->tx == vq)
+			vnet_tx_run(p);
+		break;
+	case ROLE_CTRL:
+		if (d->ctrl == vq)
+			vnet_ctrl_run(d);
+		break;
+	case ROLE_NONE:
+		break;
+	}
+}
+
+/* Drops every pointer into guest memory; the queues come back through
+ * queue_start. */
+static void forget_queues(struct vnet_device *d)
+{
+	for (unsigned i = 0; i < d->npairs; i++) {
+		vnet_rx_unwatch(&d->pairs[i]);
+		d->pairs[i].rx = d->pairs[i].tx = NULL;
+	}
+	d->ctrl = NULL;
+	d->mem = NULL;
+}
+
+static void net_memory_changing(void *dev)
+{
+	forget_queues(dev);
+}
+
+static void net_reset(void *dev)
+{
+	struct vnet_device *d = dev;
+
+	forget_queues(d);
+	d->features = 0;
+	d->hdr_len = vnet_hdr_len(0);
+	vnet_ctrl_init(&d->ctrl_state, 0, (uint16_t)d->npairs, d->cfg.mac);
+	for (unsigned i = 0; i < d->npairs; i++)
+		d->pairs[i].served = false;
+	vnet_update_steering(d);
+}
+
+/* Feature dependencies the spec states (5.1.3.1): an offload needs the
+ * checksum offload under it. */
+static const char *bad_feature_combination(uint64_t f)
+{
+	uint64_t host_tso = VMIO_BIT(VIRTIO_NET_F_HOST_TSO4) |
+			    VMIO_BIT(VIRTIO_NET_F_HOST_TSO6);
+	uint64_t guest_tso = VMIO_BIT(VIRTIO_NET_F_GUEST_TSO4) |
+			     VMIO_BIT(VIRTIO_NET_F_GUEST_TSO6);
+	uint64_t ctrl_users = VMIO_BIT(VIRTIO_NET_F_CTRL_RX) |
+			      VMIO_BIT(VIRTIO_NET_F_MQ) |
+			      VMIO_BIT(VIRTIO_NET_F_CTRL_MAC_ADDR);
+
+	if ((f & host_tso) && !(f & VMIO_BIT(VIRTIO_NET_F_CSUM)))
+		return "HOST_TSO without CSUM";
+	if ((f & guest_tso) && !(f & VMIO_BIT(VIRTIO_NET_F_GUEST_CSUM)))
+		return "GUEST_TSO without GUEST_CSUM";
+	if ((f & ctrl_users) && !(f & VMIO_BIT(VIRTIO_NET_F_CTRL_VQ)))
+		return "CTRL_RX, MQ or CTRL_MAC_ADDR without CTRL_VQ";
+	return NULL;
+}
+
+static int net_features_set(void *dev, uint64_t features)
+{
+	struct vnet_device *d = dev;
+	const char *why = bad_feature_combination(features);
+	int rc;
+
+	if (why) {
+		log_err("net: the driver's features are inconsistent: %s", why);
+		return -EINVAL;
+	}
+	d->features = features;
+	d->hdr_len = vnet_hdr_len(features);
+	vnet_ctrl_init(&d->ctrl_state, features, (uint16_t)d->npairs,
+		       d->cfg.mac);
+	rc = d->be->ops->configure(d->be, features, d->hdr_len);
+	if (rc)
+		return rc;
+	log_info("net: features 0x%llx, %zu-byte header, %s backend",
+		 (unsigned long long)features, d->hdr_len, d->be->ops->name);
+	/* With MQ the guest starts on one pair (5.1.6.5.5). */
+	vnet_update_steering(d);
+	return 0;
+}
+
+static int net_get_config(void *dev, uint8_t *buf, uint32_t offset,
+			  uint32_t len)
+{
+	const struct vnet_device *d = dev;
+	struct virtio_net_config c;
+
+	if (offset > sizeof(c) || len > sizeof(c) - offset)
+		return -EINVAL;
+	memcpy(c.mac, d->cfg.mac, sizeof(c.mac));
+	c.status = htole16(VIRTIO_NET_S_LINK_UP);
+	c.max_virtqueue_pairs = htole16((uint16_t)d->npairs);
+	c.mtu = htole16(d->cfg.mtu);
+	memcpy(buf, (const uint8_t *)&c + offset, len);
+	return 0;
+}
+
+/* What every net device offers; the backend's offloads are added. The
+ * control queue's users (CTRL_RX, CTRL_MAC_ADDR) come with it. */
+#define VNET_BASE_FEATURES                                                    \
+	(VMIO_BIT(VIRTIO_F_VERSION_1) | VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |   \
+	 VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC) |                              \
+	 VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF) | VMIO_BIT(VIRTIO_NET_F_MAC) |      \
+	 VMIO_BIT(VIRTIO_NET_F_MTU) | VMIO_BIT(VIRTIO_NET_F_STATUS) |         \
+	 VMIO_BIT(VIRTIO_NET_F_CTRL_VQ) | VMIO_BIT(VIRTIO_NET_F_CTRL_RX) |    \
+	 VMIO_BIT(VIRTIO_NET_F_CTRL_MAC_ADDR) | VMIO_BIT(VIRTIO_NET_F_MQ))
+
+static const struct vmio_device_ops net_ops_template = {
+	.name = "net",
+	.features = VNET_BASE_FEATURES,
+	.max_queue_size = VIRTQ_MAX_SIZE,
+	.config_size = sizeof(struct virtio_net_config),
+	.get_config = net_get_config,
+	.features_set = net_features_set,
+	.queue_start = net_queue_start,
+	.queue_stop = net_queue_stop,
+	.queue_kick = net_queue_kick,
+	.memory_changing = net_memory_changing,
+	.reset = net_reset,
+};
+
+struct vnet_device *vnet_device_new(struct vmio_loop *loop,
+				    const struct vnet_device_config *cfg)
+{
+	struct vnet_device *d;
+
+	if (!cfg->pairs || cfg->pairs > VNET_MAX_PAIRS || !cfg->backend ||
+	    cfg->backend->pairs < cfg->pairs)
+		return NULL;
+	d = calloc(1, sizeof(*d) + cfg->pairs * sizeof(d->pairs[0]));
+	if (!d)
+		return NULL;
+	d->loop = loop;
+	d->cfg = *cfg;
+	if (!d->cfg.max_queue_size || d->cfg.max_queue_size > VIRTQ_MAX_SIZE)
+		d->cfg.max_queue_size = VIRTQ_MAX_SIZE;
+	d->be = cfg->backend;
+	d->npairs = cfg->pairs;
+	d->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(5);
+	d->ops = net_ops_template;
+	d->ops.features |= d->be->offloads;
+	d->ops.num_queues = 2 * d->npairs + 1;
+	d->ops.max_queue_size = d->cfg.max_queue_size;
+	for (unsigned i = 0; i < d->npairs; i++) {
+		d->pairs[i].d = d;
+		d->pairs[i].index = i;
+		d->pairs[i].rx_fd = d->be->ops->rx_fd(d->be, i);
+	}
+	net_reset(d);
+	return d;
+}
+
+void vnet_device_free(struct vnet_device *d)
+{
+	if (!d)
+		return;
+	forget_queues(d);
+	free(d);
+}
+
+const struct vmio_device_ops *vnet_device_ops(const struct vnet_device *d)
+{
+	return &d->ops;
+}
+
+const struct vnet_stats *vnet_device_stats(const struct vnet_device *d)
+{
+	return &d->stats;
+}

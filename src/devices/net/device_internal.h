@@ -1,0 +1,91 @@
+/* The net device's state, shared by its files: device.c (callbacks and
+ * queue roles), tx.c, rx.c and ctrl_queue.c (serving each kind of queue).
+ * No chain is held between callbacks: every popped chain is pushed or
+ * given back before a callback returns, so a queue stop or a memory table
+ * change has only pointers to drop. */
+#ifndef VMIO_DEVICES_NET_DEVICE_INTERNAL_H
+#define VMIO_DEVICES_NET_DEVICE_INTERNAL_H
+
+#include <stdbool.h>
+#include <sys/uio.h>
+
+#include "devices/net/ctrl.h"
+#include "devices/net/device.h"
+#include "util/log.h"
+
+/* Frames or commands served in one callback before we yield to the rest
+ * of the loop: a guest that keeps a ring full must not starve the
+ * vhost-user socket or the other queues. */
+#define VNET_TX_BUDGET 256
+#define VNET_RX_BUDGET 256
+#define VNET_CTRL_BUDGET 64
+
+/* readv and writev take at most this many segments (IOV_MAX). */
+#define VNET_MAX_IOV 1024
+
+struct vnet_pair {
+	struct vnet_device *d;
+	unsigned index;
+	struct vmio_vq *rx, *tx;
+	int rx_fd;        /* the backend's, -1 if it never receives */
+	bool rx_watched;  /* rx_fd is on the loop */
+	bool served;      /* its rx queue started since the last reset */
+};
+
+struct vnet_device {
+	struct vmio_device_ops ops;
+	struct vmio_loop *loop;
+	struct vnet_device_config cfg;
+	struct vnet_backend *be;
+
+	uint64_t features; /* negotiated */
+	size_t hdr_len;    /* virtio-net header size for them */
+	struct vmio_mem *mem;
+	struct vmio_vq *ctrl;
+	struct vnet_ctrl_state ctrl_state;
+	struct vnet_stats stats;
+	struct vmio_ratelimit rl;
+
+	/* Large: kept here, not on the stack. One chain being served (by
+	 * one queue at a time: nothing that serves a queue may be called
+	 * while another holds it), and the segments handed to the backend
+	 * (a header and a chain's). */
+	struct vmio_chain chain;
+	struct iovec iov[VNET_MAX_IOV];
+	uint8_t ctrl_buf[VNET_CTRL_MAX_LEN];
+	/* rx with MRG_RXBUF: the heads and sizes of the chains one frame
+	 * is spread over. */
+	uint16_t rx_heads[VNET_MAX_IOV];
+	uint32_t rx_sizes[VNET_MAX_IOV];
+
+	unsigned npairs;
+	struct vnet_pair pairs[];
+};
+
+static inline bool vnet_has(const struct vnet_device *d, unsigned bit)
+{
+	return d->features & (1ull << bit);
+}
+
+/* Queue pairs the guest may receive on: what VQ_PAIRS_SET chose when
+ * the control queue is ours (MQ negotiated), else every pair (the VMM
+ * answers the control queue and enables the pairs' queues itself). */
+unsigned vnet_active_pairs(const struct vnet_device *d);
+/* Tells the backend which pairs' channels should get frames: the active
+ * ones whose rx queue the guest serves. */
+void vnet_update_steering(struct vnet_device *d);
+
+/* Serves the guest's transmitted frames on pair p. */
+void vnet_tx_run(struct vnet_pair *p);
+/* Moves frames from the backend into the guest's rx buffers on pair p. */
+void vnet_rx_run(struct vnet_pair *p);
+/* Stops watching the backend's rx descriptor of pair p. */
+void vnet_rx_unwatch(struct vnet_pair *p);
+/* Answers the commands on the control queue. */
+void vnet_ctrl_run(struct vnet_device *d);
+
+/* Asks the core to call queue_kick for vq again once the loop has served
+ * everything else: a kick to ourselves through its eventfd. */
+void vnet_reschedule(struct vmio_vq *vq);
+
+#endif

@@ -1,0 +1,249 @@
+/* Backend to guest. A frame is read straight into the guest's rx buffers,
+ * header first. Without MRG_RXBUF each frame takes one chain; with it, a
+ * frame may run over several, and num_buffers in the header says how
+ * many. Since the frame's size is only known once it is read, we gather
+ * room for the largest frame the guest may receive before reading, and
+ * give back the chains the frame did not need.
+ *
+ * Waiting: with buffers and no frame we watch the backend's descriptor;
+ * with a frame and no buffers we stop watching it (it would stay
+ * readable and spin the loop) and wait for the guest's kick instead. */
+#include "devices/net/device_internal.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+/* The rx room one frame needs: header and the largest frame the guest
+ * agreed to receive. */
+static size_t rx_room(const struct vnet_device *d)
+{
+	bool gso = vnet_has(d, VIRTIO_NET_F_GUEST_TSO4) ||
+		   vnet_has(d, VIRTIO_NET_F_GUEST_TSO6);
+
+	return d->hdr_len + (gso ? VNET_GSO_MAX_FRAME : vnet_max_frame(d->cfg.mtu));
+}
+
+void vnet_rx_unwatch(struct vnet_pair *p)
+{
+	if (!p->rx_watched)
+		return;
+	vmio_loop_remove(p->d->loop, p->rx_fd);
+	p->rx_watched = false;
+}
+
+static void on_rx_ready(void *opaque, int fd, uint32_t events)
+{
+	vnet_rx_run(opaque);
+}
+
+static void rx_watch(struct vnet_pair *p)
+{
+	int rc;
+
+	if (p->rx_watched || p->rx_fd < 0)
+		return;
+	rc = vmio_loop_add(p->d->loop, p->rx_fd, EPOLLIN, on_rx_ready, p);
+	if (rc)
+		log_err("net: cannot watch the backend of queue pair %u: %s",
+			p->index, strerror(-rc));
+	else
+		p->rx_watched = true;
+}
+
+/* One frame's worth of popped chains. */
+struct rx_frame {
+	unsigned nchains;
+	unsigned niov;
+	size_t room;
+};
+
+/* Pops chains into d->iov until they hold `want` bytes (one chain only
+ * without MRG_RXBUF). Returns 1 with room for a frame, 0 if the ring ran
+ * out first (the chains popped are still held), -1 if the queue broke. */
+static int rx_gather(struct vnet_device *d, struct vnet_pair *p,
+		     struct rx_frame *f, size_t want)
+{
+	bool mrg = vnet_has(d, VIRTIO_NET_F_MRG_RXBUF);
+	const struct vmio_chain *c = &d->chain;
+
+	while (f->room < want) {
+		int got = vmio_vq_pop(p->rx, d->mem, &d->chain);
+
+		if (got <= 0)
+			return got;
+		/* A chain that cannot hold the header (5.1.6.3.1 wants
+		 * every buffer to) or has more segments than readv takes.
+		 * With chains in hand, the frame gets those: the bad one is
+		 * given back, so that only the last popped ever are. On its
+		 * own, it is returned used and empty, and the ring moves. */
+		if (c->in_len < d->hdr_len || c->in_len > UINT32_MAX ||
+		    f->niov + c->nin > VNET_MAX_IOV) {
+			if (f->nchains) {
+				vmio_vq_unpop(p->rx, 1);
+				return 1;
+			}
+			vmio_vq_push(p->rx, c->head, 0);
+			d->stats.rx_errors++;
+			continue;
+		}
+		memcpy(&d->iov[f->niov], vmio_chain_in(&d->chain),
+		       c->nin * sizeof(struct iovec));
+		f->niov += c->nin;
+		d->rx_heads[f->nchains] = c->head;
+		d->rx_sizes[f->nchains] = (uint32_t)c->in_len;
+		f->nchains++;
+		f->room += c->in_len;
+		if (!mrg)
+			return 1;
+	}
+	return 1;
+}
+
+/* Writes len bytes at offset of the gathered buffers. */
+static void rx_patch(struct vnet_device *d, const struct rx_frame *f,
+		     size_t offset, const void *src, size_t len)
+{
+	const uint8_t *s = src;
+
+	for (unsigned i = 0; i < f->niov && len; i++) {
+		size_t n;
+
+		if (offset >= d->iov[i].iov_len) {
+			offset -= d->iov[i].iov_len;
+			continue;
+		}
+		n = d->iov[i].iov_len - offset;
+		if (n > len)
+			n = len;
+		memcpy((uint8_t *)d->iov[i].iov_base + offset, s, n);
+		s += n;
+		len -= n;
+		offset = 0;
+	}
+}
+
+/* Pushes the chains the len-byte frame filled, gives the others back, and
+ * puts in the header what the device owns: num_buffers, and flags the
+ * guest can read (none without GUEST_CSUM, 5.1.6.4.1). */
+static void rx_deliver(struct vnet_device *d, struct vnet_pair *p,
+		       const struct rx_frame *f, size_t len)
+{
+	unsigned used = 0;
+	size_t left = len;
+	uint16_t nb;
+
+	while (used < f->nchains && (left || used == 0)) {
+		size_t n = left < d->rx_sizes[used] ? left : d->rx_sizes[used];
+
+		left -= n;
+		used++;
+	}
+	if (!vnet_has(d, VIRTIO_NET_F_GUEST_CSUM)) {
+		uint8_t zero = 0;
+
+		rx_patch(d, f, 0, &zero, 1);
+	}
+	if (d->hdr_len == VIRTIO_NET_HDR_LEN) {
+		nb = htole16((uint16_t)used);
+		rx_patch(d, f, VIRTIO_NET_HDR_NUM_BUFFERS_OFFSET, &nb, 2);
+	}
+	vmio_vq_unpop(p->rx, f->nchains - used);
+	left = len;
+	for (unsigned i = 0; i < used; i++) {
+		size_t n = left < d->rx_sizes[i] ? left : d->rx_sizes[i];
+
+		vmio_vq_push(p->rx, d->rx_heads[i], (uint32_t)n);
+		left -= n;
+	}
+	d->stats.rx_frames++;
+	d->stats.rx_bytes += len - d->hdr_len;
+}
+
+enum rx_stop {
+	RX_NO_FRAME,   /* backend empty: wait on its descriptor */
+	RX_NO_BUFFERS, /* ring empty: wait for the guest's kick */
+	RX_BUDGET,
+	RX_BROKEN,
+};
+
+/* Waits for buffers beyond the held ones: kicks on with them popped (so
+ * that the driver's next post, not an old one, wakes us), then gives
+ * them back. Returns true if buffers arrived meanwhile. */
+static bool rx_wait_buffers(struct vnet_pair *p, const struct rx_frame *f)
+{
+	bool more = vmio_vq_enable_kicks(p->rx, true);
+
+	vmio_vq_unpop(p->rx, f->nchains);
+	return more;
+}
+
+static enum rx_stop rx_once(struct vnet_device *d, struct vnet_pair *p)
+{
+	struct rx_frame f = { 0 };
+	ssize_t n;
+	int got = rx_gather(d, p, &f, rx_room(d));
+
+	if (got < 0)
+		return RX_BROKEN;
+	if (got == 0)
+		return rx_wait_buffers(p, &f) ? RX_BUDGET : RX_NO_BUFFERS;
+	n = d->be->ops->rx(d->be, p->index, d->iov, f.niov);
+	if (n == -EAGAIN || n == -EWOULDBLOCK) {
+		vmio_vq_unpop(p->rx, f.nchains);
+		return RX_NO_FRAME;
+	}
+	if (n < 0 || (size_t)n < d->hdr_len) {
+		/* Lost in the backend (a buffer too small for it, say):
+		 * the buffers are untouched and go back. */
+		vmio_vq_unpop(p->rx, f.nchains);
+		d->stats.rx_errors++;
+		log_ratelimited(&d->rl, VMIO_LOG_WARN,
+				"net: rx queue %u: %s backend lost a frame: %s",
+				p->rx->index, d->be->ops->name,
+				n < 0 ? strerror((int)-n) : "shorter than a header");
+		return RX_BUDGET;
+	}
+	rx_deliver(d, p, &f, (size_t)n);
+	return RX_BUDGET;
+}
+
+void vnet_rx_run(struct vnet_pair *p)
+{
+	struct vnet_device *d = p->d;
+	enum rx_stop why = RX_BUDGET;
+	unsigned budget = VNET_RX_BUDGET;
+	unsigned pushed_before;
+
+	if (!p->rx || !d->mem || p->rx_fd < 0)
+		return;
+	/* 5.1.6.5.5: no frames on pairs beyond what VQ_PAIRS_SET chose. */
+	if (p->index >= vnet_active_pairs(d)) {
+		vnet_rx_unwatch(p);
+		return;
+	}
+	pushed_before = p->rx->used_idx;
+	vmio_vq_enable_kicks(p->rx, false);
+	while (budget-- && why == RX_BUDGET)
+		why = rx_once(d, p);
+	if ((uint16_t)(p->rx->used_idx - pushed_before))
+		vmio_vq_flush_and_notify(p->rx);
+	switch (why) {
+	case RX_NO_FRAME:
+		rx_watch(p);
+		break;
+	case RX_NO_BUFFERS:
+		vnet_rx_unwatch(p);
+		break;
+	case RX_BUDGET:
+		/* The descriptor, still watched and readable, brings us
+		 * back after the loop's other work; if we stopped watching
+		 * it for want of buffers, buffers came: look again soon. */
+		if (!p->rx_watched)
+			vnet_reschedule(p->rx);
+		break;
+	case RX_BROKEN:
+		vnet_rx_unwatch(p);
+		break;
+	}
+}

@@ -1,0 +1,32 @@
+/* The counters as one log line: the integration tests read it, so its
+ * words stay stable ("tx_frames=N", one "name=N" per counter). */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "devices/net/device.h"
+
+void vnet_stats_format(const struct vnet_stats *s, char *buf, size_t size)
+{
+	char invalid[256];
+	size_t off = 0;
+	uint64_t dropped = s->tx_bad_chain + s->tx_backend_errors;
+
+	invalid[0] = '\0';
+	for (unsigned v = VNET_HDR_OK + 1; v < VNET_HDR_NVERDICTS; v++) {
+		dropped += s->tx_invalid[v];
+		if (s->tx_invalid[v] && off < sizeof(invalid))
+			off += (size_t)snprintf(invalid + off,
+						sizeof(invalid) - off,
+						" %s=%" PRIu64,
+						vnet_hdr_verdict_name(v),
+						s->tx_invalid[v]);
+	}
+	snprintf(buf, size, "tx_frames=%" PRIu64 " tx_bytes=%" PRIu64
+		 " tx_dropped=%" PRIu64 " tx_bad_chain=%" PRIu64
+		 " tx_backend_errors=%" PRIu64 " rx_frames=%" PRIu64
+		 " rx_bytes=%" PRIu64 " rx_errors=%" PRIu64 " ctrl_ok=%" PRIu64
+		 " ctrl_err=%" PRIu64 "%s",
+		 s->tx_frames, s->tx_bytes, dropped, s->tx_bad_chain,
+		 s->tx_backend_errors, s->rx_frames, s->rx_bytes, s->rx_errors,
+		 s->ctrl_ok, s->ctrl_err, invalid);
+}

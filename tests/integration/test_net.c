@@ -1,0 +1,923 @@
+/* `vmio net` against DPDK's testpmd, a vhost-user front end no one here
+ * wrote: with --null, vmio counts every frame testpmd sends; with --tap,
+ * in a network namespace of the test's own, frames cross the TAP both
+ * ways and are counted on the other side. The TAP cases need root (a
+ * namespace and a TAP); they fail saying so otherwise. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "devices/net/virtio_net.h"
+#include "frontend/frontend.h"
+#include "harness.h"
+#include "testpmd.h"
+#include "virtio/features.h"
+
+/* Enough frames to be sure they flowed, few enough to take well under a
+ * second at the rates seen here (0.5 to 20 Mpps). */
+#define TX_FRAMES 100000
+#define RX_FRAMES 500
+
+static char out[8192], err[8192];
+
+static int exit_code(int status)
+{
+	assert_true(status >= 0);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/* The counter from the last "vmio net: stats:" line of the log. */
+static long long vmio_stat(const char *name)
+{
+	FILE *f = fopen(harness_path("vmio.log"), "r");
+	char line[2048], key[64], *p;
+	long long v = -1;
+
+	assert_non_null(f);
+	snprintf(key, sizeof(key), " %s=", name);
+	while (fgets(line, sizeof(line), f)) {
+		if (!strstr(line, "vmio net: stats:"))
+			continue;
+		p = strstr(line, key);
+		if (p)
+			v = strtoll(p + strlen(key), NULL, 10);
+	}
+	fclose(f);
+	return v;
+}
+
+/* For a failure's message: what vmio said. */
+static void dump_log(void)
+{
+	FILE *f = fopen(harness_path("vmio.log"), "r");
+	char line[1024];
+
+	while (f && fgets(line, sizeof(line), f))
+		fprintf(stderr, "vmio.log: %s", line);
+	if (f)
+		fclose(f);
+}
+
+static pid_t start_net_queues(const char *sock, const char *backend,
+			      const char *name, const char *queues)
+{
+	const char *args[] = { "net",   "--socket", sock,   "--stats", backend,
+			       name ? name : "--queues",
+			       name ? "--queues" : queues,
+			       name ? queues : NULL, NULL };
+	pid_t pid = harness_spawn(args);
+
+	if (!harness_wait_socket(sock, HARNESS_WAIT_MS))
+		fail_msg("vmio net did not listen on %s", sock);
+	return pid;
+}
+
+static pid_t start_net(const char *sock, const char *backend,
+		       const char *name)
+{
+	return start_net_queues(sock, backend, name, "1");
+}
+
+static void stop_net(pid_t pid)
+{
+	assert_int_equal(exit_code(harness_stop(pid, HARNESS_WAIT_MS)), 0);
+}
+
+/* ---- command line ---------------------------------------------------- */
+
+static void test_cli(void **state)
+{
+	static const char *const usage[][8] = {
+		{ "net", "--socket", "/tmp/x", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--tap", "t0", NULL },
+		{ "net", "--socket", "/tmp/x", "--xdp", "eth0", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--queues", "0", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--queues", "257", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--mac", "52:54:00:12:34", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--mac", "01:00:5e:00:00:01", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--mac", "00:00:00:00:00:00", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--mtu", "67", NULL },
+		{ "net", "--socket", "/tmp/x", "--tap", "a/b", NULL },
+		{ "net", "--null", NULL },
+	};
+	static const char *const expect[] = {
+		"--tap NAME or --null", "--tap NAME or --null",
+		"not supported yet", "--queues", "--queues", "--mac",
+		"multicast", "zero address", "--mtu", "interface name",
+		"--socket-path",
+	};
+	for (size_t i = 0; i < sizeof(usage) / sizeof(usage[0]); i++) {
+		assert_int_equal(exit_code(harness_run(usage[i], 10000, out,
+						       sizeof(out), err,
+						       sizeof(err))),
+				 2);
+		if (!strstr(err, expect[i]))
+			fail_msg("case %zu: stderr lacks '%s': %s", i,
+				 expect[i], err);
+	}
+	/* A runtime error, at start: "lo" is no TAP (and without root,
+	 * there is no permission either way). */
+	assert_int_equal(exit_code(harness_run(
+				 (const char *[]){ "net", "--socket",
+						   harness_path("lo.sock"),
+						   "--tap", "lo", NULL },
+				 10000, out, sizeof(out), err, sizeof(err))),
+			 1);
+	assert_non_null(strstr(err, "cannot use tap lo"));
+	assert_int_equal(exit_code(harness_run(
+				 (const char *[]){ "net", "--print-capabilities",
+						   NULL },
+				 10000, out, sizeof(out), err, sizeof(err))),
+			 0);
+	assert_non_null(strstr(out, "\"net\""));
+}
+
+/* ---- --null ------------------------------------------------------------ */
+
+static void test_null_txonly(void **state)
+{
+	const char *sock = harness_path("null.sock");
+	pid_t pid = start_net(sock, "--null", NULL);
+	struct testpmd t;
+	long long sent, got;
+
+	testpmd_start(&t, sock, "txonly");
+	if (!testpmd_wait_counter(&t, "TX-packets", TX_FRAMES, HARNESS_WAIT_MS))
+		printf("# testpmd sent fewer than %d frames in time\n",
+			      TX_FRAMES);
+	sent = testpmd_stop(&t, "TX-packets");
+	stop_net(pid);
+	got = vmio_stat("tx_frames");
+	printf("# testpmd sent %lld frames, vmio counted %lld\n", sent,
+		      got);
+	assert_true(sent >= TX_FRAMES);
+	/* Frames still in the ring when testpmd stopped are not seen. */
+	assert_true(got <= sent);
+	assert_true(sent - got <= 1024);
+	assert_int_equal(vmio_stat("tx_dropped"), 0);
+}
+
+/* ---- hostile input, through the in-tree front end ---------------------- */
+
+#define ROBUST_PAIRS 2
+#define ROBUST_TX_QUEUE 1
+#define ROBUST_CTRL_QUEUE (2 * ROBUST_PAIRS) /* MQ negotiated */
+
+/* Connects as a front end that acks exactly want (fails the test if the
+ * device does not offer all of it) and sets up queue q, and queue q2 if
+ * it is not 0. */
+static struct vmio_fe *fe_connect(const char *sock, uint64_t want,
+				  unsigned q, unsigned q2)
+{
+	struct vmio_fe *fe = vmio_fe_connect(sock, HARNESS_WAIT_MS);
+
+	assert_non_null(fe);
+	assert_int_equal(vmio_fe_negotiate(fe, want,
+					   VMIO_BIT(VHOST_USER_PROTOCOL_F_REPLY_ACK) |
+						   VMIO_BIT(VHOST_USER_PROTOCOL_F_MQ)),
+			 0);
+	assert_int_equal(fe->features & want, want);
+	assert_int_equal(vmio_fe_mem_create(fe, 1 << 20, 1), 0);
+	assert_int_equal(vmio_fe_queue_setup(fe, q, 64), 0);
+	if (q2)
+		assert_int_equal(vmio_fe_queue_setup(fe, q2, 64), 0);
+	return fe;
+}
+
+static struct vmio_fe *robust_connect(const char *sock)
+{
+	const uint64_t want =
+		VMIO_BIT(VIRTIO_F_VERSION_1) | VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+		VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF) | VMIO_BIT(VIRTIO_NET_F_CTRL_VQ) |
+		VMIO_BIT(VIRTIO_NET_F_CTRL_RX) | VMIO_BIT(VIRTIO_NET_F_MQ) |
+		VMIO_BIT(VIRTIO_NET_F_CTRL_MAC_ADDR);
+
+	return fe_connect(sock, want, ROBUST_TX_QUEUE, ROBUST_CTRL_QUEUE);
+}
+
+/* Copies len bytes into fresh guest memory; returns the gpa. */
+static uint64_t put(struct vmio_fe *fe, const void *data, uint32_t len)
+{
+	uint64_t gpa = vmio_fe_alloc(fe, len ? len : 1, 8);
+
+	assert_true(gpa != UINT64_MAX);
+	memcpy(vmio_fe_ptr(fe, gpa), data, len);
+	return gpa;
+}
+
+/* Posts a frame as two descriptors: header, then frame_len bytes. */
+static void post_frame(struct vmio_fe *fe, struct virtio_net_hdr h,
+		       uint32_t frame_len)
+{
+	static uint8_t frame[2048];
+	struct vmio_dbuf b[2] = {
+		{ .gpa = put(fe, &h, sizeof(h)), .len = sizeof(h) },
+		{ .gpa = put(fe, frame, frame_len), .len = frame_len },
+	};
+
+	assert_true(vmio_dvq_add(vmio_fe_queue(fe, ROBUST_TX_QUEUE), b,
+				 frame_len ? 2 : 1, (void *)1) >= 0);
+}
+
+/* Waits until n chains come back used on q (each posted with a non-NULL
+ * token: NULL is how vmio_dvq_get_used says "none"). */
+static void reap(struct vmio_dvq *q, unsigned n, uint32_t *lens)
+{
+	unsigned got = 0;
+
+	for (int rounds = 0; got < n && rounds < HARNESS_WAIT_MS / 100;
+	     rounds++) {
+		uint32_t len;
+
+		vmio_dvq_want_interrupt(q);
+		while (got < n && vmio_dvq_get_used(q, &len)) {
+			if (lens)
+				lens[got] = len;
+			got++;
+		}
+		if (got < n)
+			vmio_dvq_wait(q, 100);
+	}
+	if (got < n) {
+		dump_log();
+		fail_msg("queue %u: %u of %u chains came back", q->index, got,
+			 n);
+	}
+}
+
+/* Every kind of bad frame is dropped and counted, and the queue goes on
+ * serving the good ones around them. */
+static void post_tx_mix(struct vmio_fe *fe)
+{
+	/* A header field by field, and the frame length after it. */
+	const struct {
+		struct virtio_net_hdr h;
+		uint32_t frame_len;
+	} bad[] = {
+		{ { .flags = VIRTIO_NET_HDR_F_DATA_VALID }, 64 },
+		/* NEEDS_CSUM, but CSUM is not negotiated */
+		{ { .flags = 1, .csum_start = htole16(34),
+		    .csum_offset = htole16(6) }, 64 },
+		{ { .flags = 1, .gso_type = VIRTIO_NET_HDR_GSO_TCPV4,
+		    .hdr_len = htole16(54), .gso_size = htole16(1448),
+		    .csum_start = htole16(34), .csum_offset = htole16(16) },
+		  1500 },
+		{ { .flags = 0x40 }, 64 },
+		{ { .gso_size = htole16(1448) }, 64 }, /* without GSO */
+		{ { .hdr_len = htole16(65) }, 64 },    /* beyond the frame */
+		{ { 0 }, 13 },                        /* shorter than Ethernet */
+		{ { 0 }, 1519 },                      /* above the MTU */
+	};
+	const struct virtio_net_hdr good = { 0 };
+	struct vmio_dvq *q = vmio_fe_queue(fe, ROBUST_TX_QUEUE);
+	uint8_t half_hdr[5] = { 0 };
+	struct vmio_dbuf shortc = { .gpa = put(fe, half_hdr, 5), .len = 5 };
+
+	post_frame(fe, good, 64);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		post_frame(fe, bad[i].h, bad[i].frame_len);
+		post_frame(fe, good, 60 + (uint32_t)i);
+	}
+	/* A chain shorter than the header itself. */
+	assert_true(vmio_dvq_add(q, &shortc, 1, (void *)1) >= 0);
+	vmio_dvq_kick(q);
+	reap(q, 1 + 2 * 8 + 1, NULL);
+	/* And the queue still works. */
+	post_frame(fe, good, 1518);
+	vmio_dvq_kick(q);
+	reap(q, 1, NULL);
+}
+
+/* One command with its ack byte; returns the ack (0xee if unwritten). */
+static uint8_t ctrl_cmd(struct vmio_fe *fe, const uint8_t *cmd, uint32_t len,
+			bool with_ack)
+{
+	struct vmio_dvq *q = vmio_fe_queue(fe, ROBUST_CTRL_QUEUE);
+	uint8_t init = 0xee;
+	uint64_t ack_gpa = put(fe, &init, 1);
+	struct vmio_dbuf b[2] = {
+		{ .gpa = put(fe, cmd, len), .len = len },
+		{ .gpa = ack_gpa, .len = 1, .writable = true },
+	};
+	uint32_t written = 99;
+
+	assert_true(vmio_dvq_add(q, b, with_ack ? 2 : 1, (void *)1) >= 0);
+	vmio_dvq_kick(q);
+	reap(q, 1, &written);
+	assert_int_equal(written, with_ack ? 1 : 0);
+	return *(uint8_t *)vmio_fe_ptr(fe, ack_gpa);
+}
+
+#define CTRL_CMD(fe, ...)                                                          \
+	ctrl_cmd(fe, (const uint8_t[]){ __VA_ARGS__ },                        \
+		 sizeof((const uint8_t[]){ __VA_ARGS__ }), true)
+
+static void post_ctrl_mix(struct vmio_fe *fe)
+{
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_MQ, 0, 2, 0), VIRTIO_NET_OK);
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_MQ, 0, 3, 0), VIRTIO_NET_ERR);
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_MQ, 0, 0, 0), VIRTIO_NET_ERR);
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_RX, 0, 0), VIRTIO_NET_OK);
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_RX, 0, 2), VIRTIO_NET_ERR);
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_MAC, 0, 5, 0, 0, 0, 0, 0, 0,
+			      0),
+			 VIRTIO_NET_ERR);
+	assert_int_equal(CTRL_CMD(fe, 0x77, 0), VIRTIO_NET_ERR);
+	/* No ack byte to write: given back, unanswered, and counted. */
+	assert_int_equal(ctrl_cmd(fe, (const uint8_t[]){ VIRTIO_NET_CTRL_RX, 1,
+							 1 },
+				  3, false),
+			 0xee);
+	/* A command longer than any the device takes. */
+	{
+		static uint8_t big[8192] = { VIRTIO_NET_CTRL_MAC, 0 };
+
+		assert_int_equal(ctrl_cmd(fe, big, sizeof(big), true),
+				 VIRTIO_NET_ERR);
+	}
+}
+
+static void test_null_hostile_guest(void **state)
+{
+	const char *sock = harness_path("robust.sock");
+	const char *args[] = { "net", "--socket", sock, "--stats", "--null",
+			       "--queues", "2", NULL };
+	pid_t pid = harness_spawn(args);
+	struct vmio_fe *fe;
+
+	assert_true(harness_wait_socket(sock, HARNESS_WAIT_MS));
+	fe = robust_connect(sock);
+	post_tx_mix(fe);
+	post_ctrl_mix(fe);
+	vmio_fe_close(fe);
+	stop_net(pid);
+	assert_int_equal(vmio_stat("tx_frames"), 1 + 8 + 1);
+	assert_int_equal(vmio_stat("tx_dropped"), 8 + 1);
+	assert_int_equal(vmio_stat("tx_bad_chain"), 1);
+	assert_int_equal(vmio_stat("ctrl_ok"), 3);
+	assert_int_equal(vmio_stat("ctrl_err"), 6);
+}
+
+/* ---- --tap ------------------------------------------------------------- */
+
+static void enter_netns(void)
+{
+	static bool done;
+
+	if (done)
+		return;
+	if (geteuid() != 0)
+		fail_msg("the TAP cases need root: they create a network "
+			 "namespace and a TAP in it (run the suite as root)");
+	if (unshare(CLONE_NEWNET) < 0)
+		fail_msg("unshare(CLONE_NEWNET): %s", strerror(errno));
+	done = true;
+}
+
+/* No IPv6 (no router solicitations in the counts), then up. */
+static void link_up(const char *name)
+{
+	char path[128];
+	struct ifreq ifr = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6",
+		 name);
+	f = fopen(path, "w");
+	if (f) {
+		fputs("1\n", f);
+		fclose(f);
+	}
+	assert_true(fd >= 0);
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	assert_int_equal(ioctl(fd, SIOCGIFFLAGS, &ifr), 0);
+	ifr.ifr_flags |= IFF_UP;
+	assert_int_equal(ioctl(fd, SIOCSIFFLAGS, &ifr), 0);
+	close(fd);
+}
+
+/* The interface's counter from /proc/net/dev (this namespace's):
+ * field 1 is rx packets, 9 tx packets. */
+static long long dev_counter(const char *name, int field)
+{
+	FILE *f = fopen("/proc/net/dev", "r");
+	char line[512];
+	long long v = -1;
+	size_t n = strlen(name);
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line;
+
+		while (*p == ' ')
+			p++;
+		if (strncmp(p, name, n) || p[n] != ':')
+			continue;
+		p += n + 1;
+		for (int i = 0; i <= field; i++)
+			v = strtoll(p, &p, 10);
+	}
+	fclose(f);
+	return v;
+}
+
+static int packet_socket(const char *name)
+{
+	struct sockaddr_ll sll = {
+		.sll_family = AF_PACKET,
+		.sll_protocol = htons(ETH_P_ALL),
+		.sll_ifindex = (int)if_nametoindex(name),
+	};
+	int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			htons(ETH_P_ALL));
+
+	assert_true(fd >= 0);
+	assert_true(sll.sll_ifindex > 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sll, sizeof(sll)), 0);
+	return fd;
+}
+
+/* testpmd's txonly frames: 64 bytes, IPv4, UDP. */
+static void check_txonly_frame(int fd)
+{
+	uint8_t buf[2048];
+	ssize_t n = recv(fd, buf, sizeof(buf), 0);
+
+	if (n < 0)
+		fail_msg("no frame on the TAP's packet socket: %s",
+			 strerror(errno));
+	assert_int_equal(n, 64);
+	assert_int_equal(buf[12], 0x08);
+	assert_int_equal(buf[13], 0x00);
+	assert_int_equal(buf[14 + 9], 17);
+}
+
+static void test_tap_guest_to_host(void **state)
+{
+	const char *sock = harness_path("tap-tx.sock");
+	const char *tap = "vmiot0";
+	struct testpmd t;
+	long long sent, got, arrived;
+	pid_t pid;
+	int pfd;
+
+	enter_netns();
+	pid = start_net(sock, "--tap", tap);
+	link_up(tap);
+	pfd = packet_socket(tap);
+	testpmd_start(&t, sock, "txonly");
+	if (!testpmd_wait_counter(&t, "TX-packets", TX_FRAMES, HARNESS_WAIT_MS))
+		printf("# testpmd sent fewer than %d frames in time\n",
+			      TX_FRAMES);
+	sent = testpmd_stop(&t, "TX-packets");
+	arrived = dev_counter(tap, 1);
+	check_txonly_frame(pfd);
+	close(pfd);
+	stop_net(pid);
+	got = vmio_stat("tx_frames");
+	printf("# testpmd sent %lld, vmio wrote %lld, the TAP received "
+		      "%lld\n", sent, got, arrived);
+	assert_true(sent >= TX_FRAMES);
+	assert_true(got <= sent && sent - got <= 1024);
+	assert_int_equal(arrived, got);
+}
+
+/* n frames out of the TAP (towards the guest). With flows set, each is
+ * a UDP datagram from its own source port, so that the kernel's flow
+ * hash spreads them over every queue it may use. */
+static void send_frames(const char *name, int n, bool flows)
+{
+	int fd = packet_socket(name);
+	struct sockaddr_ll to = {
+		.sll_family = AF_PACKET,
+		.sll_protocol = htons(flows ? ETH_P_IP : 0x88b5),
+		.sll_ifindex = (int)if_nametoindex(name),
+		.sll_halen = 6,
+	};
+	uint8_t frame[60] = {
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, /* broadcast */
+		0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5, /* local experimental */
+	};
+	static const uint8_t ip_udp[28] = {
+		0x45, 0, 0, 46, 0, 0, 0x40, 0, 64, 17, 0, 0, /* IPv4, UDP */
+		10, 0, 0, 1, 10, 0, 0, 2,                    /* addresses */
+		0, 0, 0, 9, 0, 26, 0, 0,                     /* ports, len */
+	};
+
+	memset(to.sll_addr, 0xff, 6);
+	if (flows) {
+		frame[12] = 0x08;
+		frame[13] = 0x00;
+		memcpy(frame + 14, ip_udp, sizeof(ip_udp));
+	}
+	for (int i = 0; i < n; i++) {
+		if (flows) {
+			frame[34] = (uint8_t)(0x80 | i >> 8);
+			frame[35] = (uint8_t)i;
+		} else {
+			memcpy(frame + 14, &i, sizeof(i));
+		}
+		assert_int_equal(sendto(fd, frame, sizeof(frame), 0,
+					(struct sockaddr *)&to, sizeof(to)),
+				 (ssize_t)sizeof(frame));
+	}
+	close(fd);
+}
+
+/* RX_FRAMES sent into a TAP of `queues` pairs reach testpmd rxonly
+ * (one pair) through vmio; every one of them, and nothing else. */
+static void host_to_guest(const char *tap, const char *queues, bool flows)
+{
+	const char *sock = harness_path(tap);
+	struct testpmd t;
+	long long received, delivered;
+	pid_t pid;
+
+	enter_netns();
+	pid = start_net_queues(sock, "--tap", tap, queues);
+	link_up(tap);
+	testpmd_start(&t, sock, "rxonly");
+	/* Its first statistics mean its port is started. */
+	if (!testpmd_wait_counter(&t, "RX-packets", 0, HARNESS_WAIT_MS))
+		fail_msg("testpmd did not start");
+	/* Fewer than the TAP's queue holds (1000): none is dropped even if
+	 * vmio has not started reading yet. */
+	send_frames(tap, RX_FRAMES, flows);
+	if (!testpmd_wait_counter(&t, "RX-packets", RX_FRAMES, HARNESS_WAIT_MS))
+		printf("# testpmd received fewer than %d frames in time\n",
+		       RX_FRAMES);
+	received = testpmd_stop(&t, "RX-packets");
+	stop_net(pid);
+	delivered = vmio_stat("rx_frames");
+	printf("# %d %s into a %s-queue TAP, vmio delivered %lld, testpmd "
+	       "received %lld\n", RX_FRAMES, flows ? "flows" : "frames",
+	       queues, delivered, received);
+	assert_int_equal(received, RX_FRAMES);
+	assert_int_equal(delivered, RX_FRAMES);
+	assert_int_equal(vmio_stat("rx_errors"), 0);
+}
+
+static void test_tap_host_to_guest(void **state)
+{
+	host_to_guest("vmiot1", "1", false);
+}
+
+/* Two queue pairs on the TAP, a front end that serves one: the kernel
+ * must not steer any flow to the queue no one reads. */
+static void test_tap_multiqueue_one_served(void **state)
+{
+	host_to_guest("vmiot2", "2", true);
+}
+
+/* `vmio net --tap tap` in the test's namespace, the link up, and the
+ * in-tree front end on it with features want and queue set up. */
+struct tap_fe {
+	pid_t pid;
+	struct vmio_fe *fe;
+	struct vmio_dvq *q;
+};
+
+static void tap_fe_start(struct tap_fe *t, const char *tap, uint64_t want,
+			 unsigned queue)
+{
+	const char *sock = harness_path(tap);
+
+	enter_netns();
+	t->pid = start_net(sock, "--tap", tap);
+	link_up(tap);
+	t->fe = fe_connect(sock, want, queue, 0);
+	t->q = vmio_fe_queue(t->fe, queue);
+}
+
+static void tap_fe_stop(struct tap_fe *t)
+{
+	vmio_fe_close(t->fe);
+	stop_net(t->pid);
+}
+
+/* One frame into the TAP, and its bytes and num_buffers as a front end
+ * with MRG_RXBUF sees them in small rx buffers. */
+static void check_mrg_frame(struct vmio_fe *fe, const uint64_t *gpa,
+			    uint32_t buf_len, uint32_t frame_len,
+			    unsigned nbufs, const uint32_t *lens)
+{
+	const struct virtio_net_hdr *h = vmio_fe_ptr(fe, gpa[0]);
+	uint32_t left = frame_len + (uint32_t)sizeof(*h);
+
+	assert_int_equal(le16toh(h->num_buffers), nbufs);
+	assert_int_equal(h->flags, 0);
+	for (unsigned i = 0; i < nbufs; i++) {
+		uint32_t want = left < buf_len ? left : buf_len;
+
+		assert_int_equal(lens[i], want);
+		left -= want;
+	}
+	assert_int_equal(left, 0);
+}
+
+/* A frame larger than one rx buffer spans several (MRG_RXBUF); with too
+ * few buffers for the largest frame, vmio waits for more rather than
+ * reading into them and losing the frame, and the guest's next post
+ * wakes it. A buffer smaller than the header is given back unused. */
+static void test_tap_mrg_rxbuf(void **state)
+{
+	enum { BUF = 256, NBUF = 16, FIRST_POST = 4 };
+	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
+			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+			      VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF);
+	const char *tap = "vmiot3";
+	uint64_t gpa[NBUF];
+	uint32_t lens[NBUF];
+	struct tap_fe t;
+	struct vmio_fe *fe;
+	struct vmio_dvq *q;
+	int pfd;
+
+	tap_fe_start(&t, tap, want, 0);
+	fe = t.fe;
+	q = t.q;
+	/* First a buffer too small for the header: given back empty. */
+	{
+		struct vmio_dbuf tiny = { .gpa = vmio_fe_alloc(fe, 4, 8),
+					  .len = 4, .writable = true };
+
+		assert_true(vmio_dvq_add(q, &tiny, 1, (void *)2) >= 0);
+	}
+	for (unsigned i = 0; i < NBUF; i++) {
+		struct vmio_dbuf b = { .len = BUF, .writable = true };
+
+		gpa[i] = b.gpa = vmio_fe_alloc(fe, BUF, 8);
+		assert_true(gpa[i] != UINT64_MAX);
+		if (i < FIRST_POST)
+			assert_true(vmio_dvq_add(q, &b, 1, (void *)1) >= 0);
+	}
+	vmio_dvq_kick(q);
+	pfd = packet_socket(tap);
+	{
+		struct sockaddr_ll to = {
+			.sll_family = AF_PACKET,
+			.sll_protocol = htons(0x88b5),
+			.sll_ifindex = (int)if_nametoindex(tap),
+			.sll_halen = 6,
+		};
+		static uint8_t frame[1000] = { 0xff, 0xff, 0xff, 0xff, 0xff,
+					       0xff, 2,    0,    0,    0,
+					       0,    1,    0x88, 0xb5 };
+
+		assert_int_equal(sendto(pfd, frame, sizeof(frame), 0,
+					(struct sockaddr *)&to, sizeof(to)),
+				 (ssize_t)sizeof(frame));
+	}
+	close(pfd);
+	reap(q, 1, lens);
+	assert_int_equal(lens[0], 0);
+	/* 4 x 256 bytes cannot hold the largest frame (1518 + 12): nothing
+	 * more comes back. Absence has no event to wait for: a short
+	 * bound. */
+	vmio_dvq_want_interrupt(q);
+	vmio_dvq_wait(q, 200);
+	assert_null(vmio_dvq_get_used(q, NULL));
+	for (unsigned i = FIRST_POST; i < NBUF; i++) {
+		struct vmio_dbuf b = { .gpa = gpa[i], .len = BUF,
+				       .writable = true };
+
+		assert_true(vmio_dvq_add(q, &b, 1, (void *)1) >= 0);
+	}
+	vmio_dvq_kick(q);
+	reap(q, 4, lens);
+	check_mrg_frame(fe, gpa, BUF, 1000, 4, lens);
+	tap_fe_stop(&t);
+	assert_int_equal(vmio_stat("rx_frames"), 1);
+	assert_int_equal(vmio_stat("rx_errors"), 1);
+}
+
+/* A TCP/IPv4 frame of len bytes for TSO: Ethernet, IP and TCP headers
+ * (54 bytes, the checksum left to the kernel), then zeros. */
+static void tso_frame(uint8_t *f, uint32_t len)
+{
+	static const uint8_t hdrs[54] = {
+		0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00,
+		0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0,
+		0, 2, 0x30, 0x39, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x10,
+		0xff, 0xff, 0, 0, 0, 0,
+	};
+
+	memset(f, 0, len);
+	memcpy(f, hdrs, sizeof(hdrs));
+	f[16] = (uint8_t)((len - 14) >> 8); /* IP total length */
+	f[17] = (uint8_t)(len - 14);
+}
+
+/* With --tap the offloads are offered, and the kernel takes a TSO frame
+ * whose header vmio checked; a bad GSO header never reaches it. */
+static void test_tap_offloads(void **state)
+{
+	enum { LEN = 3000 };
+	const char *tap = "vmiot4";
+	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
+			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+			      VMIO_BIT(VIRTIO_NET_F_CSUM) |
+			      VMIO_BIT(VIRTIO_NET_F_HOST_TSO4) |
+			      VMIO_BIT(VIRTIO_NET_F_GUEST_CSUM) |
+			      VMIO_BIT(VIRTIO_NET_F_GUEST_TSO4);
+	static uint8_t frame[LEN];
+	struct virtio_net_hdr tso = {
+		.flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
+		.gso_type = VIRTIO_NET_HDR_GSO_TCPV4,
+		.hdr_len = htole16(54),
+		.gso_size = htole16(1448),
+		.csum_start = htole16(34),
+		.csum_offset = htole16(16),
+	};
+	struct virtio_net_hdr bad = tso;
+	struct tap_fe t;
+
+	tap_fe_start(&t, tap, want, 1);
+	tso_frame(frame, LEN);
+	bad.gso_size = 0;
+	for (unsigned i = 0; i < 2; i++) {
+		struct vmio_dbuf b[2] = {
+			{ .gpa = put(t.fe, i ? &bad : &tso, sizeof(tso)),
+			  .len = sizeof(tso) },
+			{ .gpa = put(t.fe, frame, LEN), .len = LEN },
+		};
+
+		assert_true(vmio_dvq_add(t.q, b, 2, (void *)1) >= 0);
+	}
+	vmio_dvq_kick(t.q);
+	reap(t.q, 2, NULL);
+	assert_int_equal(dev_counter(tap, 1), 1);
+	tap_fe_stop(&t);
+	assert_int_equal(vmio_stat("tx_frames"), 1);
+	assert_int_equal(vmio_stat("tx_dropped"), 1);
+	assert_int_equal(vmio_stat("tx_backend_errors"), 0);
+}
+
+/* Frames waiting in the TAP and a guest with no rx buffers: vmio stops
+ * watching the TAP (it would poll readable forever) and sleeps until the
+ * guest posts some, then delivers. */
+static void test_tap_no_rx_buffers_idle(void **state)
+{
+	enum { BUF = 2048, NBUF = 16 };
+	const char *tap = "vmiot5";
+	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
+			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+			      VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF);
+	struct tap_fe t;
+	long cpu0, cpu1;
+
+	tap_fe_start(&t, tap, want, 0);
+	send_frames(tap, 200, false);
+	cpu0 = harness_cpu_ticks(t.pid);
+	usleep(1000 * 1000);
+	cpu1 = harness_cpu_ticks(t.pid);
+	printf("# vmio used %ld ticks in 1 s with frames and no buffers\n",
+	       cpu1 - cpu0);
+	assert_true(cpu0 >= 0 && cpu1 - cpu0 < 20);
+	for (unsigned i = 0; i < NBUF; i++) {
+		struct vmio_dbuf b = { .gpa = vmio_fe_alloc(t.fe, BUF, 8),
+				       .len = BUF, .writable = true };
+
+		assert_true(vmio_dvq_add(t.q, &b, 1, (void *)1) >= 0);
+	}
+	vmio_dvq_kick(t.q);
+	reap(t.q, NBUF, NULL);
+	/* The buffers are used up and frames still wait: idle again. */
+	cpu0 = harness_cpu_ticks(t.pid);
+	usleep(1000 * 1000);
+	cpu1 = harness_cpu_ticks(t.pid);
+	printf("# and %ld ticks in 1 s once the buffers ran out\n",
+	       cpu1 - cpu0);
+	assert_true(cpu0 >= 0 && cpu1 - cpu0 < 20);
+	tap_fe_stop(&t);
+	assert_int_equal(vmio_stat("rx_frames"), NBUF);
+}
+
+/* Waits until n chains came back on a and b together; returns how many
+ * on a. */
+static unsigned reap_two(struct vmio_dvq *a, struct vmio_dvq *b, unsigned n)
+{
+	unsigned on_a = 0, got = 0;
+
+	for (int rounds = 0; got < n && rounds < HARNESS_WAIT_MS / 50;
+	     rounds++) {
+		vmio_dvq_want_interrupt(a);
+		vmio_dvq_want_interrupt(b);
+		while (vmio_dvq_get_used(a, NULL)) {
+			on_a++;
+			got++;
+		}
+		while (vmio_dvq_get_used(b, NULL))
+			got++;
+		if (got < n)
+			vmio_dvq_wait(a, 50);
+	}
+	if (got != n) {
+		dump_log();
+		fail_msg("%u of %u frames came back on queues %u and %u", got,
+			 n, a->index, b->index);
+	}
+	return on_a;
+}
+
+/* Two pairs, the control queue in vmio's hands: the guest starts on one
+ * pair (every flow on queue 0), VQ_PAIRS_SET 2 spreads flows over both,
+ * VQ_PAIRS_SET 1 brings them all back to the first. */
+static void test_tap_mq_pairs_set(void **state)
+{
+	enum { BUF = 2048, NBUF = 120, FLOWS = 40 };
+	const char *tap = "vmiot6";
+	const char *sock = harness_path(tap);
+	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
+			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+			      VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF) |
+			      VMIO_BIT(VIRTIO_NET_F_CTRL_VQ) |
+			      VMIO_BIT(VIRTIO_NET_F_MQ);
+	struct vmio_fe *fe;
+	struct vmio_dvq *rx0, *rx1;
+	unsigned on0;
+	pid_t pid;
+
+	enter_netns();
+	pid = start_net_queues(sock, "--tap", tap, "2");
+	link_up(tap);
+	fe = vmio_fe_connect(sock, HARNESS_WAIT_MS);
+	assert_non_null(fe);
+	assert_int_equal(vmio_fe_negotiate(fe, want,
+					   VMIO_BIT(VHOST_USER_PROTOCOL_F_MQ)),
+			 0);
+	assert_int_equal(fe->features & want, want);
+	assert_int_equal(vmio_fe_mem_create(fe, 4 << 20, 1), 0);
+	assert_int_equal(vmio_fe_queue_setup(fe, 0, 128), 0);
+	assert_int_equal(vmio_fe_queue_setup(fe, 2, 128), 0);
+	assert_int_equal(vmio_fe_queue_setup(fe, ROBUST_CTRL_QUEUE, 64), 0);
+	rx0 = vmio_fe_queue(fe, 0);
+	rx1 = vmio_fe_queue(fe, 2);
+	for (unsigned i = 0; i < NBUF; i++) {
+		struct vmio_dbuf b0 = { .gpa = vmio_fe_alloc(fe, BUF, 8),
+					.len = BUF, .writable = true };
+		struct vmio_dbuf b1 = { .gpa = vmio_fe_alloc(fe, BUF, 8),
+					.len = BUF, .writable = true };
+
+		assert_true(vmio_dvq_add(rx0, &b0, 1, (void *)1) >= 0);
+		assert_true(vmio_dvq_add(rx1, &b1, 1, (void *)1) >= 0);
+	}
+	vmio_dvq_kick(rx0);
+	vmio_dvq_kick(rx1);
+
+	send_frames(tap, FLOWS, true);
+	assert_int_equal(reap_two(rx0, rx1, FLOWS), FLOWS);
+
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_MQ, 0, 2, 0),
+			 VIRTIO_NET_OK);
+	send_frames(tap, FLOWS, true);
+	on0 = reap_two(rx0, rx1, FLOWS);
+	printf("# 2 pairs: %u of %d flows on the first\n", on0, FLOWS);
+	assert_true(on0 > 0 && on0 < FLOWS);
+
+	assert_int_equal(CTRL_CMD(fe, VIRTIO_NET_CTRL_MQ, 0, 1, 0),
+			 VIRTIO_NET_OK);
+	send_frames(tap, FLOWS, true);
+	assert_int_equal(reap_two(rx0, rx1, FLOWS), FLOWS);
+
+	vmio_fe_close(fe);
+	stop_net(pid);
+	assert_int_equal(vmio_stat("rx_frames"), 3 * FLOWS);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cli),
+		cmocka_unit_test(test_null_txonly),
+		cmocka_unit_test(test_null_hostile_guest),
+		cmocka_unit_test(test_tap_guest_to_host),
+		cmocka_unit_test(test_tap_host_to_guest),
+		cmocka_unit_test(test_tap_multiqueue_one_served),
+		cmocka_unit_test(test_tap_mrg_rxbuf),
+		cmocka_unit_test(test_tap_offloads),
+		cmocka_unit_test(test_tap_no_rx_buffers_idle),
+		cmocka_unit_test(test_tap_mq_pairs_set),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, harness_group_teardown);
+}
