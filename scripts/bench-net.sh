@@ -2,8 +2,8 @@
 # `vmio net --null` against testpmd's own vhost-user backend (net_vhost),
 # both driven by testpmd's virtio-user port in txonly mode, in pairs
 # (vmio, net_vhost, vmio, ...) at each frame size: Mpps and the ratio pair
-# by pair. The first layer of issue 6's benchmark; make bench does not run
-# it yet (rxonly needs a backend that sends). Rates swing between about 2
+# by pair. make bench runs it as its "net" section (rxonly needs a
+# backend that sends, so it is not measured yet). Rates swing between about 2
 # and 20 Mpps on this shared 2-core machine: compare figures of one run.
 #   RUNS=5 SIZES="64 512 1024" SECONDS_PER_RUN=9 scripts/bench-net.sh
 set -euo pipefail

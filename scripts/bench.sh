@@ -33,8 +33,8 @@ ratio() { # a b: a/b to two places, or - when either is missing
 	awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'
 }
 
-# SECTIONS picks what runs (default all): loopback vsock redirect.
-sections=" ${SECTIONS:-loopback vsock redirect} "
+# SECTIONS picks what runs (default all): loopback vsock redirect net.
+sections=" ${SECTIONS:-loopback vsock redirect net} "
 want() { [[ "$sections" == *" $1 "* ]]; }
 failed=0
 
@@ -213,5 +213,10 @@ for shape in udg ust tcp; do
 	done
 done
 echo "goal: vmio >= 3.5x socat on udg->ust; relay CPU < 0.05 s/GiB on sockmap"
+fi
+
+# ---- net: testpmd's virtio-user port against `vmio net` and net_vhost ----
+if want net; then
+	BUILD=$build RUNS=$runs "$top/scripts/bench-net.sh" || failed=1
 fi
 exit $failed
