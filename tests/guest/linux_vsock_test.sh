@@ -34,12 +34,15 @@ socks=("$sock3" "$sock4")
 vh_start_vmio --vm "guest-cid=3,socket=$sock3,uds-path=$tmp/vm3.vsock" \
 	--vm "guest-cid=4,socket=$sock4,uds-path=$tmp/vm4.vsock"
 
-# A free local TCP port for the QEMUs' link (listed by nobody now).
-used=$(ss -Htan | awk '{ sub(/.*:/, "", $4); print $4 }')
+# Local TCP ports in use ("PORT STATE", both in hex, as the kernel lists
+# them; 0A is LISTEN), from /proc: no iproute2 needed.
+tcp_ports() { awk 'FNR > 1 { split($2, a, ":"); print a[2], $4 }' /proc/net/tcp /proc/net/tcp6; }
+# A free local TCP port for the QEMUs' link (used by nobody now).
 for _ in $(seq 50); do
 	port=$((20000 + RANDOM % 30000))
-	grep -qx "$port" <<<"$used" || break
+	tcp_ports | grep -q "^$(printf %04X "$port") " || break
 done
+listening() { tcp_ports | grep -q "^$(printf %04X "$port") 0A$"; }
 skip_list=$(IFS=,; echo "${!skip_why[*]}")
 guest_env() { # role, cid, ip, peer cid
 	echo "VT_ROLE=$1 VT_CID=$2 VT_IP=$3 VT_PEER=$4 VT_SERVER=10.0.77.3 VT_SKIP=$skip_list"
@@ -56,11 +59,11 @@ vh_boot "$guest" "${ktest_files[@]}" --append "$(guest_env server 3 10.0.77.3 4)
 server_pid=$gpid
 pids+=("$gpid")
 for _ in $(seq 100); do
-	ss -Hltn "sport = :$port" | grep -q . && break
+	listening && break
 	kill -0 "$server_pid" 2>/dev/null || break
 	sleep 0.1
 done
-ss -Hltn "sport = :$port" | grep -q . || bad "the server's QEMU never listened on 127.0.0.1:$port"
+listening || bad "the server's QEMU never listened on 127.0.0.1:$port"
 
 sock=$sock4
 serial=$logs/$name.client.serial.log
