@@ -38,8 +38,9 @@ log() { echo "build-image: $*" >&2; }
 
 # The modules the guest loads. Their dependencies (virtio_ring,
 # virtio_pci_modern_dev, vsock, failover, ...) are added from modules.dep, so
-# only the leaves are named here.
-modules=(virtio_pci vmw_vsock_virtio_transport virtio_net)
+# only the leaves are named here. vsock_diag: the kernel's vsock_diag_test
+# lists the guest's vsock sockets through it.
+modules=(virtio_pci vmw_vsock_virtio_transport virtio_net vsock_diag)
 # shellcheck disable=SC2206 # word splitting is the point
 modules+=(${VMIO_GUEST_MODULES:-})
 

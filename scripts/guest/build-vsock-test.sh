@@ -1,19 +1,20 @@
 #!/bin/bash
 # Builds the Linux kernel's own vsock test suite (tools/testing/vsock:
-# vsock_test) as a static program for the guest, from Debian's
-# linux-source-6.1 package, and prints its path.
+# vsock_test and vsock_diag_test) as static programs for the guest, from
+# Debian's linux-source-6.1 package, and prints the directory they are in.
 #
 # usage: scripts/guest/build-vsock-test.sh [CACHE_DIR]   (default: build/guest)
 #
 # The package is fetched with `apt-get download` into CACHE_DIR/vsock_test/dl
 # (never installed); only tools/testing/vsock and tools/include (its
 # Makefile's include path; the rest comes from linux-libc-dev) are unpacked from the kernel tarball inside it, and built with
-# the kernel's own Makefile (`make LDFLAGS=-static vsock_test`). The result,
-# CACHE_DIR/vsock_test/vsock_test, is cached: a second run only compares a
+# the kernel's own Makefile (`make LDFLAGS=-static vsock_test
+# vsock_diag_test`). The result, CACHE_DIR/vsock_test/{vsock_test,
+# vsock_diag_test}, is cached: a second run only compares a
 # stamp of its inputs (this script, package version, compiler).
 #
-# Never run vsock_test on the build machine: AF_VSOCK there reaches its own
-# hypervisor. tests/guest/linux_vsock_test.sh runs it inside two guests.
+# Never run these on the build machine: AF_VSOCK there reaches its own
+# hypervisor. tests/guest/linux_vsock_test.sh runs them inside two guests.
 #
 # Environment: VMIO_LINUX_SOURCE_DEB   a linux-source-*.deb to use instead
 # of downloading one.
@@ -50,7 +51,7 @@ else
 		# No apt lists (fresh container): a cached build will do.
 		if [[ -f $dir/stamp && -x $dir/vsock_test ]]; then
 			log "apt lists do not name $pkg; using the cached build"
-			echo "$dir/vsock_test"
+			echo "$dir"
 			exit 0
 		fi
 		die "apt does not know $pkg: run 'apt-get update' (as root) first"
@@ -63,7 +64,7 @@ stamp_text=$(
 	echo "cc $(cc --version | head -n1)"
 )
 if [[ -f $dir/stamp && $(cat "$dir/stamp") == "$stamp_text" && -x $dir/vsock_test ]]; then
-	echo "$dir/vsock_test"
+	echo "$dir"
 	exit 0
 fi
 
@@ -87,11 +88,11 @@ dpkg-deb --fsys-tarfile "$deb" | tar -xO --wildcards "./usr/src/$pkg.tar.xz" | x
 # Static: the guest's userland is busybox alone. (glibc warns that a static
 # getaddrinfo needs its NSS libraries at run time; the control channel
 # passes a numeric address, which needs none.)
-make -s -C "$work/tools/testing/vsock" LDFLAGS=-static vsock_test >&2 2> >(grep -v 'getaddrinfo\|in function .control_init' >&2) ||
+make -s -C "$work/tools/testing/vsock" LDFLAGS=-static vsock_test vsock_diag_test >&2 2> >(grep -v 'getaddrinfo\|in function .control_init' >&2) ||
 	die "building vsock_test failed"
 
 rm -f "$dir/stamp"
-mv "$work/tools/testing/vsock/vsock_test" "$dir/vsock_test"
+mv "$work/tools/testing/vsock/vsock_test" "$work/tools/testing/vsock/vsock_diag_test" "$dir/"
 echo "$stamp_text" >"$dir/stamp"
-log "built vsock_test from $pkg $ver in $((SECONDS - start)) s: $dir/vsock_test"
-echo "$dir/vsock_test"
+log "built vsock_test and vsock_diag_test from $pkg $ver in $((SECONDS - start)) s, in $dir"
+echo "$dir"

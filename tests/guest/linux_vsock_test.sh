@@ -1,16 +1,17 @@
 #!/bin/bash
-# The Linux kernel's own vsock test suite (tools/testing/vsock/vsock_test,
-# built from Debian's linux-source-6.1 by scripts/guest/build-vsock-test.sh)
-# through `vmio vsock`: two sibling guests of ONE backend,
+# The Linux kernel's own vsock test suite (tools/testing/vsock: vsock_test
+# and vsock_diag_test, built from Debian's linux-source-6.1 by
+# scripts/guest/build-vsock-test.sh) through `vmio vsock`: two sibling
+# guests of ONE backend,
 #   vmio vsock --vm guest-cid=3,... --vm guest-cid=4,...   (same group)
 # the server in CID 3 and the client in CID 4. Every vsock connection of
-# the suite goes guest 4 -> vmio -> guest 3 (sibling routing) and back;
-# the suite's TCP control channel runs on a virtio-net link between the two
+# the suites goes guest 4 -> vmio -> guest 3 (sibling routing) and back;
+# the suites' TCP control channel runs on a virtio-net link between the two
 # QEMUs (-netdev socket, listen on one side, connect on the other).
 #
 # usage: tests/guest/linux_vsock_test.sh [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
 # Prints one line a case (ok, FAIL, or skipped with the reason) and a
-# summary; exit 0 when every case that is not skipped below passed on both
+# summary line a suite; exit 0 when every case that is not skipped below passed on both
 # sides. Logs: DIR/logs/linux_vsock_test.*.log.
 set -euo pipefail
 
@@ -20,12 +21,15 @@ name=linux_vsock_test
 # Two guests boot at once on two cores beside the backend, under TCG.
 limit=${VMIO_GUEST_TIMEOUT:-400}
 
-# Cases skipped on purpose, by vsock_test id, each with its reason (they
-# are reported as skipped, never silently): none so far.
+# The suites, in the order the guests run them (vsock_diag_test first: its
+# first case expects no vsock socket in the guest at all).
+suites=(vsock_diag_test vsock_test)
+# Cases skipped on purpose, as [suite:id]="reason" (they are reported as
+# skipped with the reason, never silently): none so far.
 declare -A skip_why=()
 
 vh_setup "$@"
-ktest=$("$top/scripts/guest/build-vsock-test.sh" "$image") || fail "building vsock_test failed"
+kdir=$("$top/scripts/guest/build-vsock-test.sh" "$image") || fail "building vsock_test failed"
 
 sock3=$tmp/vhost3.sock
 sock4=$tmp/vhost4.sock
@@ -43,11 +47,21 @@ for _ in $(seq 50); do
 	tcp_ports | grep -q "^$(printf %04X "$port") " || break
 done
 listening() { tcp_ports | grep -q "^$(printf %04X "$port") 0A$"; }
-skip_list=$(IFS=,; echo "${!skip_why[*]}")
 guest_env() { # role, cid, ip, peer cid
-	echo "VT_ROLE=$1 VT_CID=$2 VT_IP=$3 VT_PEER=$4 VT_SERVER=10.0.77.3 VT_SKIP=$skip_list"
+	local suite k ids
+	printf 'VT_ROLE=%s VT_CID=%s VT_IP=%s VT_PEER=%s VT_SERVER=10.0.77.3' "$@"
+	for suite in "${suites[@]}"; do
+		ids=
+		for k in "${!skip_why[@]}"; do
+			[[ $k == "$suite:"* ]] && ids+=${ids:+,}${k#*:}
+		done
+		printf ' VT_SKIP_%s=%s' "$suite" "$ids"
+	done
 }
-ktest_files=(--file "$ktest:/bin/vsock_test")
+ktest_files=()
+for suite in "${suites[@]}"; do
+	ktest_files+=(--file "$kdir/$suite:/bin/$suite")
+done
 guest=$top/tests/guest/linux-vsock-guest.sh
 
 # The server first: its QEMU listens for the link at start-up, and the
@@ -78,47 +92,60 @@ gpid=$server_pid
 serial=$logs/$name.server.serial.log
 who=server vh_finish_guest
 side_con[server]=$con
-vh_expect_steps server
+vh_expect_steps "${suites[@]}"
 
-# The cases, as the server's vsock_test --list printed them ("ID<TAB>name").
-mapfile -t cases < <(sed -n 's/^LIST \([0-9]\{1,\}\)\t/\1 /p' <<<"${side_con[server]}")
-((${#cases[@]})) || bad "the server guest listed no vsock_test cases"
-npass=0 nskip=0 nfail=0
-echo "$name: vsock_test (Linux $(cat "$image/kernel-release" 2>/dev/null), from linux-source-6.1) between CID 4 (client) and CID 3 (server) through vmio:"
-for c in "${cases[@]}"; do
-	id=${c%% *}
-	cname=${c#* }
-	# vsock_test prints "ID - NAME..." then "ok" or "skipped" once the
-	# case is over, on each side.
-	res=
+echo "$name: the kernel's vsock tests (Linux $(cat "$image/kernel-release" 2>/dev/null), from linux-source-6.1) between CID 4 (client) and CID 3 (server) through vmio:"
+summary=()
+for suite in "${suites[@]}"; do
+	# Each side's output of this suite, between its SUITE- markers.
+	declare -A out=()
 	for side in client server; do
-		line=$(grep -F -- "$id - $cname..." <<<"${side_con[$side]}" | tail -n1 || true)
-		r=${line#*"$id - $cname..."}
-		case $r in
-		ok) ;;
-		skipped) [[ $res == FAIL* ]] || res=skipped ;;
-		# vsock_test stops at its first failing case: the rest never ran.
-		*) [[ $res == FAIL* ]] || res="FAIL ($side: ${r:-did not run})" ;;
-		esac
+		out[$side]=$(sed -n "/^SUITE-BEGIN $suite\$/,/^SUITE-END $suite /p" <<<"${side_con[$side]}")
 	done
-	if [[ -n ${skip_why[$id]:-} ]]; then
-		if [[ $res == skipped ]]; then
-			res="skipped: ${skip_why[$id]}"
-			nskip=$((nskip + 1))
+	# The cases, as the server's --list printed them ("ID<TAB>name").
+	mapfile -t cases < <(sed -n "s/^LIST $suite \([0-9]\{1,\}\)\t/\1 /p" <<<"${out[server]}")
+	((${#cases[@]})) || bad "$suite: the server guest listed no cases"
+	npass=0 nskip=0 nfail=0
+	echo " $suite:"
+	for c in "${cases[@]}"; do
+		id=${c%% *}
+		cname=${c#* }
+		why=${skip_why[$suite:$id]:-}
+		# The suite prints "ID - NAME..." then "ok" or "skipped" once the
+		# case is over, on each side.
+		res=
+		for side in client server; do
+			line=$(grep -F -- "$id - $cname..." <<<"${out[$side]}" | tail -n1 || true)
+			r=${line#*"$id - $cname..."}
+			case $r in
+			ok) ;;
+			skipped) [[ $res == FAIL* ]] || res=skipped ;;
+			# A suite stops at its first failing case: the rest never ran.
+			*) [[ $res == FAIL* ]] || res="FAIL ($side: ${r:-did not run})" ;;
+			esac
+		done
+		if [[ -n $why ]]; then
+			if [[ $res == skipped ]]; then
+				res="skipped: $why"
+				nskip=$((nskip + 1))
+			else
+				[[ -n $res ]] || res="FAIL (ran, though asked to skip it)"
+				nfail=$((nfail + 1))
+			fi
+		elif [[ -z $res ]]; then
+			res=ok
+			npass=$((npass + 1))
 		else
-			[[ -n $res ]] || res="FAIL (ran, though asked to skip it)"
+			[[ $res == skipped ]] && res="FAIL (skipped unasked)"
 			nfail=$((nfail + 1))
 		fi
-	elif [[ -z $res ]]; then
-		res=ok
-		npass=$((npass + 1))
-	else
-		[[ $res == skipped ]] && res="FAIL (skipped unasked)"
-		nfail=$((nfail + 1))
-	fi
-	[[ $res == FAIL* ]] && bad "vsock_test case $id ($cname): $res"
-	printf '  %2s  %-40s %s\n' "$id" "$cname" "$res"
+		[[ $res == FAIL* ]] && bad "$suite case $id ($cname): $res"
+		printf '  %2s  %-40s %s\n' "$id" "$cname" "$res"
+	done
+	summary+=("$suite: ${#cases[@]} cases: $npass passed, $nfail failed, $nskip skipped")
 done
-echo "$name: vsock_test: ${#cases[@]} cases: $npass passed, $nfail failed, $nskip skipped"
+for line in "${summary[@]}"; do
+	echo "$name: $line"
+done
 
 vh_conclude
