@@ -11,8 +11,8 @@
 #
 # usage: tests/guest/linux_vsock_test.sh [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
 # Prints one line a case (ok, FAIL, or skipped with the reason) and a
-# summary line a suite; exit 0 when every case that is not skipped below passed on both
-# sides. Logs: DIR/logs/linux_vsock_test.*.log.
+# summary line a suite; exit 0 when every case not skipped below passed on
+# both sides. Logs: DIR/logs/linux_vsock_test.*.log.
 set -euo pipefail
 
 name=linux_vsock_test
@@ -41,9 +41,10 @@ vh_start_vmio --vm "guest-cid=3,socket=$sock3,uds-path=$tmp/vm3.vsock" \
 # Local TCP ports in use ("PORT STATE", both in hex, as the kernel lists
 # them; 0A is LISTEN), from /proc: no iproute2 needed.
 tcp_ports() { awk 'FNR > 1 { split($2, a, ":"); print a[2], $4 }' /proc/net/tcp /proc/net/tcp6; }
-# A free local TCP port for the QEMUs' link (used by nobody now).
+# A free local TCP port for the QEMUs' link (used by nobody now; below
+# Linux's ephemeral range, so no outgoing connection takes it meanwhile).
 for _ in $(seq 50); do
-	port=$((20000 + RANDOM % 30000))
+	port=$((20000 + RANDOM % 12000))
 	tcp_ports | grep -q "^$(printf %04X "$port") " || break
 done
 listening() { tcp_ports | grep -q "^$(printf %04X "$port") 0A$"; }
@@ -92,6 +93,8 @@ gpid=$server_pid
 serial=$logs/$name.server.serial.log
 who=server vh_finish_guest
 side_con[server]=$con
+# pids held only the server guest, now waited for: nothing to kill later.
+pids=()
 vh_expect_steps "${suites[@]}"
 
 echo "$name: the kernel's vsock tests (Linux $(cat "$image/kernel-release" 2>/dev/null), from linux-source-6.1) between CID 4 (client) and CID 3 (server) through vmio:"
