@@ -18,7 +18,7 @@ packages=(
 	qemu-system-x86   # guest tests: boots a Debian kernel against the vhost-user devices
 	busybox-static    # guest tests: the guest's whole userland, copied into its initramfs
 	cpio              # guest tests: packs the initramfs
-	xz-utils          # guest tests: unpacks the kernel package's compressed modules
+	xz-utils          # guest tests: unpacks the kernel package's compressed modules, and the kernel source (vsock tests)
 	zstd              # guest tests: same, for zstd-compressed modules
 	socat             # make bench: the anchor `vmio redirect` is measured against
 	dpdk-dev          # vmio net tests: dpdk-testpmd is the front end

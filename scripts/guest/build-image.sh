@@ -30,13 +30,17 @@ cache=${1:-$top/build/guest}
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 
+# shellcheck source=scripts/guest/fetch-deb.sh
+. "$top/scripts/guest/fetch-deb.sh"
+
 die() { echo "build-image: $*" >&2; exit 1; }
 log() { echo "build-image: $*" >&2; }
 
 # The modules the guest loads. Their dependencies (virtio_ring,
 # virtio_pci_modern_dev, vsock, failover, ...) are added from modules.dep, so
-# only the leaves are named here.
-modules=(virtio_pci vmw_vsock_virtio_transport virtio_net)
+# only the leaves are named here. vsock_diag: the kernel's vsock_diag_test
+# lists the guest's vsock sockets through it.
+modules=(virtio_pci vmw_vsock_virtio_transport virtio_net vsock_diag)
 # shellcheck disable=SC2206 # word splitting is the point
 modules+=(${VMIO_GUEST_MODULES:-})
 
@@ -101,29 +105,15 @@ log "building guest image in $cache ($kpkg $kver, busybox $bbver)"
 
 # --- fetch the kernel package --------------------------------------------
 if [[ -z $kdeb ]]; then
-	dl=$cache/dl
-	mkdir -p "$dl"
-	# apt names the file PKG_VERSION_ARCH.deb with ':' escaped as %3a.
-	kdeb=$(find "$dl" -maxdepth 1 -name "${kpkg}_${kver//:/%3a}_*.deb" | head -n1)
-	if [[ -z $kdeb ]]; then
-		# An older kernel is of no use any more.
-		rm -f "$dl"/*.deb
-		aptopt=()
-		# As root, apt drops to the _apt user to download, who may not be
-		# able to write into the build tree; stay root instead of warning.
-		[[ $(id -u) -eq 0 ]] && aptopt=(-o APT::Sandbox::User=root)
-		if ! (cd "$dl" && apt-get download -q "${aptopt[@]}" "$kpkg=$kver" >&2); then
-			# Stale lists name a version the mirror has dropped (Debian
-			# replaces kernel ABIs on security updates): refresh once.
-			if [[ $(id -u) -ne 0 || -n ${VMIO_GUEST_RETRIED:-} ]]; then
-				die "apt-get download $kpkg=$kver failed (as root, 'apt-get update' may help)"
-			fi
-			log "download failed; refreshing apt lists and retrying once"
-			apt-get update -qq >&2
-			VMIO_GUEST_RETRIED=1 exec "$0" "$@" 9>&-
+	if ! kdeb=$(fetch_deb "$cache/dl" "$kpkg" "$kver"); then
+		# Stale lists name a version the mirror has dropped (Debian
+		# replaces kernel ABIs on security updates): refresh once.
+		if [[ $(id -u) -ne 0 || -n ${VMIO_GUEST_RETRIED:-} ]]; then
+			die "apt-get download $kpkg=$kver failed (as root, 'apt-get update' may help)"
 		fi
-		kdeb=$(find "$dl" -maxdepth 1 -name "${kpkg}_*.deb" | head -n1)
-		[[ -n $kdeb ]] || die "apt-get download $kpkg left no .deb in $dl"
+		log "download failed; refreshing apt lists and retrying once"
+		apt-get update -qq >&2
+		VMIO_GUEST_RETRIED=1 exec "$0" "$@" 9>&-
 	fi
 fi
 

@@ -6,13 +6,19 @@
 # The caller sets `name` (message and log prefix) before sourcing, then:
 #   vh_setup "$@"        options, checks, the image, logs, a cleanup trap
 #   vh_service PORT ...  a uds-peer service, before the guest boots
-#   vh_start_vmio        `vmio vsock --guest-cid 3`, listening
-#   vh_boot SCRIPT ...   the guest in the background (more run-guest options)
+#   vh_start_vmio [ARGS] `vmio vsock --guest-cid 3` (or ARGS), listening on
+#                        each socket in socks
+#   vh_boot SCRIPT ...   the guest in the background (more run-guest options,
+#                        then -- and more QEMU options), on $sock, logging
+#                        its console to $serial; sets gpid
 #   vh_wait_marker M     waits for line M on the serial console
 #   vh_finish_guest      waits for the guest; judges its exit and STEP lines
+#                        (with who=NAME: NAME in its messages)
 #   vh_expect_steps S... each guest step must have run
 #   vh_wait_services     each host service must exit 0
 #   vh_conclude          failures and logs, or PASS; exits
+# A test with two guests sets sock and serial before each vh_boot, keeps
+# the first gpid in pids, and sets gpid and serial back before finishing it.
 # Exit status of the test: 0 when every scenario passed; 1 with
 # "$name: FAIL: ..." lines otherwise. Logs: DIR/logs/$name.*.log.
 
@@ -80,6 +86,7 @@ vh_setup() {
 	tmp=$(mktemp -d "/tmp/vmio-$name.XXXXXX")
 	sock=$tmp/vhost.sock
 	uds=$tmp/vm.vsock
+	socks=("$sock")
 	trap vh_cleanup EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
@@ -95,28 +102,39 @@ vh_service() { # port, uds-peer options...
 	pids+=("$!")
 }
 
-vh_start_vmio() {
+vh_start_vmio() { # [vmio vsock options, instead of one VM with CID 3]
 	# QEMU 7.2 does not retry a vhost-user socket: the backend must
 	# listen before QEMU starts.
-	"$vmio" vsock --guest-cid 3 --socket "$sock" --uds-path "$uds" -v >"$vlog" 2>&1 &
+	(($#)) || set -- --guest-cid 3 --socket "$sock" --uds-path "$uds"
+	"$vmio" vsock "$@" -v >"$vlog" 2>&1 &
 	vpid=$!
-	for _ in $(seq 100); do
-		[[ -S $sock ]] && break
-		kill -0 "$vpid" 2>/dev/null || fail "vmio vsock exited at start: $(cat "$vlog")"
-		sleep 0.05
+	local s
+	for s in "${socks[@]}"; do
+		for _ in $(seq 100); do
+			[[ -S $s ]] && break
+			kill -0 "$vpid" 2>/dev/null || fail "vmio vsock exited at start: $(cat "$vlog")"
+			sleep 0.05
+		done
+		[[ -S $s ]] || fail "vmio vsock did not create $s within 5 s (log: $vlog)"
 	done
-	[[ -S $sock ]] || fail "vmio vsock did not create $sock within 5 s (log: $vlog)"
 }
 
-vh_boot() { # guest script, more run-guest.sh options...
-	local script=$1
+serials=()
+vh_boot() { # guest script, more run-guest.sh options... [-- QEMU options...]
+	local script=$1 opts=()
 	shift
+	while (($#)) && [[ $1 != -- ]]; do
+		opts+=("$1")
+		shift
+	done
+	(($#)) && shift
+	serials+=("$serial")
 	"$top/scripts/guest/run-guest.sh" --name "$name" --image "$image" --no-build \
 		--script "$script" --file "$tool:/bin/vsock-tool" \
-		--file "$top/tests/guest/guest-steps.sh:/lib/guest-steps.sh" "$@" \
-		--timeout "$limit" --log "$serial" -- \
+		--file "$top/tests/guest/guest-steps.sh:/lib/guest-steps.sh" "${opts[@]}" \
+		--timeout "$limit" --log "$serial" -- "$@" \
 		-chardev "socket,id=vs,path=$sock" -device vhost-user-vsock-pci,chardev=vs \
-		>/dev/null 2>"$logs/$name.run-guest.log" &
+		>/dev/null 2>"${serial%.serial.log}.run-guest.log" &
 	gpid=$!
 }
 
@@ -133,7 +151,7 @@ vh_wait_marker() { # marker
 
 # Sets con (the serial console) and vcpu (vmio's CPU seconds).
 vh_finish_guest() {
-	local grc=0 line
+	local grc=0 line who=${who:+$who: }
 	wait "$gpid" || grc=$?
 	gpid=
 	kill -0 "$vpid" 2>/dev/null || bad "vmio vsock is no longer running after the guest test (log: $vlog)"
@@ -143,12 +161,12 @@ vh_finish_guest() {
 	con=$(tr -d '\r' <"$serial")
 	case $grc in
 	0) ;;
-	124) bad "the guest did not finish within ${limit}s" ;;
-	125) bad "the guest did not run its test (QEMU failed or the guest crashed): $(tail -n 3 "$logs/$name.run-guest.log")" ;;
-	*) bad "the guest script reported $grc failed step(s)" ;;
+	124) bad "${who}the guest did not finish within ${limit}s" ;;
+	125) bad "${who}the guest did not run its test (QEMU failed or the guest crashed): $(tail -n 3 "${serial%.serial.log}.run-guest.log")" ;;
+	*) bad "${who}the guest script reported $grc failed step(s)" ;;
 	esac
 	while read -r line; do
-		bad "guest: ${line#STEP }"
+		bad "${who}guest: ${line#STEP }"
 	done < <(grep '^STEP .* FAIL' <<<"$con" || true)
 }
 
@@ -186,8 +204,11 @@ vh_row() { # scenario, result line
 vh_conclude() {
 	if ((${#failures[@]})); then
 		echo "$name: ${#failures[@]} failure(s); logs: $logs/$name.*.log" >&2
-		echo "--- serial console (last 40 lines) ---" >&2
-		tail -n 40 <<<"$con" >&2
+		local s
+		for s in "${serials[@]}"; do
+			echo "--- serial console ${s##*/} (last 40 lines) ---" >&2
+			tail -n 40 "$s" | tr -d '\r' >&2
+		done
 		echo "--- vmio -v (last 30 lines) ---" >&2
 		tail -n 30 "$vlog" >&2
 		exit 1

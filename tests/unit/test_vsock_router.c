@@ -184,6 +184,11 @@ static void test_route_and_groups(void **state)
 				  VSOCK_TYPE_STREAM, 0, 0, &why), 0);
 	assert_int_equal(take(g, 1, 4096, NULL).op, VSOCK_OP_RST);
 	assert_int_equal(vsock_router_flows(g->r, 0), 0);
+	/* A second RST on the flow it ended (Linux sends one as it closes):
+	 * dropped quietly, nothing forwarded, no RST back. */
+	assert_int_equal(send_pkt(g, 1, 0, 80, 1000, VSOCK_OP_RST,
+				  VSOCK_TYPE_STREAM, 0, 0, &why), 0);
+	assert_false(vsock_router_rx_pending(g->r, 0));
 	rig_free(g);
 }
 

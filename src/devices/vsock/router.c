@@ -257,6 +257,12 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 		*why = "that VM's driver does not take this socket type";
 		return -1;
 	}
+	/* A late RST of a flow already over: the Linux driver sends one as
+	 * it closes a socket that an RST (or its peer's) already ended. The
+	 * other VM's kernel would ignore it: drop it, quietly, as the host
+	 * path does. */
+	if (!f && h->op == VSOCK_OP_RST)
+		return 0;
 	if (!f && h->op != VSOCK_OP_REQUEST) {
 		*why = "no such sibling connection";
 		return -1;
