@@ -3,10 +3,15 @@
 # `vmio vsock` serving its vhost-user-vsock-pci device (vsock_test.sh,
 # redirect_test.sh): options, the backend, the boot, host services on
 # <uds-path>_PORT, and the verdicts every such test gives the same way.
+# net_test.sh uses it too: it sets dev=net (the vmio device; default vsock)
+# before sourcing, and after vh_setup dev_qemu (QEMU's options for the
+# device, instead of vhost-user-vsock-pci on $sock), vmio_wrap (a command
+# vmio runs under: ip netns exec NS) and a vh_cleanup_hook function.
 # The caller sets `name` (message and log prefix) before sourcing, then:
 #   vh_setup "$@"        options, checks, the image, logs, a cleanup trap
 #   vh_service PORT ...  a uds-peer service, before the guest boots
-#   vh_start_vmio [ARGS] `vmio vsock --guest-cid 3` (or ARGS), listening on
+#   vh_spawn PORT CMD... any such service, logged as host-PORT
+#   vh_start_vmio [ARGS] `vmio vsock --guest-cid 3` (or vmio $dev ARGS), listening on
 #                        each socket in socks
 #   vh_boot SCRIPT ...   the guest in the background (more run-guest options,
 #                        then -- and more QEMU options), on $sock, logging
@@ -23,6 +28,9 @@
 # "$name: FAIL: ..." lines otherwise. Logs: DIR/logs/$name.*.log.
 
 : "${name:?set name before sourcing vsock-host.sh}"
+dev=${dev:-vsock}
+vmio_wrap=()
+dev_qemu=()
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 image=$top/build/guest
 vmio=$top/build/vmio
@@ -52,6 +60,7 @@ vh_cleanup() {
 	for p in $gpid "${pids[@]}" $vpid; do
 		wait "$p" 2>/dev/null || true
 	done
+	! declare -F vh_cleanup_hook >/dev/null || vh_cleanup_hook
 	[[ -z $tmp ]] || rm -rf "$tmp"
 }
 
@@ -71,7 +80,7 @@ vh_setup() {
 	for b in "$vmio" "$tool" "$peer"; do
 		[[ -x $b ]] || fail "$b is missing: build with 'ninja -C build'"
 	done
-	"$vmio" vsock --help >/dev/null 2>&1 || fail "'$vmio vsock --help' failed: this vmio has no vsock device"
+	"$vmio" "$dev" --help >/dev/null 2>&1 || fail "'$vmio $dev --help' failed: this vmio has no $dev device"
 
 	start=$SECONDS
 	"$top/scripts/guest/build-image.sh" "$image" >/dev/null || fail "building the guest image failed"
@@ -94,35 +103,42 @@ vh_setup() {
 
 # Started before the guest boots: the guest connects as soon as it is up.
 declare -A hpid=()
-vh_service() { # port, uds-peer options...
+vh_spawn() { # port, command...
 	local port=$1
 	shift
-	"$peer" listen "${uds}_$port" --timeout "$limit" "$@" >"$logs/$name.host-$port.log" 2>&1 &
+	"$@" >"$logs/$name.host-$port.log" 2>&1 &
 	hpid[$port]=$!
 	pids+=("$!")
 }
+vh_service() { # port, uds-peer options...
+	local port=$1
+	shift
+	vh_spawn "$port" "$peer" listen "${uds}_$port" --timeout "$limit" "$@"
+}
 
-vh_start_vmio() { # [vmio vsock options, instead of one VM with CID 3]
+vh_start_vmio() { # [vmio $dev options, instead of one vsock VM with CID 3]
 	# QEMU 7.2 does not retry a vhost-user socket: the backend must
 	# listen before QEMU starts.
 	(($#)) || set -- --guest-cid 3 --socket "$sock" --uds-path "$uds"
-	"$vmio" vsock "$@" -v >"$vlog" 2>&1 &
+	"${vmio_wrap[@]}" "$vmio" "$dev" "$@" -v >"$vlog" 2>&1 &
 	vpid=$!
 	local s
 	for s in "${socks[@]}"; do
 		for _ in $(seq 100); do
 			[[ -S $s ]] && break
-			kill -0 "$vpid" 2>/dev/null || fail "vmio vsock exited at start: $(cat "$vlog")"
+			kill -0 "$vpid" 2>/dev/null || fail "vmio $dev exited at start: $(cat "$vlog")"
 			sleep 0.05
 		done
-		[[ -S $s ]] || fail "vmio vsock did not create $s within 5 s (log: $vlog)"
+		[[ -S $s ]] || fail "vmio $dev did not create $s within 5 s (log: $vlog)"
 	done
 }
 
 serials=()
 vh_boot() { # guest script, more run-guest.sh options... [-- QEMU options...]
-	local script=$1 opts=()
+	local script=$1 opts=() devq=("${dev_qemu[@]}")
 	shift
+	# shellcheck disable=SC2054 # QEMU's commas
+	((${#devq[@]})) || devq=(-chardev "socket,id=vs,path=$sock" -device vhost-user-vsock-pci,chardev=vs)
 	while (($#)) && [[ $1 != -- ]]; do
 		opts+=("$1")
 		shift
@@ -133,7 +149,7 @@ vh_boot() { # guest script, more run-guest.sh options... [-- QEMU options...]
 		--script "$script" --file "$tool:/bin/vsock-tool" \
 		--file "$top/tests/guest/guest-steps.sh:/lib/guest-steps.sh" "${opts[@]}" \
 		--timeout "$limit" --log "$serial" -- "$@" \
-		-chardev "socket,id=vs,path=$sock" -device vhost-user-vsock-pci,chardev=vs \
+		"${devq[@]}" \
 		>/dev/null 2>"${serial%.serial.log}.run-guest.log" &
 	gpid=$!
 }
@@ -154,7 +170,7 @@ vh_finish_guest() {
 	local grc=0 line who=${who:+$who: }
 	wait "$gpid" || grc=$?
 	gpid=
-	kill -0 "$vpid" 2>/dev/null || bad "vmio vsock is no longer running after the guest test (log: $vlog)"
+	kill -0 "$vpid" 2>/dev/null || bad "vmio $dev is no longer running after the guest test (log: $vlog)"
 	# vmio's CPU time over the run (utime + stime, in clock ticks): for
 	# the report, a busy loop (an always-armed EPOLLOUT) would show here.
 	vcpu=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$vpid/stat" 2>/dev/null || echo "?")
@@ -213,7 +229,7 @@ vh_conclude() {
 		tail -n 30 "$vlog" >&2
 		exit 1
 	fi
-	echo "$name: vmio vsock used ${vcpu} s of CPU over the whole run"
+	echo "$name: vmio $dev used ${vcpu} s of CPU over the whole run"
 	echo "$name: PASS in $((SECONDS - start))s"
 	exit 0
 }

@@ -7,6 +7,8 @@
  *   vsock-tool connect CID PORT [options] [--retry SECS]
  *   vsock-tool unix-listen PATH [options]
  *   vsock-tool unix-connect PATH [options] [--retry SECS]
+ *   vsock-tool tcp-listen PORT [options]
+ *   vsock-tool tcp-connect IPV4 PORT [options] [--retry SECS]
  *   vsock-tool seq-connect CID PORT [--timeout S]  seqpacket: seq_client
  *   vsock-tool seq-listen PORT [--timeout S]       seqpacket: one seq_echo
  *   vsock-tool fnv BYTES          checksum of the first BYTES of the pattern
@@ -15,13 +17,17 @@
  * The unix modes are the guest-side peers of a relay running in the guest
  * (`vmio redirect` between vsock and unix sockets): the same engine on
  * both ends of the relay, so its result lines compare with the host's.
+ * The tcp modes are both ends of the virtio-net guest test (net_test.sh):
+ * in the guest, and on the host inside the test's network namespace.
  *
  * Output and modes: see peer-engine.h. A failed connect prints
  *   vsock-tool: connect cid=C port=P result=error errno=ECONNRESET ms=N
  * (path=PATH for unix) and exits 3. Exit 0: every connection did what its
  * mode promised; 1: one did not; 2: usage error or time limit.
  */
+#include <arpa/inet.h>
 #include <linux/vm_sockets.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 
@@ -36,11 +42,13 @@ static void usage(void)
 			"       %s connect CID PORT [options] [--retry SECS]\n"
 			"       %s unix-listen PATH [options]\n"
 			"       %s unix-connect PATH [options] [--retry SECS]\n"
+			"       %s tcp-listen PORT [options]\n"
+			"       %s tcp-connect IPV4 PORT [options] [--retry SECS]\n"
 			"       %s seq-connect CID PORT [--timeout S]\n"
 			"       %s seq-listen PORT [--timeout S]\n"
 			"       %s fnv BYTES\n"
 			"       %s cid\n"
-			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog, prog, prog, prog, prog);
+			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
 	exit(2);
 }
 
@@ -79,6 +87,31 @@ static void unix_target(struct target *t, const char *path)
 	pe_unix_addr((struct sockaddr_un *)&t->sa, path, prog);
 	t->len = sizeof(struct sockaddr_un);
 	snprintf(t->text, sizeof(t->text), "path=%s", path);
+}
+
+/* addr is NULL for INADDR_ANY; false if it is not an IPv4 address. */
+static bool tcp_target(struct target *t, const char *addr, unsigned port)
+{
+	struct sockaddr_in *a = (struct sockaddr_in *)&t->sa;
+	*a = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	t->len = sizeof(*a);
+	snprintf(t->text, sizeof(t->text), "addr=%s port=%u", addr ? addr : "any", port);
+	return !addr || inet_pton(AF_INET, addr, &a->sin_addr) == 1;
+}
+
+/* A stream listener on t; the fd, or -1 with errno set. */
+static int listen_target(const struct target *t)
+{
+	int one = 1, fd = socket(t->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && ((t->sa.ss_family == AF_INET &&
+			 setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0) ||
+			bind(fd, (const struct sockaddr *)&t->sa, t->len) < 0 || listen(fd, 128) < 0)) {
+		int e = errno;
+		close(fd);
+		fd = -1;
+		errno = e;
+	}
+	return fd;
 }
 
 /* seq-connect CID PORT / seq-listen PORT: seqpacket (seq-engine.h). */
@@ -166,22 +199,19 @@ int main(int argc, char **argv)
 	r.deadline = start + timeout;
 
 	struct target t;
-	if (pos == 2 && (!strcmp(posv[0], "listen") || !strcmp(posv[0], "unix-listen"))) {
+	if (pos == 2 && (!strcmp(posv[0], "listen") || !strcmp(posv[0], "unix-listen") ||
+			 !strcmp(posv[0], "tcp-listen"))) {
 		if (!strcmp(posv[0], "unix-listen")) {
 			unix_target(&t, posv[1]);
 			r.lfd = pe_unix_listen(posv[1], 128, prog);
-		} else if (pe_parse_size(posv[1], &x)) {
+		} else if (pe_parse_size(posv[1], &x) && x <= 65535 && !strcmp(posv[0], "tcp-listen")) {
+			tcp_target(&t, NULL, (unsigned)x);
+			r.lfd = listen_target(&t);
+		} else if (pe_parse_size(posv[1], &x) && !strcmp(posv[0], "listen")) {
 			vsock_target(&t, VMADDR_CID_ANY, (unsigned)x);
 			/* The text names the port alone, as before. */
 			snprintf(t.text, sizeof(t.text), "port=%u", (unsigned)x);
-			r.lfd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
-			if (r.lfd >= 0 && (bind(r.lfd, (struct sockaddr *)&t.sa, t.len) < 0 ||
-					   listen(r.lfd, 128) < 0)) {
-				int e = errno;
-				close(r.lfd);
-				r.lfd = -1;
-				errno = e;
-			}
+			r.lfd = listen_target(&t);
 		} else {
 			usage();
 		}
@@ -200,7 +230,8 @@ int main(int argc, char **argv)
 		vsock_target(&t, (unsigned)cid, (unsigned)port);
 	else if (pos == 2 && !strcmp(posv[0], "unix-connect"))
 		unix_target(&t, posv[1]);
-	else
+	else if (!(pos == 3 && !strcmp(posv[0], "tcp-connect") && pe_parse_size(posv[2], &port) &&
+		   port <= 65535 && tcp_target(&t, posv[1], (unsigned)port)))
 		usage();
 	if (count < 1)
 		usage();

@@ -40,9 +40,7 @@ vh_service 5003 --count 1 --expect 2M --read-delay-ms 20 --read-size 16K # ~0.8 
 vh_service 5004 --count 64 --mode echo
 vh_service 5005 --count 1 --expect 8M
 # seq-g2h: a seqpacket echo service (uds-peer seq-listen), judged below.
-"$peer" seq-listen "${uds}_5010" --timeout "$limit" >"$logs/$name.host-5010.log" 2>&1 &
-hpid[5010]=$!
-pids+=("$!")
+vh_spawn 5010 "$peer" seq-listen "${uds}_5010" --timeout "$limit"
 vh_start_vmio
 vh_boot "$top/tests/guest/vsock-guest.sh"
 
