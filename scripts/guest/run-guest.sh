@@ -14,6 +14,8 @@
 #   --timeout SECS      hard limit on the whole boot (default 180)
 #   --log FILE          serial log (default DIR/logs/run-PID.log); also on stdout
 #   --mem SIZE          guest RAM, MiB (default 256)
+#   --cpus N            vCPUs (default 1; Linux's virtio_net uses at most
+#                       one queue pair a vCPU)
 #   --append ARGS       more kernel command line
 #   --name NAME         prefix for messages (default run-guest)
 #   -- QEMU_ARGS        passed to QEMU as they are, e.g.
@@ -27,8 +29,8 @@
 # probe boot under it works), VMIO_GUEST_CPU (TCG CPU model, default max),
 # VMIO_GUEST_MACHINE (default q35).
 #
-# The guest has one vCPU: the machine has two cores, and the vhost-user
-# backend under test needs the other.
+# The guest has one vCPU unless --cpus says more: the machine has two
+# cores, and the vhost-user backend under test needs the other.
 #
 # Guest RAM is a shared memfd, as vhost-user backends need to map it. The
 # per-test files go into a second cpio archive appended to the base one:
@@ -43,6 +45,7 @@ exes=()
 limit=180
 logfile=
 mem=256
+cpus=1
 append=
 name=run-guest
 build=1
@@ -58,6 +61,7 @@ while (($#)); do
 	--timeout) limit=$2; shift 2 ;;
 	--log) logfile=$2; shift 2 ;;
 	--mem) mem=$2; shift 2 ;;
+	--cpus) cpus=$2; shift 2 ;;
 	--append) append=$2; shift 2 ;;
 	--name) name=$2; shift 2 ;;
 	--) shift; break ;;
@@ -187,7 +191,7 @@ qemu_args=(
 	-nodefaults -no-user-config -display none -no-reboot
 	-machine "${VMIO_GUEST_MACHINE:-q35},memory-backend=mem"
 	"${accel[@]}"
-	-smp 1 -m "${mem}M"
+	-smp "$cpus" -m "${mem}M"
 	-object "memory-backend-memfd,id=mem,size=${mem}M,share=on"
 	-kernel "$kernel" -initrd "$initrd" -append "$cmdline"
 	# The serial console on stdout and, through the chardev's own log,

@@ -130,6 +130,16 @@ int vmio_mem_add(struct vmio_mem *mem, const struct vmio_mem_region_desc *d,
 		*why = "no file descriptor for the region";
 		return -EBADF;
 	}
+	for (pos = 0; pos < mem->nregions; pos++) {
+		struct vmio_mem_region *e = &mem->regions[pos];
+
+		if (e->d.gpa == d->gpa && e->d.size == d->size &&
+		    e->d.uva == d->uva && e->d.mmap_offset == d->mmap_offset) {
+			close(fd);
+			e->dups++;
+			return 0;
+		}
+	}
 	ret = validate(mem, d, why);
 	if (!ret)
 		ret = check_file_size(fd, d->mmap_offset + d->size, why);
@@ -164,6 +174,10 @@ int vmio_mem_remove(struct vmio_mem *mem, const struct vmio_mem_region_desc *d)
 		if (r->d.gpa != d->gpa || r->d.size != d->size ||
 		    r->d.uva != d->uva)
 			continue;
+		if (r->dups) {
+			r->dups--;
+			return 0;
+		}
 		unmap_region(r);
 		memmove(&mem->regions[i], &mem->regions[i + 1],
 			(mem->nregions - i - 1) * sizeof(mem->regions[0]));

@@ -26,6 +26,7 @@ struct vmio_mem_region {
 	uint8_t *host;   /* local address of gpa */
 	void *map_base;  /* what mmap returned */
 	size_t map_size; /* what was mapped */
+	unsigned dups;   /* identical ADD_MEM_REGs since: removals to ignore */
 };
 
 struct vmio_mem {
@@ -38,12 +39,16 @@ void vmio_mem_init(struct vmio_mem *mem);
 /* Validates d (non-zero size, no overflow of gpa+size, uva+size or
  * mmap_offset+size, no overlap with a region already present in either
  * gpa or uva space, room for another region), then maps it from fd.
+ * A region identical to one present (gpa, size, uva and offset) is counted,
+ * not mapped again: QEMU's multi-queue vhost-user net sends each
+ * ADD_MEM_REG once per queue pair, on one connection.
  * fd is always consumed (closed): the mapping keeps the memory. Returns 0,
  * or -errno with *why set to a static string naming the problem. */
 int vmio_mem_add(struct vmio_mem *mem, const struct vmio_mem_region_desc *d,
 		 int fd, const char **why);
 
-/* Unmaps the region whose gpa, size and uva match d. -ENOENT if none. */
+/* Unmaps the region whose gpa, size and uva match d (once removed as
+ * many times as it was added). -ENOENT if none. */
 int vmio_mem_remove(struct vmio_mem *mem, const struct vmio_mem_region_desc *d);
 
 /* Unmaps everything. */

@@ -53,8 +53,7 @@ wait $h2g; rc=$?
 echo "H2G $(grep -v listening /tmp/h2g.out)"
 if [ $rc -eq 0 ]; then pass tcp-h2g; else fail tcp-h2g "exit $rc"; fi
 
-# Which queues carried frames: the interrupt count of each virtqueue's
-# vector (vectors=6 with 2 pairs: one a queue, config and control).
-grep virtio /proc/interrupts | awk '{ print "IRQ", $NF, $2 }'
+# Which queues carried frames: the driver's per-queue counters.
+$T nic-stats "$nic" | grep -E '^[rt]x_queue_[0-9]+_(packets|bytes) ' | sed 's/^/NIC /'
 echo "net guest: $fails failed"
 exit $fails

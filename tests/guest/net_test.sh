@@ -14,7 +14,8 @@
 #   tcp-h2g    namespace -> guest, 16 MiB, checked byte for byte in the guest
 #   stats      vmio's --stats line on exit: frames both ways, no drop
 # With --queues 2: the same over two queue pairs (QEMU queues=2, mq=on),
-# and frames must have crossed both pairs' receive queues.
+# and frames must have crossed each pair's queues both ways (the guest
+# driver's per-queue counters, read with vsock-tool nic-stats).
 #
 # usage: tests/guest/net_test.sh [--queues N] [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
 # Needs root (network namespace, TAP). Exit 0 when every scenario passed;
@@ -68,7 +69,8 @@ mq=
 # shellcheck disable=SC2054 # QEMU's commas
 dev_qemu=(-chardev "socket,id=c,path=$sock" -netdev "vhost-user,chardev=c,id=n$mq"
 	-device "virtio-net-pci,netdev=n,mac=52:54:00:00:88:02,vectors=0${mq:+,mq=on}")
-vh_boot "$top/tests/guest/net-guest.sh" --append "NT_QUEUES=$queues"
+# One vCPU a pair: Linux's virtio_net enables min(pairs, CPUs) pairs.
+vh_boot "$top/tests/guest/net-guest.sh" --cpus "$queues" --append "NT_QUEUES=$queues"
 
 # --- namespace to guest, once the guest's sink listens --------------------
 ping_h2g=FAIL
@@ -97,14 +99,16 @@ h2g_guest=$(grep '^H2G ' <<<"$con" || true)
 [[ $(field recv_fnv "$h2g_guest") == "$fnv16" ]] || bad "tcp-h2g: the guest's checksum is not the pattern's"
 h2g_host=$(hl 7101)
 [[ $h2g_host == *result=ok* ]] || bad "tcp-h2g: namespace side: $(tail -n 2 "$logs/$name.host-7101.log")"
-if ((queues > 1)); then
-	# Each receive queue's vector fired: the TAP spread the 4 echo flows
-	# (and the rest) over the pairs the guest serves.
-	for ((q = 0; q < queues; q++)); do
-		irq=$(sed -n "s/^IRQ virtio[0-9]*-input\.$q \([0-9]*\)$/\1/p" <<<"$con" | head -n1)
-		((${irq:-0} > 0)) || bad "mq: no interrupt on receive queue $q (guest's /proc/interrupts: $(grep '^IRQ' <<<"$con" | tr '\n' ' '))"
+# The guest driver's per-queue counters (ethtool -S): with several pairs,
+# frames crossed every one of them each way (the 4 echo flows spread over
+# the guest's transmit queues and the TAP's).
+nic=$(grep '^NIC ' <<<"$con" | tr '\n' ' ' || true)
+for ((q = 0; q < queues; q++)); do
+	for dir in rx tx; do
+		v=$(sed -n "s/.*NIC ${dir}_queue_${q}_packets \([0-9]*\).*/\1/p" <<<"$nic")
+		((${v:-0} > 0)) || bad "queues: no packet on the guest's ${dir} queue $q (guest counters: ${nic:-none})"
 	done
-fi
+done
 
 # vmio's counters, printed by --stats when it exits (SIGTERM).
 stats=
@@ -139,12 +143,13 @@ row() { # scenario, step[, result line]
 		printf '  %-15s %-4s %7s ms %8s MB/s\n' "$1" "$v" "$(field ms "$3")" "$(field MBps "$3")"
 	fi
 }
-echo "$name: results ($queues queue pair(s); guest's view; TCG guest, one vCPU):"
+echo "$name: results ($queues queue pair(s); guest's view; TCG guest, $queues vCPU(s)):"
 row queues queues
 row ping-g2h ping-g2h
 printf '  %-15s %s\n' ping-h2g "$ping_h2g"
 row "tcp-g2h 16M" tcp-g2h "$(grep '^G2H ' <<<"$con" || true)"
 row "tcp-echo 4x4M" tcp-echo "$(grep 'summary conns=4' <<<"$con" || true)"
 row "tcp-h2g 16M" tcp-h2g "$h2g_guest"
+echo "  guest packets per queue: $(grep '^NIC .*_packets ' <<<"$con" | sed 's/^NIC \([rt]x\)_queue_\([0-9]*\)_packets /\1\2=/' | tr '\n' ' ' || true)"
 echo "  vmio net stats: ${stats:-none}"
 vh_conclude

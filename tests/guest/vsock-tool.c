@@ -13,6 +13,8 @@
  *   vsock-tool seq-listen PORT [--timeout S]       seqpacket: one seq_echo
  *   vsock-tool fnv BYTES          checksum of the first BYTES of the pattern
  *   vsock-tool cid                the guest's own CID (from the device config)
+ *   vsock-tool nic-stats IFACE    the NIC driver's counters (ethtool -S: busybox
+ *                                 has no ethtool), one "name value" a line
  *
  * The unix modes are the guest-side peers of a relay running in the guest
  * (`vmio redirect` between vsock and unix sockets): the same engine on
@@ -26,7 +28,10 @@
  * mode promised; 1: one did not; 2: usage error or time limit.
  */
 #include <arpa/inet.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
 #include <linux/vm_sockets.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -48,7 +53,8 @@ static void usage(void)
 			"       %s seq-listen PORT [--timeout S]\n"
 			"       %s fnv BYTES\n"
 			"       %s cid\n"
-			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
+			"       %s nic-stats IFACE\n"
+			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
 	exit(2);
 }
 
@@ -112,6 +118,45 @@ static int listen_target(const struct target *t)
 		errno = e;
 	}
 	return fd;
+}
+
+/* One SIOCETHTOOL request on iface; 0 or -1 with errno set. */
+static int ethtool(int fd, const char *iface, void *cmd)
+{
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", iface);
+	ifr.ifr_data = cmd;
+	return ioctl(fd, SIOCETHTOOL, &ifr);
+}
+
+/* nic-stats IFACE: what `ethtool -S IFACE` prints. */
+static int nic_stats(const char *iface)
+{
+	struct ethtool_drvinfo info = { .cmd = ETHTOOL_GDRVINFO };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || ethtool(fd, iface, &info) < 0) {
+		printf("%s: nic-stats %s result=error errno=%s\n", prog, iface, pe_errname(errno));
+		return 1;
+	}
+	uint32_t n = info.n_stats;
+	struct ethtool_gstrings *names = calloc(1, sizeof(*names) + (size_t)n * ETH_GSTRING_LEN);
+	struct ethtool_stats *vals = calloc(1, sizeof(*vals) + (size_t)n * sizeof(uint64_t));
+	if (!names || !vals)
+		return 2;
+	*names = (struct ethtool_gstrings){ .cmd = ETHTOOL_GSTRINGS, .string_set = ETH_SS_STATS, .len = n };
+	*vals = (struct ethtool_stats){ .cmd = ETHTOOL_GSTATS, .n_stats = n };
+	if (ethtool(fd, iface, names) < 0 || ethtool(fd, iface, vals) < 0) {
+		printf("%s: nic-stats %s result=error errno=%s\n", prog, iface, pe_errname(errno));
+		return 1;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		printf("%.*s %" PRIu64 "\n", ETH_GSTRING_LEN, (char *)names->data + i * ETH_GSTRING_LEN,
+		       (uint64_t)vals->data[i]);
+	free(names);
+	free(vals);
+	close(fd);
+	return 0;
 }
 
 /* seq-connect CID PORT / seq-listen PORT: seqpacket (seq-engine.h). */
@@ -186,6 +231,9 @@ int main(int argc, char **argv)
 		printf("%u\n", cid);
 		return 0;
 	}
+
+	if (pos == 2 && !strcmp(posv[0], "nic-stats"))
+		return nic_stats(posv[1]);
 
 	if ((pos == 3 && !strcmp(posv[0], "seq-connect")) ||
 	    (pos == 2 && !strcmp(posv[0], "seq-listen")))

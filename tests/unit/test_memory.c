@@ -365,6 +365,34 @@ static void test_remove(void **state)
 	assert_null(vmio_mem_gpa_ptr(mem, 0x2000, 1));
 }
 
+/* QEMU's multi-queue vhost-user net adds each region once per queue pair:
+ * the same region again is counted, and stays until removed as often. */
+static void test_duplicate_add(void **state)
+{
+	struct vmio_mem *mem = *state;
+	struct vmio_mem_region_desc a = region(0x10000, 4 * PAGE, 0x100000, 0);
+	const char *why = NULL;
+	uint8_t *p;
+
+	assert_int_equal(add(mem, a, &why), 0);
+	p = vmio_mem_gpa_ptr(mem, 0x10000, 1);
+	assert_non_null(p);
+	assert_int_equal(add(mem, a, &why), 0);
+	assert_int_equal(mem->nregions, 1);
+	assert_ptr_equal(vmio_mem_gpa_ptr(mem, 0x10000, 1), p);
+	/* Not identical: still an overlap. */
+	a.mmap_offset = PAGE;
+	assert_int_equal(add(mem, a, &why), -EINVAL);
+	a.mmap_offset = 0;
+
+	assert_int_equal(vmio_mem_remove(mem, &a), 0);
+	assert_int_equal(mem->nregions, 1);
+	assert_ptr_equal(vmio_mem_gpa_ptr(mem, 0x10000, 1), p);
+	assert_int_equal(vmio_mem_remove(mem, &a), 0);
+	assert_int_equal(mem->nregions, 0);
+	assert_int_equal(vmio_mem_remove(mem, &a), -ENOENT);
+}
+
 static void test_clear_and_move(void **state)
 {
 	struct vmio_mem *mem = *state;
@@ -409,6 +437,7 @@ int main(void)
 		T(test_gpa_to_iov_efault),
 		T(test_gpa_to_iov_enobufs),
 		T(test_remove),
+		T(test_duplicate_add),
 		T(test_clear_and_move),
 	};
 

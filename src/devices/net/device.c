@@ -34,7 +34,9 @@ static enum vnet_role queue_role(const struct vnet_device *d, unsigned index,
 
 unsigned vnet_active_pairs(const struct vnet_device *d)
 {
-	if (!vnet_has(d, VIRTIO_NET_F_MQ))
+	/* MQ without CTRL_VQ: the front end answers the control queue
+	 * itself (QEMU) and tells pairs apart with SET_VRING_ENABLE. */
+	if (!vnet_has(d, VIRTIO_NET_F_MQ) || !vnet_has(d, VIRTIO_NET_F_CTRL_VQ))
 		return d->npairs;
 	return d->ctrl_state.pairs < d->npairs ? d->ctrl_state.pairs
 					       : d->npairs;
@@ -182,8 +184,9 @@ static const char *bad_feature_combination(uint64_t f)
 			    VMIO_BIT(VIRTIO_NET_F_HOST_TSO6);
 	uint64_t guest_tso = VMIO_BIT(VIRTIO_NET_F_GUEST_TSO4) |
 			     VMIO_BIT(VIRTIO_NET_F_GUEST_TSO6);
+	/* Not MQ: QEMU keeps the control queue (and CTRL_VQ) to itself but
+	 * passes MQ on to a vhost-user device. */
 	uint64_t ctrl_users = VMIO_BIT(VIRTIO_NET_F_CTRL_RX) |
-			      VMIO_BIT(VIRTIO_NET_F_MQ) |
 			      VMIO_BIT(VIRTIO_NET_F_CTRL_MAC_ADDR);
 
 	if ((f & host_tso) && !(f & VMIO_BIT(VIRTIO_NET_F_CSUM)))
@@ -191,7 +194,7 @@ static const char *bad_feature_combination(uint64_t f)
 	if ((f & guest_tso) && !(f & VMIO_BIT(VIRTIO_NET_F_GUEST_CSUM)))
 		return "GUEST_TSO without GUEST_CSUM";
 	if ((f & ctrl_users) && !(f & VMIO_BIT(VIRTIO_NET_F_CTRL_VQ)))
-		return "CTRL_RX, MQ or CTRL_MAC_ADDR without CTRL_VQ";
+		return "CTRL_RX or CTRL_MAC_ADDR without CTRL_VQ";
 	return NULL;
 }
 
