@@ -109,10 +109,12 @@ static int map_region(struct vmio_mem_region *r,
 		*why = "mmap of the region failed";
 		return -errno;
 	}
-	r->d = *d;
-	r->map_base = base;
-	r->map_size = len;
-	r->host = (uint8_t *)base + (d->mmap_offset - start);
+	*r = (struct vmio_mem_region){
+		.d = *d,
+		.host = (uint8_t *)base + (d->mmap_offset - start),
+		.map_base = base,
+		.map_size = len,
+	};
 	return 0;
 }
 
