@@ -5,6 +5,11 @@
 # by pair. The first layer of issue 6's benchmark; make bench does not run
 # it yet (rxonly needs a backend that sends). Rates swing between about 2
 # and 20 Mpps on this shared 2-core machine: compare figures of one run.
+# Then, as root, `vmio net --xdp` (AF_XDP, copy mode) on one end of a veth
+# pair in a network namespace of the script's own: txonly counts the
+# frames that arrive on the other end, rxonly the frames testpmd receives
+# from a second testpmd sending into the other end (net_af_packet); sizes
+# interleaved run by run, medians (XDP=0 skips these rows).
 #   RUNS=5 SIZES="64 512 1024" SECONDS_PER_RUN=9 scripts/bench-net.sh
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,13 +17,17 @@ build=${BUILD:-$top/build}
 runs=${RUNS:-5}
 sizes=${SIZES:-64 512 1024}
 secs=${SECONDS_PER_RUN:-9}
+xdp=${XDP:-1}
 dir=$(mktemp -d)
 bpid=
+gpid=
+ns=vmio-bench-$$
 cleanup() {
-	if [ -n "$bpid" ]; then
-		kill -INT "$bpid" 2>/dev/null || true
-		wait "$bpid" 2>/dev/null || true
-	fi
+	for p in $gpid $bpid; do
+		kill -INT "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	ip netns del "$ns" 2>/dev/null || true
 	rm -rf "$dir" /var/run/dpdk/vmio-bench-$$-*
 }
 trap cleanup EXIT
@@ -71,4 +80,77 @@ for size in $sizes; do
 		"$(printf '%s\n' "${v[@]}" | grep -vx -- - | median)" \
 		"$(printf '%s\n' "${h[@]}" | grep -vx -- - | median)" \
 		"$(printf '%s\n' "${r[@]}" | grep -vx -- - | median)" "${r[*]}"
+done
+
+[ "$xdp" = 1 ] || exit 0
+if [ "$(id -u)" -ne 0 ]; then
+	echo "bench-net: the AF_XDP rows need root (a namespace and a veth pair); XDP=0 skips them" >&2
+	exit 1
+fi
+ip netns add "$ns"
+ip -n "$ns" link add xa type veth peer name xb
+ip -n "$ns" link set xa up
+ip -n "$ns" link set xb up
+inns() { ip netns exec "$ns" "$@"; }
+rxpkts() { inns cat /sys/class/net/xb/statistics/rx_packets; }
+
+# One AF_XDP run: vmio on CPU 0, testpmd (and the rxonly generator) on
+# CPU 1. Prints Mpps: txonly, frames counted on xb over the run after the
+# first two seconds; rxonly, testpmd's mean Rx-pps after the first two.
+xdp_one() { # txonly|rxonly, frame size, run number
+	local sock=$dir/xdp-$1-$2-$3.sock a b
+	inns taskset -c 0 "$build/vmio" net --xdp xa -q --socket "$sock" &
+	bpid=$!
+	for _ in $(seq 200); do
+		[ -S "$sock" ] && break
+		sleep 0.05
+	done
+	if [ "$1" = rxonly ]; then
+		timeout -s INT $((secs + 5)) ip netns exec "$ns" dpdk-testpmd \
+			"${eal[@]}" --file-prefix=vmio-bench-$$-g$3 \
+			--lcores '0@1,1@1' --vdev "net_af_packet0,iface=xb" -- \
+			--forward-mode=txonly --txpkts="$2" \
+			--total-num-mbufs 4096 >"$dir/gen.log" 2>&1 </dev/null &
+		gpid=$!
+	fi
+	timeout -s INT "$secs" dpdk-testpmd "${eal[@]}" --single-file-segments \
+		--file-prefix=vmio-bench-$$-f$3 --lcores '0@1,1@1' \
+		--vdev "net_virtio_user0,path=$sock,queues=1" -- \
+		--forward-mode="$1" --txpkts="$2" --stats-period 1 \
+		--total-num-mbufs 4096 >"$dir/front.log" 2>&1 </dev/null &
+	local fpid=$!
+	sleep 2
+	a=$(rxpkts)
+	sleep $((secs - 3))
+	b=$(rxpkts)
+	wait "$fpid" || true
+	for p in $gpid $bpid; do
+		kill -INT "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	gpid= bpid=
+	if [ "$1" = txonly ]; then
+		awk -v a="$a" -v b="$b" -v s=$((secs - 3)) 'BEGIN {printf "%.2f\n", (b - a) / s / 1e6}'
+	else
+		grep -o 'Rx-pps: *[0-9]*' "$dir/front.log" | awk '{print $2}' |
+			tail -n +3 | awk '{t += $1; n++} END {if (n) printf "%.2f\n", t / n / 1e6; else print "-"}'
+	fi
+}
+
+declare -A res
+for i in $(seq "$runs"); do
+	for size in $sizes; do
+		for mode in txonly rxonly; do
+			res[$mode-$size]+="$(xdp_one "$mode" "$size" "$i") "
+		done
+	done
+done
+echo
+printf '%-6s %-8s %14s  %s\n' size mode "xdp copy Mpps" "runs"
+for size in $sizes; do
+	for mode in txonly rxonly; do
+		printf '%-6s %-8s %14s  %s\n' "$size" "$mode" \
+			"$(printf '%s\n' ${res[$mode-$size]} | grep -vx -- - | median)" \
+			"${res[$mode-$size]}"
+	done
 done

@@ -20,7 +20,7 @@
 struct vnet_backend;
 
 struct vnet_backend_ops {
-	const char *name; /* "null", "tap": for log lines */
+	const char *name; /* "null", "tap", "xdp": for log lines */
 
 	/* The guest negotiated features (virtio-net bits) and the header
 	 * size that goes with them: set the channel up to match (TAP: vnet
@@ -29,9 +29,16 @@ struct vnet_backend_ops {
 			 size_t hdr_len);
 
 	/* Sends one frame. Returns 0, or -errno if it was dropped (the
-	 * device counts it; -EAGAIN: the channel is full). */
+	 * device counts it; -EAGAIN: the channel is full). The frame's
+	 * bytes are the backend's to copy or send now: once tx returns,
+	 * the device gives the guest its buffers back. */
 	int (*tx)(struct vnet_backend *b, unsigned pair,
 		  const struct iovec *iov, unsigned niov);
+
+	/* The device sent a batch of frames on pair and is about to wait:
+	 * a backend that queues frames (AF_XDP's TX ring) hands them to
+	 * the kernel now. NULL if tx sends at once. */
+	void (*tx_flush)(struct vnet_backend *b, unsigned pair);
 
 	/* A descriptor that polls readable while pair has a frame waiting,
 	 * or -1 if frames never come (null). */
@@ -47,6 +54,10 @@ struct vnet_backend_ops {
 	 * the kernel hashes onto an unused queue is lost. Pair 0 is always
 	 * on. Returns 0 or -errno. NULL if the backend has one fixed path. */
 	int (*set_pair_enabled)(struct vnet_backend *b, unsigned pair, bool on);
+
+	/* How pair's frames move, for the log and --stats ("copy (native
+	 * XDP)"). NULL if there is one way only. */
+	const char *(*pair_mode)(struct vnet_backend *b, unsigned pair);
 
 	void (*free)(struct vnet_backend *b);
 };
@@ -68,6 +79,19 @@ struct vnet_backend *vnet_backend_null_new(unsigned pairs);
  * *err = -errno and *why a static string saying what failed. */
 struct vnet_backend *vnet_backend_tap_new(const char *name, unsigned pairs,
 					  int *err, const char **why);
+
+/* One XSK per pair, bound to queues queue, queue + 1... of the interface
+ * name, each with a UMEM of its own that frames are copied through; the
+ * XDP program that redirects to them is attached native where the driver
+ * has it, else generic. No offloads. Returns NULL with *err = -errno and
+ * *why a static string saying what failed. */
+struct vnet_backend *vnet_backend_xdp_new(const char *name, unsigned queue,
+					  unsigned pairs, int *err,
+					  const char **why);
+
+/* The largest --mtu with --xdp: a frame and the XDP headroom fit one
+ * 4 KiB UMEM frame, and veth's native XDP takes no more. */
+#define VNET_XDP_MAX_MTU 3500
 
 static inline void vnet_backend_free(struct vnet_backend *b)
 {
