@@ -99,7 +99,8 @@ rxpkts() { inns cat /sys/class/net/xb/statistics/rx_packets; }
 # first two seconds; rxonly, testpmd's mean Rx-pps after the first two.
 xdp_one() { # txonly|rxonly, frame size, run number
 	local sock=$dir/xdp-$1-$2-$3.sock a b
-	inns taskset -c 0 "$build/vmio" net --xdp xa -q --socket "$sock" &
+	ip netns exec "$ns" taskset -c 0 "$build/vmio" net --xdp xa -q \
+		--socket "$sock" &
 	bpid=$!
 	for _ in $(seq 200); do
 		[ -S "$sock" ] && break
@@ -110,7 +111,8 @@ xdp_one() { # txonly|rxonly, frame size, run number
 			"${eal[@]}" --file-prefix=vmio-bench-$$-g$3 \
 			--lcores '0@1,1@1' --vdev "net_af_packet0,iface=xb" -- \
 			--forward-mode=txonly --txpkts="$2" \
-			--total-num-mbufs 4096 >"$dir/gen.log" 2>&1 </dev/null &
+			--stats-period 1 --total-num-mbufs 4096 >"$dir/gen.log" \
+			2>&1 </dev/null &
 		gpid=$!
 	fi
 	timeout -s INT "$secs" dpdk-testpmd "${eal[@]}" --single-file-segments \

@@ -104,6 +104,17 @@ static void stop_net(pid_t pid)
 
 /* ---- command line ---------------------------------------------------- */
 
+/* Case i: vmio with args exits with code, saying want on stderr. */
+static void expect_failure(size_t i, const char *const *args, int code,
+			   const char *want)
+{
+	assert_int_equal(exit_code(harness_run(args, 10000, out, sizeof(out),
+					       err, sizeof(err))),
+			 code);
+	if (!strstr(err, want))
+		fail_msg("case %zu: stderr lacks '%s': %s", i, want, err);
+}
+
 static void test_cli(void **state)
 {
 	static const char *const usage[][8] = {
@@ -129,15 +140,8 @@ static void test_cli(void **state)
 		"multicast", "zero address", "--mtu", "interface name",
 		"--socket-path",
 	};
-	for (size_t i = 0; i < sizeof(usage) / sizeof(usage[0]); i++) {
-		assert_int_equal(exit_code(harness_run(usage[i], 10000, out,
-						       sizeof(out), err,
-						       sizeof(err))),
-				 2);
-		if (!strstr(err, expect[i]))
-			fail_msg("case %zu: stderr lacks '%s': %s", i,
-				 expect[i], err);
-	}
+	for (size_t i = 0; i < sizeof(usage) / sizeof(usage[0]); i++)
+		expect_failure(i, usage[i], 2, expect[i]);
 	/* A runtime error, at start: "lo" is no TAP (and without root,
 	 * there is no permission either way). */
 	assert_int_equal(exit_code(harness_run(
@@ -969,15 +973,8 @@ static void test_xdp_errors(void **state)
 	};
 
 	veth_pair("vmiox4", "vmiox5");
-	for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++) {
-		assert_int_equal(exit_code(harness_run(args[i], 10000, out,
-						       sizeof(out), err,
-						       sizeof(err))),
-				 1);
-		if (!strstr(err, expect[i]))
-			fail_msg("case %zu: stderr lacks '%s': %s", i,
-				 expect[i], err);
-	}
+	for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
+		expect_failure(i, args[i], 1, expect[i]);
 }
 
 int main(void)

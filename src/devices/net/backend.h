@@ -71,6 +71,11 @@ struct vnet_backend {
 	unsigned pairs;
 };
 
+/* Writes len bytes of src at offset into the scatter list iov (as far as
+ * it reaches): for the device's header fields and copying backends. */
+void vnet_iov_write(const struct iovec *iov, unsigned niov, size_t offset,
+		    const void *src, size_t len);
+
 /* Drops everything sent, receives nothing: the device measured alone. */
 struct vnet_backend *vnet_backend_null_new(unsigned pairs);
 

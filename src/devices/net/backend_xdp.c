@@ -23,6 +23,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -40,6 +41,8 @@
 /* Frames put on the TX ring before we kick without waiting for the
  * device's flush: the kernel's copy path sends 32 per sendto. */
 #define XDP_TX_KICK_BATCH 32u
+/* Tries, 50 ms apart, at binding a queue the kernel still holds. */
+#define XDP_BUSY_TRIES 20u
 
 struct xdp_queue {
 	void *area;
@@ -187,29 +190,6 @@ static void fill_one(struct xdp_queue *q, uint64_t addr)
 	xsk_ring_prod__submit(&q->fq, 1);
 }
 
-/* Writes len bytes of src at offset of iov. */
-static void iov_write(const struct iovec *iov, unsigned niov, size_t offset,
-		      const void *src, size_t len)
-{
-	const uint8_t *s = src;
-
-	for (unsigned i = 0; i < niov && len; i++) {
-		size_t n;
-
-		if (offset >= iov[i].iov_len) {
-			offset -= iov[i].iov_len;
-			continue;
-		}
-		n = iov[i].iov_len - offset;
-		if (n > len)
-			n = len;
-		memcpy((uint8_t *)iov[i].iov_base + offset, s, n);
-		s += n;
-		len -= n;
-		offset = 0;
-	}
-}
-
 static ssize_t xdp_rx(struct vnet_backend *b, unsigned pair,
 		      const struct iovec *iov, unsigned niov)
 {
@@ -243,8 +223,8 @@ static ssize_t xdp_rx(struct vnet_backend *b, unsigned pair,
 	} else {
 		if (x->hdr_len == VIRTIO_NET_HDR_LEN)
 			hdr.num_buffers = htole16(1);
-		iov_write(iov, niov, 0, &hdr, x->hdr_len);
-		iov_write(iov, niov, x->hdr_len,
+		vnet_iov_write(iov, niov, 0, &hdr, x->hdr_len);
+		vnet_iov_write(iov, niov, x->hdr_len,
 			  xsk_umem__get_data(q->area, addr), len);
 		rc = (ssize_t)(x->hdr_len + len);
 	}
@@ -369,8 +349,8 @@ static const char *xsk_why(int err)
 	}
 }
 
-static int xdp_queue_open(struct xdp_backend *x, struct xdp_queue *q,
-			  uint32_t xdp_flags)
+static int xdp_queue_open_once(struct xdp_backend *x, struct xdp_queue *q,
+			       uint32_t xdp_flags)
 {
 	const struct xsk_umem_config ucfg = {
 		.fill_size = XDP_RING_SIZE,
@@ -420,6 +400,25 @@ static int xdp_queue_open(struct xdp_backend *x, struct xdp_queue *q,
 	return 0;
 }
 
+/* A queue an XSK just left stays taken until the kernel's deferred
+ * release of its UMEM has run (EBUSY, for some milliseconds after a
+ * previous vmio exits): no event says when, so we try again, from
+ * scratch, for up to a second before calling the queue busy. */
+static int xdp_queue_open(struct xdp_backend *x, struct xdp_queue *q,
+			  uint32_t xdp_flags)
+{
+	int rc;
+
+	for (unsigned i = 0;; i++) {
+		rc = xdp_queue_open_once(x, q, xdp_flags);
+		if (rc != -EBUSY || i == XDP_BUSY_TRIES)
+			return rc;
+		xdp_queue_close(q);
+		nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 },
+			  NULL);
+	}
+}
+
 /* Opens pair 0's queue in native mode, else generic (said once); the
  * other pairs follow in the mode that worked. */
 static int xdp_open_queues(struct xdp_backend *x, unsigned pairs)
@@ -429,7 +428,7 @@ static int xdp_open_queues(struct xdp_backend *x, unsigned pairs)
 
 	x->xdp_mode = "native";
 	if (rc && rc != -EPERM && rc != -EACCES && rc != -ENODEV &&
-	    rc != -ENOMEM) {
+	    rc != -ENOMEM && rc != -EBUSY) {
 		int native = rc;
 
 		xdp_queue_close(&x->q[0]);
