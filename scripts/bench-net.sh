@@ -9,7 +9,9 @@
 # pair in a network namespace of the script's own: txonly counts the
 # frames that arrive on the other end, rxonly the frames testpmd receives
 # from a second testpmd sending into the other end (net_af_packet); sizes
-# interleaved run by run, medians (XDP=0 skips these rows).
+# interleaved run by run, medians, with what was offered (testpmd's Tx
+# rate; the generator's): the rxonly generator shares CPU 1 with testpmd
+# and bounds that row. XDP=0 skips these rows, NULL_ROWS=0 the others.
 #   RUNS=5 SIZES="64 512 1024" SECONDS_PER_RUN=9 scripts/bench-net.sh
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,6 +36,12 @@ trap cleanup EXIT
 
 median() {
 	sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "-"}'
+}
+
+# testpmd's mean per-second Tx-pps or Rx-pps in Mpps, after the first two.
+mean_pps() { # Tx|Rx, log
+	grep -o "$1-pps: *[0-9]*" "$2" | awk '{print $2}' |
+		tail -n +3 | awk '{t += $1; n++} END {if (n) printf "%.2f\n", t / n / 1e6; else print "-"}'
 }
 
 eal=(--no-pci --no-huge -m 256)
@@ -63,12 +71,12 @@ one() { # vmio|vhost, frame size, run number
 	kill -INT "$bpid" 2>/dev/null || true
 	wait "$bpid" 2>/dev/null || true
 	bpid=
-	grep -o 'Tx-pps: *[0-9]*' "$dir/front.log" | awk '{print $2}' |
-		tail -n +3 | awk '{t += $1; n++} END {if (n) printf "%.2f\n", t / n / 1e6; else print "-"}'
+	mean_pps Tx "$dir/front.log"
 }
 
-printf '%-6s %12s %12s %8s  %s\n' size "vmio Mpps" "vhost Mpps" ratio "ratios pair by pair"
+[ "${NULL_ROWS:-1}" = 1 ] && printf '%-6s %12s %12s %8s  %s\n' size "vmio Mpps" "vhost Mpps" ratio "ratios pair by pair"
 for size in $sizes; do
+	[ "${NULL_ROWS:-1}" = 1 ] || break
 	v=() h=() r=()
 	for i in $(seq "$runs"); do
 		a=$(one vmio "$size" "$i")
@@ -91,14 +99,16 @@ ip netns add "$ns"
 ip -n "$ns" link add xa type veth peer name xb
 ip -n "$ns" link set xa up
 ip -n "$ns" link set xb up
-inns() { ip netns exec "$ns" "$@"; }
-rxpkts() { inns cat /sys/class/net/xb/statistics/rx_packets; }
+xbstat() { ip netns exec "$ns" cat "/sys/class/net/xb/statistics/$1"; }
+rate() { awk -v a="$1" -v b="$2" -v s="$3" 'BEGIN {printf "%.2f\n", (b - a) / s / 1e6}'; }
 
 # One AF_XDP run: vmio on CPU 0, testpmd (and the rxonly generator) on
-# CPU 1. Prints Mpps: txonly, frames counted on xb over the run after the
-# first two seconds; rxonly, testpmd's mean Rx-pps after the first two.
+# CPU 1. Prints two Mpps: delivered and offered. txonly: frames counted
+# on xb over the run after its first two seconds, and testpmd's mean
+# Tx-pps (what vmio took from the guest); rxonly: testpmd's mean Rx-pps,
+# and the generator's rate out of xb.
 xdp_one() { # txonly|rxonly, frame size, run number
-	local sock=$dir/xdp-$1-$2-$3.sock a b
+	local sock=$dir/xdp-$1-$2-$3.sock a b stat=rx_packets
 	ip netns exec "$ns" taskset -c 0 "$build/vmio" net --xdp xa -q \
 		--socket "$sock" &
 	bpid=$!
@@ -107,6 +117,7 @@ xdp_one() { # txonly|rxonly, frame size, run number
 		sleep 0.05
 	done
 	if [ "$1" = rxonly ]; then
+		stat=tx_packets
 		timeout -s INT $((secs + 5)) ip netns exec "$ns" dpdk-testpmd \
 			"${eal[@]}" --file-prefix=vmio-bench-$$-g$3 \
 			--lcores '0@1,1@1' --vdev "net_af_packet0,iface=xb" -- \
@@ -121,10 +132,11 @@ xdp_one() { # txonly|rxonly, frame size, run number
 		--forward-mode="$1" --txpkts="$2" --stats-period 1 \
 		--total-num-mbufs 4096 >"$dir/front.log" 2>&1 </dev/null &
 	local fpid=$!
+	# The measuring window: seconds 2 to secs - 1 of testpmd's run.
 	sleep 2
-	a=$(rxpkts)
+	a=$(xbstat $stat)
 	sleep $((secs - 3))
-	b=$(rxpkts)
+	b=$(xbstat $stat)
 	wait "$fpid" || true
 	for p in $gpid $bpid; do
 		kill -INT "$p" 2>/dev/null || true
@@ -132,27 +144,28 @@ xdp_one() { # txonly|rxonly, frame size, run number
 	done
 	gpid= bpid=
 	if [ "$1" = txonly ]; then
-		awk -v a="$a" -v b="$b" -v s=$((secs - 3)) 'BEGIN {printf "%.2f\n", (b - a) / s / 1e6}'
+		echo "$(rate "$a" "$b" $((secs - 3))) $(mean_pps Tx "$dir/front.log")"
 	else
-		grep -o 'Rx-pps: *[0-9]*' "$dir/front.log" | awk '{print $2}' |
-			tail -n +3 | awk '{t += $1; n++} END {if (n) printf "%.2f\n", t / n / 1e6; else print "-"}'
+		echo "$(mean_pps Rx "$dir/front.log") $(rate "$a" "$b" $((secs - 3)))"
 	fi
 }
 
-declare -A res
+declare -A got offered
 for i in $(seq "$runs"); do
 	for size in $sizes; do
 		for mode in txonly rxonly; do
-			res[$mode-$size]+="$(xdp_one "$mode" "$size" "$i") "
+			read -r g o < <(xdp_one "$mode" "$size" "$i")
+			got[$mode-$size]+="$g " offered[$mode-$size]+="$o "
 		done
 	done
 done
 echo
-printf '%-6s %-8s %14s  %s\n' size mode "xdp copy Mpps" "runs"
+printf '%-6s %-8s %14s %14s  %s\n' size mode "xdp copy Mpps" "offered Mpps" "runs (delivered)"
 for size in $sizes; do
 	for mode in txonly rxonly; do
-		printf '%-6s %-8s %14s  %s\n' "$size" "$mode" \
-			"$(printf '%s\n' ${res[$mode-$size]} | grep -vx -- - | median)" \
-			"${res[$mode-$size]}"
+		printf '%-6s %-8s %14s %14s  %s\n' "$size" "$mode" \
+			"$(printf '%s\n' ${got[$mode-$size]} | grep -vx -- - | median)" \
+			"$(printf '%s\n' ${offered[$mode-$size]} | grep -vx -- - | median)" \
+			"${got[$mode-$size]}"
 	done
 done

@@ -3,8 +3,19 @@
  * lists: a transmitted frame is its (validated, local) virtio-net header
  * followed by the guest's buffers; a received frame is written, header
  * first, straight into the guest's buffers. A backend never sees a
- * descriptor or a ring, so one that copies (TAP, AF_XDP in copy mode)
- * and one that lends guest memory to the kernel fit the same table.
+ * descriptor or a ring: TAP hands guest buffers to readv/writev, AF_XDP
+ * in copy mode copies through a UMEM of its own.
+ *
+ * Not there yet: AF_XDP without a copy, guest memory registered as the
+ * UMEM. It needs what this table does not have: on tx, a way to keep a
+ * chain from the guest until the kernel completes it (tx answering "taken,
+ * still in use" with a cookie, the device holding the chain instead of
+ * pushing it, and a tx_done(pair, cookie) callback from the backend's
+ * completion reaping, with the TX ring's size bounding the chains held);
+ * on rx, guest buffers posted before any frame arrives (rx_post(pair,
+ * iov, cookie) onto the fill ring, and a completion giving back cookie
+ * and length, the device writing the header in front). And a new memory
+ * table means re-creating every XSK.
  *
  * Queue pairs are numbered from 0; a backend has one channel (TAP queue,
  * XSK) per pair. Everything runs on the loop thread. */
