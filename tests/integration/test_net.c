@@ -65,6 +65,20 @@ static long long vmio_stat(const char *name)
 	return v;
 }
 
+/* Whether vmio's log has a line containing text. */
+static bool log_has(const char *text)
+{
+	FILE *f = fopen(harness_path("vmio.log"), "r");
+	char line[2048];
+	bool found = false;
+
+	assert_non_null(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, text) != NULL;
+	fclose(f);
+	return found;
+}
+
 /* For a failure's message: what vmio said. */
 static void dump_log(void)
 {
@@ -485,7 +499,7 @@ static void check_txonly_frame(int fd)
  * with the XSK) to peer (the TAP itself, or the veth's other end), where
  * the frames are counted and one is checked. */
 static void guest_to_host(const char *backend, const char *name,
-			  const char *peer)
+			  const char *peer, const char *queues)
 {
 	const char *sock = harness_path(name);
 	struct testpmd t;
@@ -494,7 +508,7 @@ static void guest_to_host(const char *backend, const char *name,
 	int pfd;
 
 	enter_netns();
-	pid = start_net(sock, backend, name);
+	pid = start_net_queues(sock, backend, name, queues);
 	link_up(peer);
 	pfd = packet_socket(peer);
 	testpmd_start(&t, sock, "txonly");
@@ -517,7 +531,7 @@ static void guest_to_host(const char *backend, const char *name,
 
 static void test_tap_guest_to_host(void **state)
 {
-	guest_to_host("--tap", "vmiot0", "vmiot0");
+	guest_to_host("--tap", "vmiot0", "vmiot0", "1");
 }
 
 /* n frames out of the TAP (towards the guest). With flows set, each is
@@ -927,9 +941,9 @@ static void test_tap_mq_pairs_set(void **state)
 
 /* ---- --xdp --------------------------------------------------------- */
 
-/* A veth pair in the test's namespace, both ends up: vmio's XSKs go on
- * a, the test talks through b. */
-static void veth_pair(const char *a, const char *b)
+/* A veth pair of `queues` queues each way in the test's namespace, both
+ * ends up: vmio's XSKs go on a, the test talks through b. */
+static void veth_pair(const char *a, const char *b, unsigned queues)
 {
 	char cmd[256];
 
@@ -937,7 +951,9 @@ static void veth_pair(const char *a, const char *b)
 	if (if_nametoindex(a))
 		return;
 	snprintf(cmd, sizeof(cmd),
-		 "ip link add %s type veth peer name %s >&2", a, b);
+		 "ip link add %s numtxqueues %u numrxqueues %u type veth peer "
+		 "name %s numtxqueues %u numrxqueues %u >&2",
+		 a, queues, queues, b, queues, queues);
 	if (system(cmd) != 0)
 		fail_msg("cannot create the veth pair %s/%s (%s)", a, b, cmd);
 	link_up(a);
@@ -946,14 +962,42 @@ static void veth_pair(const char *a, const char *b)
 
 static void test_xdp_guest_to_host(void **state)
 {
-	veth_pair("vmiox0", "vmiox1");
-	guest_to_host("--xdp", "vmiox0", "vmiox1");
+	veth_pair("vmiox0", "vmiox1", 1);
+	guest_to_host("--xdp", "vmiox0", "vmiox1", "1");
+}
+
+/* Two XSKs, on queues 0 and 1 of a two-queue veth; testpmd sends on the
+ * first pair. */
+static void test_xdp_two_pairs(void **state)
+{
+	veth_pair("vmiox6", "vmiox7", 2);
+	guest_to_host("--xdp", "vmiox6", "vmiox7", "2");
+	if (!log_has("vmiox6 queue 1 (pair 1): copy mode"))
+		fail_msg("no XSK on the second queue");
 }
 
 static void test_xdp_host_to_guest(void **state)
 {
-	veth_pair("vmiox2", "vmiox3");
+	veth_pair("vmiox2", "vmiox3", 1);
 	host_to_guest("--xdp", "vmiox2", "vmiox3", "1", false);
+}
+
+/* An interface without native XDP (lo): generic XDP, said in the log,
+ * and the mode of each pair in --stats. */
+static void test_xdp_generic_fallback(void **state)
+{
+	const char *sock = harness_path("xdp-lo.sock");
+	pid_t pid;
+
+	enter_netns();
+	link_up("lo");
+	pid = start_net(sock, "--xdp", "lo");
+	stop_net(pid);
+	if (!log_has("using generic (SKB) XDP") ||
+	    !log_has("pair 0: xdp copy (generic XDP)")) {
+		dump_log();
+		fail_msg("no word of generic XDP on lo");
+	}
 }
 
 /* Errors at start, exit 1 with the reason: no such interface, a queue
@@ -972,7 +1016,7 @@ static void test_xdp_errors(void **state)
 		"queue out of range",
 	};
 
-	veth_pair("vmiox4", "vmiox5");
+	veth_pair("vmiox4", "vmiox5", 1);
 	for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
 		expect_failure(i, args[i], 1, expect[i]);
 }
@@ -992,6 +1036,8 @@ int main(void)
 		cmocka_unit_test(test_tap_mq_pairs_set),
 		cmocka_unit_test(test_xdp_guest_to_host),
 		cmocka_unit_test(test_xdp_host_to_guest),
+		cmocka_unit_test(test_xdp_two_pairs),
+		cmocka_unit_test(test_xdp_generic_fallback),
 		cmocka_unit_test(test_xdp_errors),
 	};
 
