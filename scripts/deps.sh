@@ -13,6 +13,7 @@ packages=(
 	libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
 	libcmocka-dev     # unit test framework
 	libbpf-dev        # vmio redirect's sockmap engine: loads its BPF program
+	libxdp-dev        # vmio net --xdp: AF_XDP sockets and their XDP program
 	libyaml-dev       # vmio vsock --config: the YAML list of VMs
 	bpftool           # build: turns the BPF object into a libbpf skeleton header
 	qemu-system-x86   # guest tests: boots a Debian kernel against the vhost-user devices

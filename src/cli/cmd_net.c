@@ -1,5 +1,6 @@
 /* `vmio net`: a vhost-user virtio-net device whose frames go to a TAP
- * interface, or nowhere (--null, to measure the device alone). */
+ * interface, to AF_XDP sockets on an interface's queues (--xdp), or
+ * nowhere (--null, to measure the device alone). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +17,8 @@
 #define NET_MAX_MTU 65535
 
 static const char net_usage[] =
-	"Usage: vmio net (--socket PATH | --fd N) (--tap NAME | --null)\n"
-	"                [options]\n"
+	"Usage: vmio net (--socket PATH | --fd N)\n"
+	"                (--tap NAME | --xdp IFACE[,queue=Q] | --null) [options]\n"
 	"\n"
 	"A vhost-user virtio-net device (QEMU: -netdev vhost-user). Every frame\n"
 	"the guest sends is checked (virtio-net header, size) before it goes\n"
@@ -28,7 +29,15 @@ static const char net_usage[] =
 	"                       NAME, created (multi-queue, vnet header) if it\n"
 	"                       does not exist; needs CAP_NET_ADMIN\n"
 	"  --null               drop what the guest sends, send it nothing\n"
-	"  --xdp IFACE          AF_XDP: not supported yet\n"
+	"  --xdp IFACE[,queue=Q]\n"
+	"                       AF_XDP: queue pair p is an XSK on IFACE's queue\n"
+	"                       Q+p (Q defaults to 0), frames copied through a\n"
+	"                       UMEM of vmio's own; native XDP where the driver\n"
+	"                       has it, else generic; no offloads; --mtu at most\n"
+	"                       3500; needs root (CAP_NET_RAW, CAP_NET_ADMIN,\n"
+	"                       CAP_BPF)\n"
+	"  --xdp-copy           with --xdp, force the copy path (the only one\n"
+	"                       there is yet)\n"
 	"  --queues N           queue pairs, 1 to 256 (default 1)\n"
 	"  --mac MAC            the guest's address, XX:XX:XX:XX:XX:XX\n"
 	"                       (default 52:54:00:12:34:56)\n"
@@ -41,6 +50,7 @@ enum {
 	OPT_TAP = 1,
 	OPT_NULL,
 	OPT_XDP,
+	OPT_XDP_COPY,
 	OPT_QUEUES,
 	OPT_MAC,
 	OPT_MTU,
@@ -49,6 +59,9 @@ enum {
 
 struct net_opts {
 	const char *tap;
+	char xdp[16]; /* IFACE of --xdp, or "" */
+	uint64_t xdp_queue;
+	bool xdp_copy;
 	bool null;
 	uint64_t queues;
 	uint64_t mtu;
@@ -77,28 +90,58 @@ static int parse_mac(const char *arg, uint8_t mac[6])
 	return 0;
 }
 
+/* The kernel's own rule (dev_valid_name), checked here so that the error
+ * says what is wrong with the name. len is the name's length in arg. */
+static int check_ifname(const char *opt, const char *arg, size_t len)
+{
+	if (!len || len > 15 || strcspn(arg, "/: \t\n") < len ||
+	    (len == 1 && arg[0] == '.') || (len == 2 && !strncmp(arg, "..", 2)))
+		return vmio_cli_usage_error(
+			"net",
+			"%s: '%.*s' is not an interface name (1 to 15 bytes, "
+			"no '/', ':' or spaces)",
+			opt, (int)len, arg);
+	return 0;
+}
+
+/* IFACE[,queue=Q] */
+static int parse_xdp(const char *arg, struct net_opts *n)
+{
+	const char *comma = strchr(arg, ',');
+	size_t len = comma ? (size_t)(comma - arg) : strlen(arg);
+
+	if (check_ifname("--xdp", arg, len))
+		return -1;
+	memcpy(n->xdp, arg, len);
+	n->xdp[len] = '\0';
+	if (!comma)
+		return 0;
+	if (strncmp(comma + 1, "queue=", 6))
+		return vmio_cli_usage_error(
+			"net", "--xdp: '%s': after the interface, only "
+			       "',queue=Q' may follow", arg);
+	return vmio_cli_parse_num("net", "--xdp queue", comma + 7, 0, 65535,
+				  &n->xdp_queue);
+}
+
 static int handle_opt(void *opaque, int c, const char *arg)
 {
 	struct net_opts *n = opaque;
 
 	switch (c) {
 	case OPT_TAP:
-		/* The kernel's own rule (dev_valid_name), checked here so
-		 * that the error says what is wrong with the name. */
-		if (!arg[0] || strlen(arg) > 15 || strpbrk(arg, "/: \t\n") ||
-		    !strcmp(arg, ".") || !strcmp(arg, ".."))
-			return vmio_cli_usage_error(
-				"net",
-				"--tap: '%s' is not an interface name (1 to 15 "
-				"bytes, no '/', ':' or spaces)",
-				arg);
+		if (check_ifname("--tap", arg, strlen(arg)))
+			return -1;
 		n->tap = arg;
 		return 0;
 	case OPT_NULL:
 		n->null = true;
 		return 0;
 	case OPT_XDP:
-		return vmio_cli_usage_error("net", "--xdp: not supported yet");
+		return parse_xdp(arg, n);
+	case OPT_XDP_COPY:
+		n->xdp_copy = true;
+		return 0;
 	case OPT_QUEUES:
 		return vmio_cli_parse_num("net", "--queues", arg, 1,
 					  VNET_MAX_PAIRS, &n->queues);
@@ -126,6 +169,14 @@ static struct vnet_backend *open_backend(const struct net_opts *n)
 			log_err("net: out of memory");
 		return b;
 	}
+	if (n->xdp[0]) {
+		b = vnet_backend_xdp_new(n->xdp, (unsigned)n->xdp_queue,
+					 (unsigned)n->queues, &err, &why);
+		if (!b)
+			log_err("net: cannot use AF_XDP on %s: %s (%s)",
+				n->xdp, why, strerror(-err));
+		return b;
+	}
 	b = vnet_backend_tap_new(n->tap, (unsigned)n->queues, &err, &why);
 	if (!b)
 		log_err("net: cannot use tap %s: %s (%s)", n->tap, why,
@@ -133,12 +184,23 @@ static struct vnet_backend *open_backend(const struct net_opts *n)
 	return b;
 }
 
-static void print_stats(const struct vnet_device *dev)
+static void print_stats(const struct vnet_device *dev,
+			struct vnet_backend *b)
 {
 	char line[1024];
 
 	vnet_stats_format(vnet_device_stats(dev), line, sizeof(line));
 	fprintf(stderr, "vmio net: stats: %s\n", line);
+	for (unsigned i = 0; b->ops->pair_mode && i < b->pairs; i++)
+		fprintf(stderr, "vmio net: pair %u: %s %s\n", i, b->ops->name,
+			b->ops->pair_mode(b, i));
+}
+
+static const char *backend_name(const struct net_opts *n)
+{
+	if (n->null)
+		return "null backend";
+	return n->tap ? "tap backend " : "xdp backend ";
 }
 
 static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
@@ -165,14 +227,13 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 	if (!be) {
 		log_err("out of memory setting up the device");
 	} else {
-		log_info("net: %u queue pair(s), %s backend%s%s, mtu %u",
-			 cfg.pairs, n->null ? "null" : "tap",
-			 n->tap ? " " : "", n->tap ? n->tap : "", cfg.mtu);
+		log_info("net: %u queue pair(s), %s%s, mtu %u", cfg.pairs,
+			 backend_name(n), n->tap ? n->tap : n->xdp, cfg.mtu);
 		status = vmio_cli_serve(loop, be, o);
 	}
 	vmio_backend_free(be);
 	if (dev && n->stats)
-		print_stats(dev);
+		print_stats(dev, cfg.backend);
 	vnet_device_free(dev);
 	vmio_loop_free(loop);
 	vnet_backend_free(cfg.backend);
@@ -185,6 +246,7 @@ int vmio_cmd_net(int argc, char **argv)
 		{ "tap", required_argument, NULL, OPT_TAP },
 		{ "null", no_argument, NULL, OPT_NULL },
 		{ "xdp", required_argument, NULL, OPT_XDP },
+		{ "xdp-copy", no_argument, NULL, OPT_XDP_COPY },
 		{ "queues", required_argument, NULL, OPT_QUEUES },
 		{ "mac", required_argument, NULL, OPT_MAC },
 		{ "mtu", required_argument, NULL, OPT_MTU },
@@ -211,8 +273,15 @@ int vmio_cmd_net(int argc, char **argv)
 	rc = vmio_cli_parse_backend(&cl, argc, argv, &o);
 	if (rc >= 0)
 		return rc;
-	if (!n.tap == !n.null)
-		return vmio_cli_usage_error("net",
-					    "exactly one of --tap NAME or --null is required");
+	if ((n.tap != NULL) + n.null + (n.xdp[0] != '\0') != 1)
+		return vmio_cli_usage_error(
+			"net", "exactly one of --tap NAME, --xdp IFACE or "
+			       "--null is required");
+	if (n.xdp_copy && !n.xdp[0])
+		return vmio_cli_usage_error("net", "--xdp-copy goes with --xdp");
+	if (n.xdp[0] && n.mtu > VNET_XDP_MAX_MTU)
+		return vmio_cli_usage_error(
+			"net", "--mtu: at most %d with --xdp (one 4 KiB UMEM "
+			       "frame per packet)", VNET_XDP_MAX_MTU);
 	return run(&o, &n);
 }

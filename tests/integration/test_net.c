@@ -1,8 +1,9 @@
 /* `vmio net` against DPDK's testpmd, a vhost-user front end no one here
  * wrote: with --null, vmio counts every frame testpmd sends; with --tap,
  * in a network namespace of the test's own, frames cross the TAP both
- * ways and are counted on the other side. The TAP cases need root (a
- * namespace and a TAP); they fail saying so otherwise. */
+ * ways and are counted on the other side; with --xdp, the same across a
+ * veth pair, vmio's XSK on one end. The TAP and XDP cases need root (a
+ * namespace, a TAP, a veth pair); they fail saying so otherwise. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +65,20 @@ static long long vmio_stat(const char *name)
 	return v;
 }
 
+/* Whether vmio's log has a line containing text. */
+static bool log_has(const char *text)
+{
+	FILE *f = fopen(harness_path("vmio.log"), "r");
+	char line[2048];
+	bool found = false;
+
+	assert_non_null(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, text) != NULL;
+	fclose(f);
+	return found;
+}
+
 /* For a failure's message: what vmio said. */
 static void dump_log(void)
 {
@@ -103,12 +118,26 @@ static void stop_net(pid_t pid)
 
 /* ---- command line ---------------------------------------------------- */
 
+/* Case i: vmio with args exits with code, saying want on stderr. */
+static void expect_failure(size_t i, const char *const *args, int code,
+			   const char *want)
+{
+	assert_int_equal(exit_code(harness_run(args, 10000, out, sizeof(out),
+					       err, sizeof(err))),
+			 code);
+	if (!strstr(err, want))
+		fail_msg("case %zu: stderr lacks '%s': %s", i, want, err);
+}
+
 static void test_cli(void **state)
 {
 	static const char *const usage[][8] = {
 		{ "net", "--socket", "/tmp/x", NULL },
 		{ "net", "--socket", "/tmp/x", "--null", "--tap", "t0", NULL },
-		{ "net", "--socket", "/tmp/x", "--xdp", "eth0", NULL },
+		{ "net", "--socket", "/tmp/x", "--xdp", "eth0,q=1", NULL },
+		{ "net", "--socket", "/tmp/x", "--xdp", "eth0,queue=x", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--xdp-copy", NULL },
+		{ "net", "--socket", "/tmp/x", "--xdp", "eth0", "--mtu", "9000", NULL },
 		{ "net", "--socket", "/tmp/x", "--null", "--queues", "0", NULL },
 		{ "net", "--socket", "/tmp/x", "--null", "--queues", "257", NULL },
 		{ "net", "--socket", "/tmp/x", "--null", "--mac", "52:54:00:12:34", NULL },
@@ -119,20 +148,14 @@ static void test_cli(void **state)
 		{ "net", "--null", NULL },
 	};
 	static const char *const expect[] = {
-		"--tap NAME or --null", "--tap NAME or --null",
-		"not supported yet", "--queues", "--queues", "--mac",
+		"--null is required", "--null is required",
+		"only ',queue=Q'", "--xdp queue", "goes with --xdp",
+		"at most 3500 with --xdp", "--queues", "--queues", "--mac",
 		"multicast", "zero address", "--mtu", "interface name",
 		"--socket-path",
 	};
-	for (size_t i = 0; i < sizeof(usage) / sizeof(usage[0]); i++) {
-		assert_int_equal(exit_code(harness_run(usage[i], 10000, out,
-						       sizeof(out), err,
-						       sizeof(err))),
-				 2);
-		if (!strstr(err, expect[i]))
-			fail_msg("case %zu: stderr lacks '%s': %s", i,
-				 expect[i], err);
-	}
+	for (size_t i = 0; i < sizeof(usage) / sizeof(usage[0]); i++)
+		expect_failure(i, usage[i], 2, expect[i]);
 	/* A runtime error, at start: "lo" is no TAP (and without root,
 	 * there is no permission either way). */
 	assert_int_equal(exit_code(harness_run(
@@ -385,8 +408,9 @@ static void enter_netns(void)
 	if (done)
 		return;
 	if (geteuid() != 0)
-		fail_msg("the TAP cases need root: they create a network "
-			 "namespace and a TAP in it (run the suite as root)");
+		fail_msg("the TAP and XDP cases need root: they create a network "
+			 "namespace and a TAP or a veth pair in it (run the "
+			 "suite as root)");
 	if (unshare(CLONE_NEWNET) < 0)
 		fail_msg("unshare(CLONE_NEWNET): %s", strerror(errno));
 	done = true;
@@ -471,34 +495,43 @@ static void check_txonly_frame(int fd)
 	assert_int_equal(buf[14 + 9], 17);
 }
 
-static void test_tap_guest_to_host(void **state)
+/* testpmd txonly through vmio's backend (name: the TAP, or the veth end
+ * with the XSK) to peer (the TAP itself, or the veth's other end), where
+ * the frames are counted and one is checked. */
+static void guest_to_host(const char *backend, const char *name,
+			  const char *peer, const char *queues)
 {
-	const char *sock = harness_path("tap-tx.sock");
-	const char *tap = "vmiot0";
+	const char *sock = harness_path(name);
 	struct testpmd t;
 	long long sent, got, arrived;
 	pid_t pid;
 	int pfd;
 
 	enter_netns();
-	pid = start_net(sock, "--tap", tap);
-	link_up(tap);
-	pfd = packet_socket(tap);
+	pid = start_net_queues(sock, backend, name, queues);
+	link_up(peer);
+	pfd = packet_socket(peer);
 	testpmd_start(&t, sock, "txonly");
 	if (!testpmd_wait_counter(&t, "TX-packets", TX_FRAMES, HARNESS_WAIT_MS))
 		printf("# testpmd sent fewer than %d frames in time\n",
 			      TX_FRAMES);
 	sent = testpmd_stop(&t, "TX-packets");
-	arrived = dev_counter(tap, 1);
+	arrived = dev_counter(peer, 1);
 	check_txonly_frame(pfd);
 	close(pfd);
 	stop_net(pid);
 	got = vmio_stat("tx_frames");
-	printf("# testpmd sent %lld, vmio wrote %lld, the TAP received "
-		      "%lld\n", sent, got, arrived);
+	printf("# testpmd sent %lld, vmio wrote %lld (dropped %lld), %s "
+	       "received %lld\n", sent, got, vmio_stat("tx_dropped"), peer,
+	       arrived);
 	assert_true(sent >= TX_FRAMES);
 	assert_true(got <= sent && sent - got <= 1024);
 	assert_int_equal(arrived, got);
+}
+
+static void test_tap_guest_to_host(void **state)
+{
+	guest_to_host("--tap", "vmiot0", "vmiot0", "1");
 }
 
 /* n frames out of the TAP (towards the guest). With flows set, each is
@@ -543,34 +576,36 @@ static void send_frames(const char *name, int n, bool flows)
 	close(fd);
 }
 
-/* RX_FRAMES sent into a TAP of `queues` pairs reach testpmd rxonly
- * (one pair) through vmio; every one of them, and nothing else. */
-static void host_to_guest(const char *tap, const char *queues, bool flows)
+/* RX_FRAMES sent into peer (the TAP itself, or the veth end across from
+ * the XSK's) with vmio's backend on name in `queues` pairs reach testpmd
+ * rxonly (one pair) through vmio; every one of them, and nothing else. */
+static void host_to_guest(const char *backend, const char *name,
+			  const char *peer, const char *queues, bool flows)
 {
-	const char *sock = harness_path(tap);
+	const char *sock = harness_path(name);
 	struct testpmd t;
 	long long received, delivered;
 	pid_t pid;
 
 	enter_netns();
-	pid = start_net_queues(sock, "--tap", tap, queues);
-	link_up(tap);
+	pid = start_net_queues(sock, backend, name, queues);
+	link_up(peer);
 	testpmd_start(&t, sock, "rxonly");
 	/* Its first statistics mean its port is started. */
 	if (!testpmd_wait_counter(&t, "RX-packets", 0, HARNESS_WAIT_MS))
 		fail_msg("testpmd did not start");
-	/* Fewer than the TAP's queue holds (1000): none is dropped even if
-	 * vmio has not started reading yet. */
-	send_frames(tap, RX_FRAMES, flows);
+	/* Fewer than the TAP's queue or the XSK's RX ring holds (1000,
+	 * 1024): none is dropped even if vmio has not started reading. */
+	send_frames(peer, RX_FRAMES, flows);
 	if (!testpmd_wait_counter(&t, "RX-packets", RX_FRAMES, HARNESS_WAIT_MS))
 		printf("# testpmd received fewer than %d frames in time\n",
 		       RX_FRAMES);
 	received = testpmd_stop(&t, "RX-packets");
 	stop_net(pid);
 	delivered = vmio_stat("rx_frames");
-	printf("# %d %s into a %s-queue TAP, vmio delivered %lld, testpmd "
-	       "received %lld\n", RX_FRAMES, flows ? "flows" : "frames",
-	       queues, delivered, received);
+	printf("# %d %s into %s (%s %s, %s queue(s)), vmio delivered %lld, "
+	       "testpmd received %lld\n", RX_FRAMES, flows ? "flows" : "frames",
+	       peer, backend, name, queues, delivered, received);
 	assert_int_equal(received, RX_FRAMES);
 	assert_int_equal(delivered, RX_FRAMES);
 	assert_int_equal(vmio_stat("rx_errors"), 0);
@@ -578,14 +613,14 @@ static void host_to_guest(const char *tap, const char *queues, bool flows)
 
 static void test_tap_host_to_guest(void **state)
 {
-	host_to_guest("vmiot1", "1", false);
+	host_to_guest("--tap", "vmiot1", "vmiot1", "1", false);
 }
 
 /* Two queue pairs on the TAP, a front end that serves one: the kernel
  * must not steer any flow to the queue no one reads. */
 static void test_tap_multiqueue_one_served(void **state)
 {
-	host_to_guest("vmiot2", "2", true);
+	host_to_guest("--tap", "vmiot2", "vmiot2", "2", true);
 }
 
 /* `vmio net --tap tap` in the test's namespace, the link up, and the
@@ -904,6 +939,88 @@ static void test_tap_mq_pairs_set(void **state)
 	assert_int_equal(vmio_stat("rx_frames"), 3 * FLOWS);
 }
 
+/* ---- --xdp --------------------------------------------------------- */
+
+/* A veth pair of `queues` queues each way in the test's namespace, both
+ * ends up: vmio's XSKs go on a, the test talks through b. */
+static void veth_pair(const char *a, const char *b, unsigned queues)
+{
+	char cmd[256];
+
+	enter_netns();
+	if (if_nametoindex(a))
+		return;
+	snprintf(cmd, sizeof(cmd),
+		 "ip link add %s numtxqueues %u numrxqueues %u type veth peer "
+		 "name %s numtxqueues %u numrxqueues %u >&2",
+		 a, queues, queues, b, queues, queues);
+	if (system(cmd) != 0)
+		fail_msg("cannot create the veth pair %s/%s (%s)", a, b, cmd);
+	link_up(a);
+	link_up(b);
+}
+
+static void test_xdp_guest_to_host(void **state)
+{
+	veth_pair("vmiox0", "vmiox1", 1);
+	guest_to_host("--xdp", "vmiox0", "vmiox1", "1");
+}
+
+/* Two XSKs, on queues 0 and 1 of a two-queue veth; testpmd sends on the
+ * first pair. */
+static void test_xdp_two_pairs(void **state)
+{
+	veth_pair("vmiox6", "vmiox7", 2);
+	guest_to_host("--xdp", "vmiox6", "vmiox7", "2");
+	if (!log_has("vmiox6 queue 1 (pair 1): copy mode"))
+		fail_msg("no XSK on the second queue");
+}
+
+static void test_xdp_host_to_guest(void **state)
+{
+	veth_pair("vmiox2", "vmiox3", 1);
+	host_to_guest("--xdp", "vmiox2", "vmiox3", "1", false);
+}
+
+/* An interface without native XDP (lo): generic XDP, said in the log,
+ * and the mode of each pair in --stats. */
+static void test_xdp_generic_fallback(void **state)
+{
+	const char *sock = harness_path("xdp-lo.sock");
+	pid_t pid;
+
+	enter_netns();
+	link_up("lo");
+	pid = start_net(sock, "--xdp", "lo");
+	stop_net(pid);
+	if (!log_has("using generic (SKB) XDP") ||
+	    !log_has("pair 0: xdp copy (generic XDP)")) {
+		dump_log();
+		fail_msg("no word of generic XDP on lo");
+	}
+}
+
+/* Errors at start, exit 1 with the reason: no such interface, a queue
+ * the interface does not have (a veth has one). */
+static void test_xdp_errors(void **state)
+{
+	static const char *const args[][8] = {
+		{ "net", "--socket", "/tmp/x", "--xdp", "vmionone0", NULL },
+		{ "net", "--socket", "/tmp/x", "--xdp", "vmiox4,queue=1", NULL },
+		{ "net", "--socket", "/tmp/x", "--xdp", "vmiox4", "--queues",
+		  "2", NULL },
+	};
+	static const char *const expect[] = {
+		"no such interface",
+		"queue out of range",
+		"queue out of range",
+	};
+
+	veth_pair("vmiox4", "vmiox5", 1);
+	for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++)
+		expect_failure(i, args[i], 1, expect[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -917,6 +1034,11 @@ int main(void)
 		cmocka_unit_test(test_tap_offloads),
 		cmocka_unit_test(test_tap_no_rx_buffers_idle),
 		cmocka_unit_test(test_tap_mq_pairs_set),
+		cmocka_unit_test(test_xdp_guest_to_host),
+		cmocka_unit_test(test_xdp_host_to_guest),
+		cmocka_unit_test(test_xdp_two_pairs),
+		cmocka_unit_test(test_xdp_generic_fallback),
+		cmocka_unit_test(test_xdp_errors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, harness_group_teardown);

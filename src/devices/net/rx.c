@@ -100,27 +100,33 @@ static int rx_gather(struct vnet_device *d, struct vnet_pair *p,
 	return 1;
 }
 
-/* Writes len bytes at offset of the gathered buffers. */
-static void rx_patch(struct vnet_device *d, const struct rx_frame *f,
-		     size_t offset, const void *src, size_t len)
+void vnet_iov_write(const struct iovec *iov, unsigned niov, size_t offset,
+		    const void *src, size_t len)
 {
 	const uint8_t *s = src;
 
-	for (unsigned i = 0; i < f->niov && len; i++) {
+	for (unsigned i = 0; i < niov && len; i++) {
 		size_t n;
 
-		if (offset >= d->iov[i].iov_len) {
-			offset -= d->iov[i].iov_len;
+		if (offset >= iov[i].iov_len) {
+			offset -= iov[i].iov_len;
 			continue;
 		}
-		n = d->iov[i].iov_len - offset;
+		n = iov[i].iov_len - offset;
 		if (n > len)
 			n = len;
-		memcpy((uint8_t *)d->iov[i].iov_base + offset, s, n);
+		memcpy((uint8_t *)iov[i].iov_base + offset, s, n);
 		s += n;
 		len -= n;
 		offset = 0;
 	}
+}
+
+/* Writes len bytes at offset of the gathered buffers. */
+static void rx_patch(struct vnet_device *d, const struct rx_frame *f,
+		     size_t offset, const void *src, size_t len)
+{
+	vnet_iov_write(d->iov, f->niov, offset, src, len);
 }
 
 /* Pushes the chains the len-byte frame filled, gives the others back, and

@@ -120,8 +120,11 @@ static int tx_drain(struct vnet_device *d, struct vnet_pair *p,
 		vmio_vq_push(p->tx, d->chain.head, 0);
 		pushed++;
 	}
-	if (pushed)
+	if (pushed) {
+		if (d->be->ops->tx_flush)
+			d->be->ops->tx_flush(d->be, p->index);
 		vmio_vq_flush_and_notify(p->tx);
+	}
 	if (got < 0)
 		return -1;
 	return *budget ? 0 : 1;
