@@ -19,6 +19,12 @@ build=${BUILD:-$top/build}
 runs=${RUNS:-5}
 sizes=${SIZES:-64 512 1024}
 secs=${SECONDS_PER_RUN:-9}
+# testpmd's first two per-second reports are start-up; the rate is the
+# mean of those after, so a shorter run measures nothing.
+if ((secs < 6)); then
+	echo "bench-net: SECONDS_PER_RUN=$secs is too short to measure (6 or more)" >&2
+	exit 2
+fi
 xdp=${XDP:-1}
 dir=$(mktemp -d)
 bpid=
