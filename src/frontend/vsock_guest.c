@@ -782,6 +782,18 @@ static void sock_unlink(struct vg_sock *s)
 		}
 }
 
+/* A socket that never got going (its REQUEST or RESPONSE could not be
+ * sent, or the wait for it ended) is forgotten without an RST: the caller
+ * gets NULL and the reason in *err. */
+static struct vg_sock *sock_abandon(struct vg_sock *s, int reason, int *err)
+{
+	sock_unlink(s);
+	sock_free(s);
+	if (err)
+		*err = reason;
+	return NULL;
+}
+
 /* Every connect comes down to these two: a type, a peer CID and a port. */
 static struct vg_sock *connect_start(struct vg *g, uint16_t type,
 				     uint64_t cid, uint32_t port, int *err);
@@ -828,11 +840,7 @@ static struct vg_sock *connect_start(struct vg *g, uint16_t type,
 	s->connecting = true;
 	r = sock_send(s, VSOCK_OP_REQUEST, 0, NULL, 0, 1000);
 	if (r) {
-		sock_unlink(s);
-		sock_free(s);
-		if (err)
-			*err = r;
-		return NULL;
+		return sock_abandon(s, r, err);
 	}
 	return s;
 }
@@ -882,15 +890,8 @@ static struct vg_sock *connect_now(struct vg *g, uint16_t type, uint64_t cid,
 	if (!s)
 		return NULL;
 	r = vg_connect_wait(s, timeout_ms);
-	if (r) {
-		/* A socket that timed out is forgotten without an RST: the
-		 * test asked for a bounded wait, not a clean close. */
-		sock_unlink(s);
-		sock_free(s);
-		if (err)
-			*err = r;
-		return NULL;
-	}
+	if (r) /* the test asked for a bounded wait, not a clean close */
+		return sock_abandon(s, r, err);
 	return s;
 }
 
@@ -962,11 +963,7 @@ struct vg_sock *vg_accept(struct vg *g, uint32_t port, bool refuse,
 	r = sock_send(s, VSOCK_OP_RESPONSE, 0, NULL, 0,
 		      left_ms(deadline) + 1000);
 	if (r) {
-		sock_unlink(s);
-		sock_free(s);
-		if (err)
-			*err = r;
-		return NULL;
+		return sock_abandon(s, r, err);
 	}
 	return s;
 }

@@ -507,6 +507,45 @@ static inline int pe_parse_opt(int argc, char **argv, int i, struct pe_opts *o, 
 	return 0;
 }
 
+/* The whole command line of either program: the common options, --retry,
+ * and up to 3 positional words into posv. Returns how many words, or -1
+ * for a usage error. */
+static inline int pe_parse_cmdline(int argc, char **argv, struct pe_opts *o, int *count,
+				   double *timeout, double *retry, char *posv[3])
+{
+	int pos = 0;
+	uint64_t x;
+
+	for (int i = 1; i < argc;) {
+		if (!strcmp(argv[i], "--retry") && i + 1 < argc && pe_parse_size(argv[i + 1], &x)) {
+			*retry = (double)x;
+			i += 2;
+			continue;
+		}
+		int k = pe_parse_opt(argc, argv, i, o, count, timeout);
+		if (k < 0 || (k == 0 && (argv[i][0] == '-' || pos == 3)))
+			return -1;
+		if (k == 0)
+			posv[pos++] = argv[i++];
+		else
+			i += k;
+	}
+	return pos;
+}
+
+/* `PROG fnv N`: prints the FNV-1a of the first N pattern bytes, so that a
+ * shell script can compare checksums. Returns true if that was the
+ * command. */
+static inline bool pe_fnv_command(int pos, char *posv[3])
+{
+	uint64_t x;
+
+	if (pos != 2 || strcmp(posv[0], "fnv") || !pe_parse_size(posv[1], &x))
+		return false;
+	printf("%016" PRIx64 "\n", pe_pattern_fnv(x));
+	return true;
+}
+
 /* A unix socket address; a path that does not fit is a usage error. */
 static inline void pe_unix_addr(struct sockaddr_un *a, const char *path, const char *prog)
 {

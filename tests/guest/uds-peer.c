@@ -169,31 +169,17 @@ static int seq_main(int pos, char **posv, double timeout, double retry)
 int main(int argc, char **argv)
 {
 	struct pe_opts o = { .mode = PE_SINK, .expect = -1, .prog = prog };
-	int count = 1, pos = 0;
+	int count = 1;
 	double timeout = 60, retry = 0;
-	uint64_t x;
 	char *posv[3];
 
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (int i = 1; i < argc;) {
-		if (!strcmp(argv[i], "--retry") && i + 1 < argc && pe_parse_size(argv[i + 1], &x)) {
-			retry = (double)x;
-			i += 2;
-			continue;
-		}
-		int k = pe_parse_opt(argc, argv, i, &o, &count, &timeout);
-		if (k < 0 || (k == 0 && (argv[i][0] == '-' || pos == 3)))
-			usage();
-		if (k == 0)
-			posv[pos++] = argv[i++];
-		else
-			i += k;
-	}
-	if (pos == 2 && !strcmp(posv[0], "fnv") && pe_parse_size(posv[1], &x)) {
-		printf("%016" PRIx64 "\n", pe_pattern_fnv(x));
+	int pos = pe_parse_cmdline(argc, argv, &o, &count, &timeout, &retry, posv);
+	if (pos < 0)
+		usage();
+	if (pe_fnv_command(pos, posv))
 		return 0;
-	}
 
 	if ((pos == 3 && !strcmp(posv[0], "seq-connect")) ||
 	    (pos == 2 && !strcmp(posv[0], "seq-listen")))
