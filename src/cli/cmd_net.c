@@ -36,8 +36,8 @@ static const char net_usage[] =
 	"                       has it, else generic; no offloads; --mtu at most\n"
 	"                       3500; needs root (CAP_NET_RAW, CAP_NET_ADMIN,\n"
 	"                       CAP_BPF)\n"
-	"  --xdp-copy           with --xdp, force the copy path (the only one\n"
-	"                       there is yet)\n"
+	"  --xdp-copy           with --xdp, copy frames through a UMEM of vmio's\n"
+	"                       own (default: no copy, guest memory is the UMEM)\n"
 	"  --queues N           queue pairs, 1 to 256 (default 1)\n"
 	"  --mac MAC            the guest's address, XX:XX:XX:XX:XX:XX\n"
 	"                       (default 52:54:00:12:34:56)\n"
@@ -171,7 +171,8 @@ static struct vnet_backend *open_backend(const struct net_opts *n)
 	}
 	if (n->xdp[0]) {
 		b = vnet_backend_xdp_new(n->xdp, (unsigned)n->xdp_queue,
-					 (unsigned)n->queues, &err, &why);
+					 (unsigned)n->queues, n->xdp_copy, &err,
+					 &why);
 		if (!b)
 			log_err("net: cannot use AF_XDP on %s: %s (%s)",
 				n->xdp, why, strerror(-err));

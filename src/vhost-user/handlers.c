@@ -376,8 +376,10 @@ static int get_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 
 	if (!q)
 		return -EINVAL;
-	vmio_bq_pause(q);
+	/* Not started first: the device sees a stop, not a pause, and
+	 * gives back every chain it holds before we read the index. */
 	q->vq.started = false;
+	vmio_bq_pause(q);
 	vmio_bq_set_kick_fd(q, -1);
 	reply->payload.state.index = s->index;
 	reply->payload.state.num = q->vq.last_avail_idx;

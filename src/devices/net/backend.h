@@ -3,19 +3,17 @@
  * lists: a transmitted frame is its (validated, local) virtio-net header
  * followed by the guest's buffers; a received frame is written, header
  * first, straight into the guest's buffers. A backend never sees a
- * descriptor or a ring: TAP hands guest buffers to readv/writev, AF_XDP
- * in copy mode copies through a UMEM of its own.
+ * descriptor or a ring.
  *
- * Not there yet: AF_XDP without a copy, guest memory registered as the
- * UMEM. It needs what this table does not have: on tx, a way to keep a
- * chain from the guest until the kernel completes it (tx answering "taken,
- * still in use" with a cookie, the device holding the chain instead of
- * pushing it, and a tx_done(pair, cookie) callback from the backend's
- * completion reaping, with the TX ring's size bounding the chains held);
- * on rx, guest buffers posted before any frame arrives (rx_post(pair,
- * iov, cookie) onto the fill ring, and a completion giving back cookie
- * and length, the device writing the header in front). And a new memory
- * table means re-creating every XSK.
+ * Two ways of working. Within a call: TAP hands guest buffers to
+ * readv/writev, AF_XDP in copy mode copies through a UMEM of its own; the
+ * buffers are the guest's again when the call returns. Or without a copy
+ * (AF_XDP on guest memory): the kernel keeps guest buffers for a while. A
+ * transmitted frame's buffers stay with the backend (tx answers
+ * VNET_TX_HELD) until tx_reap gives back its cookie; receive buffers are
+ * posted before any frame comes (rx_post) and come back filled through
+ * rx_reap. Such a backend is told which guest memory its pairs run on
+ * (attach) and when they must stop touching it (detach).
  *
  * Queue pairs are numbered from 0; a backend has one channel (TAP queue,
  * XSK) per pair. Everything runs on the loop thread. */
@@ -28,7 +26,21 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "virtio/memory.h"
+
 struct vnet_backend;
+
+/* tx's answer for a frame whose guest buffers the backend keeps. */
+#define VNET_TX_HELD 1
+
+/* A guest buffer given back by rx_reap: the cookie and pointer it was
+ * posted with, and the length of the frame written at buf + header
+ * (0: given back unused). */
+struct vnet_done {
+	void *buf;
+	uint32_t cookie;
+	uint32_t len;
+};
 
 struct vnet_backend_ops {
 	const char *name; /* "null", "tap", "xdp": for log lines */
@@ -39,12 +51,19 @@ struct vnet_backend_ops {
 	int (*configure)(struct vnet_backend *b, uint64_t features,
 			 size_t hdr_len);
 
-	/* Sends one frame. Returns 0, or -errno if it was dropped (the
-	 * device counts it; -EAGAIN: the channel is full). The frame's
-	 * bytes are the backend's to copy or send now: once tx returns,
-	 * the device gives the guest its buffers back. */
+	/* Sends one frame. Returns 0 if the guest's buffers may go back
+	 * now, VNET_TX_HELD if they stay with the backend until tx_reap
+	 * gives back cookie, -EAGAIN if the channel is full (the device
+	 * tries the frame again later), or another -errno if it was dropped
+	 * (the device counts it). The header iov[0] is the device's: it
+	 * lives only for the call. */
 	int (*tx)(struct vnet_backend *b, unsigned pair,
-		  const struct iovec *iov, unsigned niov);
+		  const struct iovec *iov, unsigned niov, uint32_t cookie);
+
+	/* Writes up to max cookies of held frames the kernel is done with
+	 * into cookies; returns how many. NULL if tx never holds. */
+	unsigned (*tx_reap)(struct vnet_backend *b, unsigned pair,
+			    uint32_t *cookies, unsigned max);
 
 	/* The device sent a batch of frames on pair and is about to wait:
 	 * a backend that queues frames (AF_XDP's TX ring) hands them to
@@ -59,6 +78,36 @@ struct vnet_backend_ops {
 	 * -EAGAIN if none waits, or another -errno (the frame is lost). */
 	ssize_t (*rx)(struct vnet_backend *b, unsigned pair,
 		      const struct iovec *iov, unsigned niov);
+
+	/* Whether pair receives into posted guest buffers (rx_post and
+	 * rx_reap) rather than through rx. NULL: never. */
+	bool (*rx_posts)(struct vnet_backend *b, unsigned pair);
+
+	/* Gives the backend the guest buffer [buf, buf + len) for a frame
+	 * to come: the frame lands at buf + the header's size, and the
+	 * header is the device's to write. Returns 0, -ENOSPC if the
+	 * backend holds all it can (post again after a reap), or -EMSGSIZE
+	 * or -EFAULT if this buffer cannot take a frame without a copy. */
+	int (*rx_post)(struct vnet_backend *b, unsigned pair, void *buf,
+		       size_t len, uint32_t cookie);
+
+	/* Writes up to max filled (or, after detach, unused) buffers into
+	 * done, in the order the frames came; returns how many. */
+	unsigned (*rx_reap)(struct vnet_backend *b, unsigned pair,
+			    struct vnet_done *done, unsigned max);
+
+	/* Pair's queues run on guest memory mem from now on: a backend
+	 * that hands guest buffers to the kernel sets itself up for it
+	 * (and may change rx_fd). Called at every queue start; cheap when
+	 * nothing changed. NULL if the backend never holds buffers. */
+	void (*attach)(struct vnet_backend *b, unsigned pair,
+		       const struct vmio_mem *mem);
+
+	/* Pair must stop touching guest memory before this returns: its
+	 * queues stop, or the memory table changes. What it holds comes
+	 * back through tx_reap and rx_reap (frames already received with
+	 * their length, the rest unused). rx_fd may change. */
+	void (*detach)(struct vnet_backend *b, unsigned pair);
 
 	/* Whether frames for the host's side of pair may be steered to its
 	 * channel: only pairs the guest serves should get any, or a flow
@@ -80,6 +129,9 @@ struct vnet_backend {
 	 * the device offers them only if the backend has them. */
 	uint64_t offloads;
 	unsigned pairs;
+	/* The largest frame (without virtio-net header) the guest may send
+	 * or receive: set by the device from its MTU before any call. */
+	size_t max_frame;
 };
 
 /* Writes len bytes of src at offset into the scatter list iov (as far as
@@ -97,12 +149,14 @@ struct vnet_backend *vnet_backend_tap_new(const char *name, unsigned pairs,
 					  int *err, const char **why);
 
 /* One XSK per pair, bound to queues queue, queue + 1... of the interface
- * name, each with a UMEM of its own that frames are copied through; the
- * XDP program that redirects to them is attached native where the driver
- * has it, else generic. No offloads. Returns NULL with *err = -errno and
- * *why a static string saying what failed. */
+ * name; the XDP program that redirects to them is attached native where
+ * the driver has it, else generic. No offloads. Frames go without a copy
+ * in vmio, on the guest's memory registered as the UMEM, unless copy is
+ * set or that cannot be done (said once): then each XSK copies through a
+ * UMEM of its own. Returns NULL with *err = -errno and *why a static
+ * string saying what failed. */
 struct vnet_backend *vnet_backend_xdp_new(const char *name, unsigned queue,
-					  unsigned pairs, int *err,
+					  unsigned pairs, bool copy, int *err,
 					  const char **why);
 
 /* The largest --mtu with --xdp: a frame and the XDP headroom fit one

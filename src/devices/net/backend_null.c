@@ -12,7 +12,7 @@ static int null_configure(struct vnet_backend *b, uint64_t features,
 }
 
 static int null_tx(struct vnet_backend *b, unsigned pair,
-		   const struct iovec *iov, unsigned niov)
+		   const struct iovec *iov, unsigned niov, uint32_t cookie)
 {
 	return 0;
 }

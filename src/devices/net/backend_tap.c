@@ -70,7 +70,7 @@ static int tap_configure(struct vnet_backend *b, uint64_t features,
 }
 
 static int tap_tx(struct vnet_backend *b, unsigned pair,
-		  const struct iovec *iov, unsigned niov)
+		  const struct iovec *iov, unsigned niov, uint32_t cookie)
 {
 	ssize_t n = writev(tap_of(b)->q[pair].fd, iov, (int)niov);
 

@@ -1,15 +1,33 @@
-/* The AF_XDP backend, copy mode: one XSK per queue pair, bound to queue
- * Q + pair of the interface, each with a UMEM of vmio's own. Transmit
- * copies the frame (without its virtio-net header: an XSK carries no
- * offloads) into a free UMEM frame and puts it on the TX ring; receive
- * copies a frame from the RX ring into the guest's buffers behind a
- * zeroed header and gives the UMEM frame back to the fill ring.
+/* The AF_XDP backend: one XSK per queue pair, bound to queue Q + pair of
+ * the interface. Two ways of moving frames, per pair:
  *
- * Every ring and the UMEM are sized once at start: the first half of a
- * UMEM's frames belongs to the fill and RX rings, the second half to TX
- * and completion, so that no ring can overflow and nothing grows with
- * what the peer or the guest sends. libxdp attaches its XSK redirect
- * program (native XDP where the driver has it, else generic). */
+ * No copy (the default). The UMEM is the guest's memory (umem_view.h:
+ * registered whole, in unaligned chunk mode, so that any guest address is
+ * a valid buffer address). A transmitted frame goes on the TX ring as it
+ * lies in guest memory, and its chain stays held until the completion
+ * ring gives its address back. Receive buffers are posted to the fill
+ * ring as the guest offers them: the kernel writes the frame behind the
+ * room the device keeps for the virtio-net header. The kernel puts a
+ * frame at chunk start + XDP_PACKET_HEADROOM + the UMEM's headroom and
+ * writes nothing else, so posting buf + hdr_len - (256 + headroom), with
+ * headroom sized so that a chunk ends where the largest frame would,
+ * makes a frame land at buf + hdr_len and never past the buffer; the
+ * first frame's place is checked, and anything else turns the pair to
+ * copying. A frame spread over several guest buffers (the header aside)
+ * is copied into a frame of our own.
+ *
+ * Copy (--xdp-copy, or where the above cannot be done: said once). Each
+ * XSK has a UMEM of its own; transmit copies the frame into a free UMEM
+ * frame, receive copies from the RX ring into the guest's buffers behind
+ * a zeroed header. The first half of the frames belongs to the fill and
+ * RX rings, the second to TX and completion, so that no ring overflows.
+ *
+ * Every ring and table is sized once: nothing grows with what the peer or
+ * the guest sends. libxdp attaches its XSK redirect program (native XDP
+ * where the driver has it, else generic). Guest memory is only known
+ * once the VMM sends it, so each pair starts with a copy-mode XSK (which
+ * also finds every error at start) and is rebuilt on guest memory when
+ * its queues start (attach). */
 #include <endian.h>
 #include <errno.h>
 #include <linux/ethtool.h>
@@ -31,37 +49,59 @@
 #include <xdp/xsk.h>
 
 #include "devices/net/backend.h"
+#include "devices/net/held.h"
+#include "devices/net/umem_view.h"
 #include "devices/net/virtio_net.h"
 #include "util/log.h"
 
 #define XDP_FRAME_SIZE XSK_UMEM__DEFAULT_FRAME_SIZE
-/* Entries of each ring, and frames on each side of a UMEM. */
+/* Entries of each ring, and frames on each side of a copy-mode UMEM. */
 #define XDP_RING_SIZE 1024u
 #define XDP_UMEM_FRAMES (2 * XDP_RING_SIZE)
+/* Frames of our own per pair in no-copy mode: for frames the guest
+ * spread over several buffers, which are copied. */
+#define XDP_BOUNCE_FRAMES 64u
 /* Frames put on the TX ring before we kick without waiting for the
  * device's flush: the kernel's copy path sends 32 per sendto. */
 #define XDP_TX_KICK_BATCH 32u
-/* Tries, 50 ms apart, at binding a queue the kernel still holds. */
-#define XDP_BUSY_TRIES 20u
+/* Tries, 10 ms apart, at binding a queue the kernel still holds. */
+#define XDP_BUSY_TRIES 100u
+/* The largest frame received without a copy: what the Linux driver's
+ * smallest receive buffer takes behind the header (GOOD_PACKET_LEN, MTU
+ * 1500 with a VLAN tag). A larger --mtu copies. */
+#define XDP_NOCOPY_MAX_FRAME 1518u
+
+enum xdp_qmode { Q_NONE, Q_COPY, Q_NOCOPY };
 
 struct xdp_queue {
-	void *area;
 	struct xsk_umem *umem;
 	struct xsk_socket *xsk;
 	struct xsk_ring_prod fq, tx;
 	struct xsk_ring_cons cq, rx;
+	enum xdp_qmode mode;
+	void *area;          /* copy mode: the UMEM's memory, ours */
+	uint64_t bounce_off; /* no-copy: our frames in the view */
 	unsigned queue_id;
 	unsigned tx_unkicked; /* put on the TX ring since the last kick */
 	unsigned ntx_free;
 	uint64_t tx_free[XDP_RING_SIZE]; /* UMEM addresses we may send from */
+	/* No-copy: guest buffers in the kernel's hands. */
+	struct vnet_held rx_held, tx_held;
+	bool rx_checked; /* the first frame landed where it should */
+	/* After detach: frames received but not reaped, in order. */
+	struct vnet_done *late;
+	unsigned nlate, late_pos;
 };
 
 struct xdp_backend {
 	struct vnet_backend b;
 	char name[IFNAMSIZ];
 	size_t hdr_len;
+	uint32_t xdp_flags;
 	const char *xdp_mode; /* "native" or "generic" */
-	struct xdp_queue *q; /* one per pair */
+	bool copy;            /* no more no-copy attempts */
+	struct vnet_umem_view view; /* guest memory, for no-copy pairs */
+	struct xdp_queue *q;  /* one per pair */
 };
 
 static struct xdp_backend *xdp_of(struct vnet_backend *b)
@@ -76,6 +116,20 @@ static int xdp_configure(struct vnet_backend *b, uint64_t features,
 	xdp_of(b)->hdr_len = hdr_len;
 	return 0;
 }
+
+/* No-copy geometry: a chunk ends where the largest frame would. */
+static uint32_t nocopy_headroom(const struct xdp_backend *x)
+{
+	return (uint32_t)(XDP_FRAME_SIZE - XDP_PACKET_HEADROOM -
+			  x->b.max_frame);
+}
+
+static uint64_t chunk_front(const struct xdp_backend *x)
+{
+	return XDP_PACKET_HEADROOM + nocopy_headroom(x);
+}
+
+/* ---- Transmit ------------------------------------------------------------ */
 
 /* Entries on the TX ring the kernel has not taken yet. */
 static unsigned tx_unsent(const struct xdp_queue *q)
@@ -103,64 +157,148 @@ static void tx_kick(struct xdp_queue *q)
 	}
 }
 
-/* Takes back the frames the kernel is done with. */
-static void tx_reap(struct xdp_queue *q)
+/* Takes completed frames off the completion ring: ours go back to the
+ * free list, a held guest frame's cookie into cookies (up to max).
+ * Returns the cookies written. */
+static unsigned cq_reap(struct xdp_queue *q, uint32_t *cookies, unsigned max)
 {
 	uint32_t idx;
-	unsigned n = xsk_ring_cons__peek(&q->cq, XDP_RING_SIZE, &idx);
+	unsigned n, i, out = 0;
 
-	for (unsigned i = 0; i < n && q->ntx_free < XDP_RING_SIZE; i++)
-		q->tx_free[q->ntx_free++] =
-			*xsk_ring_cons__comp_addr(&q->cq, idx + i);
-	if (n)
-		xsk_ring_cons__release(&q->cq, n);
+	if (!q->xsk)
+		return 0;
+	n = xsk_ring_cons__peek(&q->cq, XDP_RING_SIZE, &idx);
+	for (i = 0; i < n; i++) {
+		uint64_t addr = *xsk_ring_cons__comp_addr(&q->cq, idx + i);
+		struct vnet_held_entry e;
+
+		if (q->mode == Q_NOCOPY && vnet_held_take(&q->tx_held, addr, &e)) {
+			if (out == max) {
+				/* No room: keep it for the next reap. */
+				vnet_held_put(&q->tx_held, addr, e.cookie,
+					      e.buf);
+				break;
+			}
+			cookies[out++] = e.cookie;
+		} else if (q->ntx_free < XDP_RING_SIZE) {
+			q->tx_free[q->ntx_free++] = addr;
+		}
+	}
+	if (i)
+		xsk_ring_cons__release(&q->cq, i);
+	return out;
 }
 
-static int xdp_tx(struct vnet_backend *b, unsigned pair,
-		  const struct iovec *iov, unsigned niov)
+static void copy_frame(uint8_t *dst, const struct iovec *iov, unsigned niov,
+		       size_t skip)
 {
-	struct xdp_backend *x = xdp_of(b);
-	struct xdp_queue *q = &x->q[pair];
-	size_t skip = x->hdr_len, len = 0;
-	struct xdp_desc *desc;
-	uint64_t addr;
-	uint8_t *dst;
-	uint32_t idx;
+	size_t len = 0;
 
-	for (unsigned i = 0; i < niov; i++)
-		len += iov[i].iov_len;
-	if (len < skip || len - skip > XDP_FRAME_SIZE)
-		return -EMSGSIZE;
-	if (!q->ntx_free)
-		tx_reap(q);
-	if (!q->ntx_free) {
-		tx_kick(q);
-		tx_reap(q);
-	}
-	if (!q->ntx_free || xsk_ring_prod__reserve(&q->tx, 1, &idx) != 1)
-		return -EAGAIN;
-	addr = q->tx_free[--q->ntx_free];
-	dst = xsk_umem__get_data(q->area, addr);
-	len = 0;
 	for (unsigned i = 0; i < niov; i++) {
 		size_t n = iov[i].iov_len;
-		const uint8_t *s = iov[i].iov_base;
 
 		if (skip >= n) {
 			skip -= n;
 			continue;
 		}
-		memcpy(dst + len, s + skip, n - skip);
+		memcpy(dst + len, (const uint8_t *)iov[i].iov_base + skip,
+		       n - skip);
 		len += n - skip;
 		skip = 0;
 	}
-	desc = xsk_ring_prod__tx_desc(&q->tx, idx);
+}
+
+/* A TX ring entry, or -EAGAIN: the ring is full even after a kick. */
+static int tx_reserve(struct xdp_queue *q, uint32_t *idx)
+{
+	if (xsk_ring_prod__reserve(&q->tx, 1, idx) == 1)
+		return 0;
+	tx_kick(q);
+	return xsk_ring_prod__reserve(&q->tx, 1, idx) == 1 ? 0 : -EAGAIN;
+}
+
+/* A frame of our own to copy into, or -EAGAIN. */
+static int tx_own_frame(struct xdp_queue *q, uint64_t *addr)
+{
+	if (!q->ntx_free)
+		cq_reap(q, NULL, 0);
+	if (!q->ntx_free) {
+		tx_kick(q);
+		cq_reap(q, NULL, 0);
+	}
+	if (!q->ntx_free)
+		return -EAGAIN;
+	*addr = q->tx_free[--q->ntx_free];
+	return 0;
+}
+
+static void tx_submit(struct xdp_queue *q, uint32_t idx, uint64_t addr,
+		      size_t len)
+{
+	struct xdp_desc *desc = xsk_ring_prod__tx_desc(&q->tx, idx);
+
 	desc->addr = addr;
 	desc->len = (uint32_t)len;
 	desc->options = 0;
 	xsk_ring_prod__submit(&q->tx, 1);
 	if (++q->tx_unkicked >= XDP_TX_KICK_BATCH)
 		tx_kick(q);
+}
+
+/* The frame as it lies in guest memory, if it lies in one buffer the
+ * view covers: its UMEM address, else UINT64_MAX. */
+static uint64_t tx_in_place(const struct xdp_backend *x,
+			    const struct iovec *iov, unsigned niov,
+			    size_t len)
+{
+	/* iov[0] is the device's header copy; the frame is the rest. */
+	if (niov != 2 || iov[1].iov_len != len)
+		return UINT64_MAX;
+	return vnet_umem_view_offset(&x->view, iov[1].iov_base, len);
+}
+
+static int xdp_tx(struct vnet_backend *b, unsigned pair,
+		  const struct iovec *iov, unsigned niov, uint32_t cookie)
+{
+	struct xdp_backend *x = xdp_of(b);
+	struct xdp_queue *q = &x->q[pair];
+	size_t len = 0;
+	uint64_t addr;
+	uint32_t idx;
+	int rc;
+
+	if (q->mode == Q_NONE)
+		return -ENETDOWN;
+	for (unsigned i = 0; i < niov; i++)
+		len += iov[i].iov_len;
+	if (len < x->hdr_len || len - x->hdr_len > XDP_FRAME_SIZE)
+		return -EMSGSIZE;
+	len -= x->hdr_len;
+	rc = tx_reserve(q, &idx);
+	if (rc)
+		return rc;
+	if (q->mode == Q_NOCOPY) {
+		addr = tx_in_place(x, iov, niov, len);
+		if (addr != UINT64_MAX) {
+			/* The table holds as many as the ring: cannot fail
+			 * while the reserve above succeeded. */
+			if (!vnet_held_put(&q->tx_held, addr, cookie, NULL)) {
+				q->tx.cached_prod--;
+				return -EAGAIN;
+			}
+			tx_submit(q, idx, addr, len);
+			return VNET_TX_HELD;
+		}
+	}
+	rc = tx_own_frame(q, &addr);
+	if (rc) {
+		q->tx.cached_prod--; /* give the reserved entry back */
+		return rc;
+	}
+	copy_frame(q->mode == Q_NOCOPY ? x->view.base + addr
+				       : xsk_umem__get_data(q->area, addr),
+		   iov, niov, x->hdr_len);
+	tx_submit(q, idx, addr, len);
 	return 0;
 }
 
@@ -168,14 +306,43 @@ static void xdp_tx_flush(struct vnet_backend *b, unsigned pair)
 {
 	struct xdp_queue *q = &xdp_of(b)->q[pair];
 
+	if (!q->xsk)
+		return;
 	if (q->tx_unkicked)
 		tx_kick(q);
-	tx_reap(q);
+	if (q->mode == Q_COPY)
+		cq_reap(q, NULL, 0);
 }
+
+static unsigned xdp_tx_reap(struct vnet_backend *b, unsigned pair,
+			    uint32_t *cookies, unsigned max)
+{
+	struct xdp_queue *q = &xdp_of(b)->q[pair];
+	struct vnet_held_entry e;
+	unsigned n = 0;
+
+	if (q->xsk)
+		return cq_reap(q, cookies, max);
+	/* Detached: the kernel is done with all of them. */
+	while (n < max && vnet_held_take_any(&q->tx_held, &e))
+		cookies[n++] = e.cookie;
+	return n;
+}
+
+/* ---- Receive ------------------------------------------------------------- */
 
 static int xdp_rx_fd(struct vnet_backend *b, unsigned pair)
 {
-	return xsk_socket__fd(xdp_of(b)->q[pair].xsk);
+	struct xdp_queue *q = &xdp_of(b)->q[pair];
+
+	return q->xsk ? xsk_socket__fd(q->xsk) : -1;
+}
+
+static void fq_wakeup(struct xdp_queue *q)
+{
+	if (xsk_ring_prod__needs_wakeup(&q->fq))
+		recvfrom(xsk_socket__fd(q->xsk), NULL, 0, MSG_DONTWAIT, NULL,
+			 NULL);
 }
 
 /* Gives a UMEM frame back to the kernel. The fill ring has room for
@@ -202,10 +369,10 @@ static ssize_t xdp_rx(struct vnet_backend *b, unsigned pair,
 	uint32_t idx, len;
 	ssize_t rc;
 
+	if (q->mode != Q_COPY)
+		return -EAGAIN;
 	if (xsk_ring_cons__peek(&q->rx, 1, &idx) != 1) {
-		if (xsk_ring_prod__needs_wakeup(&q->fq))
-			recvfrom(xsk_socket__fd(q->xsk), NULL, 0, MSG_DONTWAIT,
-				 NULL, NULL);
+		fq_wakeup(q);
 		return -EAGAIN;
 	}
 	desc = xsk_ring_cons__rx_desc(&q->rx, idx);
@@ -225,7 +392,7 @@ static ssize_t xdp_rx(struct vnet_backend *b, unsigned pair,
 			hdr.num_buffers = htole16(1);
 		vnet_iov_write(iov, niov, 0, &hdr, x->hdr_len);
 		vnet_iov_write(iov, niov, x->hdr_len,
-			  xsk_umem__get_data(q->area, addr), len);
+			       xsk_umem__get_data(q->area, addr), len);
 		rc = (ssize_t)(x->hdr_len + len);
 	}
 	xsk_ring_cons__release(&q->rx, 1);
@@ -233,11 +400,129 @@ static ssize_t xdp_rx(struct vnet_backend *b, unsigned pair,
 	return rc;
 }
 
+static bool xdp_rx_posts(struct vnet_backend *b, unsigned pair)
+{
+	const struct xdp_queue *q = &xdp_of(b)->q[pair];
+
+	/* Detached with buffers still to give back counts too. */
+	return q->mode == Q_NOCOPY || q->rx_held.count ||
+	       q->late_pos < q->nlate;
+}
+
+static int xdp_rx_post(struct vnet_backend *b, unsigned pair, void *buf,
+		       size_t len, uint32_t cookie)
+{
+	struct xdp_backend *x = xdp_of(b);
+	struct xdp_queue *q = &x->q[pair];
+	uint64_t off, fill;
+	uint32_t idx;
+
+	if (q->mode != Q_NOCOPY)
+		return -ENOSPC;
+	if (len < x->hdr_len + x->b.max_frame)
+		return -EMSGSIZE;
+	off = vnet_umem_view_offset(&x->view, buf, x->hdr_len + x->b.max_frame);
+	/* The view starts with our own area, longer than a chunk's front:
+	 * a buffer in guest memory always has its chunk inside the UMEM. */
+	if (off == UINT64_MAX || off + x->hdr_len < chunk_front(x))
+		return -EFAULT;
+	fill = off + x->hdr_len - chunk_front(x);
+	if (xsk_ring_prod__reserve(&q->fq, 1, &idx) != 1)
+		return -ENOSPC;
+	if (!vnet_held_put(&q->rx_held, fill, cookie, buf)) {
+		q->fq.cached_prod--;
+		return -ENOSPC;
+	}
+	*xsk_ring_prod__fill_addr(&q->fq, idx) = fill;
+	xsk_ring_prod__submit(&q->fq, 1);
+	return 0;
+}
+
+enum rx_verdict { RX_MINE, RX_UNKNOWN, RX_MISPLACED };
+
+/* One RX descriptor of a no-copy pair: the buffer it filled. */
+static enum rx_verdict rx_take(struct xdp_backend *x, struct xdp_queue *q,
+			       const struct xdp_desc *desc, struct vnet_done *d)
+{
+	uint64_t fill = xsk_umem__extract_addr(desc->addr);
+	struct vnet_held_entry e;
+
+	if (!vnet_held_take(&q->rx_held, fill, &e))
+		return RX_UNKNOWN;
+	*d = (struct vnet_done){ .buf = e.buf, .cookie = e.cookie };
+	if (xsk_umem__add_offset_to_addr(desc->addr) != fill + chunk_front(x) ||
+	    desc->len > x->b.max_frame)
+		return RX_MISPLACED;
+	d->len = desc->len;
+	return RX_MINE;
+}
+
+static unsigned xdp_rx_reap(struct vnet_backend *b, unsigned pair,
+			    struct vnet_done *done, unsigned max)
+{
+	struct xdp_backend *x = xdp_of(b);
+	struct xdp_queue *q = &x->q[pair];
+	struct vnet_held_entry e;
+	unsigned n = 0, got;
+	uint32_t idx;
+
+	if (q->mode != Q_NOCOPY) {
+		/* Detached: what came in first, then the rest unused. */
+		while (n < max && q->late_pos < q->nlate)
+			done[n++] = q->late[q->late_pos++];
+		while (n < max && vnet_held_take_any(&q->rx_held, &e))
+			done[n++] = (struct vnet_done){ .buf = e.buf,
+							.cookie = e.cookie };
+		return n;
+	}
+	got = xsk_ring_cons__peek(&q->rx, max, &idx);
+	for (unsigned i = 0; i < got; i++) {
+		const struct xdp_desc *desc =
+			xsk_ring_cons__rx_desc(&q->rx, idx + i);
+
+		switch (rx_take(x, q, desc, &done[n])) {
+		case RX_MINE:
+			n++;
+			break;
+		case RX_MISPLACED:
+			/* The kernel's layout is not the one we posted
+			 * for: it may write outside guest buffers. The
+			 * buffer goes back empty; later attaches copy. */
+			if (!x->copy)
+				log_err("net: xdp %s queue %u: a %u-byte frame "
+					"is not where the fill address puts it: "
+					"no-copy off from the next queue start",
+					x->name, q->queue_id, desc->len);
+			x->copy = true;
+			n++;
+			break;
+		case RX_UNKNOWN:
+			break; /* not a buffer we posted: nothing to give */
+		}
+	}
+	if (got)
+		xsk_ring_cons__release(&q->rx, got);
+	else
+		fq_wakeup(q);
+	return n;
+}
+
+/* ---- Modes and their XSKs ---------------------------------------------- */
+
 static const char *xdp_pair_mode(struct vnet_backend *b, unsigned pair)
 {
-	(void)pair;
-	return strcmp(xdp_of(b)->xdp_mode, "native") ? "copy (generic XDP)"
-						     : "copy (native XDP)";
+	const struct xdp_backend *x = xdp_of(b);
+	bool native = !strcmp(x->xdp_mode, "native");
+
+	switch (x->q[pair].mode) {
+	case Q_NOCOPY:
+		return native ? "no-copy (native XDP)" : "no-copy (generic XDP)";
+	case Q_COPY:
+		return native ? "copy (native XDP)" : "copy (generic XDP)";
+	case Q_NONE:
+		break;
+	}
+	return "stopped";
 }
 
 static void xdp_queue_close(struct xdp_queue *q)
@@ -251,28 +536,31 @@ static void xdp_queue_close(struct xdp_queue *q)
 	q->xsk = NULL;
 	q->umem = NULL;
 	q->area = NULL;
+	q->mode = Q_NONE;
+	/* libxdp leaves some cached indices of a ring it sets up as they
+	 * were: a new XSK must find them zero. */
+	memset(&q->fq, 0, sizeof(q->fq));
+	memset(&q->tx, 0, sizeof(q->tx));
+	memset(&q->cq, 0, sizeof(q->cq));
+	memset(&q->rx, 0, sizeof(q->rx));
+	q->tx_unkicked = 0;
+	q->ntx_free = 0;
 }
 
 static void xdp_free(struct vnet_backend *b)
 {
 	struct xdp_backend *x = xdp_of(b);
 
-	for (unsigned i = 0; i < b->pairs; i++)
+	for (unsigned i = 0; i < b->pairs; i++) {
 		xdp_queue_close(&x->q[i]);
+		vnet_held_free(&x->q[i].rx_held);
+		vnet_held_free(&x->q[i].tx_held);
+		free(x->q[i].late);
+	}
+	vnet_umem_view_unmap(&x->view);
 	free(x->q);
 	free(x);
 }
-
-static const struct vnet_backend_ops xdp_ops = {
-	.name = "xdp",
-	.configure = xdp_configure,
-	.tx = xdp_tx,
-	.tx_flush = xdp_tx_flush,
-	.rx_fd = xdp_rx_fd,
-	.rx = xdp_rx,
-	.pair_mode = xdp_pair_mode,
-	.free = xdp_free,
-};
 
 /* libbpf and libxdp narrate what they try (and what they fall back
  * from) on stderr: that is debug output for us; our errors say why. */
@@ -349,21 +637,36 @@ static const char *xsk_why(int err)
 	}
 }
 
-static int xdp_queue_open_once(struct xdp_backend *x, struct xdp_queue *q,
-			       uint32_t xdp_flags)
+static int xsk_open(struct xdp_backend *x, struct xdp_queue *q, void *area,
+		    size_t size, const struct xsk_umem_config *ucfg)
+{
+	const struct xsk_socket_config scfg = {
+		.rx_size = XDP_RING_SIZE,
+		.tx_size = XDP_RING_SIZE,
+		.xdp_flags = x->xdp_flags,
+		.bind_flags = XDP_USE_NEED_WAKEUP,
+	};
+	int rc = xsk_umem__create(&q->umem, area, size, &q->fq, &q->cq, ucfg);
+
+	if (rc) {
+		q->umem = NULL;
+		return rc;
+	}
+	rc = xsk_socket__create(&q->xsk, x->name, q->queue_id, q->umem, &q->rx,
+				&q->tx, &scfg);
+	if (rc)
+		q->xsk = NULL;
+	return rc;
+}
+
+/* A copy-mode XSK: a UMEM of our own, receive frames first half, send
+ * frames the second, all receive frames on the fill ring. */
+static int copy_open_once(struct xdp_backend *x, struct xdp_queue *q)
 {
 	const struct xsk_umem_config ucfg = {
 		.fill_size = XDP_RING_SIZE,
 		.comp_size = XDP_RING_SIZE,
 		.frame_size = XDP_FRAME_SIZE,
-		.frame_headroom = 0,
-		.flags = 0,
-	};
-	const struct xsk_socket_config scfg = {
-		.rx_size = XDP_RING_SIZE,
-		.tx_size = XDP_RING_SIZE,
-		.xdp_flags = xdp_flags,
-		.bind_flags = XDP_USE_NEED_WAKEUP,
 	};
 	const size_t size = (size_t)XDP_UMEM_FRAMES * XDP_FRAME_SIZE;
 	uint32_t idx;
@@ -375,18 +678,9 @@ static int xdp_queue_open_once(struct xdp_backend *x, struct xdp_queue *q,
 		q->area = NULL;
 		return -errno;
 	}
-	rc = xsk_umem__create(&q->umem, q->area, size, &q->fq, &q->cq, &ucfg);
-	if (rc) {
-		q->umem = NULL;
+	rc = xsk_open(x, q, q->area, size, &ucfg);
+	if (rc)
 		return rc;
-	}
-	rc = xsk_socket__create(&q->xsk, x->name, q->queue_id, q->umem, &q->rx,
-				&q->tx, &scfg);
-	if (rc) {
-		q->xsk = NULL;
-		return rc;
-	}
-	/* Receive frames first half, send frames the second. */
 	if (xsk_ring_prod__reserve(&q->fq, XDP_RING_SIZE, &idx) !=
 	    XDP_RING_SIZE)
 		return -ENOBUFS;
@@ -397,24 +691,54 @@ static int xdp_queue_open_once(struct xdp_backend *x, struct xdp_queue *q,
 	for (unsigned i = 0; i < XDP_RING_SIZE; i++)
 		q->tx_free[i] = (uint64_t)(XDP_RING_SIZE + i) * XDP_FRAME_SIZE;
 	q->ntx_free = XDP_RING_SIZE;
+	q->mode = Q_COPY;
+	return 0;
+}
+
+/* A no-copy XSK on the view: unaligned chunks, so that any guest address
+ * may be a buffer; our bounce frames are the pair's slice of the view's
+ * own area. The fill ring starts empty: the guest fills it. */
+static int nocopy_open_once(struct xdp_backend *x, struct xdp_queue *q,
+			    unsigned pair)
+{
+	const struct xsk_umem_config ucfg = {
+		.fill_size = XDP_RING_SIZE,
+		.comp_size = XDP_RING_SIZE,
+		.frame_size = XDP_FRAME_SIZE,
+		.frame_headroom = nocopy_headroom(x),
+		.flags = XDP_UMEM_UNALIGNED_CHUNK_FLAG,
+	};
+	int rc = xsk_open(x, q, x->view.base, x->view.size, &ucfg);
+
+	if (rc)
+		return rc;
+	q->bounce_off = (uint64_t)pair * XDP_BOUNCE_FRAMES * XDP_FRAME_SIZE;
+	for (unsigned i = 0; i < XDP_BOUNCE_FRAMES; i++)
+		q->tx_free[i] = q->bounce_off + (uint64_t)i * XDP_FRAME_SIZE;
+	q->ntx_free = XDP_BOUNCE_FRAMES;
+	q->rx_checked = false;
+	q->mode = Q_NOCOPY;
 	return 0;
 }
 
 /* A queue an XSK just left stays taken until the kernel's deferred
- * release of its UMEM has run (EBUSY, for some milliseconds after a
- * previous vmio exits): no event says when, so we try again, from
- * scratch, for up to a second before calling the queue busy. */
-static int xdp_queue_open(struct xdp_backend *x, struct xdp_queue *q,
-			  uint32_t xdp_flags)
+ * release of its UMEM has run (EBUSY, for some milliseconds): no event
+ * says when, so we try again, from scratch, for up to a second before
+ * calling the queue busy. */
+static int queue_open(struct xdp_backend *x, unsigned pair, bool nocopy)
 {
+	struct xdp_queue *q = &x->q[pair];
 	int rc;
 
 	for (unsigned i = 0;; i++) {
-		rc = xdp_queue_open_once(x, q, xdp_flags);
+		rc = nocopy ? nocopy_open_once(x, q, pair)
+			    : copy_open_once(x, q);
+		if (!rc)
+			return 0;
+		xdp_queue_close(q);
 		if (rc != -EBUSY || i == XDP_BUSY_TRIES)
 			return rc;
-		xdp_queue_close(q);
-		nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 },
+		nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 },
 			  NULL);
 	}
 }
@@ -423,17 +747,17 @@ static int xdp_queue_open(struct xdp_backend *x, struct xdp_queue *q,
  * other pairs follow in the mode that worked. */
 static int xdp_open_queues(struct xdp_backend *x, unsigned pairs)
 {
-	uint32_t flags = XDP_FLAGS_DRV_MODE;
-	int rc = xdp_queue_open(x, &x->q[0], flags);
+	int rc;
 
+	x->xdp_flags = XDP_FLAGS_DRV_MODE;
 	x->xdp_mode = "native";
+	rc = queue_open(x, 0, false);
 	if (rc && rc != -EPERM && rc != -EACCES && rc != -ENODEV &&
 	    rc != -ENOMEM && rc != -EBUSY) {
 		int native = rc;
 
-		xdp_queue_close(&x->q[0]);
-		flags = XDP_FLAGS_SKB_MODE;
-		rc = xdp_queue_open(x, &x->q[0], flags);
+		x->xdp_flags = XDP_FLAGS_SKB_MODE;
+		rc = queue_open(x, 0, false);
 		if (!rc) {
 			x->xdp_mode = "generic";
 			log_info("net: xdp %s: no native XDP (%s): using "
@@ -443,14 +767,143 @@ static int xdp_open_queues(struct xdp_backend *x, unsigned pairs)
 	}
 	x->b.pairs = 1;
 	for (unsigned i = 1; i < pairs && !rc; i++) {
-		rc = xdp_queue_open(x, &x->q[i], flags);
+		rc = queue_open(x, i, false);
 		x->b.pairs = i + 1;
 	}
 	return rc;
 }
 
+/* ---- Attach and detach: no-copy pairs follow the guest's memory ------- */
+
+/* From now on every pair copies; why is said once. */
+static void go_copy(struct xdp_backend *x, const char *why, int err)
+{
+	if (!x->copy)
+		log_warn("net: xdp %s: no copy-free path: %s%s%s; copying "
+			 "frames through a UMEM of vmio's own",
+			 x->name, why, err ? ": " : "",
+			 err ? strerror(-err) : "");
+	x->copy = true;
+}
+
+static bool any_on_view(const struct xdp_backend *x)
+{
+	for (unsigned i = 0; i < x->b.pairs; i++)
+		if (x->q[i].mode == Q_NOCOPY)
+			return true;
+	return false;
+}
+
+/* The view shows mem, or we go copying. */
+static bool view_ready(struct xdp_backend *x, const struct vmio_mem *mem)
+{
+	const char *why = NULL;
+	int rc;
+
+	if (vnet_umem_view_matches(&x->view, mem))
+		return true;
+	if (any_on_view(x)) {
+		/* The device detaches every pair before the table
+		 * changes; a pair on the old view means it did not. */
+		log_err("net: xdp %s: guest memory changed under a running "
+			"pair; keeping the old view", x->name);
+		return false;
+	}
+	vnet_umem_view_unmap(&x->view);
+	rc = vnet_umem_view_map(&x->view, mem,
+				(size_t)x->b.pairs * XDP_BOUNCE_FRAMES *
+					XDP_FRAME_SIZE,
+				&why);
+	if (rc) {
+		go_copy(x, why, rc);
+		return false;
+	}
+	return true;
+}
+
+static void xdp_attach(struct vnet_backend *b, unsigned pair,
+		       const struct vmio_mem *mem)
+{
+	struct xdp_backend *x = xdp_of(b);
+	struct xdp_queue *q = &x->q[pair];
+	int rc;
+
+	if (x->b.max_frame > XDP_NOCOPY_MAX_FRAME)
+		go_copy(x, "a frame above 1518 bytes (--mtu above 1500) does "
+			   "not fit the guest's smallest receive buffer", 0);
+	if (x->copy || !mem || !mem->nregions) {
+		if (q->mode == Q_NONE && queue_open(x, pair, false))
+			log_err("net: xdp %s queue %u: cannot reopen the XSK",
+				x->name, q->queue_id);
+		return;
+	}
+	if (q->mode == Q_NOCOPY && vnet_umem_view_matches(&x->view, mem))
+		return;
+	if (q->mode == Q_NOCOPY || !view_ready(x, mem))
+		return;
+	xdp_queue_close(q);
+	rc = queue_open(x, pair, true);
+	if (!rc) {
+		log_info("net: xdp %s queue %u (pair %u): %s", x->name,
+			 q->queue_id, pair, xdp_pair_mode(b, pair));
+		return;
+	}
+	go_copy(x, xsk_why(rc), rc);
+	if (queue_open(x, pair, false))
+		log_err("net: xdp %s queue %u: cannot reopen the XSK",
+			x->name, q->queue_id);
+}
+
+/* Before the XSK goes: the frames it received are worth giving. */
+static void keep_late_frames(struct xdp_backend *x, struct xdp_queue *q)
+{
+	uint32_t idx;
+	unsigned got = xsk_ring_cons__peek(&q->rx, XDP_RING_SIZE, &idx);
+
+	q->nlate = q->late_pos = 0;
+	for (unsigned i = 0; i < got; i++)
+		if (rx_take(x, q, xsk_ring_cons__rx_desc(&q->rx, idx + i),
+			    &q->late[q->nlate]) != RX_UNKNOWN)
+			q->nlate++;
+	if (got)
+		xsk_ring_cons__release(&q->rx, got);
+}
+
+static void xdp_detach(struct vnet_backend *b, unsigned pair)
+{
+	struct xdp_backend *x = xdp_of(b);
+	struct xdp_queue *q = &x->q[pair];
+
+	if (q->mode != Q_NOCOPY)
+		return;
+	keep_late_frames(x, q);
+	/* Deleting the socket unbinds it (and waits for the receive path
+	 * to be done with it): after this the kernel writes no guest
+	 * memory, and every frame sent is out of guest memory. */
+	xdp_queue_close(q);
+	if (!any_on_view(x))
+		vnet_umem_view_unmap(&x->view);
+}
+
+static const struct vnet_backend_ops xdp_ops = {
+	.name = "xdp",
+	.configure = xdp_configure,
+	.tx = xdp_tx,
+	.tx_reap = xdp_tx_reap,
+	.tx_flush = xdp_tx_flush,
+	.rx_fd = xdp_rx_fd,
+	.rx = xdp_rx,
+	.rx_posts = xdp_rx_posts,
+	.rx_post = xdp_rx_post,
+	.rx_reap = xdp_rx_reap,
+	.attach = xdp_attach,
+	.detach = xdp_detach,
+	.pair_mode = xdp_pair_mode,
+	.free = xdp_free,
+};
+
 struct vnet_backend *vnet_backend_xdp_new(const char *name, unsigned queue,
-					  unsigned pairs, int *err,
+					  unsigned pairs, bool copy, int *err,
 					  const char **why)
 {
 	struct xdp_backend *x;
@@ -491,17 +944,34 @@ struct vnet_backend *vnet_backend_xdp_new(const char *name, unsigned queue,
 	}
 	x->b.ops = &xdp_ops;
 	x->hdr_len = VIRTIO_NET_HDR_LEN;
+	x->copy = copy;
 	memcpy(x->name, name, strlen(name) + 1);
-	for (unsigned i = 0; i < pairs; i++)
-		x->q[i].queue_id = queue + i;
+	for (unsigned i = 0; i < pairs; i++) {
+		struct xdp_queue *q = &x->q[i];
+
+		q->queue_id = queue + i;
+		if (vnet_held_init(&q->rx_held, XDP_RING_SIZE) ||
+		    vnet_held_init(&q->tx_held, XDP_RING_SIZE) ||
+		    !(q->late = calloc(XDP_RING_SIZE, sizeof(q->late[0])))) {
+			x->b.pairs = i + 1;
+			xdp_free(&x->b);
+			*err = -ENOMEM;
+			*why = "out of memory";
+			return NULL;
+		}
+	}
+	x->b.pairs = pairs;
 	*err = xdp_open_queues(x, pairs);
 	if (*err) {
 		*why = xsk_why(*err);
+		x->b.pairs = pairs;
 		xdp_free(&x->b);
 		return NULL;
 	}
 	for (unsigned i = 0; i < pairs; i++)
-		log_info("net: xdp %s queue %u (pair %u): copy mode, %s XDP",
-			 name, queue + i, i, x->xdp_mode);
+		log_info("net: xdp %s queue %u (pair %u): %s XDP, %s", name,
+			 queue + i, i, x->xdp_mode,
+			 copy ? "copy (--xdp-copy)"
+			      : "no copy once the guest's memory is known");
 	return &x->b;
 }

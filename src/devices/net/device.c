@@ -78,11 +78,14 @@ static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 		vq->name = "rx";
 		p->rx = vq;
 		p->served = true;
-		vnet_update_steering(d); /* serves p's ring too */
+		vnet_pair_attach(p, mem);
+		vnet_update_steering(d);
+		vnet_rx_run(p);
 		break;
 	case ROLE_TX:
 		vq->name = "tx";
 		p->tx = vq;
+		vnet_pair_attach(p, mem);
 		vnet_tx_run(p);
 		break;
 	case ROLE_CTRL:
@@ -104,13 +107,18 @@ static void net_queue_stop(void *dev, struct vmio_vq *vq)
 	for (unsigned i = 0; i < d->npairs; i++) {
 		struct vnet_pair *p = &d->pairs[i];
 
+		if (p->rx != vq && p->tx != vq)
+			continue;
+		/* Disabled (SET_VRING_ENABLE 0: a VMM that answers the
+		 * control queue itself dropping pairs) or stopped
+		 * (GET_VRING_BASE), not merely paused for a change: the
+		 * guest gets every chain back, and its flows must go to the
+		 * pairs served. */
+		if (!vq->enabled || !vq->started)
+			vnet_pair_detach(p);
 		if (p->rx == vq) {
 			vnet_rx_unwatch(p);
 			p->rx = NULL;
-			/* Disabled (SET_VRING_ENABLE 0: a VMM that answers
-			 * the control queue itself dropping pairs) or
-			 * stopped (GET_VRING_BASE), not merely paused for a
-			 * change: its flows must go to the pairs served. */
 			if (!vq->enabled || !vq->started) {
 				p->served = false;
 				vnet_update_steering(d);
@@ -147,10 +155,12 @@ static void net_queue_kick(void *dev, struct vmio_vq *vq)
 }
 
 /* Drops every pointer into guest memory; the queues come back through
- * queue_start. */
-static void forget_queues(struct vnet_device *d)
+ * queue_start. With give_back, held chains first go back to the guest. */
+static void forget_queues(struct vnet_device *d, bool give_back)
 {
 	for (unsigned i = 0; i < d->npairs; i++) {
+		if (give_back)
+			vnet_pair_detach(&d->pairs[i]);
 		vnet_rx_unwatch(&d->pairs[i]);
 		d->pairs[i].rx = d->pairs[i].tx = NULL;
 	}
@@ -160,14 +170,14 @@ static void forget_queues(struct vnet_device *d)
 
 static void net_memory_changing(void *dev)
 {
-	forget_queues(dev);
+	forget_queues(dev, true);
 }
 
 static void net_reset(void *dev)
 {
 	struct vnet_device *d = dev;
 
-	forget_queues(d);
+	forget_queues(d, true);
 	d->features = 0;
 	d->hdr_len = vnet_hdr_len(0);
 	vnet_ctrl_init(&d->ctrl_state, 0, (uint16_t)d->npairs, d->cfg.mac);
@@ -284,10 +294,21 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 	d->ops.features |= d->be->offloads;
 	d->ops.num_queues = 2 * d->npairs + 1;
 	d->ops.max_queue_size = d->cfg.max_queue_size;
+	d->be->max_frame = vnet_max_frame(d->cfg.mtu);
 	for (unsigned i = 0; i < d->npairs; i++) {
 		d->pairs[i].d = d;
 		d->pairs[i].index = i;
-		d->pairs[i].rx_fd = d->be->ops->rx_fd(d->be, i);
+		d->pairs[i].rx_fd = -1;
+		d->pairs[i].retry_fd = -1;
+	}
+	for (unsigned i = 0; i < d->npairs; i++) {
+		int rc = vnet_tx_retry_watch(&d->pairs[i]);
+
+		if (rc) {
+			log_err("net: cannot create a timer: %s", strerror(-rc));
+			vnet_device_free(d);
+			return NULL;
+		}
 	}
 	net_reset(d);
 	return d;
@@ -297,7 +318,10 @@ void vnet_device_free(struct vnet_device *d)
 {
 	if (!d)
 		return;
-	forget_queues(d);
+	/* The core (and its queues) may be gone: nothing goes back. */
+	forget_queues(d, false);
+	for (unsigned i = 0; i < d->npairs; i++)
+		vnet_tx_retry_unwatch(&d->pairs[i]);
 	free(d);
 }
 

@@ -1,8 +1,11 @@
 /* The net device's state, shared by its files: device.c (callbacks and
- * queue roles), tx.c, rx.c and ctrl_queue.c (serving each kind of queue).
- * No chain is held between callbacks: every popped chain is pushed or
- * given back before a callback returns, so a queue stop or a memory table
- * change has only pointers to drop. */
+ * queue roles), tx.c, rx.c, rx_posted.c and ctrl_queue.c (serving each
+ * kind of queue), held_chains.c (chains a no-copy backend keeps).
+ * With a backend that copies (or hands buffers over only for a call), no
+ * chain is held between callbacks. A no-copy backend keeps chains across
+ * them; held_chains.c gets them all back before a queue stops for good or
+ * the memory table changes, so that then too there are only pointers to
+ * drop. */
 #ifndef VMIO_DEVICES_NET_DEVICE_INTERNAL_H
 #define VMIO_DEVICES_NET_DEVICE_INTERNAL_H
 
@@ -23,13 +26,23 @@
 /* readv and writev take at most this many segments (IOV_MAX). */
 #define VNET_MAX_IOV 1024
 
+/* How often a pair looks again at a backend that is busy (a full TX
+ * ring) or keeps frames it sent (completions come with no event). */
+#define VNET_RETRY_NS (200 * 1000)
+
 struct vnet_pair {
 	struct vnet_device *d;
 	unsigned index;
 	struct vmio_vq *rx, *tx;
-	int rx_fd;        /* the backend's, -1 if it never receives */
+	int rx_fd;        /* the backend's when watched, -1 if it never receives */
 	bool rx_watched;  /* rx_fd is on the loop */
 	bool served;      /* its rx queue started since the last reset */
+	/* Chains a no-copy backend keeps, and the queues they came from
+	 * (the core's, alive as long as the device). */
+	unsigned tx_held, rx_held;
+	struct vmio_vq *tx_held_vq, *rx_held_vq;
+	int retry_fd;       /* timerfd: look at tx again */
+	bool retry_armed;
 };
 
 struct vnet_device {
@@ -57,6 +70,9 @@ struct vnet_device {
 	 * is spread over. */
 	uint16_t rx_heads[VNET_MAX_IOV];
 	uint32_t rx_sizes[VNET_MAX_IOV];
+	/* What a no-copy backend gives back, a batch at a time. */
+	struct vnet_done done[VNET_RX_BUDGET];
+	uint32_t cookies[VNET_TX_BUDGET];
 
 	unsigned npairs;
 	struct vnet_pair pairs[];
@@ -77,9 +93,29 @@ void vnet_update_steering(struct vnet_device *d);
 
 /* Serves the guest's transmitted frames on pair p. */
 void vnet_tx_run(struct vnet_pair *p);
+/* Gives the guest back the tx chains the backend is done with; returns
+ * how many. */
+unsigned vnet_tx_reap(struct vnet_pair *p);
+/* Makes the loop call vnet_tx_run on p again in VNET_RETRY_NS. */
+void vnet_tx_retry_later(struct vnet_pair *p);
+/* The retry timer's descriptor, on the loop for the device's life. */
+int vnet_tx_retry_watch(struct vnet_pair *p);
+void vnet_tx_retry_unwatch(struct vnet_pair *p);
+/* Receive into posted buffers (a no-copy backend): post what the guest
+ * offers, give back what came. */
+void vnet_rx_posted_run(struct vnet_pair *p);
+/* Gives the guest back the rx buffers in done (frames or unused). */
+void vnet_rx_give(struct vnet_pair *p, const struct vnet_done *done,
+		  unsigned n);
+/* Pair p runs on guest memory mem from now on (a queue started). */
+void vnet_pair_attach(struct vnet_pair *p, struct vmio_mem *mem);
+/* Pair p stops touching guest memory: every held chain goes back to its
+ * queue (a queue stops for good, the table changes, reset). */
+void vnet_pair_detach(struct vnet_pair *p);
 /* Moves frames from the backend into the guest's rx buffers on pair p. */
 void vnet_rx_run(struct vnet_pair *p);
-/* Stops watching the backend's rx descriptor of pair p. */
+/* Starts or stops watching the backend's rx descriptor of pair p. */
+void vnet_rx_watch(struct vnet_pair *p);
 void vnet_rx_unwatch(struct vnet_pair *p);
 /* Answers the commands on the control queue. */
 void vnet_ctrl_run(struct vnet_device *d);

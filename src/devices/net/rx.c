@@ -37,11 +37,15 @@ static void on_rx_ready(void *opaque, int fd, uint32_t events)
 	vnet_rx_run(opaque);
 }
 
-static void rx_watch(struct vnet_pair *p)
+void vnet_rx_watch(struct vnet_pair *p)
 {
 	int rc;
 
-	if (p->rx_watched || p->rx_fd < 0)
+	if (p->rx_watched)
+		return;
+	/* A no-copy backend's descriptor changes with attach and detach. */
+	p->rx_fd = p->d->be->ops->rx_fd(p->d->be, p->index);
+	if (p->rx_fd < 0)
 		return;
 	rc = vmio_loop_add(p->d->loop, p->rx_fd, EPOLLIN, on_rx_ready, p);
 	if (rc)
@@ -221,13 +225,19 @@ void vnet_rx_run(struct vnet_pair *p)
 	unsigned budget = VNET_RX_BUDGET;
 	unsigned pushed_before;
 
-	if (!p->rx || !d->mem || p->rx_fd < 0)
+	if (!p->rx || !d->mem)
 		return;
 	/* 5.1.6.5.5: no frames on pairs beyond what VQ_PAIRS_SET chose. */
 	if (p->index >= vnet_active_pairs(d)) {
 		vnet_rx_unwatch(p);
 		return;
 	}
+	if (d->be->ops->rx_posts && d->be->ops->rx_posts(d->be, p->index)) {
+		vnet_rx_posted_run(p);
+		return;
+	}
+	if (d->be->ops->rx_fd(d->be, p->index) < 0)
+		return;
 	pushed_before = p->rx->used_idx;
 	vmio_vq_enable_kicks(p->rx, false);
 	while (budget-- && why == RX_BUDGET)
@@ -236,7 +246,7 @@ void vnet_rx_run(struct vnet_pair *p)
 		vmio_vq_flush_and_notify(p->rx);
 	switch (why) {
 	case RX_NO_FRAME:
-		rx_watch(p);
+		vnet_rx_watch(p);
 		break;
 	case RX_NO_BUFFERS:
 		vnet_rx_unwatch(p);

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 void vnet_reschedule(struct vmio_vq *vq)
@@ -56,9 +57,14 @@ static void tx_drop(struct vnet_device *d, struct vnet_pair *p,
 			p->tx->index, frame_len, vnet_hdr_verdict_name(v));
 }
 
-/* One chain: validate, hand over, count. The chain is pushed by the
- * caller whatever happens here. */
-static void tx_one(struct vnet_device *d, struct vnet_pair *p)
+enum tx_fate {
+	TX_DONE,    /* the guest may have the chain back */
+	TX_HELD,    /* the backend keeps it; tx_reap gives it back */
+	TX_BLOCKED, /* the backend is full: try this chain again later */
+};
+
+/* One chain: validate, hand over, count. */
+static enum tx_fate tx_one(struct vnet_device *d, struct vnet_pair *p)
 {
 	const struct vmio_chain *c = &d->chain;
 	struct virtio_net_hdr hdr = { 0 };
@@ -69,7 +75,7 @@ static void tx_one(struct vnet_device *d, struct vnet_pair *p)
 
 	if (c->out_len < d->hdr_len) {
 		d->stats.tx_bad_chain++;
-		return;
+		return TX_DONE;
 	}
 	/* Drivers put the header in one descriptor (or in front of the
 	 * frame in it): copy it straight, else gather it. */
@@ -81,7 +87,7 @@ static void tx_one(struct vnet_device *d, struct vnet_pair *p)
 	v = vnet_hdr_check_tx(&hdr, frame_len, d->features, d->cfg.mtu);
 	if (v != VNET_HDR_OK) {
 		tx_drop(d, p, v, frame_len);
-		return;
+		return TX_DONE;
 	}
 	/* Meaningless on tx (5.1.6.2); the backend need not see the
 	 * guest's value. */
@@ -89,67 +95,146 @@ static void tx_one(struct vnet_device *d, struct vnet_pair *p)
 	n = tx_segments(d, &hdr, d->hdr_len);
 	if (!n) {
 		d->stats.tx_bad_chain++;
-		return;
+		return TX_DONE;
 	}
-	rc = d->be->ops->tx(d->be, p->index, d->iov, n);
-	if (rc) {
+	rc = d->be->ops->tx(d->be, p->index, d->iov, n, c->head);
+	if (rc == -EAGAIN)
+		return TX_BLOCKED;
+	if (rc < 0) {
 		d->stats.tx_backend_errors++;
 		log_ratelimited(&d->rl, VMIO_LOG_WARN,
 				"net: tx queue %u: %s backend dropped a frame: %s",
 				p->tx->index, d->be->ops->name, strerror(-rc));
-		return;
+		return TX_DONE;
 	}
 	d->stats.tx_frames++;
 	d->stats.tx_bytes += frame_len;
+	if (rc != VNET_TX_HELD)
+		return TX_DONE;
+	p->tx_held++;
+	p->tx_held_vq = p->tx;
+	return TX_HELD;
 }
 
-/* Returns 1 if the budget ran out, 0 if the ring is empty, -1 if the
- * queue broke. */
-static int tx_drain(struct vnet_device *d, struct vnet_pair *p,
-		    unsigned *budget)
+unsigned vnet_tx_reap(struct vnet_pair *p)
 {
-	unsigned pushed = 0;
-	int got = 0;
+	struct vnet_device *d = p->d;
+	unsigned n;
+
+	if (!d->be->ops->tx_reap || !p->tx_held)
+		return 0;
+	n = d->be->ops->tx_reap(d->be, p->index, d->cookies, VNET_TX_BUDGET);
+	for (unsigned i = 0; i < n; i++)
+		vmio_vq_push(p->tx_held_vq, (uint16_t)d->cookies[i], 0);
+	p->tx_held -= n < p->tx_held ? n : p->tx_held;
+	if (n)
+		vmio_vq_flush_and_notify(p->tx_held_vq);
+	return n;
+}
+
+enum tx_stop { TX_EMPTY, TX_BUDGET, TX_FULL, TX_BROKEN };
+
+static enum tx_stop tx_drain(struct vnet_device *d, struct vnet_pair *p,
+			     unsigned *budget)
+{
+	enum tx_stop why = TX_BUDGET;
+	unsigned handed = 0;
 
 	while (*budget) {
-		got = vmio_vq_pop(p->tx, d->mem, &d->chain);
-		if (got <= 0)
+		int got = vmio_vq_pop(p->tx, d->mem, &d->chain);
+		enum tx_fate fate;
+
+		if (got <= 0) {
+			why = got < 0 ? TX_BROKEN : TX_EMPTY;
 			break;
+		}
+		fate = tx_one(d, p);
+		if (fate == TX_BLOCKED) {
+			vmio_vq_unpop(p->tx, 1);
+			why = TX_FULL;
+			break;
+		}
 		(*budget)--;
-		tx_one(d, p);
-		vmio_vq_push(p->tx, d->chain.head, 0);
-		pushed++;
+		handed++;
+		if (fate == TX_DONE)
+			vmio_vq_push(p->tx, d->chain.head, 0);
 	}
-	if (pushed) {
-		if (d->be->ops->tx_flush)
-			d->be->ops->tx_flush(d->be, p->index);
-		vmio_vq_flush_and_notify(p->tx);
+	if (handed && d->be->ops->tx_flush)
+		d->be->ops->tx_flush(d->be, p->index);
+	vnet_tx_reap(p);
+	vmio_vq_flush_and_notify(p->tx);
+	return why;
+}
+
+static void on_retry(void *opaque, int fd, uint32_t events)
+{
+	struct vnet_pair *p = opaque;
+	uint64_t expired;
+
+	(void)events;
+	if (read(fd, &expired, sizeof(expired)) < 0 && errno != EAGAIN)
+		log_warn("net: pair %u: retry timer: %s", p->index,
+			 strerror(errno));
+	p->retry_armed = false;
+	vnet_tx_reap(p);
+	vnet_tx_run(p);
+}
+
+void vnet_tx_retry_later(struct vnet_pair *p)
+{
+	struct itimerspec t = { .it_value.tv_nsec = VNET_RETRY_NS };
+
+	if (p->retry_armed || p->retry_fd < 0)
+		return;
+	if (timerfd_settime(p->retry_fd, 0, &t, NULL) < 0) {
+		log_warn("net: pair %u: cannot arm the retry timer: %s",
+			 p->index, strerror(errno));
+		return;
 	}
-	if (got < 0)
-		return -1;
-	return *budget ? 0 : 1;
+	p->retry_armed = true;
+}
+
+int vnet_tx_retry_watch(struct vnet_pair *p)
+{
+	p->retry_fd = timerfd_create(CLOCK_MONOTONIC,
+				     TFD_NONBLOCK | TFD_CLOEXEC);
+	if (p->retry_fd < 0)
+		return -errno;
+	return vmio_loop_add(p->d->loop, p->retry_fd, EPOLLIN, on_retry, p);
+}
+
+void vnet_tx_retry_unwatch(struct vnet_pair *p)
+{
+	if (p->retry_fd < 0)
+		return;
+	vmio_loop_remove(p->d->loop, p->retry_fd);
+	close(p->retry_fd);
+	p->retry_fd = -1;
+	p->retry_armed = false;
 }
 
 /* Kicks are off while we drain; before sleeping we turn them on and look
- * once more, for buffers posted before the driver saw them on. */
+ * once more, for buffers posted before the driver saw them on. A full
+ * backend, or frames it still keeps, bring us back on the retry timer:
+ * neither sends an event. */
 void vnet_tx_run(struct vnet_pair *p)
 {
 	struct vnet_device *d = p->d;
 	unsigned budget = VNET_TX_BUDGET;
-	int rc;
+	enum tx_stop why;
 
 	if (!p->tx || !d->mem)
 		return;
 	for (;;) {
 		vmio_vq_enable_kicks(p->tx, false);
-		rc = tx_drain(d, p, &budget);
-		if (rc < 0)
-			return;
-		if (rc > 0) {
-			vnet_reschedule(p->tx);
-			return;
-		}
+		why = tx_drain(d, p, &budget);
+		if (why != TX_EMPTY)
+			break;
 		if (!vmio_vq_enable_kicks(p->tx, true))
-			return;
+			break;
 	}
+	if (why == TX_BUDGET)
+		vnet_reschedule(p->tx);
+	if (why == TX_FULL || (why != TX_BROKEN && p->tx_held))
+		vnet_tx_retry_later(p);
 }

@@ -1,0 +1,43 @@
+/* Chains a no-copy backend keeps across callbacks, and the two moments
+ * that bound their life: a queue pair starts on guest memory (attach), and
+ * it stops for good or the memory table changes (detach). At detach the
+ * backend lets go of guest memory and every chain goes back to the queue
+ * it came from: frames received with their length, the rest empty. A
+ * mere pause (the VMM changing a call fd, say) keeps them: the rings and
+ * the memory stay the same. */
+#include "devices/net/device_internal.h"
+
+void vnet_pair_attach(struct vnet_pair *p, struct vmio_mem *mem)
+{
+	struct vnet_device *d = p->d;
+
+	if (!d->be->ops->attach)
+		return;
+	/* The backend may replace the descriptor we watch. */
+	vnet_rx_unwatch(p);
+	d->be->ops->attach(d->be, p->index, mem);
+}
+
+void vnet_pair_detach(struct vnet_pair *p)
+{
+	struct vnet_device *d = p->d;
+	unsigned n;
+
+	if (!d->be->ops->detach)
+		return;
+	vnet_rx_unwatch(p);
+	d->be->ops->detach(d->be, p->index);
+	while (p->tx_held && vnet_tx_reap(p))
+		;
+	while (p->rx_held &&
+	       (n = d->be->ops->rx_reap(d->be, p->index, d->done,
+					VNET_RX_BUDGET))) {
+		vnet_rx_give(p, d->done, n);
+		vmio_vq_flush_and_notify(p->rx_held_vq);
+	}
+	if (p->tx_held || p->rx_held)
+		log_err("net: pair %u: the %s backend did not give back %u tx "
+			"and %u rx chains",
+			p->index, d->be->ops->name, p->tx_held, p->rx_held);
+	p->tx_held = p->rx_held = 0;
+}

@@ -1,0 +1,131 @@
+/* Backend to guest without a copy: the guest's receive buffers are handed
+ * to the backend as the guest offers them (rx_post), before any frame
+ * comes, and come back filled (rx_reap). The kernel writes the frame
+ * behind the room we keep for the virtio-net header, which we write when
+ * the buffer comes back: its one buffer, no offloads.
+ *
+ * Only a buffer whose first writable descriptor takes the header and the
+ * largest frame can be posted; the others (a driver that posts smaller
+ * ones, or splits them) go back to the guest empty, counted as rx errors,
+ * which the Linux and DPDK drivers take as a dropped frame.
+ *
+ * Waiting: the backend's descriptor polls readable while frames wait; the
+ * guest's kicks bring more buffers. When the backend holds all it can,
+ * kicks stay off until frames have made room. */
+#include "devices/net/device_internal.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+void vnet_rx_give(struct vnet_pair *p, const struct vnet_done *done,
+		  unsigned n)
+{
+	struct vnet_device *d = p->d;
+	struct vmio_vq *vq = p->rx_held_vq;
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct vnet_done *e = &done[i];
+		struct virtio_net_hdr hdr = { 0 };
+
+		if (!e->len) {
+			vmio_vq_push(vq, (uint16_t)e->cookie, 0);
+			continue;
+		}
+		if (d->hdr_len == VIRTIO_NET_HDR_LEN)
+			hdr.num_buffers = htole16(1);
+		memcpy(e->buf, &hdr, d->hdr_len);
+		vmio_vq_push(vq, (uint16_t)e->cookie,
+			     (uint32_t)(d->hdr_len + e->len));
+		d->stats.rx_frames++;
+		d->stats.rx_bytes += e->len;
+	}
+	p->rx_held -= n < p->rx_held ? n : p->rx_held;
+}
+
+static unsigned rx_reap(struct vnet_pair *p)
+{
+	struct vnet_device *d = p->d;
+	unsigned n = d->be->ops->rx_reap(d->be, p->index, d->done,
+					 VNET_RX_BUDGET);
+
+	vnet_rx_give(p, d->done, n);
+	return n;
+}
+
+/* A chain no frame can be written into without a copy: back, empty. */
+static void rx_refuse(struct vnet_device *d, struct vnet_pair *p, int rc)
+{
+	const struct vmio_chain *c = &d->chain;
+
+	vmio_vq_push(p->rx, c->head, 0);
+	d->stats.rx_errors++;
+	log_ratelimited(&d->rl, VMIO_LOG_WARN,
+			"net: rx queue %u: a %llu-byte receive buffer cannot "
+			"take a frame in place (%s): given back empty",
+			p->rx->index, (unsigned long long)c->in_len,
+			rc == -EMSGSIZE ? "smaller than a header and the "
+					  "largest frame"
+					: "not in one piece of guest memory");
+}
+
+enum post_stop { POST_EMPTY, POST_FULL, POST_BUDGET, POST_BROKEN };
+
+static enum post_stop rx_post_all(struct vnet_device *d, struct vnet_pair *p,
+				  unsigned *budget)
+{
+	const struct vmio_chain *c = &d->chain;
+
+	while (*budget) {
+		int got = vmio_vq_pop(p->rx, d->mem, &d->chain);
+		const struct iovec *in;
+		int rc;
+
+		if (got <= 0)
+			return got < 0 ? POST_BROKEN : POST_EMPTY;
+		(*budget)--;
+		in = vmio_chain_in(&d->chain);
+		rc = c->nin ? d->be->ops->rx_post(d->be, p->index,
+						   in[0].iov_base,
+						   in[0].iov_len, c->head)
+			    : -EMSGSIZE;
+		if (rc == -ENOSPC) {
+			vmio_vq_unpop(p->rx, 1);
+			return POST_FULL;
+		}
+		if (rc) {
+			rx_refuse(d, p, rc);
+			continue;
+		}
+		p->rx_held++;
+		p->rx_held_vq = p->rx;
+	}
+	return POST_BUDGET;
+}
+
+void vnet_rx_posted_run(struct vnet_pair *p)
+{
+	struct vnet_device *d = p->d;
+	unsigned budget = VNET_RX_BUDGET;
+	enum post_stop why;
+
+	vmio_vq_enable_kicks(p->rx, false);
+	for (;;) {
+		rx_reap(p);
+		why = rx_post_all(d, p, &budget);
+		if (why != POST_EMPTY)
+			break;
+		/* Out of buffers: kicks on, then look once more. */
+		if (!vmio_vq_enable_kicks(p->rx, true))
+			break;
+		vmio_vq_enable_kicks(p->rx, false);
+	}
+	vmio_vq_flush_and_notify(p->rx);
+	if (why == POST_BROKEN) {
+		vnet_rx_unwatch(p);
+		return;
+	}
+	if (why == POST_BUDGET)
+		vnet_reschedule(p->rx);
+	vnet_rx_watch(p);
+}
