@@ -638,13 +638,14 @@ static const char *xsk_why(int err)
 }
 
 static int xsk_open(struct xdp_backend *x, struct xdp_queue *q, void *area,
-		    size_t size, const struct xsk_umem_config *ucfg)
+		    size_t size, const struct xsk_umem_config *ucfg,
+		    uint16_t bind_flags)
 {
 	const struct xsk_socket_config scfg = {
 		.rx_size = XDP_RING_SIZE,
 		.tx_size = XDP_RING_SIZE,
 		.xdp_flags = x->xdp_flags,
-		.bind_flags = XDP_USE_NEED_WAKEUP,
+		.bind_flags = XDP_USE_NEED_WAKEUP | bind_flags,
 	};
 	int rc = xsk_umem__create(&q->umem, area, size, &q->fq, &q->cq, ucfg);
 
@@ -678,7 +679,7 @@ static int copy_open_once(struct xdp_backend *x, struct xdp_queue *q)
 		q->area = NULL;
 		return -errno;
 	}
-	rc = xsk_open(x, q, q->area, size, &ucfg);
+	rc = xsk_open(x, q, q->area, size, &ucfg, 0);
 	if (rc)
 		return rc;
 	if (xsk_ring_prod__reserve(&q->fq, XDP_RING_SIZE, &idx) !=
@@ -697,7 +698,10 @@ static int copy_open_once(struct xdp_backend *x, struct xdp_queue *q)
 
 /* A no-copy XSK on the view: unaligned chunks, so that any guest address
  * may be a buffer; our bounce frames are the pair's slice of the view's
- * own area. The fill ring starts empty: the guest fills it. */
+ * own area. The fill ring starts empty: the guest fills it. Bound in the
+ * kernel's copy mode even where the driver could DMA into the UMEM: a
+ * guest buffer may cross 4 KiB pages that are not contiguous for DMA, and
+ * the kernel drops such a fill entry without ever giving it back. */
 static int nocopy_open_once(struct xdp_backend *x, struct xdp_queue *q,
 			    unsigned pair)
 {
@@ -708,7 +712,7 @@ static int nocopy_open_once(struct xdp_backend *x, struct xdp_queue *q,
 		.frame_headroom = nocopy_headroom(x),
 		.flags = XDP_UMEM_UNALIGNED_CHUNK_FLAG,
 	};
-	int rc = xsk_open(x, q, x->view.base, x->view.size, &ucfg);
+	int rc = xsk_open(x, q, x->view.base, x->view.size, &ucfg, XDP_COPY);
 
 	if (rc)
 		return rc;
