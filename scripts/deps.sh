@@ -23,6 +23,7 @@ packages=(
 	zstd              # guest tests: same, for zstd-compressed modules
 	socat             # make bench: the anchor `vmio redirect` is measured against
 	dpdk-dev          # vmio net tests: dpdk-testpmd is the front end
+	ethtool           # guest test over AF_XDP: turns off the veth peer's checksum offload
 )
 
 missing=()

@@ -1,8 +1,8 @@
 # shellcheck shell=sh
 # The guest half of tests/guest/net_test.sh (busybox sh, run as /test.sh).
-# The host has put `vmio net` on a TAP in a network namespace, 10.0.88.1/24
-# there, with TCP services on 7001 (sink, checks 16 MiB of the pattern) and
-# 7002 (echo). This script gives the guest's virtio-net NIC 10.0.88.2/24 and
+# The host has put `vmio net` on a TAP or (AF_XDP) on a veth end, the peer
+# in a network namespace, 10.0.88.1/24 there, with TCP services on 7001
+# (sink, checks 16 MiB of the pattern) and 7002 (echo). This script gives the guest's virtio-net NIC 10.0.88.2/24 and
 # runs the guest's side of each scenario; every step prints
 # "STEP name PASS|FAIL why". NT_QUEUES (kernel command line) is the number
 # of queue pairs the host asked for.

@@ -1,10 +1,19 @@
 #!/bin/bash
 # Guest test of `vmio net`: boots the Debian kernel + busybox guest
 # (scripts/guest/) with QEMU's virtio-net-pci on `-netdev vhost-user`,
-# served by `vmio net --tap vmtap0 --stats` running inside a network
-# namespace of its own (vmio creates the TAP there; 10.0.88.1/24 on it, the
-# guest 10.0.88.2/24), and runs, between the guest kernel's virtio_net
-# driver and the namespace (tests/guest/vsock-tool's tcp modes, both ends):
+# served by `vmio net --stats` on one of two backends, the peer in a
+# network namespace of the test's own (10.0.88.1/24 there, the guest
+# 10.0.88.2/24):
+#   --backend tap       (default) `vmio net --tap vmtap0`, run inside that
+#                       namespace: vmio creates the TAP, the peer's address
+#                       is on it
+#   --backend xdp       `vmio net --xdp xa`: a veth pair, xb (the peer's
+#                       address) in that namespace, xa (up, no address) in
+#                       a second one where vmio runs and binds its XSKs;
+#                       vmio picks the AF_XDP mode
+#   --backend xdp-copy  the same with --xdp-copy
+# and runs, between the guest kernel's virtio_net driver and the namespace
+# (tests/guest/vsock-tool's tcp modes, both ends):
 #   queues     the guest sees as many queue pairs as asked for
 #   ping-g2h   busybox ping from the guest to 10.0.88.1
 #   ping-h2g   ping from the namespace to the guest
@@ -13,53 +22,103 @@
 #              each checked in the guest
 #   tcp-h2g    namespace -> guest, 16 MiB, checked byte for byte in the guest
 #   stats      vmio's --stats line on exit: frames both ways, no drop
+#   mode       (AF_XDP) the mode each pair runs in, as vmio logs it, shown
+#              in the results; with xdp-copy it must be the copy path
 # With --queues 2: the same over two queue pairs (QEMU queues=2, mq=on),
 # and frames must have crossed each pair's queues both ways (the guest
 # driver's per-queue counters, read with vsock-tool nic-stats).
 #
-# usage: tests/guest/net_test.sh [--queues N] [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
-# Needs root (network namespace, TAP). Exit 0 when every scenario passed;
-# 1 with "net_test: FAIL: ..." lines otherwise. Logs:
-# DIR/logs/net_test[_mqN].*.log (serial console, vmio -v and its stats,
-# namespace peers). The set-up and verdicts shared with the vsock tests:
-# vsock-host.sh.
+# usage: tests/guest/net_test.sh [--backend tap|xdp|xdp-copy] [--queues N] [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
+# Needs root (network namespaces, a TAP or a veth pair, AF_XDP). Exit 0
+# when every scenario passed; 1 with "net_test: FAIL: ..." lines otherwise.
+# Logs: DIR/logs/net_test[_mqN][_xdp|_xdp_copy].*.log (serial console, vmio
+# -v and its stats, namespace peers). The set-up and verdicts shared with
+# the vsock tests: vsock-host.sh.
 set -euo pipefail
 
 queues=1
+backend=tap
 args=()
 while (($#)); do
 	case $1 in
 	--queues) queues=$2; shift 2 ;;
+	--backend) backend=$2; shift 2 ;;
 	*) args+=("$1"); shift ;;
 	esac
 done
+case $backend in
+tap | xdp | xdp-copy) ;;
+*) echo "net_test: --backend is tap, xdp or xdp-copy, not '$backend'" >&2; exit 2 ;;
+esac
 name=net_test
 ((queues == 1)) || name=net_test_mq$queues
+[[ $backend == tap ]] || name=${name}_${backend//-/_}
 dev=net
 # shellcheck source=tests/guest/vsock-host.sh
 . "$(dirname "$0")/vsock-host.sh"
-((EUID == 0)) || fail "needs root: it creates a network namespace and a TAP interface"
+what="a TAP interface"
+[[ $backend == tap ]] || what="a veth pair and AF_XDP sockets (CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF)"
+((EUID == 0)) || fail "needs root: it creates network namespaces and $what"
 command -v ip >/dev/null || fail "'ip' is missing (package iproute2)"
 command -v busybox >/dev/null || fail "'busybox' is missing (package busybox-static)"
+[[ $backend == tap ]] || command -v ethtool >/dev/null || fail "'ethtool' is missing (package ethtool)"
 vh_setup "${args[@]}"
 
-ns=vmio-$name-$$
+# ns: the peer's namespace (services, pings); vns: where vmio runs, the
+# same one with a TAP, a second one holding xa with AF_XDP.
+nss=("vmio-$name-$$")
+[[ $backend == tap ]] || nss+=("${nss[0]}-v")
+ns=${nss[0]}
+vns=${nss[-1]}
 # shellcheck disable=SC2317 # called from vh_cleanup
-vh_cleanup_hook() { ip netns del "$ns" 2>/dev/null || true; }
-ip netns add "$ns" || fail "cannot create network namespace $ns"
-ip -n "$ns" link set lo up
-vmio_wrap=(ip netns exec "$ns")
+vh_cleanup_hook() {
+	local n
+	for n in "${nss[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+}
+for n in "${nss[@]}"; do
+	ip netns add "$n" || fail "cannot create network namespace $n"
+	ip -n "$n" link set lo up
+done
+vmio_wrap=(ip netns exec "$vns")
 nsx() { ip netns exec "$ns" "$@"; }
 
-# --- namespace services, then the backend and the TAP, then QEMU ----------
+# --- namespace services, then the backend and its TAP or veth, then QEMU --
 ns_service() { # port, vsock-tool options...
 	vh_spawn "$1" nsx "$tool" tcp-listen "$1" --timeout "$limit" "${@:2}"
 }
 ns_service 7001 --count 1 --expect 16M # tcp-g2h: every byte checked
 ns_service 7002 --count 4 --mode echo  # tcp-echo
-vh_start_vmio --socket "$sock" --tap vmtap0 --queues "$queues" --stats
-{ nsx ip addr add 10.0.88.1/24 dev vmtap0 && nsx ip link set vmtap0 up; } ||
-	fail "cannot configure vmtap0 in $ns: $(nsx ip link 2>&1)"
+if [[ $backend == tap ]]; then
+	peer_if=vmtap0
+	vh_start_vmio --socket "$sock" --tap vmtap0 --queues "$queues" --stats
+else
+	# xa in vmio's namespace, xb in the peer's; as many queues as pairs
+	# (veth's XDP wants xa's rx queues to cover xb's tx queues).
+	peer_if=xb
+	vq=(numtxqueues "$queues" numrxqueues "$queues")
+	{ ip -n "$vns" link add xa "${vq[@]}" type veth peer name xb netns "$ns" "${vq[@]}" &&
+		ip -n "$vns" link set xa up; } ||
+		fail "cannot create the veth pair xa ($vns) / xb ($ns)"
+	# Checksums: xb offers checksum offload, so the namespace's TCP hands
+	# it segments whose checksum is left for a NIC to finish
+	# (CHECKSUM_PARTIAL), and an XSK receives the bytes alone, with no word
+	# that the checksum is unfinished: the guest (offered no offload over
+	# AF_XDP) drops every such segment as corrupt; pings pass, TCP never
+	# connects. With xb's tx checksumming off the stack finishes each
+	# checksum, as frames from a wire always are.
+	# GRO: left off on xb (veth's default). Native XDP on veth needs the
+	# peer's NAPI (an XDP program or GRO on xb) only for frames put into
+	# xa by ndo_xdp_xmit (XDP_TX, XDP_REDIRECT); an XSK on a veth sends
+	# through the generic xmit path (veth_xmit: xb takes them by netif_rx),
+	# and xa, which has the XDP program, has a NAPI of its own for what
+	# xb sends. Frames cross both ways without it.
+	nsx ethtool -K xb tx off >/dev/null || fail "cannot turn off xb's tx checksum offload (ethtool -K xb tx off)"
+	xcopy=()
+	[[ $backend == xdp ]] || xcopy=(--xdp-copy)
+	vh_start_vmio --socket "$sock" --xdp xa --queues "$queues" "${xcopy[@]}" --stats
+fi
+{ nsx ip addr add 10.0.88.1/24 dev "$peer_if" && nsx ip link set "$peer_if" up; } ||
+	fail "cannot configure $peer_if in $ns: $(nsx ip link 2>&1)"
 mq=
 ((queues == 1)) || mq=",queues=$queues"
 # vectors=0: INTx, no MSI-X. QEMU 7.2 under TCG crashes (SIGSEGV in
@@ -131,6 +190,17 @@ else
 	done
 fi
 
+# The mode each pair ran in, as vmio logged it: read once vmio is gone (it
+# may open its XSKs only once the guest's memory is known).
+modes=
+if [[ $backend != tap ]]; then
+	modes=$(grep -E 'queue [0-9]+ \(pair [0-9]+\):.*mode' "$vlog" | sed 's/^vmio: info: //' || true)
+	[[ -n $modes ]] || bad "mode: vmio logged no 'queue N (pair M): ... mode' line (log: $vlog)"
+	if [[ $backend == xdp-copy ]] && grep -qv copy <<<"$modes"; then
+		bad "mode: with --xdp-copy a pair runs another mode: $modes"
+	fi
+fi
+
 # --- report ---------------------------------------------------------------
 # A scenario's verdict is its guest step's (and the checks above, which
 # fail the test on their own); ms and MB/s from the guest's result line.
@@ -143,7 +213,7 @@ row() { # scenario, step[, result line]
 		printf '  %-15s %-4s %7s ms %8s MB/s\n' "$1" "$v" "$(field ms "$3")" "$(field MBps "$3")"
 	fi
 }
-echo "$name: results ($queues queue pair(s); guest's view; TCG guest, $queues vCPU(s)):"
+echo "$name: results (backend $backend, $queues queue pair(s); guest's view; TCG guest, $queues vCPU(s)):"
 row queues queues
 row ping-g2h ping-g2h
 printf '  %-15s %s\n' ping-h2g "$ping_h2g"
@@ -152,4 +222,7 @@ row "tcp-echo 4x4M" tcp-echo "$(grep 'summary conns=4' <<<"$con" || true)"
 row "tcp-h2g 16M" tcp-h2g "$h2g_guest"
 echo "  guest packets per queue: $(grep '^NIC .*_packets ' <<<"$con" | sed 's/^NIC \([rt]x\)_queue_\([0-9]*\)_packets /\1\2=/' | tr '\n' ' ' || true)"
 echo "  vmio net stats: ${stats:-none}"
+if [[ $backend != tap ]]; then
+	while read -r m; do echo "  vmio mode: $m"; done <<<"${modes:-none}"
+fi
 vh_conclude
