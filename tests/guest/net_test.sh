@@ -10,7 +10,7 @@
 #   --backend xdp       `vmio net --xdp xa`: a veth pair, xb (the peer's
 #                       address) in that namespace, xa (up, no address) in
 #                       a second one where vmio runs and binds its XSKs;
-#                       vmio picks the AF_XDP mode
+#                       the guest's memory must become the UMEM (no copy)
 #   --backend xdp-copy  the same with --xdp-copy
 # and runs, between the guest kernel's virtio_net driver and the namespace
 # (tests/guest/vsock-tool's tcp modes, both ends):
@@ -190,14 +190,19 @@ else
 	done
 fi
 
-# The mode each pair ran in, as vmio logged it: read once vmio is gone (it
-# may open its XSKs only once the guest's memory is known).
+# The mode each pair ran in, as vmio logged it ("queue N (pair M): ..." at
+# start, and again when a pair goes onto the guest's memory): read once
+# vmio is gone. The default must have gone without a copy; --xdp-copy
+# never.
 modes=
 if [[ $backend != tap ]]; then
-	modes=$(grep -E 'queue [0-9]+ \(pair [0-9]+\):.*mode' "$vlog" | sed 's/^vmio: info: //' || true)
-	[[ -n $modes ]] || bad "mode: vmio logged no 'queue N (pair M): ... mode' line (log: $vlog)"
-	if [[ $backend == xdp-copy ]] && grep -qv copy <<<"$modes"; then
-		bad "mode: with --xdp-copy a pair runs another mode: $modes"
+	modes=$(grep -E 'xdp xa queue [0-9]+ \(pair [0-9]+\): ' "$vlog" | sed 's/^vmio: info: net: //' || true)
+	[[ -n $modes ]] || bad "mode: vmio logged no 'queue N (pair M): ...' line (log: $vlog)"
+	if [[ $backend == xdp ]] && ! grep -q 'no-copy (' <<<"$modes"; then
+		bad "mode: the guest's memory never became the UMEM: $modes"
+	fi
+	if [[ $backend == xdp-copy ]] && grep -q 'no-copy (' <<<"$modes"; then
+		bad "mode: with --xdp-copy a pair ran without a copy: $modes"
 	fi
 fi
 
