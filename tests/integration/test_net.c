@@ -1015,6 +1015,63 @@ static void test_xdp_two_pairs(void **state)
 		fail_msg("no XSK on the second queue");
 }
 
+/* Frames a packet socket on name has seen arrive, added to *seen. */
+static void count_arrived(int fd, int *seen)
+{
+	uint8_t buf[256];
+	struct sockaddr_ll from;
+	socklen_t len = sizeof(from);
+
+	while (recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from,
+			&len) > 0) {
+		if (from.sll_pkttype != PACKET_OUTGOING)
+			(*seen)++;
+		len = sizeof(from);
+	}
+}
+
+/* Two XSKs on a two-queue veth, a front end that serves one pair: the
+ * flows the veth puts on the second queue are not left in an XSK no one
+ * reads but go up to the host's stack (a packet socket on the interface
+ * sees them), and every other one reaches the guest. Unlike TAP, where
+ * the kernel steers flows to the queues attached, which queue a frame
+ * arrives on is the interface's choice. */
+static void test_xdp_multiqueue_one_served(void **state)
+{
+	const char *sock = harness_path("vmioxg");
+	long long received = 0;
+	struct testpmd t;
+	int seen = 0, pfd;
+	pid_t pid;
+
+	veth_pair("vmioxg", "vmioxh", 2);
+	pid = start_net_queues(sock, "--xdp", "vmioxg", "2", NULL);
+	pfd = packet_socket("vmioxg");
+	testpmd_start(&t, sock, "rxonly");
+	if (!testpmd_wait_counter(&t, "RX-packets", 0, HARNESS_WAIT_MS))
+		fail_msg("testpmd did not start");
+	count_arrived(pfd, &seen);
+	seen = 0;
+	send_frames("vmioxh", RX_BURST, true);
+	for (int i = 0; i < HARNESS_WAIT_MS / 1000; i++) {
+		count_arrived(pfd, &seen);
+		if (testpmd_wait_counter(&t, "RX-packets", RX_BURST - seen,
+					 1000))
+			break;
+	}
+	received = testpmd_stop(&t, "RX-packets");
+	count_arrived(pfd, &seen);
+	close(pfd);
+	stop_net(pid);
+	printf("# %d flows into vmioxh, 2 XSKs, pair 0 served: testpmd "
+	       "received %lld, the host's stack %d\n", RX_BURST, received,
+	       seen);
+	assert_int_equal(received + seen, RX_BURST);
+	assert_true(received > 0);
+	assert_true(seen > 0);
+	assert_int_equal(vmio_stat("rx_errors"), 0);
+}
+
 /* The guest's receive buffers on the fill ring: the kernel writes frames
  * straight into them. */
 static void test_xdp_host_to_guest(void **state)
@@ -1297,6 +1354,7 @@ int main(void)
 		cmocka_unit_test(test_xdp_nocopy_rx_buffers),
 		cmocka_unit_test(test_xdp_nocopy_tx_layouts),
 		cmocka_unit_test(test_xdp_two_pairs),
+		cmocka_unit_test(test_xdp_multiqueue_one_served),
 		cmocka_unit_test(test_xdp_generic_fallback),
 		cmocka_unit_test(test_xdp_errors),
 	};

@@ -52,6 +52,7 @@
 #include "devices/net/held.h"
 #include "devices/net/umem_view.h"
 #include "devices/net/virtio_net.h"
+#include "devices/net/xsk_map.h"
 #include "util/log.h"
 
 #define XDP_FRAME_SIZE XSK_UMEM__DEFAULT_FRAME_SIZE
@@ -87,7 +88,7 @@ struct xdp_queue {
 	uint64_t tx_free[XDP_RING_SIZE]; /* UMEM addresses we may send from */
 	/* No-copy: guest buffers in the kernel's hands. */
 	struct vnet_held rx_held, tx_held;
-	bool rx_checked; /* the first frame landed where it should */
+	bool steer_off;  /* the pair is not served: no frames to its XSK */
 	/* After detach: frames received but not reaped, in order. */
 	struct vnet_done *late;
 	unsigned nlate, late_pos;
@@ -720,8 +721,38 @@ static int nocopy_open_once(struct xdp_backend *x, struct xdp_queue *q,
 	for (unsigned i = 0; i < XDP_BOUNCE_FRAMES; i++)
 		q->tx_free[i] = q->bounce_off + (uint64_t)i * XDP_FRAME_SIZE;
 	q->ntx_free = XDP_BOUNCE_FRAMES;
-	q->rx_checked = false;
 	q->mode = Q_NOCOPY;
+	return 0;
+}
+
+/* Takes pair's queue out of the XSK map, or puts it back. */
+static void steer(struct xdp_backend *x, unsigned pair)
+{
+	struct xdp_queue *q = &x->q[pair];
+	int rc;
+
+	if (!q->xsk)
+		return;
+	rc = vnet_xsk_map_set(x->name, q->queue_id,
+			      q->steer_off ? -1 : xsk_socket__fd(q->xsk));
+	if (rc)
+		log_warn("net: xdp %s queue %u: cannot %s the XSK map: %s",
+			 x->name, q->queue_id,
+			 q->steer_off ? "leave" : "join", strerror(-rc));
+}
+
+/* A pair the guest does not serve gets no frames in its XSK, where they
+ * would wait unread: the redirect program passes them up to the host's
+ * stack. Pair 0 always gets its frames, as with TAP. */
+static int xdp_set_pair_enabled(struct vnet_backend *b, unsigned pair,
+				bool on)
+{
+	struct xdp_backend *x = xdp_of(b);
+
+	if (pair == 0 || x->q[pair].steer_off == !on)
+		return 0;
+	x->q[pair].steer_off = !on;
+	steer(x, pair);
 	return 0;
 }
 
@@ -737,8 +768,12 @@ static int queue_open(struct xdp_backend *x, unsigned pair, bool nocopy)
 	for (unsigned i = 0;; i++) {
 		rc = nocopy ? nocopy_open_once(x, q, pair)
 			    : copy_open_once(x, q);
-		if (!rc)
+		if (!rc) {
+			/* libxdp put the new XSK in the map. */
+			if (q->steer_off)
+				steer(x, pair);
 			return 0;
+		}
 		xdp_queue_close(q);
 		if (rc != -EBUSY || i == XDP_BUSY_TRIES)
 			return rc;
@@ -900,6 +935,7 @@ static const struct vnet_backend_ops xdp_ops = {
 	.rx_posts = xdp_rx_posts,
 	.rx_post = xdp_rx_post,
 	.rx_reap = xdp_rx_reap,
+	.set_pair_enabled = xdp_set_pair_enabled,
 	.attach = xdp_attach,
 	.detach = xdp_detach,
 	.pair_mode = xdp_pair_mode,
