@@ -42,6 +42,10 @@ static const char net_usage[] =
 	"  --mac MAC            the guest's address, XX:XX:XX:XX:XX:XX\n"
 	"                       (default 52:54:00:12:34:56)\n"
 	"  --mtu N              largest frame payload, 68 to 65535 (default 1500)\n"
+	"  --poll-us N          after a queue runs dry, look at it again for up\n"
+	"                       to N microseconds before waiting for the guest's\n"
+	"                       notification: fewer wake-ups, a busier CPU\n"
+	"                       (0 to 1000, default 0)\n"
 	"  --stats              print the frame counters on exit\n"
 	"\n"
 	"Common options (--queue-size defaults to 1024):\n";
@@ -55,6 +59,7 @@ enum {
 	OPT_MAC,
 	OPT_MTU,
 	OPT_STATS,
+	OPT_POLL_US,
 };
 
 struct net_opts {
@@ -65,6 +70,7 @@ struct net_opts {
 	bool null;
 	uint64_t queues;
 	uint64_t mtu;
+	uint64_t poll_us;
 	uint8_t mac[6];
 	bool stats;
 };
@@ -150,6 +156,9 @@ static int handle_opt(void *opaque, int c, const char *arg)
 	case OPT_MTU:
 		return vmio_cli_parse_num("net", "--mtu", arg, NET_MIN_MTU,
 					  NET_MAX_MTU, &n->mtu);
+	case OPT_POLL_US:
+		return vmio_cli_parse_num("net", "--poll-us", arg, 0, 1000,
+					  &n->poll_us);
 	case OPT_STATS:
 		n->stats = true;
 		return 0;
@@ -210,6 +219,7 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 		.mtu = (uint16_t)n->mtu,
 		.pairs = (unsigned)n->queues,
 		.max_queue_size = o->queue_size,
+		.poll_ns = (uint32_t)n->poll_us * 1000,
 	};
 	struct vmio_loop *loop = NULL;
 	struct vnet_device *dev = NULL;
@@ -252,6 +262,7 @@ int vmio_cmd_net(int argc, char **argv)
 		{ "mac", required_argument, NULL, OPT_MAC },
 		{ "mtu", required_argument, NULL, OPT_MTU },
 		{ "stats", no_argument, NULL, OPT_STATS },
+		{ "poll-us", required_argument, NULL, OPT_POLL_US },
 		VMIO_BACKEND_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};

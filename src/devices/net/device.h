@@ -22,6 +22,9 @@ struct vnet_device_config {
 	uint16_t mtu;
 	unsigned pairs;            /* 1 to VNET_MAX_PAIRS */
 	uint16_t max_queue_size;
+	/* How long a queue that ran dry is looked at again before the
+	 * device waits for a notification (0: not at all). */
+	uint32_t poll_ns;
 	struct vnet_backend *backend; /* the caller's; outlives the device */
 };
 

@@ -123,5 +123,9 @@ void vnet_ctrl_run(struct vnet_device *d);
 /* Asks the core to call queue_kick for vq again once the loop has served
  * everything else: a kick to ourselves through its eventfd. */
 void vnet_reschedule(struct vmio_vq *vq);
+/* Looks at vq for new buffers for up to the device's poll_ns, while its
+ * kicks are still off (the driver then need not make a system call to
+ * notify us). Returns true as soon as some are there. */
+bool vnet_poll_avail(const struct vnet_device *d, const struct vmio_vq *vq);
 
 #endif

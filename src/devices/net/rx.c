@@ -194,6 +194,8 @@ static enum rx_stop rx_once(struct vnet_device *d, struct vnet_pair *p)
 	ssize_t n;
 	int got = rx_gather(d, p, &f, rx_room(d));
 
+	while (got == 0 && vnet_poll_avail(d, p->rx))
+		got = rx_gather(d, p, &f, rx_room(d));
 	if (got < 0)
 		return RX_BROKEN;
 	if (got == 0)

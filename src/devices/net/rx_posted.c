@@ -115,6 +115,8 @@ void vnet_rx_posted_run(struct vnet_pair *p)
 		why = rx_post_all(d, p, &budget);
 		if (why != POST_EMPTY)
 			break;
+		if (vnet_poll_avail(d, p->rx))
+			continue;
 		/* Out of buffers: kicks on, then look once more. */
 		if (!vmio_vq_enable_kicks(p->rx, true))
 			break;

@@ -11,16 +11,6 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-void vnet_reschedule(struct vmio_vq *vq)
-{
-	uint64_t one = 1;
-
-	if (vq->kick_fd >= 0 && write(vq->kick_fd, &one, sizeof(one)) < 0 &&
-	    errno != EAGAIN)
-		log_warn("net: cannot reschedule queue %u: %s", vq->index,
-			 strerror(errno));
-}
-
 /* Fills d->iov with hdr then the chain's readable part from skip bytes
  * on. Returns the number of segments, or 0 if they do not fit writev. */
 static unsigned tx_segments(struct vnet_device *d, struct virtio_net_hdr *hdr,
@@ -230,6 +220,8 @@ void vnet_tx_run(struct vnet_pair *p)
 		why = tx_drain(d, p, &budget);
 		if (why != TX_EMPTY)
 			break;
+		if (vnet_poll_avail(d, p->tx))
+			continue;
 		if (!vmio_vq_enable_kicks(p->tx, true))
 			break;
 	}

@@ -1,0 +1,55 @@
+/* How a queue of the net device waits for the guest: a kick to ourselves
+ * to come back after the loop's other work, and an optional short poll of
+ * the ring before notifications go back on (--poll-us). Polling trades CPU
+ * for the system calls on both sides: while kicks are off the driver does
+ * not write the eventfd, and we do not sleep in epoll for it. */
+#include "devices/net/device_internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void vnet_reschedule(struct vmio_vq *vq)
+{
+	uint64_t one = 1;
+
+	if (vq->kick_fd >= 0 && write(vq->kick_fd, &one, sizeof(one)) < 0 &&
+	    errno != EAGAIN)
+		log_warn("net: cannot reschedule queue %u: %s", vq->index,
+			 strerror(errno));
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+bool vnet_poll_avail(const struct vnet_device *d, const struct vmio_vq *vq)
+{
+	uint64_t end;
+
+	if (!d->cfg.poll_ns)
+		return false;
+	end = now_ns() + d->cfg.poll_ns;
+	do {
+		/* A clock read is dearer than a look at the ring. */
+		for (int i = 0; i < 64; i++) {
+			if (vmio_vq_avail_pending(vq))
+				return true;
+			cpu_relax();
+		}
+	} while (now_ns() < end);
+	return false;
+}
+
