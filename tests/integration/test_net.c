@@ -231,8 +231,9 @@ static void test_null_txonly_poll(void **state)
 /* Connects as a front end that acks exactly want (fails the test if the
  * device does not offer all of it) and sets up queue q, and queue q2 if
  * it is not 0. */
-static struct vmio_fe *fe_connect(const char *sock, uint64_t want,
-				  unsigned q, unsigned q2)
+static struct vmio_fe *fe_connect_mem(const char *sock, uint64_t want,
+				      unsigned q, unsigned q2, uint64_t size,
+				      unsigned regions)
 {
 	struct vmio_fe *fe = vmio_fe_connect(sock, HARNESS_WAIT_MS);
 
@@ -242,11 +243,18 @@ static struct vmio_fe *fe_connect(const char *sock, uint64_t want,
 						   VMIO_BIT(VHOST_USER_PROTOCOL_F_MQ)),
 			 0);
 	assert_int_equal(fe->features & want, want);
-	assert_int_equal(vmio_fe_mem_create(fe, 1 << 20, 1), 0);
+	assert_int_equal(vmio_fe_mem_create(fe, size, regions), 0);
 	assert_int_equal(vmio_fe_queue_setup(fe, q, 64), 0);
 	if (q2)
 		assert_int_equal(vmio_fe_queue_setup(fe, q2, 64), 0);
 	return fe;
+}
+
+/* 1 MiB of guest memory in one region. */
+static struct vmio_fe *fe_connect(const char *sock, uint64_t want,
+				  unsigned q, unsigned q2)
+{
+	return fe_connect_mem(sock, want, q, q2, 1 << 20, 1);
 }
 
 static struct vmio_fe *robust_connect(const char *sock)
@@ -655,27 +663,35 @@ static void test_tap_multiqueue_one_served(void **state)
 	host_to_guest("--tap", "vmiot2", "vmiot2", "2", true, NULL);
 }
 
-/* `vmio net --tap tap` in the test's namespace, the link up, and the
- * in-tree front end on it with features want and queue set up. */
-struct tap_fe {
+/* `vmio net` with backend on name (up) in the test's namespace, and the
+ * in-tree front end on it with features want, guest memory of size bytes
+ * in regions regions, and queue set up. */
+struct net_fe {
 	pid_t pid;
 	struct vmio_fe *fe;
 	struct vmio_dvq *q;
 };
 
-static void tap_fe_start(struct tap_fe *t, const char *tap, uint64_t want,
-			 unsigned queue)
+static void net_fe_start(struct net_fe *t, const char *backend,
+			 const char *name, uint64_t want, unsigned queue,
+			 uint64_t size, unsigned regions)
 {
-	const char *sock = harness_path(tap);
+	const char *sock = harness_path(name);
 
 	enter_netns();
-	t->pid = start_net(sock, "--tap", tap);
-	link_up(tap);
-	t->fe = fe_connect(sock, want, queue, 0);
+	t->pid = start_net(sock, backend, name);
+	link_up(name);
+	t->fe = fe_connect_mem(sock, want, queue, 0, size, regions);
 	t->q = vmio_fe_queue(t->fe, queue);
 }
 
-static void tap_fe_stop(struct tap_fe *t)
+static void tap_fe_start(struct net_fe *t, const char *tap, uint64_t want,
+			 unsigned queue)
+{
+	net_fe_start(t, "--tap", tap, want, queue, 1 << 20, 1);
+}
+
+static void net_fe_stop(struct net_fe *t)
 {
 	vmio_fe_close(t->fe);
 	stop_net(t->pid);
@@ -714,7 +730,7 @@ static void test_tap_mrg_rxbuf(void **state)
 	const char *tap = "vmiot3";
 	uint64_t gpa[NBUF];
 	uint32_t lens[NBUF];
-	struct tap_fe t;
+	struct net_fe t;
 	struct vmio_fe *fe;
 	struct vmio_dvq *q;
 	int pfd;
@@ -772,7 +788,7 @@ static void test_tap_mrg_rxbuf(void **state)
 	vmio_dvq_kick(q);
 	reap(q, 4, lens);
 	check_mrg_frame(fe, gpa, BUF, 1000, 4, lens);
-	tap_fe_stop(&t);
+	net_fe_stop(&t);
 	assert_int_equal(vmio_stat("rx_frames"), 1);
 	assert_int_equal(vmio_stat("rx_errors"), 1);
 }
@@ -816,7 +832,7 @@ static void test_tap_offloads(void **state)
 		.csum_offset = htole16(16),
 	};
 	struct virtio_net_hdr bad = tso;
-	struct tap_fe t;
+	struct net_fe t;
 
 	tap_fe_start(&t, tap, want, 1);
 	tso_frame(frame, LEN);
@@ -833,7 +849,7 @@ static void test_tap_offloads(void **state)
 	vmio_dvq_kick(t.q);
 	reap(t.q, 2, NULL);
 	assert_int_equal(dev_counter(tap, 1), 1);
-	tap_fe_stop(&t);
+	net_fe_stop(&t);
 	assert_int_equal(vmio_stat("tx_frames"), 1);
 	assert_int_equal(vmio_stat("tx_dropped"), 1);
 	assert_int_equal(vmio_stat("tx_backend_errors"), 0);
@@ -849,7 +865,7 @@ static void test_tap_no_rx_buffers_idle(void **state)
 	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
 			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
 			      VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF);
-	struct tap_fe t;
+	struct net_fe t;
 	long cpu0, cpu1;
 
 	tap_fe_start(&t, tap, want, 0);
@@ -875,7 +891,7 @@ static void test_tap_no_rx_buffers_idle(void **state)
 	printf("# and %ld ticks in 1 s once the buffers ran out\n",
 	       cpu1 - cpu0);
 	assert_true(cpu0 >= 0 && cpu1 - cpu0 < 20);
-	tap_fe_stop(&t);
+	net_fe_stop(&t);
 	assert_int_equal(vmio_stat("rx_frames"), NBUF);
 }
 
@@ -1169,26 +1185,19 @@ static void test_xdp_nocopy_rx_buffers(void **state)
 	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
 			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
 			      VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF);
-	const char *sock = harness_path("vmioxc");
 	static uint8_t frame[FRAME];
 	uint32_t lens[4];
 	void *tokens[4];
+	struct net_fe t;
 	struct vmio_fe *fe;
 	struct vmio_dvq *q;
 	uint16_t base;
-	pid_t pid;
 	int pfd;
 
 	veth_pair("vmioxc", "vmioxd", 1);
-	pid = start_net(sock, "--xdp", "vmioxc");
-	fe = vmio_fe_connect(sock, HARNESS_WAIT_MS);
-	assert_non_null(fe);
-	assert_int_equal(vmio_fe_negotiate(fe, want,
-					   VMIO_BIT(VHOST_USER_PROTOCOL_F_REPLY_ACK)),
-			 0);
-	assert_int_equal(vmio_fe_mem_create(fe, 4 << 20, 2), 0);
-	assert_int_equal(vmio_fe_queue_setup(fe, 0, 64), 0);
-	q = vmio_fe_queue(fe, 0);
+	net_fe_start(&t, "--xdp", "vmioxc", want, 0, 4 << 20, 2);
+	fe = t.fe;
+	q = t.q;
 	pfd = packet_socket("vmioxd");
 
 	post_rx(fe, q, 100);
@@ -1237,8 +1246,7 @@ static void test_xdp_nocopy_rx_buffers(void **state)
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(lens[i], 0);
 	close(pfd);
-	vmio_fe_close(fe);
-	stop_net(pid);
+	net_fe_stop(&t);
 	assert_int_equal(vmio_stat("rx_frames"), 3);
 	/* The small buffer; the ones taken back are not errors. */
 	assert_int_equal(vmio_stat("rx_errors"), 1);
@@ -1254,24 +1262,17 @@ static void test_xdp_nocopy_tx_layouts(void **state)
 	enum { FRAME = 1000 };
 	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
 			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX);
-	const char *sock = harness_path("vmioxe");
 	struct virtio_net_hdr h = { 0 };
 	static uint8_t frame[FRAME], got[2048];
+	struct net_fe t;
 	struct vmio_fe *fe;
 	struct vmio_dvq *q;
-	pid_t pid;
 	int pfd;
 
 	veth_pair("vmioxe", "vmioxf", 1);
-	pid = start_net(sock, "--xdp", "vmioxe");
-	fe = vmio_fe_connect(sock, HARNESS_WAIT_MS);
-	assert_non_null(fe);
-	assert_int_equal(vmio_fe_negotiate(fe, want,
-					   VMIO_BIT(VHOST_USER_PROTOCOL_F_REPLY_ACK)),
-			 0);
-	assert_int_equal(vmio_fe_mem_create(fe, 1 << 20, 1), 0);
-	assert_int_equal(vmio_fe_queue_setup(fe, 1, 64), 0);
-	q = vmio_fe_queue(fe, 1);
+	net_fe_start(&t, "--xdp", "vmioxe", want, 1, 1 << 20, 1);
+	fe = t.fe;
+	q = t.q;
 	pfd = packet_socket("vmioxf");
 	for (size_t i = 0; i < FRAME; i++)
 		frame[i] = (uint8_t)(i * 7);
@@ -1301,8 +1302,7 @@ static void test_xdp_nocopy_tx_layouts(void **state)
 		assert_memory_equal(got, frame, FRAME);
 	}
 	close(pfd);
-	vmio_fe_close(fe);
-	stop_net(pid);
+	net_fe_stop(&t);
 	assert_int_equal(vmio_stat("tx_frames"), 2);
 	assert_int_equal(vmio_stat("tx_dropped"), 0);
 	expect_mode("vmioxe queue 0 (pair 0): no-copy (native XDP)",
