@@ -189,27 +189,52 @@ static void test_cli(void **state)
 
 /* ---- --null ------------------------------------------------------------ */
 
+/* testpmd in mode on `vmio net --null` (and extra, if not NULL) until its
+ * counter passes TX_FRAMES; returns that counter, and vmio's stat in
+ * *vmio. */
+static long long null_testpmd(const char *extra, const char *mode,
+			      const char *counter, const char *stat,
+			      long long *vmio)
+{
+	const char *sock = harness_path(mode); /* one socket per case */
+	pid_t pid = start_net_queues(sock, "--null", NULL, "1", extra);
+	struct testpmd t;
+	long long front;
+
+	testpmd_start(&t, sock, mode);
+	if (!testpmd_wait_counter(&t, counter, TX_FRAMES, HARNESS_WAIT_MS))
+		printf("# testpmd %s: %s below %d in time\n", mode, counter,
+		       TX_FRAMES);
+	front = testpmd_stop(&t, counter);
+	stop_net(pid);
+	*vmio = vmio_stat(stat);
+	printf("# testpmd %s: %s %lld, vmio %s %lld\n", mode, counter, front,
+	       stat, *vmio);
+	assert_true(front >= TX_FRAMES);
+	return front;
+}
+
 static void test_null_txonly(void **state)
 {
-	const char *sock = harness_path("null.sock");
-	pid_t pid = start_net(sock, "--null", NULL);
-	struct testpmd t;
-	long long sent, got;
+	long long got, sent = null_testpmd(NULL, "txonly", "TX-packets",
+					   "tx_frames", &got);
 
-	testpmd_start(&t, sock, "txonly");
-	if (!testpmd_wait_counter(&t, "TX-packets", TX_FRAMES, HARNESS_WAIT_MS))
-		printf("# testpmd sent fewer than %d frames in time\n",
-			      TX_FRAMES);
-	sent = testpmd_stop(&t, "TX-packets");
-	stop_net(pid);
-	got = vmio_stat("tx_frames");
-	printf("# testpmd sent %lld frames, vmio counted %lld\n", sent,
-		      got);
-	assert_true(sent >= TX_FRAMES);
 	/* Frames still in the ring when testpmd stopped are not seen. */
 	assert_true(got <= sent);
 	assert_true(sent - got <= 1024);
 	assert_int_equal(vmio_stat("tx_dropped"), 0);
+}
+
+/* testpmd rxonly on `--null --null-source 64`: frames come as fast as it
+ * posts buffers; only those in the ring when it stopped are not seen. */
+static void test_null_source_rxonly(void **state)
+{
+	long long delivered, received = null_testpmd(
+		"--null-source=64", "rxonly", "RX-packets", "rx_frames",
+		&delivered);
+
+	assert_true(delivered >= received && delivered - received <= 1024);
+	assert_int_equal(vmio_stat("rx_errors"), 0);
 }
 
 /* ---- hostile input, through the in-tree front end ---------------------- */
@@ -411,31 +436,6 @@ static void test_null_hostile_guest(void **state)
 	assert_int_equal(vmio_stat("tx_bad_chain"), 1);
 	assert_int_equal(vmio_stat("ctrl_ok"), 3);
 	assert_int_equal(vmio_stat("ctrl_err"), 6);
-}
-
-/* testpmd rxonly on `--null --null-source 64`: frames come as fast as it
- * posts buffers, and vmio counts what it delivered; only the frames in
- * the ring when testpmd stopped are not seen there. */
-static void test_null_source_rxonly(void **state)
-{
-	const char *sock = harness_path("source.sock");
-	pid_t pid = start_net_queues(sock, "--null", NULL, "1",
-				     "--null-source=64");
-	struct testpmd t;
-	long long received, delivered;
-
-	testpmd_start(&t, sock, "rxonly");
-	if (!testpmd_wait_counter(&t, "RX-packets", TX_FRAMES, HARNESS_WAIT_MS))
-		printf("# testpmd received fewer than %d frames in time\n",
-		       TX_FRAMES);
-	received = testpmd_stop(&t, "RX-packets");
-	stop_net(pid);
-	delivered = vmio_stat("rx_frames");
-	printf("# vmio delivered %lld frames, testpmd received %lld\n",
-	       delivered, received);
-	assert_true(received >= TX_FRAMES);
-	assert_true(delivered >= received && delivered - received <= 1024);
-	assert_int_equal(vmio_stat("rx_errors"), 0);
 }
 
 /* A front end of our own: with no rx buffers the source leaves vmio
