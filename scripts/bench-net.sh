@@ -1,17 +1,21 @@
 #!/bin/bash
-# `vmio net --null` against testpmd's own vhost-user backend (net_vhost),
-# both driven by testpmd's virtio-user port in txonly mode, in pairs
-# (vmio, net_vhost, vmio, ...) at each frame size: Mpps and the ratio pair
-# by pair. make bench runs it as its "net" section (rxonly needs a
-# backend that sends, so it is not measured yet). Rates swing between about 2
-# and 20 Mpps on this shared 2-core machine: compare figures of one run.
-# Then, as root, `vmio net --xdp` (AF_XDP, copy mode) on one end of a veth
-# pair in a network namespace of the script's own: txonly counts the
-# frames that arrive on the other end, rxonly the frames testpmd receives
-# from a second testpmd sending into the other end (net_af_packet); sizes
-# interleaved run by run, medians, with what was offered (testpmd's Tx
-# rate; the generator's): the rxonly generator shares CPU 1 with testpmd
-# and bounds that row. XDP=0 skips these rows, NULL_ROWS=0 the others.
+# testpmd's virtio-user port as the guest, on CPU 1; the backend on CPU 0.
+# Two tables, each run in pairs (A, B, A, B, ...) at each frame size,
+# txonly and rxonly: Mpps as medians, and the ratio B/A pair by pair (and
+# its median).
+# 1. testpmd's own vhost-user backend, net_vhost (A), against `vmio net
+#    --null` (B). txonly: the backend drops what the guest sends; rxonly:
+#    it sends as fast as the guest posts buffers (net_vhost's testpmd in
+#    txonly; vmio --null-source SIZE).
+# 2. As root, `vmio net --xdp` on one end of a veth pair in a network
+#    namespace of the script's own, copy mode (--xdp-copy, A) against the
+#    default no-copy mode (B): txonly counts the frames that arrive on the
+#    other end, rxonly the frames testpmd receives from a second testpmd
+#    sending into the other end (net_af_packet, sharing CPU 1: it bounds
+#    that row). Each row also shows what was offered (testpmd's Tx rate;
+#    the generator's).
+# Rates swing between about 2 and 20 Mpps on this shared 2-core machine:
+# compare figures of one run. XDP=0 skips table 2, NULL_ROWS=0 table 1.
 #   RUNS=5 SIZES="64 512 1024" SECONDS_PER_RUN=9 scripts/bench-net.sh
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,57 +48,133 @@ median() {
 	sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "-"}'
 }
 
+# The median of a space-separated list, dashes (failed runs) left out.
+list_median() {
+	tr ' ' '\n' <<<"$1" | grep . | grep -vx -- - | median || true
+}
+
+ratio() { # a b: a/b to two places, or - when either is missing
+	awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'
+}
+
 # testpmd's mean per-second Tx-pps or Rx-pps in Mpps, after the first two.
 mean_pps() { # Tx|Rx, log
 	grep -o "$1-pps: *[0-9]*" "$2" | awk '{print $2}' |
 		tail -n +3 | awk '{t += $1; n++} END {if (n) printf "%.2f\n", t / n / 1e6; else print "-"}'
 }
 
+wait_socket() {
+	for _ in $(seq 200); do
+		[ -S "$1" ] && break
+		sleep 0.05
+	done
+}
+
+# Stops the backend and the generator of a run.
+stop_run() {
+	for p in $gpid $bpid; do
+		kill -INT "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	gpid= bpid=
+}
+
 eal=(--no-pci --no-huge -m 256)
-# One run: the backend on CPU 0, testpmd's virtio-user lcores on CPU 1.
-# Prints the mean of testpmd's per-second Tx-pps after the first two.
-one() { # vmio|vhost, frame size, run number
-	local sock=$dir/$1-$2-$3.sock
-	if [ "$1" = vmio ]; then
-		taskset -c 0 "$build/vmio" net --null -q --socket "$sock" &
+# testpmd's virtio-user port on sock, in the background, for secs.
+front() { # sock, txonly|rxonly, frame size, run number
+	timeout -s INT "$secs" dpdk-testpmd "${eal[@]}" --single-file-segments \
+		--file-prefix=vmio-bench-$$-f$4 --lcores '0@1,1@1' \
+		--vdev "net_virtio_user0,path=$1,queues=1" -- \
+		--forward-mode="$2" --txpkts="$3" --stats-period 1 \
+		--total-num-mbufs 4096 >"$dir/front.log" 2>&1 </dev/null &
+}
+
+# Runs pairs, A then B, for every run, size and mode (in that nesting, so
+# that a pair's two runs are next to each other and what else the machine
+# does weighs on both alike); fn MODE A|B SIZE RUN prints "delivered
+# [offered]" in Mpps. Fills, per "mode-size", space-separated lists of
+# each side's figures and of the ratio B/A of each pair.
+declare -A a_got b_got a_off b_off pair_ratio
+run_pairs() { # fn A B
+	local fn=$1 va=$2 vb=$3 i size mode g1 o1 g2 o2
+	for i in $(seq "$runs"); do
+		for size in $sizes; do
+			for mode in txonly rxonly; do
+				read -r g1 o1 < <("$fn" "$mode" "$va" "$size" "$i")
+				read -r g2 o2 < <("$fn" "$mode" "$vb" "$size" "$i")
+				a_got[$mode-$size]+="${g1:--} " a_off[$mode-$size]+="${o1:--} "
+				b_got[$mode-$size]+="${g2:--} " b_off[$mode-$size]+="${o2:--} "
+				pair_ratio[$mode-$size]+="$(ratio "$g2" "$g1") "
+			done
+		done
+	done
+}
+
+# One run with the null backend: vmio or net_vhost on CPU 0. Prints
+# testpmd's mean Tx-pps (txonly) or Rx-pps (rxonly).
+null_one() { # txonly|rxonly, vmio|vhost, frame size, run number
+	local sock=$dir/$2-$1-$3-$4.sock
+	if [ "$2" = vmio ]; then
+		local src=()
+		[ "$1" = rxonly ] && src=(--null-source "$3")
+		taskset -c 0 "$build/vmio" net --null "${src[@]}" -q \
+			--socket "$sock" &
 	else
+		# net_vhost does the opposite of the guest: rxonly drops
+		# what txonly sends; txonly fills every buffer rxonly posts.
+		local fwd=(--forward-mode=rxonly)
+		[ "$1" = rxonly ] && fwd=(--forward-mode=txonly --txpkts="$3")
 		timeout -s INT $((secs + 10)) dpdk-testpmd "${eal[@]}" \
-			--file-prefix=vmio-bench-$$-b$3 --lcores '0@0,1@0' \
+			--file-prefix=vmio-bench-$$-b$4 --lcores '0@0,1@0' \
 			--vdev "net_vhost0,iface=$sock,queues=1" -- \
-			--forward-mode=rxonly --stats-period 1 \
+			"${fwd[@]}" --stats-period 1 \
 			--total-num-mbufs 4096 >"$dir/backend.log" 2>&1 </dev/null &
 	fi
 	bpid=$!
-	for _ in $(seq 200); do
-		[ -S "$sock" ] && break
-		sleep 0.05
-	done
-	timeout -s INT "$secs" dpdk-testpmd "${eal[@]}" --single-file-segments \
-		--file-prefix=vmio-bench-$$-f$3 --lcores '0@1,1@1' \
-		--vdev "net_virtio_user0,path=$sock,queues=1" -- \
-		--forward-mode=txonly --txpkts="$2" --stats-period 1 \
-		--total-num-mbufs 4096 >"$dir/front.log" 2>&1 </dev/null || true
-	kill -INT "$bpid" 2>/dev/null || true
-	wait "$bpid" 2>/dev/null || true
-	bpid=
-	mean_pps Tx "$dir/front.log"
+	wait_socket "$sock"
+	front "$sock" "$1" "$3" "$4"
+	wait $! || true
+	stop_run
+	if [ "$1" = txonly ]; then
+		mean_pps Tx "$dir/front.log"
+	else
+		mean_pps Rx "$dir/front.log"
+	fi
 }
 
-[ "${NULL_ROWS:-1}" = 1 ] && printf '%-6s %12s %12s %8s  %s\n' size "vmio Mpps" "vhost Mpps" ratio "ratios pair by pair"
-for size in $sizes; do
-	[ "${NULL_ROWS:-1}" = 1 ] || break
-	v=() h=() r=()
-	for i in $(seq "$runs"); do
-		a=$(one vmio "$size" "$i")
-		b=$(one vhost "$size" "$i")
-		v+=("$a") h+=("$b")
-		r+=("$(awk -v a="$a" -v b="$b" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}')")
+# run_pairs' table, then a clean slate: A's and B's medians (with offered,
+# each followed by its offered median), the median of the ratios B/A and
+# the ratios pair by pair.
+print_pairs() { # A label, B label, offered (0|1)
+	local size mode k
+	if [ "$3" = 1 ]; then
+		printf '%-6s %-7s %9s %9s %9s %9s %13s  %s\n' size mode "$1" offered "$2" offered "$2/$1" "pair by pair"
+	else
+		printf '%-6s %-7s %9s %9s %10s  %s\n' size mode "$1" "$2" "$2/$1" "pair by pair"
+	fi
+	for mode in txonly rxonly; do
+		for size in $sizes; do
+			k=$mode-$size
+			if [ "$3" = 1 ]; then
+				printf '%-6s %-7s %9s %9s %9s %9s %13s  %s\n' "$size" "$mode" \
+					"$(list_median "${a_got[$k]}")" "$(list_median "${a_off[$k]}")" \
+					"$(list_median "${b_got[$k]}")" "$(list_median "${b_off[$k]}")" \
+					"$(list_median "${pair_ratio[$k]}")" "${pair_ratio[$k]}"
+			else
+				printf '%-6s %-7s %9s %9s %10s  %s\n' "$size" "$mode" \
+					"$(list_median "${a_got[$k]}")" "$(list_median "${b_got[$k]}")" \
+					"$(list_median "${pair_ratio[$k]}")" "${pair_ratio[$k]}"
+			fi
+		done
 	done
-	printf '%-6s %12s %12s %8s  %s\n' "$size" \
-		"$(printf '%s\n' "${v[@]}" | grep -vx -- - | median)" \
-		"$(printf '%s\n' "${h[@]}" | grep -vx -- - | median)" \
-		"$(printf '%s\n' "${r[@]}" | grep -vx -- - | median)" "${r[*]}"
-done
+	a_got=() b_got=() a_off=() b_off=() pair_ratio=()
+}
+
+if [ "${NULL_ROWS:-1}" = 1 ]; then
+	run_pairs null_one vhost vmio
+	echo "vmio net --null against net_vhost, Mpps, $runs pairs (vhost, vmio) of $secs s"
+	print_pairs vhost vmio 0
+fi
 
 [ "$xdp" = 1 ] || exit 0
 if [ "$(id -u)" -ne 0 ]; then
@@ -113,30 +193,24 @@ rate() { awk -v a="$1" -v b="$2" -v s="$3" 'BEGIN {printf "%.2f\n", (b - a) / s 
 # on xb over the run after its first two seconds, and testpmd's mean
 # Tx-pps (what vmio took from the guest); rxonly: testpmd's mean Rx-pps,
 # and the generator's rate out of xb.
-xdp_one() { # txonly|rxonly, frame size, run number
-	local sock=$dir/xdp-$1-$2-$3.sock a b stat=rx_packets
-	ip netns exec "$ns" taskset -c 0 "$build/vmio" net --xdp xa -q \
-		--socket "$sock" &
+xdp_one() { # txonly|rxonly, copy|nocopy, frame size, run number
+	local sock=$dir/xdp-$1-$2-$3-$4.sock a b stat=rx_packets copy=()
+	[ "$2" = copy ] && copy=(--xdp-copy)
+	ip netns exec "$ns" taskset -c 0 "$build/vmio" net --xdp xa \
+		"${copy[@]}" -q --socket "$sock" &
 	bpid=$!
-	for _ in $(seq 200); do
-		[ -S "$sock" ] && break
-		sleep 0.05
-	done
+	wait_socket "$sock"
 	if [ "$1" = rxonly ]; then
 		stat=tx_packets
 		timeout -s INT $((secs + 5)) ip netns exec "$ns" dpdk-testpmd \
-			"${eal[@]}" --file-prefix=vmio-bench-$$-g$3 \
+			"${eal[@]}" --file-prefix=vmio-bench-$$-g$4 \
 			--lcores '0@1,1@1' --vdev "net_af_packet0,iface=xb" -- \
-			--forward-mode=txonly --txpkts="$2" \
+			--forward-mode=txonly --txpkts="$3" \
 			--stats-period 1 --total-num-mbufs 4096 >"$dir/gen.log" \
 			2>&1 </dev/null &
 		gpid=$!
 	fi
-	timeout -s INT "$secs" dpdk-testpmd "${eal[@]}" --single-file-segments \
-		--file-prefix=vmio-bench-$$-f$3 --lcores '0@1,1@1' \
-		--vdev "net_virtio_user0,path=$sock,queues=1" -- \
-		--forward-mode="$1" --txpkts="$2" --stats-period 1 \
-		--total-num-mbufs 4096 >"$dir/front.log" 2>&1 </dev/null &
+	front "$sock" "$1" "$3" "$4"
 	local fpid=$!
 	# The measuring window: seconds 2 to secs - 1 of testpmd's run.
 	sleep 2
@@ -144,11 +218,7 @@ xdp_one() { # txonly|rxonly, frame size, run number
 	sleep $((secs - 3))
 	b=$(xbstat $stat)
 	wait "$fpid" || true
-	for p in $gpid $bpid; do
-		kill -INT "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-	gpid= bpid=
+	stop_run
 	if [ "$1" = txonly ]; then
 		echo "$(rate "$a" "$b" $((secs - 3))) $(mean_pps Tx "$dir/front.log")"
 	else
@@ -156,22 +226,7 @@ xdp_one() { # txonly|rxonly, frame size, run number
 	fi
 }
 
-declare -A got offered
-for i in $(seq "$runs"); do
-	for size in $sizes; do
-		for mode in txonly rxonly; do
-			read -r g o < <(xdp_one "$mode" "$size" "$i")
-			got[$mode-$size]+="$g " offered[$mode-$size]+="$o "
-		done
-	done
-done
-echo
-printf '%-6s %-8s %14s %14s  %s\n' size mode "xdp copy Mpps" "offered Mpps" "runs (delivered)"
-for size in $sizes; do
-	for mode in txonly rxonly; do
-		printf '%-6s %-8s %14s %14s  %s\n' "$size" "$mode" \
-			"$(printf '%s\n' ${got[$mode-$size]} | grep -vx -- - | median)" \
-			"$(printf '%s\n' ${offered[$mode-$size]} | grep -vx -- - | median)" \
-			"${got[$mode-$size]}"
-	done
-done
+[ "${NULL_ROWS:-1}" = 1 ] && echo
+run_pairs xdp_one copy nocopy
+echo "vmio net --xdp on a veth, Mpps delivered and offered, $runs pairs (copy, no-copy) of $secs s"
+print_pairs copy no-copy 1

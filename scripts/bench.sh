@@ -215,7 +215,8 @@ done
 echo "goal: vmio >= 3.5x socat on udg->ust; relay CPU < 0.05 s/GiB on sockmap"
 fi
 
-# ---- net: testpmd's virtio-user port against `vmio net` and net_vhost ----
+# ---- net: testpmd's virtio-user port against `vmio net --null` and
+# net_vhost, then AF_XDP no-copy against copy (scripts/bench-net.sh) ----
 if want net; then
 	BUILD=$build RUNS=$runs "$top/scripts/bench-net.sh" || failed=1
 fi

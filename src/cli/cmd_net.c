@@ -29,6 +29,10 @@ static const char net_usage[] =
 	"                       NAME, created (multi-queue, vnet header) if it\n"
 	"                       does not exist; needs CAP_NET_ADMIN\n"
 	"  --null               drop what the guest sends, send it nothing\n"
+	"  --null-source SIZE   with --null, send the guest a SIZE-byte frame\n"
+	"                       (60 to 1514, within --mtu) for every buffer it\n"
+	"                       posts: broadcast, ethertype 0x88b5, zero\n"
+	"                       payload; to measure the device's rx path\n"
 	"  --xdp IFACE[,queue=Q]\n"
 	"                       AF_XDP: queue pair p is an XSK on IFACE's queue\n"
 	"                       Q+p (Q defaults to 0), frames copied through a\n"
@@ -53,6 +57,7 @@ static const char net_usage[] =
 enum {
 	OPT_TAP = 1,
 	OPT_NULL,
+	OPT_NULL_SOURCE,
 	OPT_XDP,
 	OPT_XDP_COPY,
 	OPT_QUEUES,
@@ -68,6 +73,7 @@ struct net_opts {
 	uint64_t xdp_queue;
 	bool xdp_copy;
 	bool null;
+	uint64_t null_source; /* frame size, 0: not a source */
 	uint64_t queues;
 	uint64_t mtu;
 	uint64_t poll_us;
@@ -143,6 +149,10 @@ static int handle_opt(void *opaque, int c, const char *arg)
 	case OPT_NULL:
 		n->null = true;
 		return 0;
+	case OPT_NULL_SOURCE:
+		return vmio_cli_parse_num("net", "--null-source", arg,
+					  VNET_NULL_SOURCE_MIN,
+					  VNET_NULL_SOURCE_MAX, &n->null_source);
 	case OPT_XDP:
 		return parse_xdp(arg, n);
 	case OPT_XDP_COPY:
@@ -173,9 +183,11 @@ static struct vnet_backend *open_backend(const struct net_opts *n)
 	int err = -ENOMEM;
 
 	if (n->null) {
-		b = vnet_backend_null_new((unsigned)n->queues);
+		b = vnet_backend_null_new((unsigned)n->queues,
+					  (size_t)n->null_source, &err);
 		if (!b)
-			log_err("net: out of memory");
+			log_err("net: cannot set up the null backend: %s",
+				strerror(-err));
 		return b;
 	}
 	if (n->xdp[0]) {
@@ -256,6 +268,7 @@ int vmio_cmd_net(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "tap", required_argument, NULL, OPT_TAP },
 		{ "null", no_argument, NULL, OPT_NULL },
+		{ "null-source", required_argument, NULL, OPT_NULL_SOURCE },
 		{ "xdp", required_argument, NULL, OPT_XDP },
 		{ "xdp-copy", no_argument, NULL, OPT_XDP_COPY },
 		{ "queues", required_argument, NULL, OPT_QUEUES },
@@ -291,6 +304,15 @@ int vmio_cmd_net(int argc, char **argv)
 			       "--null is required");
 	if (n.xdp_copy && !n.xdp[0])
 		return vmio_cli_usage_error("net", "--xdp-copy goes with --xdp");
+	if (n.null_source && !n.null)
+		return vmio_cli_usage_error("net",
+					    "--null-source goes with --null");
+	/* The guest takes frames of at most --mtu bytes of payload. */
+	if (n.null_source > n.mtu + VNET_ETH_HLEN)
+		return vmio_cli_usage_error(
+			"net", "--null-source: a %llu-byte frame carries more "
+			       "than --mtu %llu", (unsigned long long)n.null_source,
+			(unsigned long long)n.mtu);
 	if (n.xdp[0] && n.mtu > VNET_XDP_MAX_MTU)
 		return vmio_cli_usage_error(
 			"net", "--mtu: at most %d with --xdp (one 4 KiB UMEM "

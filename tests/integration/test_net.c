@@ -141,7 +141,7 @@ static void expect_failure(size_t i, const char *const *args, int code,
 
 static void test_cli(void **state)
 {
-	static const char *const usage[][8] = {
+	static const char *const usage[][10] = {
 		{ "net", "--socket", "/tmp/x", NULL },
 		{ "net", "--socket", "/tmp/x", "--null", "--tap", "t0", NULL },
 		{ "net", "--socket", "/tmp/x", "--xdp", "eth0,q=1", NULL },
@@ -157,14 +157,19 @@ static void test_cli(void **state)
 		{ "net", "--socket", "/tmp/x", "--null", "--poll-us", "1001", NULL },
 		{ "net", "--socket", "/tmp/x", "--tap", "a/b", NULL },
 		{ "net", "--null", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--null-source", "59", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--null-source", "1515", NULL },
+		{ "net", "--socket", "/tmp/x", "--tap", "t0", "--null-source", "64", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--null-source", "200", "--mtu", "100", NULL },
 	};
 	static const char *const expect[] = {
 		"--null is required", "--null is required",
 		"only ',queue=Q'", "--xdp queue", "goes with --xdp",
 		"at most 3500 with --xdp", "--queues", "--queues", "--mac",
 		"multicast", "zero address", "--mtu", "--poll-us",
-		"interface name",
-		"--socket-path",
+		"interface name", "--socket-path", "from 60 to 1514",
+		"from 60 to 1514", "--null-source goes with --null",
+		"more than --mtu 100",
 	};
 	for (size_t i = 0; i < sizeof(usage) / sizeof(usage[0]); i++)
 		expect_failure(i, usage[i], 2, expect[i]);
@@ -187,25 +192,37 @@ static void test_cli(void **state)
 
 /* ---- --null ------------------------------------------------------------ */
 
-/* Every frame testpmd sends is counted; with --poll-us too, where the
- * device looks at the ring again before the driver's notification. */
-static void null_txonly(const char *poll_us /* an option, or NULL */)
+/* testpmd in mode on `vmio net --null` (and extra, if not NULL) until its
+ * counter passes TX_FRAMES; returns that counter, and vmio's stat in
+ * *vmio. */
+static long long null_testpmd(const char *extra, const char *mode,
+			      const char *counter, const char *stat,
+			      long long *vmio)
 {
-	const char *sock = harness_path("null.sock");
-	pid_t pid = start_net_queues(sock, "--null", NULL, "1", poll_us);
+	const char *sock = harness_path(mode); /* one socket per case */
+	pid_t pid = start_net_queues(sock, "--null", NULL, "1", extra);
 	struct testpmd t;
-	long long sent, got;
+	long long front;
 
-	testpmd_start(&t, sock, "txonly");
-	if (!testpmd_wait_counter(&t, "TX-packets", TX_FRAMES, HARNESS_WAIT_MS))
-		printf("# testpmd sent fewer than %d frames in time\n",
-			      TX_FRAMES);
-	sent = testpmd_stop(&t, "TX-packets");
+	testpmd_start(&t, sock, mode);
+	if (!testpmd_wait_counter(&t, counter, TX_FRAMES, HARNESS_WAIT_MS))
+		printf("# testpmd %s: %s below %d in time\n", mode, counter,
+		       TX_FRAMES);
+	front = testpmd_stop(&t, counter);
 	stop_net(pid);
-	got = vmio_stat("tx_frames");
-	printf("# testpmd sent %lld frames, vmio counted %lld\n", sent,
-		      got);
-	assert_true(sent >= TX_FRAMES);
+	*vmio = vmio_stat(stat);
+	printf("# testpmd %s: %s %lld, vmio %s %lld\n", mode, counter, front,
+	       stat, *vmio);
+	assert_true(front >= TX_FRAMES);
+	return front;
+}
+
+/* Every frame testpmd sends is counted, with extra (or NULL) on vmio. */
+static void null_txonly(const char *extra)
+{
+	long long got, sent = null_testpmd(extra, "txonly", "TX-packets",
+					   "tx_frames", &got);
+
 	/* Frames still in the ring when testpmd stopped are not seen. */
 	assert_true(got <= sent);
 	assert_true(sent - got <= 1024);
@@ -217,9 +234,23 @@ static void test_null_txonly(void **state)
 	null_txonly(NULL);
 }
 
+/* With --poll-us the device looks at the ring again before the driver's
+ * notification. */
 static void test_null_txonly_poll(void **state)
 {
 	null_txonly("--poll-us=50");
+}
+
+/* testpmd rxonly on `--null --null-source 64`: frames come as fast as it
+ * posts buffers; only those in the ring when it stopped are not seen. */
+static void test_null_source_rxonly(void **state)
+{
+	long long delivered, received = null_testpmd(
+		"--null-source=64", "rxonly", "RX-packets", "rx_frames",
+		&delivered);
+
+	assert_true(delivered >= received && delivered - received <= 1024);
+	assert_int_equal(vmio_stat("rx_errors"), 0);
 }
 
 /* ---- hostile input, through the in-tree front end ---------------------- */
@@ -429,6 +460,66 @@ static void test_null_hostile_guest(void **state)
 	assert_int_equal(vmio_stat("tx_bad_chain"), 1);
 	assert_int_equal(vmio_stat("ctrl_ok"), 3);
 	assert_int_equal(vmio_stat("ctrl_err"), 6);
+}
+
+/* A front end of our own: with no rx buffers the source leaves vmio
+ * idle (the eventfd stays readable, the device stops watching it); the
+ * frames that fill posted buffers are as documented. */
+static void test_null_source_idle(void **state)
+{
+	enum { BUF = 2048, NBUF = 16, SIZE = 64 };
+	const char *sock = harness_path("source-idle.sock");
+	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
+			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+			      VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF);
+	static const uint8_t eth[14] = {
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+		0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5,
+	};
+	pid_t pid = start_net_queues(sock, "--null", NULL, "1",
+				     "--null-source=64");
+	struct vmio_fe *fe = fe_connect(sock, want, 0, 0);
+	struct vmio_dvq *q = vmio_fe_queue(fe, 0);
+	uint64_t gpa[NBUF];
+	uint32_t lens[NBUF];
+	long cpu0, cpu1;
+
+	cpu0 = harness_cpu_ticks(pid);
+	usleep(1000 * 1000);
+	cpu1 = harness_cpu_ticks(pid);
+	printf("# vmio used %ld ticks in 1 s with no buffers\n", cpu1 - cpu0);
+	assert_true(cpu0 >= 0 && cpu1 - cpu0 < 20);
+	for (unsigned i = 0; i < NBUF; i++) {
+		struct vmio_dbuf b = { .gpa = vmio_fe_alloc(fe, BUF, 8),
+				       .len = BUF, .writable = true };
+
+		gpa[i] = b.gpa;
+		memset(vmio_fe_ptr(fe, b.gpa), 0xaa, BUF);
+		assert_true(vmio_dvq_add(q, &b, 1, (void *)1) >= 0);
+	}
+	vmio_dvq_kick(q);
+	reap(q, NBUF, lens);
+	for (unsigned i = 0; i < NBUF; i++) {
+		const uint8_t *b = vmio_fe_ptr(fe, gpa[i]);
+		const struct virtio_net_hdr *h = (const void *)b;
+		static const uint8_t zero[SIZE - 14];
+
+		assert_int_equal(lens[i], sizeof(*h) + SIZE);
+		assert_int_equal(h->flags, 0);
+		assert_int_equal(h->gso_type, 0);
+		assert_int_equal(le16toh(h->num_buffers), 1);
+		assert_memory_equal(b + sizeof(*h), eth, sizeof(eth));
+		assert_memory_equal(b + sizeof(*h) + 14, zero, sizeof(zero));
+	}
+	/* The buffers are used up, the source never is: idle again. */
+	cpu0 = harness_cpu_ticks(pid);
+	usleep(1000 * 1000);
+	cpu1 = harness_cpu_ticks(pid);
+	printf("# and %ld ticks in 1 s once they ran out\n", cpu1 - cpu0);
+	assert_true(cpu0 >= 0 && cpu1 - cpu0 < 20);
+	vmio_fe_close(fe);
+	stop_net(pid);
+	assert_int_equal(vmio_stat("rx_frames"), NBUF);
 }
 
 /* ---- --tap ------------------------------------------------------------- */
@@ -1354,6 +1445,8 @@ int main(void)
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_null_txonly),
 		cmocka_unit_test(test_null_txonly_poll),
+		cmocka_unit_test(test_null_source_rxonly),
+		cmocka_unit_test(test_null_source_idle),
 		cmocka_unit_test(test_null_hostile_guest),
 		cmocka_unit_test(test_tap_guest_to_host),
 		cmocka_unit_test(test_tap_host_to_guest),

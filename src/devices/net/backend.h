@@ -139,8 +139,17 @@ struct vnet_backend {
 void vnet_iov_write(const struct iovec *iov, unsigned niov, size_t offset,
 		    const void *src, size_t len);
 
-/* Drops everything sent, receives nothing: the device measured alone. */
-struct vnet_backend *vnet_backend_null_new(unsigned pairs);
+/* Drops everything sent: the device measured alone. Receives nothing, or
+ * with source_len (VNET_NULL_SOURCE_MIN to _MAX; 0: off) answers every
+ * receive with one source_len-byte frame, as fast as the guest posts
+ * buffers. Returns NULL with *err = -errno. */
+struct vnet_backend *vnet_backend_null_new(unsigned pairs, size_t source_len,
+					   int *err);
+
+/* The frames a null source sends: Ethernet's minimum (without FCS) to a
+ * full 1500-byte payload. */
+#define VNET_NULL_SOURCE_MIN 60
+#define VNET_NULL_SOURCE_MAX 1514
 
 /* Attaches pairs queues of the TAP interface name, creating it
  * (multi-queue, vnet header) if it does not exist. Returns NULL with
