@@ -213,9 +213,15 @@ static void print_stats(const struct vnet_device *dev,
 
 	vnet_stats_format(vnet_device_stats(dev), line, sizeof(line));
 	fprintf(stderr, "vmio net: stats: %s\n", line);
-	for (unsigned i = 0; b->ops->pair_mode && i < b->pairs; i++)
-		fprintf(stderr, "vmio net: pair %u: %s %s\n", i, b->ops->name,
-			b->ops->pair_mode(b, i));
+	for (unsigned i = 0; b->ops->pair_mode && i < b->pairs; i++) {
+		char counters[256] = "";
+
+		if (b->ops->pair_counters)
+			b->ops->pair_counters(b, i, counters, sizeof(counters));
+		fprintf(stderr, "vmio net: pair %u: %s %s%s%s\n", i,
+			b->ops->name, b->ops->pair_mode(b, i),
+			counters[0] ? " " : "", counters);
+	}
 }
 
 static const char *backend_name(const struct net_opts *n)

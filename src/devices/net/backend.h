@@ -119,6 +119,11 @@ struct vnet_backend_ops {
 	 * XDP)"). NULL if there is one way only. */
 	const char *(*pair_mode)(struct vnet_backend *b, unsigned pair);
 
+	/* The backend's own counters for pair, "name=N" each, for --stats.
+	 * NULL if it has none. */
+	void (*pair_counters)(struct vnet_backend *b, unsigned pair, char *buf,
+			      size_t size);
+
 	void (*free)(struct vnet_backend *b);
 };
 

@@ -89,6 +89,8 @@ struct xdp_queue {
 	/* No-copy: guest buffers in the kernel's hands. */
 	struct vnet_held rx_held, tx_held;
 	bool steer_off;  /* the pair is not served: no frames to its XSK */
+	/* The kernel's counters of the XSKs this pair had before this one. */
+	struct xdp_statistics past;
 	/* After detach: frames received but not reaped, in order. */
 	struct vnet_done *late;
 	unsigned nlate, late_pos;
@@ -526,8 +528,26 @@ static const char *xdp_pair_mode(struct vnet_backend *b, unsigned pair)
 	return "stopped";
 }
 
+/* The kernel's counters of q's XSK, plus those of the ones before. */
+static struct xdp_statistics queue_stats(const struct xdp_queue *q)
+{
+	struct xdp_statistics st = { 0 }, sum = q->past;
+	socklen_t len = sizeof(st);
+
+	if (q->xsk && !getsockopt(xsk_socket__fd(q->xsk), SOL_XDP,
+				  XDP_STATISTICS, &st, &len)) {
+		sum.rx_dropped += st.rx_dropped;
+		sum.rx_invalid_descs += st.rx_invalid_descs;
+		sum.tx_invalid_descs += st.tx_invalid_descs;
+		sum.rx_ring_full += st.rx_ring_full;
+		sum.rx_fill_ring_empty_descs += st.rx_fill_ring_empty_descs;
+	}
+	return sum;
+}
+
 static void xdp_queue_close(struct xdp_queue *q)
 {
+	q->past = queue_stats(q);
 	if (q->xsk)
 		xsk_socket__delete(q->xsk);
 	if (q->umem)
@@ -546,6 +566,23 @@ static void xdp_queue_close(struct xdp_queue *q)
 	memset(&q->rx, 0, sizeof(q->rx));
 	q->tx_unkicked = 0;
 	q->ntx_free = 0;
+}
+
+/* What the kernel dropped on the way to and from pair's XSKs. */
+static void xdp_pair_counters(struct vnet_backend *b, unsigned pair,
+			      char *buf, size_t size)
+{
+	struct xdp_statistics st = queue_stats(&xdp_of(b)->q[pair]);
+
+	snprintf(buf, size,
+		 "xsk_rx_dropped=%llu xsk_rx_ring_full=%llu "
+		 "xsk_fill_ring_empty=%llu xsk_rx_invalid=%llu "
+		 "xsk_tx_invalid=%llu",
+		 (unsigned long long)st.rx_dropped,
+		 (unsigned long long)st.rx_ring_full,
+		 (unsigned long long)st.rx_fill_ring_empty_descs,
+		 (unsigned long long)st.rx_invalid_descs,
+		 (unsigned long long)st.tx_invalid_descs);
 }
 
 static void xdp_free(struct vnet_backend *b)
@@ -939,6 +976,7 @@ static const struct vnet_backend_ops xdp_ops = {
 	.attach = xdp_attach,
 	.detach = xdp_detach,
 	.pair_mode = xdp_pair_mode,
+	.pair_counters = xdp_pair_counters,
 	.free = xdp_free,
 };
 
