@@ -13,7 +13,8 @@
 #    other end, rxonly the frames testpmd receives from a second testpmd
 #    sending into the other end (net_af_packet, sharing CPU 1: it bounds
 #    that row). Each row also shows what was offered (testpmd's Tx rate;
-#    the generator's).
+#    the generator's), and vmio's CPU time per frame delivered: what the
+#    no-copy path saves is vmio's work, whatever the rate.
 # Rates swing between about 2 and 20 Mpps on this shared 2-core machine:
 # compare figures of one run. XDP=0 skips table 2, NULL_ROWS=0 table 1.
 #   RUNS=5 SIZES="64 512 1024" SECONDS_PER_RUN=9 scripts/bench-net.sh
@@ -94,16 +95,17 @@ front() { # sock, txonly|rxonly, frame size, run number
 # does weighs on both alike); fn MODE A|B SIZE RUN prints "delivered
 # [offered]" in Mpps. Fills, per "mode-size", space-separated lists of
 # each side's figures and of the ratio B/A of each pair.
-declare -A a_got b_got a_off b_off pair_ratio
+declare -A a_got b_got a_off b_off a_cpu b_cpu pair_ratio
 run_pairs() { # fn A B
-	local fn=$1 va=$2 vb=$3 i size mode g1 o1 g2 o2
+	local fn=$1 va=$2 vb=$3 i size mode g1 o1 c1 g2 o2 c2
 	for i in $(seq "$runs"); do
 		for size in $sizes; do
 			for mode in txonly rxonly; do
-				read -r g1 o1 < <("$fn" "$mode" "$va" "$size" "$i")
-				read -r g2 o2 < <("$fn" "$mode" "$vb" "$size" "$i")
+				read -r g1 o1 c1 < <("$fn" "$mode" "$va" "$size" "$i")
+				read -r g2 o2 c2 < <("$fn" "$mode" "$vb" "$size" "$i")
 				a_got[$mode-$size]+="${g1:--} " a_off[$mode-$size]+="${o1:--} "
 				b_got[$mode-$size]+="${g2:--} " b_off[$mode-$size]+="${o2:--} "
+				a_cpu[$mode-$size]+="${c1:--} " b_cpu[$mode-$size]+="${c2:--} "
 				pair_ratio[$mode-$size]+="$(ratio "$g2" "$g1") "
 			done
 		done
@@ -143,12 +145,12 @@ null_one() { # txonly|rxonly, vmio|vhost, frame size, run number
 }
 
 # run_pairs' table, then a clean slate: A's and B's medians (with offered,
-# each followed by its offered median), the median of the ratios B/A and
-# the ratios pair by pair.
+# each followed by its offered median and vmio's CPU time per frame), the
+# median of the ratios B/A and the ratios pair by pair.
 print_pairs() { # A label, B label, offered (0|1)
 	local size mode k
 	if [ "$3" = 1 ]; then
-		printf '%-6s %-7s %9s %9s %9s %9s %13s  %s\n' size mode "$1" offered "$2" offered "$2/$1" "pair by pair"
+		printf '%-6s %-7s %9s %9s %7s %9s %9s %7s %13s  %s\n' size mode "$1" offered "ns/f" "$2" offered "ns/f" "$2/$1" "pair by pair"
 	else
 		printf '%-6s %-7s %9s %9s %10s  %s\n' size mode "$1" "$2" "$2/$1" "pair by pair"
 	fi
@@ -156,9 +158,11 @@ print_pairs() { # A label, B label, offered (0|1)
 		for size in $sizes; do
 			k=$mode-$size
 			if [ "$3" = 1 ]; then
-				printf '%-6s %-7s %9s %9s %9s %9s %13s  %s\n' "$size" "$mode" \
+				printf '%-6s %-7s %9s %9s %7s %9s %9s %7s %13s  %s\n' "$size" "$mode" \
 					"$(list_median "${a_got[$k]}")" "$(list_median "${a_off[$k]}")" \
+					"$(list_median "${a_cpu[$k]}")" \
 					"$(list_median "${b_got[$k]}")" "$(list_median "${b_off[$k]}")" \
+					"$(list_median "${b_cpu[$k]}")" \
 					"$(list_median "${pair_ratio[$k]}")" "${pair_ratio[$k]}"
 			else
 				printf '%-6s %-7s %9s %9s %10s  %s\n' "$size" "$mode" \
@@ -167,7 +171,7 @@ print_pairs() { # A label, B label, offered (0|1)
 			fi
 		done
 	done
-	a_got=() b_got=() a_off=() b_off=() pair_ratio=()
+	a_got=() b_got=() a_off=() b_off=() a_cpu=() b_cpu=() pair_ratio=()
 }
 
 if [ "${NULL_ROWS:-1}" = 1 ]; then
@@ -187,14 +191,22 @@ ip -n "$ns" link set xa up
 ip -n "$ns" link set xb up
 xbstat() { ip netns exec "$ns" cat "/sys/class/net/xb/statistics/$1"; }
 rate() { awk -v a="$1" -v b="$2" -v s="$3" 'BEGIN {printf "%.2f\n", (b - a) / s / 1e6}'; }
+# A process's CPU time so far (user + system), in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo -; }
+# vmio's CPU time per frame in ns: ticks a to b over Mpps for s seconds.
+ns_per_frame() { # ticks a, ticks b, Mpps, seconds
+	awk -v a="$1" -v b="$2" -v m="$3" -v s="$4" -v hz="$(getconf CLK_TCK)" \
+		'BEGIN {if (a == "-" || b == "-" || m == "-" || m == 0) print "-"; else printf "%.0f\n", (b - a) / hz * 1e3 / (m * s)}'
+}
 
 # One AF_XDP run: vmio on CPU 0, testpmd (and the rxonly generator) on
-# CPU 1. Prints two Mpps: delivered and offered. txonly: frames counted
+# CPU 1. Prints two Mpps: delivered and offered, and vmio's CPU time per
+# frame delivered (ns, over the same window). txonly: frames counted
 # on xb over the run after its first two seconds, and testpmd's mean
 # Tx-pps (what vmio took from the guest); rxonly: testpmd's mean Rx-pps,
 # and the generator's rate out of xb.
 xdp_one() { # txonly|rxonly, copy|nocopy, frame size, run number
-	local sock=$dir/xdp-$1-$2-$3-$4.sock a b stat=rx_packets copy=()
+	local sock=$dir/xdp-$1-$2-$3-$4.sock a b ca cb got stat=rx_packets copy=()
 	[ "$2" = copy ] && copy=(--xdp-copy)
 	ip netns exec "$ns" taskset -c 0 "$build/vmio" net --xdp xa \
 		"${copy[@]}" -q --socket "$sock" &
@@ -214,19 +226,21 @@ xdp_one() { # txonly|rxonly, copy|nocopy, frame size, run number
 	local fpid=$!
 	# The measuring window: seconds 2 to secs - 1 of testpmd's run.
 	sleep 2
-	a=$(xbstat $stat)
+	a=$(xbstat $stat) ca=$(cpu_ticks "$bpid")
 	sleep $((secs - 3))
-	b=$(xbstat $stat)
+	b=$(xbstat $stat) cb=$(cpu_ticks "$bpid")
 	wait "$fpid" || true
 	stop_run
 	if [ "$1" = txonly ]; then
-		echo "$(rate "$a" "$b" $((secs - 3))) $(mean_pps Tx "$dir/front.log")"
+		got=$(rate "$a" "$b" $((secs - 3)))
+		echo "$got $(mean_pps Tx "$dir/front.log") $(ns_per_frame "$ca" "$cb" "$got" $((secs - 3)))"
 	else
-		echo "$(mean_pps Rx "$dir/front.log") $(rate "$a" "$b" $((secs - 3)))"
+		got=$(mean_pps Rx "$dir/front.log")
+		echo "$got $(rate "$a" "$b" $((secs - 3))) $(ns_per_frame "$ca" "$cb" "$got" $((secs - 3)))"
 	fi
 }
 
 [ "${NULL_ROWS:-1}" = 1 ] && echo
 run_pairs xdp_one copy nocopy
-echo "vmio net --xdp on a veth, Mpps delivered and offered, $runs pairs (copy, no-copy) of $secs s"
+echo "vmio net --xdp on a veth, Mpps delivered and offered, vmio's CPU ns per frame, $runs pairs (copy, no-copy) of $secs s"
 print_pairs copy no-copy 1
