@@ -249,7 +249,11 @@ static void test_null_source_rxonly(void **state)
 		"--null-source=64", "rxonly", "RX-packets", "rx_frames",
 		&delivered);
 
-	assert_true(delivered >= received && delivered - received <= 1024);
+	/* testpmd's forward statistics stop with its forwarding, while
+	 * vmio fills what is posted and what it fetches meanwhile: at 5
+	 * Mpps and more, a few milliseconds' worth (24k seen under load). */
+	assert_true(delivered >= received);
+	assert_true(delivered - received <= 1024 + received / 50);
 	assert_int_equal(vmio_stat("rx_errors"), 0);
 }
 
@@ -1126,6 +1130,16 @@ static void test_xdp_guest_to_host_copy(void **state)
 		    "vmiox8 queue 0 (pair 0): no-copy");
 }
 
+/* Frames above 1518 bytes do not fit the smallest buffer a Linux guest
+ * posts: with --mtu above 1500 the pair copies, and says why, once. */
+static void test_xdp_big_mtu_copies(void **state)
+{
+	veth_pair("vmioxi", "vmioxj", 1);
+	guest_to_host("--xdp", "vmioxi", "vmioxj", "1", "--mtu=3000");
+	expect_mode("xdp vmioxi: no copy-free path: a frame above 1518 bytes",
+		    "vmioxi queue 0 (pair 0): no-copy");
+}
+
 /* Two XSKs, on queues 0 and 1 of a two-queue veth; testpmd sends on the
  * first pair. */
 static void test_xdp_two_pairs(void **state)
@@ -1461,6 +1475,7 @@ int main(void)
 		cmocka_unit_test(test_xdp_host_to_guest_copy),
 		cmocka_unit_test(test_xdp_nocopy_rx_buffers),
 		cmocka_unit_test(test_xdp_nocopy_tx_layouts),
+		cmocka_unit_test(test_xdp_big_mtu_copies),
 		cmocka_unit_test(test_xdp_two_pairs),
 		cmocka_unit_test(test_xdp_multiqueue_one_served),
 		cmocka_unit_test(test_xdp_generic_fallback),
