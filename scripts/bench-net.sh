@@ -16,7 +16,8 @@
 #    the generator's), and vmio's CPU time per frame delivered: what the
 #    no-copy path saves is vmio's work, whatever the rate.
 # Rates swing between about 2 and 20 Mpps on this shared 2-core machine:
-# compare figures of one run. XDP=0 skips table 2, NULL_ROWS=0 table 1.
+# compare figures of one run. XDP=0 skips table 2, NULL_ROWS=0 table 1;
+# NET_OPTS adds options to vmio in table 1 (NET_OPTS="--poll-us 50").
 #   RUNS=5 SIZES="64 512 1024" SECONDS_PER_RUN=9 scripts/bench-net.sh
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -119,8 +120,9 @@ null_one() { # txonly|rxonly, vmio|vhost, frame size, run number
 	if [ "$2" = vmio ]; then
 		local src=()
 		[ "$1" = rxonly ] && src=(--null-source "$3")
-		taskset -c 0 "$build/vmio" net --null "${src[@]}" -q \
-			--socket "$sock" &
+		# shellcheck disable=SC2086 # NET_OPTS: options, split
+		taskset -c 0 "$build/vmio" net --null "${src[@]}" ${NET_OPTS:-} \
+			-q --socket "$sock" &
 	else
 		# net_vhost does the opposite of the guest: rxonly drops
 		# what txonly sends; txonly fills every buffer rxonly posts.
