@@ -21,6 +21,9 @@
  *  - the backend only ever sees buffers inside guest memory as mapped now,
  *    a validated frame, a header of the negotiated size, posts only while
  *    attached;
+ *  - at the end, with a guest that kicks whenever the device asks for
+ *    kicks and a backend that takes every frame, no running tx or control
+ *    queue is left idle with chains waiting (no lost wakeup);
  *  - no sanitizer report, no hang (every loop is bounded).
  * A queue the guest broke is exempt from the counts until the reset.
  *
@@ -56,7 +59,9 @@
  *  13 fire the armed retry timers and run the loop once
  *  14 post one descriptor on q: head [b], addr [b b], len [b b], [b] bit
  *     0 writable, then kick
- *  15 read config space at [b] % 24, [b] % 8 bytes
+ *  15 a & 8: SET_FEATURES again, with the bits of [b] & 0xc6 flipped
+ *     (EVENT_IDX, INDIRECT_DESC, CSUM..., GUEST_CSUM...); else read
+ *     config space at [b] % 24, [b] % 8 bytes
  * (Multi-byte values are little-endian.) The backend's answers are read as
  * it needs them (zero once they run out):
  *   tx       [a]: copying (or a % 8 >= 5), a % 4 == 1 -EAGAIN, 2 -EMSGSIZE,
@@ -563,6 +568,8 @@ struct fake {
 };
 
 static struct fake fk;
+/* The drain at the end: the backend takes every frame. */
+static bool cooperative;
 
 static struct fake_pair *fake_pair(struct vnet_backend *b, unsigned pair)
 {
@@ -640,9 +647,9 @@ static int fake_tx(struct vnet_backend *b, unsigned pair,
 		return -ENETDOWN; /* like XDP once detached */
 	/* Copying: the frame is sent (read) within the call, or the
 	 * channel is full, or it is dropped. */
-	if (!nocopy(p) || a % 8 >= 5) {
+	if (!nocopy(p) || a % 8 >= 5 || cooperative) {
 		check_frame(iov, niov, true);
-		switch (a % 4) {
+		switch (cooperative ? 0 : a % 4) {
 		case 1:
 			return -EAGAIN;
 		case 2:
@@ -1029,6 +1036,28 @@ static void op_reset(bool again)
 	negotiate();
 }
 
+/* SET_FEATURES while queues run (QEMU sends it once per vhost_dev, so
+ * once per queue pair with MQ): the core pauses every queue, sets the
+ * rings' features, tells the device, and restarts them. Only bits that
+ * keep the header size and the queues' roles change here. */
+static void op_set_features(uint8_t flip)
+{
+	hdr[1] ^= flip & 0xc6; /* EVENT_IDX, INDIRECT, CSUM, GUEST_CSUM */
+	for (unsigned i = 0; i < nq; i++)
+		pause_queue(&queues[i]);
+	features = pick_features(hdr[1]);
+	for (unsigned i = 0; i < nq; i++) {
+		queues[i].vq.event_idx =
+			features & VMIO_BIT(VIRTIO_RING_F_EVENT_IDX);
+		queues[i].vq.indirect =
+			features & VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC);
+	}
+	if (ops->features_set(dev, features))
+		FAIL("features 0x%llx refused", (unsigned long long)features);
+	for (unsigned i = 0; i < nq; i++)
+		sync_queue(&queues[i]);
+}
+
 static void op_mem_change(uint8_t cut)
 {
 	if (mem.nregions)
@@ -1123,6 +1152,60 @@ static void guest_desc(unsigned i, uint8_t n, uint16_t addr, uint16_t len,
 		memcpy(image + at, &d, sizeof(d));
 }
 
+/* Whether the loop has nothing to run now and no retry timer is armed. */
+static bool quiet(void)
+{
+	for (unsigned i = 0; i < fk.b.pairs; i++)
+		if (dev->pairs[i].retry_armed)
+			return false;
+	return true;
+}
+
+/* A guest that plays by the rules from now on, and a backend that takes
+ * every frame: whatever happened before, the device must not sleep with
+ * frames or commands it was told about. The guest kicks each queue whose
+ * kicks the device wants (its own shadow: the guest may have scribbled
+ * over the flags in the used ring); the device may not have turned kicks
+ * off and then gone idle with no reschedule or timer pending. */
+static void drain(void)
+{
+	cooperative = true;
+	for (unsigned pair = 0; pair < fk.b.pairs; pair++)
+		fk.p[pair].tx_done = fk.p[pair].ntx;
+	for (unsigned i = 0; i < nq; i++)
+		if (queues[i].running && !queues[i].vq.kicks_disabled &&
+		    vmio_vq_avail_pending(&queues[i].vq))
+			guest_kick(i);
+	for (unsigned round = 0; round < 64; round++) {
+		int n = vmio_loop_run_once(loop, 0);
+
+		if (n > 0)
+			continue;
+		if (quiet())
+			break;
+		fire_retry_timers();
+		for (unsigned pair = 0; pair < fk.b.pairs; pair++)
+			fk.p[pair].tx_done = fk.p[pair].ntx;
+	}
+	for (unsigned i = 0; i < nq; i++) {
+		const struct vmio_vq *vq = &queues[i].vq;
+		bool tx = i < 2 * npairs_used() && i % 2;
+		bool ctrl = i == ((features & VMIO_BIT(VIRTIO_NET_F_MQ))
+					  ? 2 * npairs_used()
+					  : 2) &&
+			    (features & VMIO_BIT(VIRTIO_NET_F_CTRL_VQ));
+
+		if (!queues[i].running || vq->broken || (!tx && !ctrl))
+			continue;
+		if (vmio_vq_avail_pending(vq))
+			FAIL("queue %u (%s) idle with %u chains waiting, kicks "
+			     "%s", i, tx ? "tx" : "ctrl",
+			     vmio_vq_avail_pending(vq),
+			     vq->kicks_disabled ? "off" : "on");
+	}
+	cooperative = false;
+}
+
 static void op(uint8_t b)
 {
 	unsigned a = b >> 4, qi = (a & 7) % nq;
@@ -1204,13 +1287,16 @@ static void op(uint8_t b)
 		guest_kick(qi);
 		break;
 	}
-	case 15: {
-		uint8_t buf[32];
-		uint8_t off = next8(&ops_in) % 24, len = next8(&ops_in) % 8;
+	case 15:
+		if (a & 8) {
+			op_set_features(next8(&ops_in));
+		} else {
+			uint8_t buf[32];
+			uint8_t off = next8(&ops_in) % 24;
 
-		ops->get_config(dev, buf, off, len);
+			ops->get_config(dev, buf, off, next8(&ops_in) % 8);
+		}
 		break;
-	}
 	}
 }
 
@@ -1283,6 +1369,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		op(next8(&ops_in));
 		check_between();
 	}
+	drain();
 	/* The front end goes: everything must come back. */
 	op_reset(false);
 	if (verbose) {
