@@ -23,7 +23,9 @@
  *    attached;
  *  - at the end, with a guest that kicks whenever the device asks for
  *    kicks and a backend that takes every frame, no running tx or control
- *    queue is left idle with chains waiting (no lost wakeup);
+ *    queue is left idle with chains waiting, nor an rx queue of a pair
+ *    the guest receives on with buffers waiting while the backend has
+ *    frames for them or room to post them (no lost wakeup);
  *  - no sanitizer report, no hang (every loop is bounded).
  * A queue the guest broke is exempt from the counts until the reset.
  *
@@ -751,9 +753,9 @@ static int fake_rx_post(struct vnet_backend *b, unsigned pair, void *buf,
 		return -ENOSPC; /* like XDP once detached */
 	if (!in_guest(buf, len))
 		FAIL("rx_post of %p+%zu, outside guest memory", buf, len);
-	if (p->nrx == FAKE_CAP || a % 8 == 1)
+	if (p->nrx == FAKE_CAP || (a % 8 == 1 && !cooperative))
 		return -ENOSPC;
-	if (a % 8 == 2)
+	if (a % 8 == 2 && !cooperative)
 		return -EFAULT;
 	/* XDP wants room for the largest frame; bit 4 takes a smaller one
 	 * all the same (its frames then stay within it). */
@@ -1161,6 +1163,37 @@ static bool quiet(void)
 	return true;
 }
 
+/* An rx queue after the drain, where it can be told: without MRG_RXBUF
+ * (with it, the buffers waiting may be too few for a frame), on a pair
+ * the guest receives on, the device must not sit on buffers while the
+ * backend has frames for them (copying), or while it has room to post
+ * them (no copy). */
+static void check_rx_drained(unsigned i)
+{
+	const struct vmio_vq *vq = &queues[i].vq;
+	unsigned pair = i / 2;
+	struct fake_pair *p = &fk.p[pair];
+	uint16_t pending = vmio_vq_avail_pending(vq);
+
+	if (i >= 2 * npairs_used() || pair >= vnet_active_pairs(dev) ||
+	    !pending)
+		return;
+	if (fk.b.ops->rx_posts && fake_rx_posts(&fk.b, pair)) {
+		if (p->attached && !p->copy && p->nrx < FAKE_CAP)
+			FAIL("rx queue %u idle with %u buffers waiting, the "
+			     "backend holding %u of %u, kicks %s", i, pending,
+			     p->nrx, FAKE_CAP,
+			     vq->kicks_disabled ? "off" : "on");
+		return;
+	}
+	if (features & VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF))
+		return;
+	if (p->frames && fake_rx_fd(&fk.b, pair) >= 0)
+		FAIL("rx queue %u idle with %u buffers waiting and %u frames "
+		     "in the backend, kicks %s", i, pending, p->frames,
+		     vq->kicks_disabled ? "off" : "on");
+}
+
 /* A guest that plays by the rules from now on, and a backend that takes
  * every frame: whatever happened before, the device must not sleep with
  * frames or commands it was told about. The guest kicks each queue whose
@@ -1195,8 +1228,12 @@ static void drain(void)
 					  : 2) &&
 			    (features & VMIO_BIT(VIRTIO_NET_F_CTRL_VQ));
 
-		if (!queues[i].running || vq->broken || (!tx && !ctrl))
+		if (!queues[i].running || vq->broken)
 			continue;
+		if (!tx && !ctrl) {
+			check_rx_drained(i);
+			continue;
+		}
 		if (vmio_vq_avail_pending(vq))
 			FAIL("queue %u (%s) idle with %u chains waiting, kicks "
 			     "%s", i, tx ? "tx" : "ctrl",
