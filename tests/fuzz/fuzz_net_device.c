@@ -295,10 +295,18 @@ static unsigned qindex(const struct vmio_vq *vq)
 	FAIL("the device used a queue that is not the core's");
 }
 
+/* The positions popped since the last clear lie in [rec_base, rec_base +
+ * rec_span) (mod 2^16): MAX_POPS keeps the span short, and only it is
+ * cleared. */
+static uint16_t rec_base[NQ_MAX];
+static uint32_t rec_span[NQ_MAX];
+
 static void rec_clear(unsigned i)
 {
-	memset(rec_state[i], 0, sizeof(rec_state[i]));
-	rec_lo[i] = queues[i].vq.last_avail_idx;
+	for (uint32_t k = 0; k < rec_span[i]; k++)
+		rec_state[i][(uint16_t)(rec_base[i] + k)] = REC_NONE;
+	rec_base[i] = rec_lo[i] = queues[i].vq.last_avail_idx;
+	rec_span[i] = 0;
 	rec_out[i] = 0;
 }
 
@@ -329,6 +337,8 @@ int __wrap_vmio_vq_pop(struct vmio_vq *vq, const struct vmio_mem *m,
 		FAIL("queue %u: avail position %u popped twice", i, pos);
 	if (!rec_out[i] || (uint16_t)(rec_lo[i] - pos) - 1u < 32767u)
 		rec_lo[i] = pos; /* (an unpop may have moved it back) */
+	if ((uint16_t)(pos - rec_base[i]) >= rec_span[i])
+		rec_span[i] = (uint16_t)(pos - rec_base[i]) + 1u;
 	rec_state[i][pos] = REC_OUT;
 	rec_head[i][pos] = chain->head;
 	rec_in_len[i][pos] = chain->in_len;
