@@ -44,7 +44,9 @@
  *   [9..10] initial last_avail_idx = used_idx of every queue (LE)
  *   [11]    the device's max_queue_size = [11] ? 1 << ([11] % 9) : none
  *   [12..13] image length (LE, at most MEM_SIZE), [14..15] ops length (LE)
- *   [16..19] unused
+ *   [16]    rx buffers the no-copy backend holds per pair, at most (0:
+ *           512); it answers -ENOSPC only then
+ *   [17..19] unused
  * Rings sit back to back from gpa 0, queue 0 first: desc (16-aligned),
  * avail, used (4-aligned). Queues are numbered as the device numbers them:
  * 2i rx and 2i+1 tx of pair i, then the control queue (2 without MQ).
@@ -70,8 +72,8 @@
  *            else sent; without a copy, a % 8 == 4 -EAGAIN, else held
  *   rx       [a] 0xff: lost (-EIO); else [b]: a frame of header + (a << 4 |
  *            b & 15) bytes, cut to the buffers
- *   rx_post  [a]: a % 8 == 1 -ENOSPC, 2 -EFAULT; a buffer below header +
- *            largest frame is refused (-EMSGSIZE) unless a & 0x10
+ *   rx_post  [a]: a % 8 == 2 -EFAULT; a buffer below header + largest
+ *            frame is refused (-EMSGSIZE) unless a & 0x10
  *   op 11 without a copy, per buffer filled: [b b] length 1 + v % room
  *   attach   (of a pair detached and holding nothing) [a]: 0xc0 copies
  *            from now on, like XDP going to copy mode
@@ -576,6 +578,7 @@ struct fake {
 	struct vnet_backend b;
 	size_t hdr_len;
 	bool configured;
+	unsigned rx_cap; /* rx buffers held per pair, at most */
 	struct fake_pair p[NPAIRS_MAX];
 };
 
@@ -763,7 +766,8 @@ static int fake_rx_post(struct vnet_backend *b, unsigned pair, void *buf,
 		return -ENOSPC; /* like XDP once detached */
 	if (!in_guest(buf, len))
 		FAIL("rx_post of %p+%zu, outside guest memory", buf, len);
-	if (p->nrx == FAKE_CAP || (a % 8 == 1 && !cooperative))
+	/* Full, as the contract has it: the device waits for a reap. */
+	if (p->nrx == fk.rx_cap)
 		return -ENOSPC;
 	if (a % 8 == 2 && !cooperative)
 		return -EFAULT;
@@ -1189,10 +1193,10 @@ static void check_rx_drained(unsigned i)
 	    !pending)
 		return;
 	if (fk.b.ops->rx_posts && fake_rx_posts(&fk.b, pair)) {
-		if (p->attached && !p->copy && p->nrx < FAKE_CAP)
+		if (p->attached && !p->copy && p->nrx < fk.rx_cap)
 			FAIL("rx queue %u idle with %u buffers waiting, the "
 			     "backend holding %u of %u, kicks %s", i, pending,
-			     p->nrx, FAKE_CAP,
+			     p->nrx, fk.rx_cap,
 			     vq->kicks_disabled ? "off" : "on");
 		return;
 	}
@@ -1379,6 +1383,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&fk, 0, sizeof(fk));
 	fk.b.ops = (hdr[0] & H_NOCOPY) ? &nocopy_ops : &copy_ops;
 	fk.b.pairs = (hdr[0] & H_TWO_PAIRS) ? 2 : 1;
+	fk.rx_cap = hdr[16] ? hdr[16] : FAKE_CAP;
 	for (unsigned i = 0; i < fk.b.pairs; i++) {
 		fk.p[i].fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (fk.p[i].fd < 0)
