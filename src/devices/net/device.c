@@ -86,6 +86,7 @@ static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 		vq->name = "tx";
 		p->tx = vq;
 		vnet_pair_attach(p, mem);
+		vnet_rx_run(p); /* attach dropped the rx watch (and may post) */
 		vnet_tx_run(p);
 		break;
 	case ROLE_CTRL:
