@@ -25,7 +25,8 @@
  *    kicks and a backend that takes every frame, no running tx or control
  *    queue is left idle with chains waiting, nor an rx queue of a pair
  *    the guest receives on with buffers waiting while the backend has
- *    frames for them or room to post them (no lost wakeup);
+ *    frames for them or room to post them, or with frames received into
+ *    posted buffers not given back (no lost wakeup);
  *  - no sanitizer report, no hang (every loop is bounded).
  * A queue the guest broke is exempt from the counts until the reset.
  *
@@ -1189,8 +1190,14 @@ static void check_rx_drained(unsigned i)
 	struct fake_pair *p = &fk.p[pair];
 	uint16_t pending = vmio_vq_avail_pending(vq);
 
-	if (i >= 2 * npairs_used() || pair >= vnet_active_pairs(dev) ||
-	    !pending)
+	if (i >= 2 * npairs_used() || pair >= vnet_active_pairs(dev))
+		return;
+	if (fk.b.ops->rx_posts && fake_rx_posts(&fk.b, pair) && p->attached &&
+	    p->rx_filled)
+		FAIL("rx queue %u: %u frames received into posted buffers "
+		     "never given back, kicks %s", i, p->rx_filled,
+		     vq->kicks_disabled ? "off" : "on");
+	if (!pending)
 		return;
 	if (fk.b.ops->rx_posts && fake_rx_posts(&fk.b, pair)) {
 		if (p->attached && !p->copy && p->nrx < fk.rx_cap)
@@ -1216,24 +1223,45 @@ static void check_rx_drained(unsigned i)
  * off and then gone idle with no reschedule or timer pending. */
 static void drain(void)
 {
-	cooperative = true;
-	for (unsigned pair = 0; pair < fk.b.pairs; pair++)
-		fk.p[pair].tx_done = fk.p[pair].ntx;
-	for (unsigned i = 0; i < nq; i++)
-		if (queues[i].running && !queues[i].vq.kicks_disabled &&
-		    vmio_vq_avail_pending(&queues[i].vq))
-			guest_kick(i);
-	for (unsigned round = 0; round < 64; round++) {
-		int n = vmio_loop_run_once(loop, 0);
+	int kicked_at[NQ_MAX];
+	bool settled = false;
 
-		if (n > 0)
-			continue;
-		if (quiet())
-			break;
-		fire_retry_timers();
+	cooperative = true;
+	for (unsigned i = 0; i < nq; i++)
+		kicked_at[i] = -1;
+	for (unsigned round = 0; round < 64 && !settled; round++) {
+		bool kicked = false;
+		int n;
+
 		for (unsigned pair = 0; pair < fk.b.pairs; pair++)
 			fk.p[pair].tx_done = fk.p[pair].ntx;
+		/* The guest kicks after posting, and the device's own writes
+		 * (a frame received over a ring) may post too: kick again
+		 * whenever the avail index moved since the last kick. */
+		for (unsigned i = 0; i < nq; i++) {
+			const struct vmio_vq *vq = &queues[i].vq;
+
+			if (!queues[i].running || vq->kicks_disabled ||
+			    !vmio_vq_avail_pending(vq) ||
+			    kicked_at[i] == le16toh(vq->avail->idx))
+				continue;
+			kicked_at[i] = le16toh(vq->avail->idx);
+			guest_kick(i);
+			kicked = true;
+		}
+		n = vmio_loop_run_once(loop, 0);
+		if (n > 0 || kicked)
+			continue;
+		if (quiet())
+			settled = true;
+		else
+			fire_retry_timers();
 	}
+	cooperative = false;
+	/* Still busy after all those rounds (frames keep rewriting rings):
+	 * nothing to conclude. */
+	if (!settled)
+		return;
 	for (unsigned i = 0; i < nq; i++) {
 		const struct vmio_vq *vq = &queues[i].vq;
 		bool tx = i < 2 * npairs_used() && i % 2;
@@ -1254,7 +1282,6 @@ static void drain(void)
 			     vmio_vq_avail_pending(vq),
 			     vq->kicks_disabled ? "off" : "on");
 	}
-	cooperative = false;
 }
 
 static void op(uint8_t b)
