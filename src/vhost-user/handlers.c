@@ -482,8 +482,10 @@ static int set_vring_enable(struct vmio_backend *be,
 		       s->index, s->num);
 		return -EINVAL;
 	}
-	vmio_bq_pause(q);
+	/* Enabled first: a device sees a disable as a stop for good (and
+	 * gives back what it holds), a re-enable as a pause. */
 	q->vq.enabled = s->num;
+	vmio_bq_pause(q);
 	vmio_bq_sync(q);
 	return 0;
 }
