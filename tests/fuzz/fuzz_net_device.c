@@ -165,13 +165,7 @@ static void init_once(void)
 	if (image)
 		return;
 	vmio_log_set_level(VMIO_LOG_ERR);
-	memfd = memfd_create("fuzz_net_device", MFD_CLOEXEC);
-	if (memfd < 0 || ftruncate(memfd, MEM_SIZE) < 0)
-		abort();
-	image = mmap(NULL, MEM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, memfd,
-		     0);
-	if (image == MAP_FAILED)
-		abort();
+	image = fuzz_guest_memory("fuzz_net_device", MEM_SIZE, &memfd);
 	vmio_mem_init(&mem);
 }
 
