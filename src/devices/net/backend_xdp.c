@@ -405,11 +405,9 @@ static ssize_t xdp_rx(struct vnet_backend *b, unsigned pair,
 
 static bool xdp_rx_posts(struct vnet_backend *b, unsigned pair)
 {
-	const struct xdp_queue *q = &xdp_of(b)->q[pair];
-
-	/* Detached with buffers still to give back counts too. */
-	return q->mode == Q_NOCOPY || q->rx_held.count ||
-	       q->late_pos < q->nlate;
+	/* After a detach the device takes back what is left at once,
+	 * through rx_reap. */
+	return xdp_of(b)->q[pair].mode == Q_NOCOPY;
 }
 
 static int xdp_rx_post(struct vnet_backend *b, unsigned pair, void *buf,

@@ -104,9 +104,9 @@ void vnet_tx_retry_unwatch(struct vnet_pair *p);
 /* Receive into posted buffers (a no-copy backend): post what the guest
  * offers, give back what came. */
 void vnet_rx_posted_run(struct vnet_pair *p);
-/* Gives the guest back the rx buffers in done (frames or unused). */
-void vnet_rx_give(struct vnet_pair *p, const struct vnet_done *done,
-		  unsigned n);
+/* Gives the guest back the rx buffers the backend is done with (frames,
+ * or unused after detach), without notifying it; returns how many. */
+unsigned vnet_rx_reap(struct vnet_pair *p);
 /* Pair p runs on guest memory mem from now on (a queue started). */
 void vnet_pair_attach(struct vnet_pair *p, struct vmio_mem *mem);
 /* Pair p stops touching guest memory: every held chain goes back to its

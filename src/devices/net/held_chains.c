@@ -21,7 +21,6 @@ void vnet_pair_attach(struct vnet_pair *p, struct vmio_mem *mem)
 void vnet_pair_detach(struct vnet_pair *p)
 {
 	struct vnet_device *d = p->d;
-	unsigned n;
 
 	if (!d->be->ops->detach)
 		return;
@@ -29,12 +28,10 @@ void vnet_pair_detach(struct vnet_pair *p)
 	d->be->ops->detach(d->be, p->index);
 	while (p->tx_held && vnet_tx_reap(p))
 		;
-	while (p->rx_held &&
-	       (n = d->be->ops->rx_reap(d->be, p->index, d->done,
-					VNET_RX_BUDGET))) {
-		vnet_rx_give(p, d->done, n);
+	while (p->rx_held && vnet_rx_reap(p))
+		;
+	if (p->rx_held_vq)
 		vmio_vq_flush_and_notify(p->rx_held_vq);
-	}
 	if (p->tx_held || p->rx_held)
 		log_err("net: pair %u: the %s backend did not give back %u tx "
 			"and %u rx chains",

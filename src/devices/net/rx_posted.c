@@ -18,8 +18,9 @@
 #include <errno.h>
 #include <string.h>
 
-void vnet_rx_give(struct vnet_pair *p, const struct vnet_done *done,
-		  unsigned n)
+/* Gives the guest back the rx buffers in done (frames or unused). */
+static void rx_give(struct vnet_pair *p, const struct vnet_done *done,
+		    unsigned n)
 {
 	struct vnet_device *d = p->d;
 	struct vmio_vq *vq = p->rx_held_vq;
@@ -43,13 +44,13 @@ void vnet_rx_give(struct vnet_pair *p, const struct vnet_done *done,
 	p->rx_held -= n < p->rx_held ? n : p->rx_held;
 }
 
-static unsigned rx_reap(struct vnet_pair *p)
+unsigned vnet_rx_reap(struct vnet_pair *p)
 {
 	struct vnet_device *d = p->d;
 	unsigned n = d->be->ops->rx_reap(d->be, p->index, d->done,
 					 VNET_RX_BUDGET);
 
-	vnet_rx_give(p, d->done, n);
+	rx_give(p, d->done, n);
 	return n;
 }
 
@@ -111,7 +112,7 @@ void vnet_rx_posted_run(struct vnet_pair *p)
 
 	vmio_vq_enable_kicks(p->rx, false);
 	for (;;) {
-		rx_reap(p);
+		vnet_rx_reap(p);
 		why = rx_post_all(d, p, &budget);
 		if (why != POST_EMPTY)
 			break;
