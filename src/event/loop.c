@@ -2,8 +2,13 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
+
+#include "util/clock.h"
+#include "util/log.h"
 
 /* Watches are kept in a table indexed by fd so lookup is O(1); epoll's
  * data carries the fd and a generation count, so an event for a watch that
@@ -16,12 +21,26 @@ struct watch {
 	bool active;
 };
 
+TAILQ_HEAD(defer_queue, vmio_defer);
+
 struct vmio_loop {
 	int epfd;
 	bool stop;
 	struct watch *watches;
 	size_t nwatches;
 	uint32_t next_generation;
+
+	/* Timers: one timerfd, set to the earliest deadline. It is moved only
+	 * earlier: a timer cancelled or moved later leaves it where it is,
+	 * and the early wake-up finds nothing due (one system call fewer on
+	 * every re-arm). */
+	struct vmio_heap timers;
+	int timer_fd;
+	uint64_t timer_fd_at; /* deadline it is set to; 0: disarmed */
+	uint64_t expiry_pass;
+
+	struct defer_queue deferred;
+	uint64_t turn;
 };
 
 #define LOOP_MAX_EVENTS 64
@@ -31,17 +50,23 @@ static uint64_t pack(int fd, uint32_t generation)
 	return ((uint64_t)generation << 32) | (uint32_t)fd;
 }
 
+static void timer_fd_cb(void *opaque, int fd, uint32_t events);
+
 struct vmio_loop *vmio_loop_new(void)
 {
 	struct vmio_loop *loop = calloc(1, sizeof(*loop));
 	if (!loop)
 		return NULL;
 	loop->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (loop->epfd < 0) {
-		free(loop);
+	loop->timer_fd = timerfd_create(CLOCK_MONOTONIC,
+					TFD_NONBLOCK | TFD_CLOEXEC);
+	loop->next_generation = 1;
+	TAILQ_INIT(&loop->deferred);
+	if (loop->epfd < 0 || loop->timer_fd < 0 ||
+	    vmio_loop_add(loop, loop->timer_fd, EPOLLIN, timer_fd_cb, loop)) {
+		vmio_loop_free(loop);
 		return NULL;
 	}
-	loop->next_generation = 1;
 	return loop;
 }
 
@@ -49,10 +74,20 @@ void vmio_loop_free(struct vmio_loop *loop)
 {
 	if (!loop)
 		return;
-	close(loop->epfd);
+	if (loop->timers.len || !TAILQ_EMPTY(&loop->deferred))
+		log_warn("event loop freed with %zu timers armed and deferred "
+			 "work queued",
+			 loop->timers.len);
+	if (loop->timer_fd >= 0)
+		close(loop->timer_fd);
+	if (loop->epfd >= 0)
+		close(loop->epfd);
+	vmio_heap_release(&loop->timers);
 	free(loop->watches);
 	free(loop);
 }
+
+/* ---- File descriptors -------------------------------------------------- */
 
 static int ensure_slot(struct vmio_loop *loop, int fd)
 {
@@ -112,13 +147,191 @@ void vmio_loop_remove(struct vmio_loop *loop, int fd)
 	loop->watches[fd].active = false;
 }
 
+/* ---- Timers ------------------------------------------------------------ */
+
+static struct vmio_timer *timer_of(struct vmio_heap_node *n)
+{
+	return (struct vmio_timer *)((char *)n -
+				     offsetof(struct vmio_timer, node));
+}
+
+/* Sets the timerfd to the earliest deadline if that is earlier than what
+ * it is set to. A failure here would lose a wake-up, so it is logged; it
+ * can only come from a kernel out of memory. */
+static void timer_fd_update(struct vmio_loop *loop)
+{
+	struct vmio_heap_node *min = vmio_heap_min(&loop->timers);
+
+	if (!min || (loop->timer_fd_at && loop->timer_fd_at <= min->key))
+		return;
+	/* 0 would disarm the timerfd: a deadline in the past is 1 ns. */
+	uint64_t at = min->key ? min->key : 1;
+	struct itimerspec its = {
+		.it_value.tv_sec = (time_t)(at / 1000000000u),
+		.it_value.tv_nsec = (long)(at % 1000000000u),
+	};
+	if (timerfd_settime(loop->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
+		log_err("event loop: cannot set the timer: %m");
+		return;
+	}
+	loop->timer_fd_at = at;
+}
+
+int vmio_timer_init(struct vmio_timer *t, struct vmio_loop *loop,
+		    vmio_task_cb cb, void *opaque)
+{
+	int rc = vmio_heap_reserve(&loop->timers);
+
+	if (rc)
+		return rc;
+	*t = (struct vmio_timer){
+		.loop = loop,
+		.cb = cb,
+		.opaque = opaque,
+		.node.index = VMIO_HEAP_IDLE,
+		.initialised = true,
+	};
+	return 0;
+}
+
+void vmio_timer_fini(struct vmio_timer *t)
+{
+	if (!t->initialised)
+		return;
+	vmio_timer_cancel(t);
+	vmio_heap_unreserve(&t->loop->timers);
+	t->initialised = false;
+}
+
+static void timer_set(struct vmio_timer *t, uint64_t deadline, uint64_t period)
+{
+	struct vmio_loop *loop = t->loop;
+
+	vmio_heap_remove(&loop->timers, &t->node);
+	t->node.key = deadline;
+	t->period_ns = period;
+	t->armed_in = loop->expiry_pass;
+	vmio_heap_push(&loop->timers, &t->node);
+	timer_fd_update(loop);
+}
+
+void vmio_timer_arm_ns(struct vmio_timer *t, uint64_t delay_ns)
+{
+	if (t->initialised)
+		timer_set(t, vmio_now_ns() + delay_ns, 0);
+}
+
+void vmio_timer_arm_periodic_ns(struct vmio_timer *t, uint64_t period_ns)
+{
+	if (!period_ns)
+		period_ns = 1;
+	if (t->initialised)
+		timer_set(t, vmio_now_ns() + period_ns, period_ns);
+}
+
+void vmio_timer_cancel(struct vmio_timer *t)
+{
+	if (t->initialised)
+		vmio_heap_remove(&t->loop->timers, &t->node);
+}
+
+/* Runs every timer due now. A timer armed by a callback of this pass waits
+ * for the next one, even with a delay of 0, so a timer that re-arms itself
+ * cannot keep the loop here. Returns the callbacks run. */
+static int timers_expire(struct vmio_loop *loop)
+{
+	uint64_t now = vmio_now_ns();
+	int ran = 0;
+
+	loop->expiry_pass++;
+	loop->timer_fd_at = 0; /* it fired, or will be set anew below */
+	for (;;) {
+		struct vmio_heap_node *min = vmio_heap_min(&loop->timers);
+		if (!min || min->key > now)
+			break;
+		struct vmio_timer *t = timer_of(min);
+		if (t->armed_in == loop->expiry_pass)
+			break;
+		vmio_heap_remove(&loop->timers, min);
+		if (t->period_ns) {
+			uint64_t next = t->node.key + t->period_ns;
+			if (next <= now) /* behind: skip the missed ticks */
+				next = now + t->period_ns;
+			t->node.key = next;
+			vmio_heap_push(&loop->timers, &t->node);
+		}
+		t->cb(t->opaque);
+		ran++;
+	}
+	timer_fd_update(loop);
+	return ran;
+}
+
+static void timer_fd_cb(void *opaque, int fd, uint32_t events)
+{
+	uint64_t expirations;
+
+	(void)opaque;
+	(void)events;
+	if (read(fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+		log_warn("event loop: timer read: %m");
+}
+
+/* ---- Deferred work ----------------------------------------------------- */
+
+void vmio_defer_init(struct vmio_defer *d, struct vmio_loop *loop,
+		     vmio_task_cb cb, void *opaque)
+{
+	*d = (struct vmio_defer){ .loop = loop, .cb = cb, .opaque = opaque };
+}
+
+void vmio_defer_schedule(struct vmio_defer *d)
+{
+	if (d->queued || !d->loop)
+		return;
+	d->queued = true;
+	d->turn = d->loop->turn;
+	TAILQ_INSERT_TAIL(&d->loop->deferred, d, link);
+}
+
+void vmio_defer_cancel(struct vmio_defer *d)
+{
+	if (!d->queued)
+		return;
+	TAILQ_REMOVE(&d->loop->deferred, d, link);
+	d->queued = false;
+}
+
+/* Runs the work asked for before this turn; what its callbacks ask for
+ * goes to the next turn, after the next look at the fds. */
+static int deferred_run(struct vmio_loop *loop)
+{
+	uint64_t turn = loop->turn++;
+	int ran = 0;
+	struct vmio_defer *d;
+
+	while ((d = TAILQ_FIRST(&loop->deferred)) && d->turn <= turn) {
+		TAILQ_REMOVE(&loop->deferred, d, link);
+		d->queued = false;
+		d->cb(d->opaque);
+		ran++;
+	}
+	return ran;
+}
+
+/* ---- Running ----------------------------------------------------------- */
+
 int vmio_loop_run_once(struct vmio_loop *loop, int timeout_ms)
 {
 	struct epoll_event events[LOOP_MAX_EVENTS];
-	int n = epoll_wait(loop->epfd, events, LOOP_MAX_EVENTS, timeout_ms);
-	if (n < 0)
-		return errno == EINTR ? 0 : -errno;
+	bool timers_fired = false;
 	int ran = 0;
+
+	if (!TAILQ_EMPTY(&loop->deferred))
+		timeout_ms = 0;
+	int n = epoll_wait(loop->epfd, events, LOOP_MAX_EVENTS, timeout_ms);
+	if (n < 0 && errno != EINTR)
+		return -errno;
 	for (int i = 0; i < n; i++) {
 		int fd = (int)(uint32_t)events[i].data.u64;
 		uint32_t gen = (uint32_t)(events[i].data.u64 >> 32);
@@ -128,8 +341,14 @@ int vmio_loop_run_once(struct vmio_loop *loop, int timeout_ms)
 		if (!w->active || w->generation != gen)
 			continue;
 		w->cb(w->opaque, fd, events[i].events);
-		ran++;
+		if (fd == loop->timer_fd)
+			timers_fired = true;
+		else
+			ran++;
 	}
+	if (timers_fired)
+		ran += timers_expire(loop);
+	ran += deferred_run(loop);
 	return ran;
 }
 

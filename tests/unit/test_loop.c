@@ -1,14 +1,17 @@
-/* The event loop: dispatch, removal during dispatch, stale events. */
+/* The event loop: dispatch, removal during dispatch, stale events;
+ * timers and deferred work. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "event/loop.h"
+#include "util/clock.h"
 
 struct counter {
 	struct vmio_loop *loop;
@@ -115,6 +118,232 @@ static void test_run_until_stop(void **state)
 	vmio_loop_free(loop);
 }
 
+/* ---- Timers ------------------------------------------------------------ */
+
+struct tick {
+	struct vmio_timer t;
+	int calls;
+	uint64_t fired_ns;
+	int order;       /* position among the timers that fired */
+	int *next_order; /* shared counter */
+	struct vmio_timer *cancel; /* timer to cancel from the callback */
+	uint64_t rearm_ns;         /* re-arm itself with this delay, once */
+};
+
+static void tick_cb(void *opaque)
+{
+	struct tick *k = opaque;
+
+	k->calls++;
+	k->fired_ns = vmio_now_ns();
+	if (k->next_order)
+		k->order = (*k->next_order)++;
+	if (k->cancel)
+		vmio_timer_cancel(k->cancel);
+	if (k->rearm_ns) {
+		uint64_t d = k->rearm_ns;
+		k->rearm_ns = 0;
+		vmio_timer_arm_ns(&k->t, d);
+	}
+}
+
+/* Runs the loop until cond holds or 5 s pass; returns whether it held. */
+#define RUN_UNTIL(loop, cond)                                                  \
+	({                                                                     \
+		uint64_t end_ = vmio_now_ns() + 5000000000u;                   \
+		while (!(cond) && vmio_now_ns() < end_)                        \
+			vmio_loop_run_once(loop, 100);                         \
+		(bool)(cond);                                                  \
+	})
+
+static void test_timer_one_shot(void **state)
+{
+	struct vmio_loop *loop = vmio_loop_new();
+	struct tick k = { 0 };
+
+	assert_int_equal(vmio_timer_init(&k.t, loop, tick_cb, &k), 0);
+	assert_false(vmio_timer_armed(&k.t));
+	uint64_t start = vmio_now_ns();
+	vmio_timer_arm_ms(&k.t, 20);
+	assert_true(vmio_timer_armed(&k.t));
+	assert_true(RUN_UNTIL(loop, k.calls == 1));
+	assert_true(k.fired_ns - start >= 20000000u);
+	assert_false(vmio_timer_armed(&k.t));
+	/* Once: a further turn runs nothing. */
+	assert_int_equal(vmio_loop_run_once(loop, 50), 0);
+	assert_int_equal(k.calls, 1);
+	vmio_timer_fini(&k.t);
+	vmio_loop_free(loop);
+}
+
+static void test_timer_periodic_and_cancel(void **state)
+{
+	struct vmio_loop *loop = vmio_loop_new();
+	struct tick k = { 0 };
+
+	assert_int_equal(vmio_timer_init(&k.t, loop, tick_cb, &k), 0);
+	vmio_timer_arm_periodic_ns(&k.t, 2000000u);
+	assert_true(RUN_UNTIL(loop, k.calls >= 5));
+	assert_true(vmio_timer_armed(&k.t));
+	vmio_timer_cancel(&k.t);
+	int calls = k.calls;
+	assert_int_equal(vmio_loop_run_once(loop, 20), 0);
+	assert_int_equal(k.calls, calls);
+	vmio_timer_fini(&k.t);
+	vmio_loop_free(loop);
+}
+
+static void test_timers_fire_in_deadline_order(void **state)
+{
+	enum { N = 40 };
+	struct vmio_loop *loop = vmio_loop_new();
+	struct tick k[N];
+	int next = 0;
+
+	memset(k, 0, sizeof(k));
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(vmio_timer_init(&k[i].t, loop, tick_cb, &k[i]),
+				 0);
+		k[i].next_order = &next;
+	}
+	/* Armed out of order (and one moved), deadlines 1 ms apart. */
+	for (int i = 0; i < N; i++) {
+		int j = (i * 7) % N;
+		vmio_timer_arm_ns(&k[j].t, (uint64_t)(j + 1) * 1000000u);
+	}
+	vmio_timer_arm_ns(&k[0].t, (uint64_t)(N + 5) * 1000000u);
+	assert_true(RUN_UNTIL(loop, next == N));
+	for (int i = 1; i < N; i++)
+		assert_int_equal(k[i].order, i - 1);
+	assert_int_equal(k[0].order, N - 1);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(k[i].calls, 1);
+		vmio_timer_fini(&k[i].t);
+	}
+	vmio_loop_free(loop);
+}
+
+static void test_timer_callback_cancels_another(void **state)
+{
+	/* Both due in one pass; the first cancels the second, which must not
+	 * run. */
+	struct vmio_loop *loop = vmio_loop_new();
+	struct tick a = { 0 }, b = { 0 };
+
+	assert_int_equal(vmio_timer_init(&a.t, loop, tick_cb, &a), 0);
+	assert_int_equal(vmio_timer_init(&b.t, loop, tick_cb, &b), 0);
+	a.cancel = &b.t;
+	vmio_timer_arm_ns(&a.t, 1000000u);
+	vmio_timer_arm_ns(&b.t, 1000001u);
+	usleep(3000); /* both are due before the loop looks */
+	assert_true(RUN_UNTIL(loop, a.calls == 1));
+	assert_int_equal(b.calls, 0);
+	assert_false(vmio_timer_armed(&b.t));
+	vmio_timer_fini(&a.t);
+	vmio_timer_fini(&b.t);
+	vmio_loop_free(loop);
+}
+
+static void test_timer_rearm_zero_waits_a_pass(void **state)
+{
+	/* A callback that re-arms itself with no delay runs again on a later
+	 * pass, not in a loop inside this one. */
+	struct vmio_loop *loop = vmio_loop_new();
+	struct tick k = { .rearm_ns = 0 };
+
+	assert_int_equal(vmio_timer_init(&k.t, loop, tick_cb, &k), 0);
+	k.rearm_ns = 1; /* re-arm once, 1 ns later */
+	vmio_timer_arm_ns(&k.t, 0);
+	assert_true(RUN_UNTIL(loop, k.calls >= 1));
+	assert_int_equal(k.calls, 1);
+	assert_true(vmio_timer_armed(&k.t));
+	assert_true(RUN_UNTIL(loop, k.calls == 2));
+	vmio_timer_fini(&k.t);
+	/* fini on a zeroed, never initialised timer is harmless. */
+	struct vmio_timer zero = { 0 };
+	assert_false(vmio_timer_armed(&zero));
+	vmio_timer_fini(&zero);
+	vmio_loop_free(loop);
+}
+
+/* ---- Deferred work ----------------------------------------------------- */
+
+struct job {
+	struct vmio_defer d;
+	int calls;
+	bool again; /* ask again from the callback, once */
+};
+
+static void job_cb(void *opaque)
+{
+	struct job *j = opaque;
+
+	j->calls++;
+	if (j->again) {
+		j->again = false;
+		vmio_defer_schedule(&j->d);
+	}
+}
+
+static void test_defer_runs_once_next_turn(void **state)
+{
+	struct vmio_loop *loop = vmio_loop_new();
+	struct job j = { 0 };
+
+	vmio_defer_init(&j.d, loop, job_cb, &j);
+	vmio_defer_schedule(&j.d);
+	vmio_defer_schedule(&j.d); /* twice: still once */
+	assert_true(vmio_defer_queued(&j.d));
+	/* Queued work makes the wait 0: this must not take 10 s. */
+	uint64_t start = vmio_now_ns();
+	assert_int_equal(vmio_loop_run_once(loop, 10000), 1);
+	assert_true(vmio_now_ns() - start < 5000000000u);
+	assert_int_equal(j.calls, 1);
+	assert_false(vmio_defer_queued(&j.d));
+	assert_int_equal(vmio_loop_run_once(loop, 0), 0);
+	assert_int_equal(j.calls, 1);
+
+	/* Asked again from its own callback: the next turn, not this one. */
+	j.again = true;
+	vmio_defer_schedule(&j.d);
+	assert_int_equal(vmio_loop_run_once(loop, 0), 1);
+	assert_int_equal(j.calls, 2);
+	assert_true(vmio_defer_queued(&j.d));
+	assert_int_equal(vmio_loop_run_once(loop, 0), 1);
+	assert_int_equal(j.calls, 3);
+
+	/* Cancelled: never runs. */
+	vmio_defer_schedule(&j.d);
+	vmio_defer_cancel(&j.d);
+	vmio_defer_cancel(&j.d);
+	assert_int_equal(vmio_loop_run_once(loop, 0), 0);
+	assert_int_equal(j.calls, 3);
+	vmio_loop_free(loop);
+}
+
+static void test_defer_goes_after_ready_fds(void **state)
+{
+	/* Work deferred by an fd callback runs after the fds of the same
+	 * batch, in the same turn. */
+	struct vmio_loop *loop = vmio_loop_new();
+	int a = eventfd(0, EFD_NONBLOCK), b = eventfd(0, EFD_NONBLOCK);
+	struct counter ca = { .loop = loop, .remove_fd = -1 };
+	struct counter cb = { .loop = loop, .remove_fd = -1 };
+	struct job j = { 0 };
+
+	vmio_defer_init(&j.d, loop, job_cb, &j);
+	assert_int_equal(vmio_loop_add(loop, a, EPOLLIN, count_cb, &ca), 0);
+	assert_int_equal(vmio_loop_add(loop, b, EPOLLIN, count_cb, &cb), 0);
+	signal_fd(a);
+	signal_fd(b);
+	vmio_defer_schedule(&j.d);
+	assert_int_equal(vmio_loop_run_once(loop, 1000), 3);
+	assert_int_equal(ca.calls + cb.calls + j.calls, 3);
+	close(a);
+	close(b);
+	vmio_loop_free(loop);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -122,6 +351,13 @@ int main(void)
 		cmocka_unit_test(test_remove_other_during_dispatch),
 		cmocka_unit_test(test_modify_and_errors),
 		cmocka_unit_test(test_run_until_stop),
+		cmocka_unit_test(test_timer_one_shot),
+		cmocka_unit_test(test_timer_periodic_and_cancel),
+		cmocka_unit_test(test_timers_fire_in_deadline_order),
+		cmocka_unit_test(test_timer_callback_cancels_another),
+		cmocka_unit_test(test_timer_rearm_zero_waits_a_pass),
+		cmocka_unit_test(test_defer_runs_once_next_turn),
+		cmocka_unit_test(test_defer_goes_after_ready_fds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
