@@ -11,20 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
+#include "util/fd.h"
 #include "virtio/features.h"
 
 /* How long we wait for a reply: generous, because a sanitized backend on
  * a loaded machine is slow, but bounded, so a backend that never answers
  * fails the test instead of hanging it. */
 #define FE_REPLY_TIMEOUT_MS 10000
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int connect_once(const char *path)
 {
@@ -49,7 +43,7 @@ static int connect_once(const char *path)
 
 struct vmio_fe *vmio_fe_connect(const char *path, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = vmio_now_ms() + timeout_ms;
 	int backoff_ms = 1;
 	struct vmio_fe *fe;
 	int fd;
@@ -62,7 +56,7 @@ struct vmio_fe *vmio_fe_connect(const char *path, int timeout_ms)
 			break;
 		if (errno != ENOENT && errno != ECONNREFUSED && errno != EAGAIN)
 			return NULL;
-		if (now_ms() >= deadline) {
+		if (vmio_now_ms() >= deadline) {
 			errno = ETIMEDOUT;
 			return NULL;
 		}
@@ -91,13 +85,9 @@ static void queue_teardown(struct vmio_fe *fe, unsigned idx)
 {
 	struct vmio_dvq *q = &fe->queues[idx];
 
-	if (q->kick_fd >= 0)
-		close(q->kick_fd);
-	if (q->call_fd >= 0)
-		close(q->call_fd);
+	vmio_close_fd(&q->kick_fd);
+	vmio_close_fd(&q->call_fd);
 	vmio_dvq_release(q);
-	q->kick_fd = -1;
-	q->call_fd = -1;
 	fe->queue_set_up[idx] = false;
 }
 
@@ -105,14 +95,12 @@ void vmio_fe_close(struct vmio_fe *fe)
 {
 	if (!fe)
 		return;
-	if (fe->sock >= 0)
-		close(fe->sock);
+	vmio_close_fd(&fe->sock);
 	for (unsigned i = 0; i < VMIO_FE_MAX_QUEUES; i++)
 		queue_teardown(fe, i);
 	if (fe->mem)
 		munmap(fe->mem, fe->mem_size);
-	if (fe->mem_fd >= 0)
-		close(fe->mem_fd);
+	vmio_close_fd(&fe->mem_fd);
 	free(fe);
 }
 

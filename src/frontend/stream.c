@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "virtio/features.h"
 
 #define RX_QUEUE 0
@@ -482,14 +483,6 @@ static int wait_device(struct stream *s, int timeout_ms)
 	return 0;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static int setup(struct stream *s)
 {
 	struct vmio_stream_result *r = s->r;
@@ -559,13 +552,13 @@ static int step(struct stream *s, bool *progress)
 static int loop(struct stream *s)
 {
 	const int64_t stall_ns = (int64_t)s->o->stall_ms * 1000000;
-	int64_t last_progress = now_ns();
+	int64_t last_progress = (int64_t)vmio_now_ns();
 	bool progress;
 
 	while (s->received < s->o->bytes) {
 		if (step(s, &progress))
 			return -1;
-		int64_t now = now_ns();
+		int64_t now = (int64_t)vmio_now_ns();
 		if (progress) {
 			last_progress = now;
 			continue;
@@ -595,10 +588,10 @@ int vmio_stream_run(struct vmio_fe *fe, const struct vmio_stream_opts *o,
 	memset(r, 0, sizeof(*r));
 	ret = setup(&s);
 	if (!ret) {
-		start = now_ns();
+		start = (int64_t)vmio_now_ns();
 		vmio_dvq_kick(vmio_fe_queue(fe, RX_QUEUE));
 		ret = loop(&s);
-		r->seconds = (double)(now_ns() - start) / 1e9;
+		r->seconds = (double)((int64_t)vmio_now_ns() - start) / 1e9;
 	}
 	r->bytes = s.received;
 	free(s.tx);

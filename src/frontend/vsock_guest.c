@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "frontend/stream.h"
+#include "util/clock.h"
 
 #define RXQ 0
 #define TXQ 1
@@ -65,17 +66,9 @@ struct vg_listener {
 };
 
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int left_ms(int64_t deadline)
 {
-	int64_t l = deadline - now_ms();
+	int64_t l = deadline - vmio_now_ms();
 
 	return l < 0 ? 0 : (int)l;
 }
@@ -479,7 +472,7 @@ static int wait_events(struct vg *g, int timeout_ms)
 
 static int get_slot(struct vg *g, int timeout_ms, unsigned *slot)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = vmio_now_ms() + timeout_ms;
 
 	for (;;) {
 		int r;
@@ -491,7 +484,7 @@ static int get_slot(struct vg *g, int timeout_ms, unsigned *slot)
 		r = wait_events(g, left_ms(deadline));
 		if (r < 0)
 			return r;
-		if (!r && now_ms() >= deadline && !g->tx_nfree)
+		if (!r && vmio_now_ms() >= deadline && !g->tx_nfree)
 			return -ETIMEDOUT;
 	}
 }
@@ -722,7 +715,7 @@ int vg_poll(struct vg *g, int timeout_ms)
 bool vg_next_unmatched(struct vg *g, struct vsock_hdr *h, int timeout_ms)
 {
 	unsigned cap = sizeof(g->unmatched) / sizeof(g->unmatched[0]);
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = vmio_now_ms() + timeout_ms;
 
 	for (bool polled = false;; polled = true) {
 		if (g->unmatched_len) {
@@ -731,7 +724,7 @@ bool vg_next_unmatched(struct vg *g, struct vsock_hdr *h, int timeout_ms)
 			g->unmatched_len--;
 			return true;
 		}
-		if (polled && now_ms() >= deadline)
+		if (polled && vmio_now_ms() >= deadline)
 			return false;
 		if (vg_poll(g, left_ms(deadline)) < 0)
 			return false;
@@ -741,7 +734,7 @@ bool vg_next_unmatched(struct vg *g, struct vsock_hdr *h, int timeout_ms)
 bool vg_wait_unmatched(struct vg *g, uint16_t op, uint32_t dst_port,
 		       struct vsock_hdr *h, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = vmio_now_ms() + timeout_ms;
 
 	while (vg_next_unmatched(g, h, left_ms(deadline)))
 		if (h->op == op && h->dst_port == dst_port)
@@ -847,10 +840,10 @@ static struct vg_sock *connect_start(struct vg *g, uint16_t type,
 
 int vg_connect_wait(struct vg_sock *s, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = vmio_now_ms() + timeout_ms;
 
 	for (bool polled = false; s->connecting; polled = true) {
-		if (polled && now_ms() >= deadline)
+		if (polled && vmio_now_ms() >= deadline)
 			return -ETIMEDOUT;
 		int r = vg_poll(s->g, left_ms(deadline));
 
@@ -914,7 +907,7 @@ struct vg_sock *vg_accept(struct vg *g, uint32_t port, bool refuse,
 			  int timeout_ms, int *err)
 {
 	struct vg_listener *l = find_listener(g, port);
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = vmio_now_ms() + timeout_ms;
 	struct vsock_hdr req, h;
 	struct vg_sock *s;
 	int r;
@@ -927,7 +920,7 @@ struct vg_sock *vg_accept(struct vg *g, uint32_t port, bool refuse,
 		return NULL;
 	}
 	for (bool polled = false; !l->n; polled = true) {
-		if (polled && now_ms() >= deadline) {
+		if (polled && vmio_now_ms() >= deadline) {
 			if (err)
 				*err = -ETIMEDOUT;
 			return NULL;
@@ -980,7 +973,7 @@ static uint32_t peer_credit(const struct vg_sock *s)
 static ssize_t sock_write(struct vg_sock *s, const void *buf, size_t len,
 			  uint32_t last_flags, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = vmio_now_ms() + timeout_ms;
 	const uint8_t *p = buf;
 	size_t done = 0;
 	int err = 0;
@@ -1004,7 +997,7 @@ static ssize_t sock_write(struct vg_sock *s, const void *buf, size_t len,
 		if (!n) {
 			int r;
 
-			if (polled && now_ms() >= deadline) {
+			if (polled && vmio_now_ms() >= deadline) {
 				err = -ETIMEDOUT;
 				break;
 			}
@@ -1077,7 +1070,7 @@ static int sock_wait_readable(struct vg_sock *s, bool msg, int64_t deadline)
 		if (!s->established)
 			return -ENOTCONN;
 		/* Look at the queues once even with no time to wait. */
-		if (polled && now_ms() >= deadline)
+		if (polled && vmio_now_ms() >= deadline)
 			return -ETIMEDOUT;
 		r = vg_poll(s->g, left_ms(deadline));
 		if (r < 0)
@@ -1122,7 +1115,7 @@ static void sock_consumed(struct vg_sock *s, uint32_t done, int64_t deadline)
 
 ssize_t vg_read(struct vg_sock *s, void *buf, size_t len, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = vmio_now_ms() + timeout_ms;
 	uint32_t done;
 	int r = sock_wait_readable(s, false, deadline);
 
@@ -1137,7 +1130,7 @@ ssize_t vg_read(struct vg_sock *s, void *buf, size_t len, int timeout_ms)
 ssize_t vg_recv_msg(struct vg_sock *s, void *buf, size_t len,
 		    unsigned *flags, int timeout_ms)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = vmio_now_ms() + timeout_ms;
 	struct vg_msg m;
 	uint32_t k;
 	int r;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "redirect/relay_internal.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 /* Bytes one direction moves per wake-up at most, so that one busy
@@ -53,14 +54,6 @@ const char *redir_engine_name(enum redir_engine e)
 {
 	return (size_t)e < sizeof(engine_names) / sizeof(engine_names[0]) ?
 		       engine_names[e] : "?";
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 const struct redir_engine_ops *redir_engine_for(int src_type, int dst_type,
@@ -186,7 +179,7 @@ static int pump(struct redir_relay *r, int i)
 static void finish(struct redir_relay *r, int error)
 {
 	r->finished = true;
-	r->end_ns = now_ns();
+	r->end_ns = vmio_now_ns();
 	for (int i = 0; i < 2; i++) {
 		if (r->watched[i])
 			vmio_loop_remove(r->loop, r->fd[i]);
@@ -293,7 +286,7 @@ static struct redir_relay *relay_start(struct vmio_loop *loop, int a, int b,
 	r->fd[1] = b;
 	r->done = done;
 	r->opaque = opaque;
-	r->start_ns = now_ns();
+	r->start_ns = vmio_now_ns();
 	snprintf(r->name, sizeof(r->name), "%s", name);
 	for (int i = 0; i < 2; i++)
 		r->dir[i] = (struct redir_dir){ .pipe_r = -1, .pipe_w = -1 };
@@ -339,7 +332,7 @@ void redir_relay_get_stats(const struct redir_relay *r,
 		.bytes_ba = r->dir[1].bytes,
 		.dropped = r->dir[0].dropped + r->dir[1].dropped,
 		.start_ns = r->start_ns,
-		.end_ns = r->finished ? r->end_ns : now_ns(),
+		.end_ns = r->finished ? r->end_ns : vmio_now_ns(),
 	};
 }
 

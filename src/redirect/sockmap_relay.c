@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
+#include "util/fd.h"
 #include "util/log.h"
 
 /* How often the counters are read. */
@@ -49,14 +51,6 @@ struct redir_sockmap_relay {
 	void *opaque;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void unwatch(struct redir_sockmap_relay *r)
 {
 	vmio_loop_remove(r->loop, r->timer);
@@ -70,7 +64,7 @@ static void finish(struct redir_sockmap_relay *r, int error)
 	if (r->finished)
 		return;
 	r->finished = true;
-	r->end_ns = now_ns();
+	r->end_ns = vmio_now_ns();
 	unwatch(r);
 	r->done(r->opaque, r, error);
 }
@@ -300,7 +294,7 @@ struct redir_sockmap_relay *redir_sockmap_relay_new(struct vmio_loop *loop,
 	*r = (struct redir_sockmap_relay){
 		.loop = loop, .sm = sm, .ingress = ingress, .egress = egress,
 		.timer = -1, .div_in = -1, .div_out = -1,
-		.done = done, .opaque = opaque, .start_ns = now_ns(),
+		.done = done, .opaque = opaque, .start_ns = vmio_now_ns(),
 	};
 	snprintf(r->name, sizeof(r->name), "%s", name);
 	rc = setup(r, sndbuf);
@@ -322,14 +316,8 @@ void redir_sockmap_relay_get_stats(const struct redir_sockmap_relay *r,
 		.bytes_ab = c.bytes,
 		.dropped = c.failed,
 		.start_ns = r->start_ns,
-		.end_ns = r->finished ? r->end_ns : now_ns(),
+		.end_ns = r->finished ? r->end_ns : vmio_now_ns(),
 	};
-}
-
-static void close_fd(int fd)
-{
-	if (fd >= 0)
-		close(fd);
 }
 
 void redir_sockmap_relay_free(struct redir_sockmap_relay *r)
@@ -337,14 +325,14 @@ void redir_sockmap_relay_free(struct redir_sockmap_relay *r)
 	if (!r)
 		return;
 	unwatch(r);
-	close_fd(r->timer);
+	vmio_close_fd(&r->timer);
 	/* The ingress first: once the egress is closed the program would
 	 * drop what still arrives. */
-	close_fd(r->ingress);
-	close_fd(r->div_in);
+	vmio_close_fd(&r->ingress);
+	vmio_close_fd(&r->div_in);
 	redir_relay_free(r->tail); /* div_out and the egress, once started */
-	close_fd(r->div_out);
-	close_fd(r->egress);
+	vmio_close_fd(&r->div_out);
+	vmio_close_fd(&r->egress);
 	redir_sockmap_free(r->sm);
 	free(r);
 }

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "util/clock.h"
+
 static enum vmio_log_level current_level = VMIO_LOG_INFO;
 
 void vmio_log_set_level(enum vmio_log_level level)
@@ -31,16 +33,9 @@ void vmio_log(enum vmio_log_level level, const char *fmt, ...)
 	fprintf(stderr, "vmio: %s: %s\n", names[level], line);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 bool vmio_ratelimit_allow(struct vmio_ratelimit *rl)
 {
-	uint64_t now = now_ns();
+	uint64_t now = vmio_now_ns();
 
 	if (now - rl->window_start_ns >= 1000000000ull) {
 		rl->window_start_ns = now;

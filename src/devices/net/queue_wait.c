@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
+
 void vnet_reschedule(struct vmio_vq *vq)
 {
 	uint64_t one = 1;
@@ -18,14 +20,6 @@ void vnet_reschedule(struct vmio_vq *vq)
 	    errno != EAGAIN)
 		log_warn("net: cannot reschedule queue %u: %s", vq->index,
 			 strerror(errno));
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 static inline void cpu_relax(void)
@@ -41,7 +35,7 @@ bool vnet_poll_avail(const struct vnet_device *d, const struct vmio_vq *vq)
 
 	if (!d->cfg.poll_ns)
 		return false;
-	end = now_ns() + d->cfg.poll_ns;
+	end = vmio_now_ns() + d->cfg.poll_ns;
 	do {
 		/* A clock read is dearer than a look at the ring. */
 		for (int i = 0; i < 64; i++) {
@@ -49,7 +43,7 @@ bool vnet_poll_avail(const struct vnet_device *d, const struct vmio_vq *vq)
 				return true;
 			cpu_relax();
 		}
-	} while (now_ns() < end);
+	} while (vmio_now_ns() < end);
 	return false;
 }
 

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util/fd.h"
 #include "util/log.h"
 
 /* iovecs per sendmsg/recvmsg: a 64 KiB payload in 4 KiB guest pages is
@@ -124,9 +125,7 @@ void vsock_conn_set_seqpacket(struct vsock_conn *c)
 
 static void conn_close_host(struct vsock_conn *c)
 {
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
+	vmio_close_fd(&c->fd);
 	free(c->ring);
 	c->ring = NULL;
 	c->ring_len = 0;

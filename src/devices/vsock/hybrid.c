@@ -12,6 +12,7 @@
 
 #include "devices/vsock/connect_line.h"
 #include "devices/vsock/packet.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/unix_socket.h"
 
@@ -48,14 +49,6 @@ struct vsock_hybrid {
 	unsigned npending;
 	struct vmio_ratelimit rl;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void timer_arm(struct vsock_hybrid *h, bool on)
 {
@@ -220,7 +213,7 @@ static void accept_cb(void *opaque, int lfd, uint32_t events)
 	p->h = h;
 	p->fd = fd;
 	p->type = l->type;
-	p->deadline_ns = now_ns() + (uint64_t)h->cfg.line_timeout_ms * 1000000u;
+	p->deadline_ns = vmio_now_ns() + (uint64_t)h->cfg.line_timeout_ms * 1000000u;
 	vsock_connect_line_init(&p->line, h->cfg.line_max);
 	p->next = h->pending;
 	if (h->pending)
@@ -234,7 +227,7 @@ static void timer_cb(void *opaque, int fd, uint32_t events)
 {
 	struct vsock_hybrid *h = opaque;
 	struct hy_pending *p, *next;
-	uint64_t ticks, now = now_ns();
+	uint64_t ticks, now = vmio_now_ns();
 
 	if (read(fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
 		return;

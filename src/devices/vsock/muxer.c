@@ -17,6 +17,7 @@
 #include "devices/vsock/connection.h"
 #include "devices/vsock/packet.h"
 #include "devices/vsock/router.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 /* Deadlines are checked on a coarse tick: they bound how long something
@@ -68,14 +69,6 @@ struct vsock_muxer {
 	uint32_t rx_written[VSOCK_MUX_RX_BATCH];
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- Re-arming, timer ------------------------------------------------- */
 
 /* Asks to be called again once the loop has served everything else. */
@@ -106,7 +99,7 @@ static void timer_arm(struct vsock_muxer *m, bool on)
 
 static void set_deadline(struct mux_conn *mc, unsigned ms)
 {
-	mc->deadline_ns = now_ns() + (uint64_t)ms * 1000000u;
+	mc->deadline_ns = vmio_now_ns() + (uint64_t)ms * 1000000u;
 	timer_arm(mc->m, true);
 }
 
@@ -687,7 +680,7 @@ static void timer_cb(void *opaque, int fd, uint32_t events)
 {
 	struct vsock_muxer *m = opaque;
 	struct mux_conn *mc, *next;
-	uint64_t ticks, now = now_ns();
+	uint64_t ticks, now = vmio_now_ns();
 	bool waiting = false;
 
 	if (read(fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
