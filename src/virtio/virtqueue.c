@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/iov.h"
 #include "util/log.h"
 
 /*
@@ -448,42 +449,14 @@ bool vmio_vq_enable_kicks(struct vmio_vq *vq, bool enable)
 	return ld16(&vq->avail->idx) != vq->last_avail_idx;
 }
 
-static size_t copy_iov(const struct iovec *iov, unsigned n, uint64_t offset,
-		       uint8_t *buf, size_t len, bool to_iov)
-{
-	size_t done = 0;
-
-	for (unsigned k = 0; k < n && done < len; k++) {
-		size_t chunk;
-		uint8_t *p;
-
-		if (offset >= iov[k].iov_len) {
-			offset -= iov[k].iov_len;
-			continue;
-		}
-		p = (uint8_t *)iov[k].iov_base + offset;
-		chunk = iov[k].iov_len - (size_t)offset;
-		if (chunk > len - done)
-			chunk = len - done;
-		if (to_iov)
-			memcpy(p, buf + done, chunk);
-		else
-			memcpy(buf + done, p, chunk);
-		done += chunk;
-		offset = 0;
-	}
-	return done;
-}
-
 size_t vmio_chain_read(const struct vmio_chain *c, uint64_t offset, void *dst,
 		       size_t len)
 {
-	return copy_iov(c->iov, c->nout, offset, dst, len, false);
+	return vmio_iov_to_buf(c->iov, c->nout, offset, dst, len);
 }
 
 size_t vmio_chain_write(const struct vmio_chain *c, uint64_t offset,
 			const void *src, size_t len)
 {
-	return copy_iov(c->iov + c->nout, c->nin, offset, (uint8_t *)src, len,
-			true);
+	return vmio_iov_from_buf(c->iov + c->nout, c->nin, offset, src, len);
 }

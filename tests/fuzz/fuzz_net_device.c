@@ -95,6 +95,7 @@
 #include "devices/net/device_internal.h"
 #include "event/loop.h"
 #include "fuzz.h"
+#include "util/iov.h"
 #include "util/log.h"
 #include "virtio/features.h"
 #include "virtio/virtqueue.h"
@@ -737,7 +738,7 @@ static ssize_t fake_rx(struct vnet_backend *b, unsigned pair,
 	if (len > room)
 		len = room; /* the kernel writes no more than the buffers take */
 	memset(frame, a, len);
-	vnet_iov_write(iov, niov, 0, frame, len);
+	vmio_iov_from_buf(iov, niov, 0, frame, len);
 	return (ssize_t)len;
 }
 

@@ -19,6 +19,7 @@
 #include "devices/vsock/credit.h"
 #include "devices/vsock/packet.h"
 #include "fuzz.h"
+#include "util/iov.h"
 #include "virtio/virtqueue.h"
 
 #define PREFIX 14u
@@ -83,7 +84,7 @@ static void check_payload(const struct vsock_pkt *pkt, const uint8_t *body)
 	size_t covered = 0, at = 0;
 	unsigned n, i, j;
 
-	n = vsock_iov_slice(tx.iov, tx.nout, pkt->payload_off,
+	n = vmio_iov_slice(tx.iov, tx.nout, pkt->payload_off,
 			    pkt->payload_len, out, MAX_SEG, &covered);
 	assert(covered == pkt->payload_len);
 	for (i = 0; i < n; i++) {

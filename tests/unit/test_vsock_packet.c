@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "devices/vsock/packet.h"
+#include "util/iov.h"
 
 #define GUEST_CID 3u
 #define BUF_SIZE 256u
@@ -100,7 +101,7 @@ static void assert_hdr_equal(const struct vsock_hdr *a,
 	assert_int_equal(a->fwd_cnt, b->fwd_cnt);
 }
 
-/* Gathers the parsed payload through vsock_iov_slice and checks it is the
+/* Gathers the parsed payload through vmio_iov_slice and checks it is the
  * counting pattern put_pkt wrote. */
 static void assert_payload(const struct vsock_pkt *pkt)
 {
@@ -108,7 +109,7 @@ static void assert_payload(const struct vsock_pkt *pkt)
 	size_t covered = 0, seen = 0;
 	unsigned n, i;
 
-	n = vsock_iov_slice(chain.iov, chain.nout, pkt->payload_off,
+	n = vmio_iov_slice(chain.iov, chain.nout, pkt->payload_off,
 			    pkt->payload_len, out, 8, &covered);
 	assert_int_equal(covered, pkt->payload_len);
 	for (i = 0; i < n; i++) {
@@ -528,7 +529,7 @@ static void test_rx_slice(void **state)
 	(void)state;
 	build(&chain, buf, 120, seg, 4, true);
 	/* Payload area: bytes 44..120 of a chain cut at 30, 60, 90. */
-	n = vsock_iov_slice(chain.iov + chain.nout, chain.nin, VSOCK_HDR_SIZE,
+	n = vmio_iov_slice(chain.iov + chain.nout, chain.nin, VSOCK_HDR_SIZE,
 			    vsock_pkt_rx_capacity(&chain, 1000), out, 4,
 			    &covered);
 	assert_int_equal(n, 3);
@@ -538,15 +539,15 @@ static void test_rx_slice(void **state)
 	assert_ptr_equal(out[1].iov_base, buf + 60);
 	assert_int_equal(out[2].iov_len, 30);
 	/* Too few output slots: short, and says so. */
-	n = vsock_iov_slice(chain.iov, chain.nin, VSOCK_HDR_SIZE, 76, out, 2,
+	n = vmio_iov_slice(chain.iov, chain.nin, VSOCK_HDR_SIZE, 76, out, 2,
 			    &covered);
 	assert_int_equal(n, 2);
 	assert_int_equal(covered, 46);
 	/* Asking beyond the end. */
-	n = vsock_iov_slice(chain.iov, chain.nin, 100, 1000, out, 4, &covered);
+	n = vmio_iov_slice(chain.iov, chain.nin, 100, 1000, out, 4, &covered);
 	assert_int_equal(n, 1);
 	assert_int_equal(covered, 20);
-	n = vsock_iov_slice(chain.iov, chain.nin, 500, 10, out, 4, &covered);
+	n = vmio_iov_slice(chain.iov, chain.nin, 500, 10, out, 4, &covered);
 	assert_int_equal(n, 0);
 	assert_int_equal(covered, 0);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/iov.h"
 #include "util/log.h"
 #include "virtio/features.h"
 
@@ -52,73 +53,11 @@ enum lb_stop {
 	LB_BUDGET,
 };
 
-/* A position in a chain's scatter list, so that copying walks each iovec
- * once however the two chains' pieces fall. */
-struct lb_cursor {
-	const struct iovec *iov;
-	unsigned n;
-	unsigned i;
-	size_t off; /* into iov[i] */
-};
-
-static void cursor_init(struct lb_cursor *c, const struct iovec *iov,
-			unsigned n)
-{
-	c->iov = iov;
-	c->n = n;
-	c->i = 0;
-	c->off = 0;
-}
-
-static void cursor_skip(struct lb_cursor *c, uint64_t len)
-{
-	while (len && c->i < c->n) {
-		size_t room = c->iov[c->i].iov_len - c->off;
-
-		if (len < room) {
-			c->off += len;
-			return;
-		}
-		len -= room;
-		c->i++;
-		c->off = 0;
-	}
-}
-
-/* Copies from src to dst until either runs out; returns bytes copied. */
-static uint64_t cursor_copy(struct lb_cursor *dst, struct lb_cursor *src)
-{
-	uint64_t total = 0;
-
-	while (dst->i < dst->n && src->i < src->n) {
-		const struct iovec *d = &dst->iov[dst->i];
-		const struct iovec *s = &src->iov[src->i];
-		size_t dn = d->iov_len - dst->off;
-		size_t sn = s->iov_len - src->off;
-		size_t n = dn < sn ? dn : sn;
-
-		memcpy((uint8_t *)d->iov_base + dst->off,
-		       (const uint8_t *)s->iov_base + src->off, n);
-		total += n;
-		dst->off += n;
-		src->off += n;
-		if (dst->off == d->iov_len) {
-			dst->i++;
-			dst->off = 0;
-		}
-		if (src->off == s->iov_len) {
-			src->i++;
-			src->off = 0;
-		}
-	}
-	return total;
-}
-
 /* The state of one pump round: the chains in hand and how far into each. */
 struct lb_round {
 	bool have_tx, have_rx;
 	uint64_t tx_done, rx_done;
-	struct lb_cursor tx_cur, rx_cur;
+	struct vmio_iov_cursor tx_cur, rx_cur;
 	unsigned tx_pushed, rx_pushed;
 	unsigned budget;
 };
@@ -145,8 +84,8 @@ static int take_tx(struct vmio_loopback *lb, struct lb_round *r)
 		return got;
 	r->have_tx = true;
 	r->tx_done = resume_offset(lb, slot);
-	cursor_init(&r->tx_cur, vmio_chain_out(&lb->txc), lb->txc.nout);
-	cursor_skip(&r->tx_cur, r->tx_done);
+	vmio_iov_cursor_init(&r->tx_cur, vmio_chain_out(&lb->txc), lb->txc.nout);
+	vmio_iov_cursor_skip(&r->tx_cur, r->tx_done);
 	r->budget--;
 	return 1;
 }
@@ -159,7 +98,7 @@ static int take_rx(struct vmio_loopback *lb, struct lb_round *r)
 		return got;
 	r->have_rx = true;
 	r->rx_done = 0;
-	cursor_init(&r->rx_cur, vmio_chain_in(&lb->rxc), lb->rxc.nin);
+	vmio_iov_cursor_init(&r->rx_cur, vmio_chain_in(&lb->rxc), lb->rxc.nin);
 	r->budget--;
 	return 1;
 }
@@ -202,7 +141,7 @@ static enum lb_stop pump(struct vmio_loopback *lb, struct lb_round *r)
 			if (got <= 0)
 				return got < 0 ? LB_BROKEN : LB_RX_EMPTY;
 		}
-		uint64_t n = cursor_copy(&r->rx_cur, &r->tx_cur);
+		uint64_t n = vmio_iov_cursor_copy(&r->rx_cur, &r->tx_cur);
 
 		r->tx_done += n;
 		r->rx_done += n;

@@ -139,11 +139,6 @@ struct vnet_backend {
 	size_t max_frame;
 };
 
-/* Writes len bytes of src at offset into the scatter list iov (as far as
- * it reaches): for the device's header fields and copying backends. */
-void vnet_iov_write(const struct iovec *iov, unsigned niov, size_t offset,
-		    const void *src, size_t len);
-
 /* Drops everything sent: the device measured alone. Receives nothing, or
  * with source_len (VNET_NULL_SOURCE_MIN to _MAX; 0: off) answers every
  * receive with one source_len-byte frame, as fast as the guest posts

@@ -20,6 +20,7 @@
 
 #include "devices/net/backend.h"
 #include "devices/net/virtio_net.h"
+#include "util/iov.h"
 
 struct null_backend {
 	struct vnet_backend b;
@@ -60,18 +61,16 @@ static ssize_t null_rx(struct vnet_backend *b, unsigned pair,
 {
 	struct null_backend *n = to_null(b);
 	uint8_t hdr[VIRTIO_NET_HDR_LEN] = { 0 };
-	size_t room = 0;
+	size_t room = vmio_iov_length(iov, niov);
 
 	if (!n->frame_len)
 		return -EAGAIN;
-	for (unsigned i = 0; i < niov; i++)
-		room += iov[i].iov_len;
 	if (room < n->hdr_len + n->frame_len)
 		return -EMSGSIZE;
 	if (n->hdr_len >= VIRTIO_NET_HDR_LEN)
 		hdr[VIRTIO_NET_HDR_NUM_BUFFERS_OFFSET] = 1; /* le16 1 */
-	vnet_iov_write(iov, niov, 0, hdr, n->hdr_len);
-	vnet_iov_write(iov, niov, n->hdr_len, n->frame, n->frame_len);
+	vmio_iov_from_buf(iov, niov, 0, hdr, n->hdr_len);
+	vmio_iov_from_buf(iov, niov, n->hdr_len, n->frame, n->frame_len);
 	return (ssize_t)(n->hdr_len + n->frame_len);
 }
 

@@ -53,6 +53,7 @@
 #include "devices/net/umem_view.h"
 #include "devices/net/virtio_net.h"
 #include "devices/net/xsk_map.h"
+#include "util/iov.h"
 #include "util/log.h"
 
 #define XDP_FRAME_SIZE XSK_UMEM__DEFAULT_FRAME_SIZE
@@ -192,25 +193,6 @@ static unsigned cq_reap(struct xdp_queue *q, uint32_t *cookies, unsigned max)
 	return out;
 }
 
-static void copy_frame(uint8_t *dst, const struct iovec *iov, unsigned niov,
-		       size_t skip)
-{
-	size_t len = 0;
-
-	for (unsigned i = 0; i < niov; i++) {
-		size_t n = iov[i].iov_len;
-
-		if (skip >= n) {
-			skip -= n;
-			continue;
-		}
-		memcpy(dst + len, (const uint8_t *)iov[i].iov_base + skip,
-		       n - skip);
-		len += n - skip;
-		skip = 0;
-	}
-}
-
 /* A TX ring entry, or -EAGAIN: the ring is full even after a kick. */
 static int tx_reserve(struct xdp_queue *q, uint32_t *idx)
 {
@@ -272,8 +254,7 @@ static int xdp_tx(struct vnet_backend *b, unsigned pair,
 
 	if (q->mode == Q_NONE)
 		return -ENETDOWN;
-	for (unsigned i = 0; i < niov; i++)
-		len += iov[i].iov_len;
+	len = vmio_iov_length(iov, niov);
 	if (len < x->hdr_len || len - x->hdr_len > XDP_FRAME_SIZE)
 		return -EMSGSIZE;
 	len -= x->hdr_len;
@@ -298,9 +279,10 @@ static int xdp_tx(struct vnet_backend *b, unsigned pair,
 		q->tx.cached_prod--; /* give the reserved entry back */
 		return rc;
 	}
-	copy_frame(q->mode == Q_NOCOPY ? x->view.base + addr
-				       : xsk_umem__get_data(q->area, addr),
-		   iov, niov, x->hdr_len);
+	vmio_iov_to_buf(iov, niov, x->hdr_len,
+			q->mode == Q_NOCOPY ? x->view.base + addr
+					    : xsk_umem__get_data(q->area, addr),
+			len);
 	tx_submit(q, idx, addr, len);
 	return 0;
 }
@@ -381,8 +363,7 @@ static ssize_t xdp_rx(struct vnet_backend *b, unsigned pair,
 	desc = xsk_ring_cons__rx_desc(&q->rx, idx);
 	addr = xsk_umem__add_offset_to_addr(desc->addr);
 	len = desc->len;
-	for (unsigned i = 0; i < niov; i++)
-		room += iov[i].iov_len;
+	room = vmio_iov_length(iov, niov);
 	if (len > XDP_FRAME_SIZE ||
 	    xsk_umem__extract_addr(desc->addr) >=
 		    (uint64_t)XDP_UMEM_FRAMES * XDP_FRAME_SIZE ||
@@ -393,8 +374,8 @@ static ssize_t xdp_rx(struct vnet_backend *b, unsigned pair,
 	} else {
 		if (x->hdr_len == VIRTIO_NET_HDR_LEN)
 			hdr.num_buffers = htole16(1);
-		vnet_iov_write(iov, niov, 0, &hdr, x->hdr_len);
-		vnet_iov_write(iov, niov, x->hdr_len,
+		vmio_iov_from_buf(iov, niov, 0, &hdr, x->hdr_len);
+		vmio_iov_from_buf(iov, niov, x->hdr_len,
 			       xsk_umem__get_data(q->area, addr), len);
 		rc = (ssize_t)(x->hdr_len + len);
 	}

@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "util/iov.h"
+
 /* The rx room one frame needs: header and the largest frame the guest
  * agreed to receive. */
 static size_t rx_room(const struct vnet_device *d)
@@ -104,33 +106,11 @@ static int rx_gather(struct vnet_device *d, struct vnet_pair *p,
 	return 1;
 }
 
-void vnet_iov_write(const struct iovec *iov, unsigned niov, size_t offset,
-		    const void *src, size_t len)
-{
-	const uint8_t *s = src;
-
-	for (unsigned i = 0; i < niov && len; i++) {
-		size_t n;
-
-		if (offset >= iov[i].iov_len) {
-			offset -= iov[i].iov_len;
-			continue;
-		}
-		n = iov[i].iov_len - offset;
-		if (n > len)
-			n = len;
-		memcpy((uint8_t *)iov[i].iov_base + offset, s, n);
-		s += n;
-		len -= n;
-		offset = 0;
-	}
-}
-
 /* Writes len bytes at offset of the gathered buffers. */
 static void rx_patch(struct vnet_device *d, const struct rx_frame *f,
 		     size_t offset, const void *src, size_t len)
 {
-	vnet_iov_write(d->iov, f->niov, offset, src, len);
+	vmio_iov_from_buf(d->iov, f->niov, offset, src, len);
 }
 
 /* Pushes the chains the len-byte frame filled, gives the others back, and

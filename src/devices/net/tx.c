@@ -11,31 +11,23 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "util/iov.h"
+
 /* Fills d->iov with hdr then the chain's readable part from skip bytes
  * on. Returns the number of segments, or 0 if they do not fit writev. */
 static unsigned tx_segments(struct vnet_device *d, struct virtio_net_hdr *hdr,
 			    size_t skip)
 {
 	const struct vmio_chain *c = &d->chain;
-	unsigned n = 0;
+	size_t covered;
+	unsigned n;
 
-	d->iov[n++] = (struct iovec){ .iov_base = hdr, .iov_len = d->hdr_len };
-	for (unsigned i = 0; i < c->nout; i++) {
-		const struct iovec *s = &c->iov[i];
-
-		if (skip >= s->iov_len) {
-			skip -= s->iov_len;
-			continue;
-		}
-		if (n == VNET_MAX_IOV)
-			return 0;
-		d->iov[n++] = (struct iovec){
-			.iov_base = (uint8_t *)s->iov_base + skip,
-			.iov_len = s->iov_len - skip,
-		};
-		skip = 0;
-	}
-	return n;
+	d->iov[0] = (struct iovec){ .iov_base = hdr, .iov_len = d->hdr_len };
+	n = vmio_iov_slice(c->iov, c->nout, skip, UINT64_MAX, d->iov + 1,
+			   VNET_MAX_IOV - 1, &covered);
+	if (covered < c->out_len - skip)
+		return 0;
+	return 1 + n;
 }
 
 static void tx_drop(struct vnet_device *d, struct vnet_pair *p,

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "util/fd.h"
+#include "util/iov.h"
 #include "util/log.h"
 
 /* iovecs per sendmsg/recvmsg: a 64 KiB payload in 4 KiB guest pages is
@@ -236,7 +237,7 @@ static int ring_push(struct vsock_conn *c, const struct vmio_chain *tx,
 		size_t covered;
 		unsigned n, i;
 
-		n = vsock_iov_slice(tx->iov, tx->nout, off, len, iov, CONN_IOV,
+		n = vmio_iov_slice(tx->iov, tx->nout, off, len, iov, CONN_IOV,
 				    &covered);
 		if (!n)
 			return -1;
@@ -391,7 +392,7 @@ static int seq_send_direct(struct vsock_conn *c, const struct vsock_pkt *pkt,
 	size_t covered;
 	unsigned n;
 
-	n = vsock_iov_slice(tx->iov, tx->nout, pkt->payload_off,
+	n = vmio_iov_slice(tx->iov, tx->nout, pkt->payload_off,
 			    pkt->payload_len, iov, CONN_IOV, &covered);
 	if (covered < pkt->payload_len)
 		return 0;
@@ -486,7 +487,7 @@ static void conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		unsigned n;
 		ssize_t w;
 
-		n = vsock_iov_slice(tx->iov, tx->nout, pkt->payload_off + done,
+		n = vmio_iov_slice(tx->iov, tx->nout, pkt->payload_off + done,
 				    len - done, iov, CONN_IOV, &covered);
 		if (!n)
 			break; /* the parser checked len; cannot happen */
@@ -728,7 +729,7 @@ static ssize_t conn_read_host(struct vsock_conn *c,
 		cap = credit;
 	if (!cap)
 		return 0;
-	n = vsock_iov_slice(rx->iov + rx->nout, rx->nin, VSOCK_HDR_SIZE, cap,
+	n = vmio_iov_slice(rx->iov + rx->nout, rx->nin, VSOCK_HDR_SIZE, cap,
 			    iov, CONN_IOV, &covered);
 	if (!n)
 		return 0;
@@ -956,7 +957,7 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 			cap = want - total;
 		if (!cap)
 			break;
-		niov += vsock_iov_slice(rx[i]->iov + rx[i]->nout, rx[i]->nin,
+		niov += vmio_iov_slice(rx[i]->iov + rx[i]->nout, rx[i]->nin,
 					VSOCK_HDR_SIZE, cap, iov + niov,
 					CONN_RX_IOV - niov, &covered);
 		if (!covered)

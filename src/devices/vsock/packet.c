@@ -236,35 +236,6 @@ size_t vsock_pkt_write_payload(const struct vmio_chain *c, uint32_t off,
 	return vmio_chain_write(c, (uint64_t)VSOCK_HDR_SIZE + off, src, len);
 }
 
-unsigned vsock_iov_slice(const struct iovec *iov, unsigned n, uint64_t off,
-			 uint64_t len, struct iovec *out, unsigned max_out,
-			 size_t *covered)
-{
-	unsigned i, k = 0;
-	size_t done = 0;
-
-	for (i = 0; i < n && len && k < max_out; i++) {
-		size_t seg = iov[i].iov_len;
-		size_t take;
-
-		if (off >= seg) {
-			off -= seg;
-			continue;
-		}
-		take = seg - (size_t)off;
-		if (take > len)
-			take = (size_t)len;
-		out[k].iov_base = (uint8_t *)iov[i].iov_base + off;
-		out[k].iov_len = take;
-		k++;
-		done += take;
-		len -= take;
-		off = 0;
-	}
-	*covered = done;
-	return k;
-}
-
 const char *vsock_op_name(uint16_t op)
 {
 	static const char *const names[] = {

@@ -189,22 +189,16 @@ int vsock_pkt_write_hdr(const struct vmio_chain *c, const struct vsock_hdr *h);
 
 /* Copies payload into an rx chain after the header, `off` bytes into the
  * payload. Returns bytes copied. For data read from a host socket prefer
- * vsock_iov_slice() over the writable part and readv() into it. */
+ * vmio_iov_slice() over the writable part and readv() into it. */
 size_t vsock_pkt_write_payload(const struct vmio_chain *c, uint32_t off,
 			       const void *src, size_t len);
 
-/* Describes bytes [off, off + len) of the scatter list iov[0..n) as at most
- * max_out iovecs in out, without copying, for writev/readv on guest memory:
- *   tx payload: vsock_iov_slice(c->iov, c->nout,
- *                               pkt->payload_off + done,
- *                               pkt->payload_len - done, ...)
- *   rx payload: vsock_iov_slice(c->iov + c->nout, c->nin, VSOCK_HDR_SIZE,
- *                               vsock_pkt_rx_capacity(c, max), ...)
- * Returns the number of iovecs written and sets *covered to the bytes they
- * span: less than len if the list ends first or max_out was too small. */
-unsigned vsock_iov_slice(const struct iovec *iov, unsigned n, uint64_t off,
-			 uint64_t len, struct iovec *out, unsigned max_out,
-			 size_t *covered);
+/* Payloads as scatter lists (util/iov.h), without copying, for
+ * writev/readv on guest memory:
+ *   tx payload: vmio_iov_slice(c->iov, c->nout, pkt->payload_off + done,
+ *                              pkt->payload_len - done, ...)
+ *   rx payload: vmio_iov_slice(c->iov + c->nout, c->nin, VSOCK_HDR_SIZE,
+ *                              vsock_pkt_rx_capacity(c, max), ...) */
 
 const char *vsock_op_name(uint16_t op);
 
