@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -116,7 +115,7 @@ struct redirect {
 	struct redir_sockmap *sm; /* loaded for the sockmap engine until used */
 	bool stats;
 	int listen_fd;
-	int backoff_fd;      /* timerfd: resumes accepting after EMFILE */
+	struct vmio_timer backoff; /* resumes accepting after EMFILE */
 	struct vmio_ratelimit rl;
 	unsigned next_id;
 	struct conn *conns;
@@ -276,40 +275,17 @@ static void stop_listening(struct redirect *rd)
 	close(rd->listen_fd);
 	rd->listen_fd = -1;
 	redir_endpoint_unlink(&rd->ep[0]);
-	if (rd->backoff_fd >= 0) {
-		vmio_loop_remove(rd->loop, rd->backoff_fd);
-		close(rd->backoff_fd);
-		rd->backoff_fd = -1;
-	}
+	vmio_timer_fini(&rd->backoff);
 }
 
 #define ACCEPT_BACKOFF_MS 100
 
-static void on_backoff_done(void *opaque, int fd, uint32_t events)
+static void on_backoff_done(void *opaque)
 {
 	struct redirect *rd = opaque;
-	uint64_t expirations;
 
-	if (read(fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
-		log_warn("accept back-off timer: %s", strerror(errno));
 	if (rd->listen_fd >= 0)
 		vmio_loop_modify(rd->loop, rd->listen_fd, EPOLLIN);
-}
-
-/* Made with the listener: once fds run out there is none left for it. */
-static int make_backoff_timer(struct redirect *rd)
-{
-	rd->backoff_fd = timerfd_create(CLOCK_MONOTONIC,
-					TFD_NONBLOCK | TFD_CLOEXEC);
-	if (rd->backoff_fd < 0)
-		return -1;
-	if (vmio_loop_add(rd->loop, rd->backoff_fd, EPOLLIN, on_backoff_done,
-			  rd)) {
-		close(rd->backoff_fd);
-		rd->backoff_fd = -1;
-		return -1;
-	}
-	return 0;
 }
 
 /* Out of file descriptors (or memory), the pending connection stays in
@@ -318,12 +294,8 @@ static int make_backoff_timer(struct redirect *rd)
  * meanwhile free what the next accept needs. */
 static void pause_accepting(struct redirect *rd)
 {
-	struct itimerspec its = {
-		.it_value.tv_nsec = ACCEPT_BACKOFF_MS * 1000000L,
-	};
-
-	if (timerfd_settime(rd->backoff_fd, 0, &its, NULL) == 0)
-		vmio_loop_modify(rd->loop, rd->listen_fd, 0);
+	vmio_timer_arm_ms(&rd->backoff, ACCEPT_BACKOFF_MS);
+	vmio_loop_modify(rd->loop, rd->listen_fd, 0);
 }
 
 static void on_accept(void *opaque, int fd, uint32_t events)
@@ -598,7 +570,11 @@ static int run(struct redirect *rd)
 		rc = receive_first(rd);
 	} else if (redir_addr_is_passive(&rd->ep[0].addr)) {
 		rd->listen_fd = redir_endpoint_listen(&rd->ep[0]);
-		if (rd->listen_fd < 0 || make_backoff_timer(rd) ||
+		/* Made with the listener: it costs no descriptor, so it is
+		 * there when they run out. */
+		if (rd->listen_fd < 0 ||
+		    vmio_timer_init(&rd->backoff, rd->loop, on_backoff_done,
+				    rd) ||
 		    vmio_loop_add(rd->loop, rd->listen_fd, EPOLLIN, on_accept, rd))
 			rc = -1;
 		else
@@ -639,7 +615,6 @@ int vmio_cmd_redirect(int argc, char **argv)
 		.engine = REDIR_ENGINE_AUTO,
 		.buffer = REDIR_DEFAULT_BUFFER,
 		.listen_fd = -1,
-		.backoff_fd = -1,
 		.rl = VMIO_RATELIMIT_INIT(5),
 	};
 	int verbosity = 0;

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,7 +30,8 @@
 struct redir_sockmap_relay {
 	struct vmio_loop *loop;
 	struct redir_sockmap *sm;
-	int ingress, egress, timer;
+	int ingress, egress;
+	struct vmio_timer tick; /* every TICK_MS: the counters */
 	/* The diversion: div_in is in the map, div_out is read by `tail`
 	 * (div_out -> egress in userspace) once the diverted data may go. */
 	int div_in, div_out;
@@ -53,7 +53,7 @@ struct redir_sockmap_relay {
 
 static void unwatch(struct redir_sockmap_relay *r)
 {
-	vmio_loop_remove(r->loop, r->timer);
+	vmio_timer_cancel(&r->tick);
 	if (r->egress >= 0)
 		vmio_loop_remove(r->loop, r->egress);
 	vmio_loop_remove(r->loop, r->div_in);
@@ -166,14 +166,11 @@ static int start_tail(struct redir_sockmap_relay *r)
 	return 0;
 }
 
-static void on_tick(void *opaque, int fd, uint32_t events)
+static void on_tick(void *opaque)
 {
 	struct redir_sockmap_relay *r = opaque;
 	struct redir_sockmap_counters c;
-	uint64_t expirations;
 
-	if (read(fd, &expirations, sizeof(expirations)) < 0)
-		return;
 	redir_sockmap_read(r->sm, &c);
 	if (c.failed) {
 		log_err("%s: the kernel dropped %llu datagrams: ADDRESS2 is gone",
@@ -244,10 +241,6 @@ static void on_tick(void *opaque, int fd, uint32_t events)
 
 static int setup(struct redir_sockmap_relay *r, int sndbuf)
 {
-	struct itimerspec its = {
-		.it_interval.tv_nsec = TICK_MS * 1000000L,
-		.it_value.tv_nsec = TICK_MS * 1000000L,
-	};
 	int sv[2], rc;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
@@ -262,10 +255,10 @@ static int setup(struct redir_sockmap_relay *r, int sndbuf)
 			strerror(-rc));
 		return rc;
 	}
-	r->timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (r->timer < 0 || timerfd_settime(r->timer, 0, &its, NULL) < 0)
-		return -errno;
-	rc = vmio_loop_add(r->loop, r->timer, EPOLLIN, on_tick, r);
+	rc = vmio_timer_init(&r->tick, r->loop, on_tick, r);
+	if (rc)
+		return rc;
+	vmio_timer_arm_periodic_ns(&r->tick, TICK_MS * 1000000ull);
 	/* No events asked: epoll reports a hang-up or an error regardless,
 	 * and those are all this process acts on. */
 	if (!rc)
@@ -293,7 +286,7 @@ struct redir_sockmap_relay *redir_sockmap_relay_new(struct vmio_loop *loop,
 	}
 	*r = (struct redir_sockmap_relay){
 		.loop = loop, .sm = sm, .ingress = ingress, .egress = egress,
-		.timer = -1, .div_in = -1, .div_out = -1,
+		.div_in = -1, .div_out = -1,
 		.done = done, .opaque = opaque, .start_ns = vmio_now_ns(),
 	};
 	snprintf(r->name, sizeof(r->name), "%s", name);
@@ -325,7 +318,7 @@ void redir_sockmap_relay_free(struct redir_sockmap_relay *r)
 	if (!r)
 		return;
 	unwatch(r);
-	vmio_close_fd(&r->timer);
+	vmio_timer_fini(&r->tick);
 	/* The ingress first: once the egress is closed the program would
 	 * drop what still arrives. */
 	vmio_close_fd(&r->ingress);

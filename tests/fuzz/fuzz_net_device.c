@@ -88,7 +88,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "devices/net/device.h"
@@ -1098,13 +1097,11 @@ static void run_loop(unsigned n)
 
 static void fire_retry_timers(void)
 {
-	struct itimerspec now = { .it_value.tv_nsec = 1 };
-
 	for (unsigned i = 0; i < fk.b.pairs; i++) {
 		struct vnet_pair *p = &dev->pairs[i];
 
-		if (p->retry_armed && p->retry_fd >= 0)
-			timerfd_settime(p->retry_fd, 0, &now, NULL);
+		if (vmio_timer_armed(&p->retry))
+			vmio_timer_arm_ns(&p->retry, 0);
 	}
 	run_loop(1);
 }
@@ -1157,7 +1154,7 @@ static void guest_desc(unsigned i, uint8_t n, uint16_t addr, uint16_t len,
 static bool quiet(void)
 {
 	for (unsigned i = 0; i < fk.b.pairs; i++)
-		if (dev->pairs[i].retry_armed)
+		if (vmio_timer_armed(&dev->pairs[i].retry))
 			return false;
 	return true;
 }

@@ -300,7 +300,6 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 		d->pairs[i].d = d;
 		d->pairs[i].index = i;
 		d->pairs[i].rx_fd = -1;
-		d->pairs[i].retry_fd = -1;
 	}
 	for (unsigned i = 0; i < d->npairs; i++) {
 		int rc = vnet_tx_retry_watch(&d->pairs[i]);

@@ -41,8 +41,7 @@ struct vnet_pair {
 	 * (the core's, alive as long as the device). */
 	unsigned tx_held, rx_held;
 	struct vmio_vq *tx_held_vq, *rx_held_vq;
-	int retry_fd;       /* timerfd: look at tx again */
-	bool retry_armed;
+	struct vmio_timer retry; /* look at tx again */
 };
 
 struct vnet_device {

@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "util/iov.h"
@@ -148,51 +147,28 @@ static enum tx_stop tx_drain(struct vnet_device *d, struct vnet_pair *p,
 	return why;
 }
 
-static void on_retry(void *opaque, int fd, uint32_t events)
+static void on_retry(void *opaque)
 {
 	struct vnet_pair *p = opaque;
-	uint64_t expired;
 
-	(void)events;
-	if (read(fd, &expired, sizeof(expired)) < 0 && errno != EAGAIN)
-		log_warn("net: pair %u: retry timer: %s", p->index,
-			 strerror(errno));
-	p->retry_armed = false;
 	vnet_tx_reap(p);
 	vnet_tx_run(p);
 }
 
 void vnet_tx_retry_later(struct vnet_pair *p)
 {
-	struct itimerspec t = { .it_value.tv_nsec = VNET_RETRY_NS };
-
-	if (p->retry_armed || p->retry_fd < 0)
-		return;
-	if (timerfd_settime(p->retry_fd, 0, &t, NULL) < 0) {
-		log_warn("net: pair %u: cannot arm the retry timer: %s",
-			 p->index, strerror(errno));
-		return;
-	}
-	p->retry_armed = true;
+	if (!vmio_timer_armed(&p->retry))
+		vmio_timer_arm_ns(&p->retry, VNET_RETRY_NS);
 }
 
 int vnet_tx_retry_watch(struct vnet_pair *p)
 {
-	p->retry_fd = timerfd_create(CLOCK_MONOTONIC,
-				     TFD_NONBLOCK | TFD_CLOEXEC);
-	if (p->retry_fd < 0)
-		return -errno;
-	return vmio_loop_add(p->d->loop, p->retry_fd, EPOLLIN, on_retry, p);
+	return vmio_timer_init(&p->retry, p->d->loop, on_retry, p);
 }
 
 void vnet_tx_retry_unwatch(struct vnet_pair *p)
 {
-	if (p->retry_fd < 0)
-		return;
-	vmio_loop_remove(p->d->loop, p->retry_fd);
-	close(p->retry_fd);
-	p->retry_fd = -1;
-	p->retry_armed = false;
+	vmio_timer_fini(&p->retry);
 }
 
 /* Kicks are off while we drain; before sleeping we turn them on and look

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,8 +42,7 @@ struct vsock_hybrid {
 	struct vsock_hybrid_config cfg;
 	char *path;
 	struct hy_listener lis[2]; /* stream, seqpacket */
-	int timer_fd;
-	bool timer_armed;
+	struct vmio_timer tick; /* periodic while a socket awaits its line */
 	struct hy_pending *pending;
 	unsigned npending;
 	struct vmio_ratelimit rl;
@@ -52,16 +50,13 @@ struct vsock_hybrid {
 
 static void timer_arm(struct vsock_hybrid *h, bool on)
 {
-	struct itimerspec its = { 0 };
-
-	if (h->timer_armed == on)
+	if (vmio_timer_armed(&h->tick) == on)
 		return;
-	if (on) {
-		its.it_interval.tv_nsec = HYBRID_TICK_MS * 1000000L;
-		its.it_value = its.it_interval;
-	}
-	if (timerfd_settime(h->timer_fd, 0, &its, NULL) == 0)
-		h->timer_armed = on;
+	if (on)
+		vmio_timer_arm_periodic_ns(&h->tick,
+					   HYBRID_TICK_MS * 1000000ull);
+	else
+		vmio_timer_cancel(&h->tick);
 }
 
 /* Takes p off the list; its fd is the caller's (closed or handed on). */
@@ -223,14 +218,12 @@ static void accept_cb(void *opaque, int lfd, uint32_t events)
 	timer_arm(h, true);
 }
 
-static void timer_cb(void *opaque, int fd, uint32_t events)
+static void timer_cb(void *opaque)
 {
 	struct vsock_hybrid *h = opaque;
 	struct hy_pending *p, *next;
-	uint64_t ticks, now = vmio_now_ns();
+	uint64_t now = vmio_now_ns();
 
-	if (read(fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
-		return;
 	for (p = h->pending; p; p = next) {
 		next = p->next;
 		if (now < p->deadline_ns)
@@ -300,19 +293,13 @@ struct vsock_hybrid *vsock_hybrid_new(struct vmio_loop *loop,
 	h->loop = loop;
 	h->mux = mux;
 	h->cfg = *cfg;
-	h->lis[0].fd = h->lis[1].fd = h->timer_fd = -1;
+	h->lis[0].fd = h->lis[1].fd = -1;
 	h->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
 	h->path = strdup(cfg->uds_path);
 	if (!h->path)
 		goto fail;
 	h->cfg.uds_path = h->path;
-	h->timer_fd = timerfd_create(CLOCK_MONOTONIC,
-				     TFD_NONBLOCK | TFD_CLOEXEC);
-	if (h->timer_fd < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	rc = vmio_loop_add(loop, h->timer_fd, EPOLLIN, timer_cb, h);
+	rc = vmio_timer_init(&h->tick, loop, timer_cb, h);
 	if (rc)
 		goto fail;
 	rc = listener_open(h, &h->lis[0], VSOCK_TYPE_STREAM, h->path);
@@ -337,10 +324,7 @@ void vsock_hybrid_free(struct vsock_hybrid *h)
 		pending_close(h, h->pending);
 	listener_close(h, &h->lis[0]);
 	listener_close(h, &h->lis[1]);
-	if (h->timer_fd >= 0) {
-		vmio_loop_remove(h->loop, h->timer_fd);
-		close(h->timer_fd);
-	}
+	vmio_timer_fini(&h->tick);
 	free(h->path);
 	free(h);
 }

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,8 +54,7 @@ struct vsock_muxer {
 	struct vmio_vq *rx, *tx;
 	struct vmio_mem *mem;
 
-	int timer_fd;
-	bool timer_armed;
+	struct vmio_timer tick; /* periodic while something has a deadline */
 	int resched_fd;
 	bool resched_rx, resched_tx;
 
@@ -85,16 +83,12 @@ static void resched(struct vsock_muxer *m, bool rx, bool tx)
 
 static void timer_arm(struct vsock_muxer *m, bool on)
 {
-	struct itimerspec its = { 0 };
-
-	if (m->timer_armed == on)
+	if (vmio_timer_armed(&m->tick) == on)
 		return;
-	if (on) {
-		its.it_interval.tv_nsec = MUX_TICK_MS * 1000000L;
-		its.it_value = its.it_interval;
-	}
-	if (timerfd_settime(m->timer_fd, 0, &its, NULL) == 0)
-		m->timer_armed = on;
+	if (on)
+		vmio_timer_arm_periodic_ns(&m->tick, MUX_TICK_MS * 1000000ull);
+	else
+		vmio_timer_cancel(&m->tick);
 }
 
 static void set_deadline(struct mux_conn *mc, unsigned ms)
@@ -676,15 +670,13 @@ static bool conn_expire(struct vsock_muxer *m, struct mux_conn *mc)
 	return true;
 }
 
-static void timer_cb(void *opaque, int fd, uint32_t events)
+static void timer_cb(void *opaque)
 {
 	struct vsock_muxer *m = opaque;
 	struct mux_conn *mc, *next;
-	uint64_t ticks, now = vmio_now_ns();
+	uint64_t now = vmio_now_ns();
 	bool waiting = false;
 
-	if (read(fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
-		return;
 	for (mc = m->all; mc; mc = next) {
 		next = mc->all_next;
 		if (!mc->deadline_ns)
@@ -813,16 +805,14 @@ struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
 	m->cfg = *cfg;
 	m->types = VSOCK_TYPES_STREAM;
 	m->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
-	m->timer_fd = m->resched_fd = -1;
+	m->resched_fd = -1;
 	m->uds_path = strdup(cfg->uds_path ? cfg->uds_path : "");
 	m->cfg.uds_path = m->uds_path;
 	if (!m->uds_path || vsock_table_init(&m->table, cfg->max_conns))
 		goto fail;
-	m->timer_fd = timerfd_create(CLOCK_MONOTONIC,
-				     TFD_NONBLOCK | TFD_CLOEXEC);
 	m->resched_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (m->timer_fd < 0 || m->resched_fd < 0 ||
-	    vmio_loop_add(loop, m->timer_fd, EPOLLIN, timer_cb, m) ||
+	if (vmio_timer_init(&m->tick, loop, timer_cb, m) ||
+	    m->resched_fd < 0 ||
 	    vmio_loop_add(loop, m->resched_fd, EPOLLIN, resched_cb, m))
 		goto fail;
 	return m;
@@ -837,10 +827,7 @@ void vsock_muxer_free(struct vsock_muxer *m)
 		return;
 	while (m->all)
 		conn_free(m->all);
-	if (m->timer_fd >= 0) {
-		vmio_loop_remove(m->loop, m->timer_fd);
-		close(m->timer_fd);
-	}
+	vmio_timer_fini(&m->tick);
 	if (m->resched_fd >= 0) {
 		vmio_loop_remove(m->loop, m->resched_fd);
 		close(m->resched_fd);

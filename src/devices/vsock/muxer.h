@@ -17,7 +17,7 @@
  *   host fds   watched exactly as vsock_conn_epoll_events says after every
  *              call into a connection: no EPOLLIN while the guest cannot
  *              take data, no EPOLLOUT unless data waits
- *   timer      one timerfd, ticking only while something has a deadline:
+ *   timer      one loop timer, ticking only while something has a deadline:
  *              a host-initiated connection the guest did not answer, a
  *              connection the guest closed whose data the host will not
  *              take
