@@ -38,7 +38,8 @@ int vmio_cmd_loopback(int argc, char **argv)
 		return rc;
 
 	struct vmio_loop *loop = vmio_loop_new();
-	struct vmio_loopback *lb = vmio_loopback_new(o.queue_size);
+	struct vmio_loopback *lb =
+		loop ? vmio_loopback_new(loop, o.queue_size) : NULL;
 	struct vmio_backend *be =
 		loop && lb ? vmio_backend_new(loop, vmio_loopback_ops(lb), lb) : NULL;
 	int status = 1;

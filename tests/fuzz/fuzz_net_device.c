@@ -7,7 +7,7 @@
  * attach and detach). The device is driven through its vmio_device_ops the
  * way the vhost-user core drives it (queues.c, handlers.c), on a real
  * vmio_loop; the queues' kick fds are watched as the core watches them, so
- * the device's own reschedules (a write to a kick fd) and its retry timers
+ * the device's own reschedules (deferred work) and its retry timers
  * come back through the loop.
  *
  * What must hold, checked with abort():

@@ -39,6 +39,7 @@ struct vmio_loopback {
 	uint16_t max_queue_size;
 	struct vmio_vq *rx, *tx;
 	struct vmio_mem *mem;
+	struct vmio_defer again; /* the next turn, after a budget ran out */
 	uint64_t bytes;
 	struct lb_partial partial;
 	/* Large (one iovec array each): kept here, not on the stack. */
@@ -180,17 +181,6 @@ static void end_round(struct vmio_loopback *lb, struct lb_round *r)
 	r->rx_pushed = 0;
 }
 
-/* Asks the core to call us again after it has served everything else that
- * is ready: a kick to ourselves through the tx kick eventfd. */
-static void reschedule(struct vmio_loopback *lb)
-{
-	uint64_t one = 1;
-
-	if (lb->tx->kick_fd >= 0 &&
-	    write(lb->tx->kick_fd, &one, sizeof(one)) < 0)
-		log_warn("loopback: cannot reschedule the tx queue");
-}
-
 /* Moves data while there is any. Kicks are off while we drain (the driver
  * need not tell us about buffers we are about to find anyway); before
  * returning we turn on kicks for the one ring we are waiting on and look
@@ -212,7 +202,8 @@ static void run(struct vmio_loopback *lb)
 		if (why == LB_BROKEN)
 			return;
 		if (why == LB_BUDGET) {
-			reschedule(lb);
+			/* Once the loop has served everything else. */
+			vmio_defer_schedule(&lb->again);
 			return;
 		}
 		struct vmio_vq *wait_on = why == LB_TX_EMPTY ? lb->tx : lb->rx;
@@ -256,6 +247,11 @@ static void lb_queue_stop(void *dev, struct vmio_vq *vq)
 static void lb_queue_kick(void *dev, struct vmio_vq *vq)
 {
 	run(dev);
+}
+
+static void lb_again(void *opaque)
+{
+	run(opaque);
 }
 
 static void lb_memory_changing(void *dev)
@@ -304,7 +300,8 @@ static const struct vmio_device_ops loopback_ops_template = {
 	.reset = lb_reset,
 };
 
-struct vmio_loopback *vmio_loopback_new(uint16_t max_queue_size)
+struct vmio_loopback *vmio_loopback_new(struct vmio_loop *loop,
+					uint16_t max_queue_size)
 {
 	struct vmio_loopback *lb = calloc(1, sizeof(*lb));
 
@@ -315,11 +312,14 @@ struct vmio_loopback *vmio_loopback_new(uint16_t max_queue_size)
 	lb->max_queue_size = max_queue_size;
 	lb->ops = loopback_ops_template;
 	lb->ops.max_queue_size = max_queue_size;
+	vmio_defer_init(&lb->again, loop, lb_again, lb);
 	return lb;
 }
 
 void vmio_loopback_free(struct vmio_loopback *lb)
 {
+	if (lb)
+		vmio_defer_cancel(&lb->again);
 	free(lb);
 }
 

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "event/loop.h"
 #include "vhost-user/device.h"
 
 #define VMIO_LOOPBACK_RX_QUEUE 0
@@ -16,7 +17,10 @@
 
 struct vmio_loopback;
 
-struct vmio_loopback *vmio_loopback_new(uint16_t max_queue_size);
+/* The device runs on loop (its work left at a budget resumes on the
+ * loop's next turn). */
+struct vmio_loopback *vmio_loopback_new(struct vmio_loop *loop,
+					uint16_t max_queue_size);
 void vmio_loopback_free(struct vmio_loopback *lb);
 const struct vmio_device_ops *vmio_loopback_ops(const struct vmio_loopback *lb);
 

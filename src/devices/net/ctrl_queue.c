@@ -57,7 +57,7 @@ void vnet_ctrl_run(struct vnet_device *d)
 	if (pushed)
 		vmio_vq_flush_and_notify(d->ctrl);
 	if (got > 0)
-		vnet_reschedule(d->ctrl);
+		vmio_defer_schedule(&d->ctrl_again);
 	/* Only now: steering serves rx rings, and with them d->chain,
 	 * which held the commands. */
 	if (pairs != d->ctrl_state.pairs)

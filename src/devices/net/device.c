@@ -155,6 +155,23 @@ static void net_queue_kick(void *dev, struct vmio_vq *vq)
 	}
 }
 
+/* A queue's next turn, asked for by the code that serves it: the same
+ * call its kick makes (each looks whether its queue is still there). */
+static void rx_again(void *opaque)
+{
+	vnet_rx_run(opaque);
+}
+
+static void tx_again(void *opaque)
+{
+	vnet_tx_run(opaque);
+}
+
+static void ctrl_again(void *opaque)
+{
+	vnet_ctrl_run(opaque);
+}
+
 /* Drops every pointer into guest memory; the queues come back through
  * queue_start. With give_back, held chains first go back to the guest. */
 static void forget_queues(struct vnet_device *d, bool give_back)
@@ -296,10 +313,15 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 	d->ops.num_queues = 2 * d->npairs + 1;
 	d->ops.max_queue_size = d->cfg.max_queue_size;
 	d->be->max_frame = vnet_max_frame(d->cfg.mtu);
+	vmio_defer_init(&d->ctrl_again, loop, ctrl_again, d);
 	for (unsigned i = 0; i < d->npairs; i++) {
-		d->pairs[i].d = d;
-		d->pairs[i].index = i;
-		d->pairs[i].rx_fd = -1;
+		struct vnet_pair *p = &d->pairs[i];
+
+		p->d = d;
+		p->index = i;
+		p->rx_fd = -1;
+		vmio_defer_init(&p->rx_again, loop, rx_again, p);
+		vmio_defer_init(&p->tx_again, loop, tx_again, p);
 	}
 	for (unsigned i = 0; i < d->npairs; i++) {
 		int rc = vnet_tx_retry_watch(&d->pairs[i]);
@@ -320,8 +342,12 @@ void vnet_device_free(struct vnet_device *d)
 		return;
 	/* The core (and its queues) may be gone: nothing goes back. */
 	forget_queues(d, false);
-	for (unsigned i = 0; i < d->npairs; i++)
+	vmio_defer_cancel(&d->ctrl_again);
+	for (unsigned i = 0; i < d->npairs; i++) {
 		vnet_tx_retry_unwatch(&d->pairs[i]);
+		vmio_defer_cancel(&d->pairs[i].rx_again);
+		vmio_defer_cancel(&d->pairs[i].tx_again);
+	}
 	free(d);
 }
 

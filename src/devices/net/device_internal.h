@@ -42,6 +42,10 @@ struct vnet_pair {
 	unsigned tx_held, rx_held;
 	struct vmio_vq *tx_held_vq, *rx_held_vq;
 	struct vmio_timer retry; /* look at tx again */
+	/* Serve rx or tx again on the loop's next turn, as a kick would: a
+	 * queue that stopped at its budget lets the rest of the loop go
+	 * first. */
+	struct vmio_defer rx_again, tx_again;
 };
 
 struct vnet_device {
@@ -54,6 +58,7 @@ struct vnet_device {
 	size_t hdr_len;    /* virtio-net header size for them */
 	struct vmio_mem *mem;
 	struct vmio_vq *ctrl;
+	struct vmio_defer ctrl_again; /* the control queue's next turn */
 	struct vnet_ctrl_state ctrl_state;
 	struct vnet_stats stats;
 	struct vmio_ratelimit rl;
@@ -119,9 +124,6 @@ void vnet_rx_unwatch(struct vnet_pair *p);
 /* Answers the commands on the control queue. */
 void vnet_ctrl_run(struct vnet_device *d);
 
-/* Asks the core to call queue_kick for vq again once the loop has served
- * everything else: a kick to ourselves through its eventfd. */
-void vnet_reschedule(struct vmio_vq *vq);
 /* Looks at vq for new buffers for up to the device's poll_ns, while its
  * kicks are still off (the driver then need not make a system call to
  * notify us). Returns true as soon as some are there. */

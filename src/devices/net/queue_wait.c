@@ -1,6 +1,5 @@
-/* How a queue of the net device waits for the guest: a kick to ourselves
- * to come back after the loop's other work, and an optional short poll of
- * the ring before notifications go back on (--poll-us). Polling trades CPU
+/* How a queue of the net device waits for the guest: an optional short
+ * poll of the ring before notifications go back on (--poll-us). Polling trades CPU
  * for the system calls on both sides: while kicks are off the driver does
  * not write the eventfd, and we do not sleep in epoll for it. */
 #include "devices/net/device_internal.h"
@@ -11,16 +10,6 @@
 #include <unistd.h>
 
 #include "util/clock.h"
-
-void vnet_reschedule(struct vmio_vq *vq)
-{
-	uint64_t one = 1;
-
-	if (vq->kick_fd >= 0 && write(vq->kick_fd, &one, sizeof(one)) < 0 &&
-	    errno != EAGAIN)
-		log_warn("net: cannot reschedule queue %u: %s", vq->index,
-			 strerror(errno));
-}
 
 static inline void cpu_relax(void)
 {

@@ -238,7 +238,7 @@ void vnet_rx_run(struct vnet_pair *p)
 		 * back after the loop's other work; if we stopped watching
 		 * it for want of buffers, buffers came: look again soon. */
 		if (!p->rx_watched)
-			vnet_reschedule(p->rx);
+			vmio_defer_schedule(&p->rx_again);
 		break;
 	case RX_BROKEN:
 		vnet_rx_unwatch(p);

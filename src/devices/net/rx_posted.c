@@ -129,6 +129,6 @@ void vnet_rx_posted_run(struct vnet_pair *p)
 		return;
 	}
 	if (why == POST_BUDGET)
-		vnet_reschedule(p->rx);
+		vmio_defer_schedule(&p->rx_again);
 	vnet_rx_watch(p);
 }

@@ -194,7 +194,7 @@ void vnet_tx_run(struct vnet_pair *p)
 			break;
 	}
 	if (why == TX_BUDGET)
-		vnet_reschedule(p->tx);
+		vmio_defer_schedule(&p->tx_again);
 	if (why == TX_FULL || (why != TX_BROKEN && p->tx_held))
 		vnet_tx_retry_later(p);
 }

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -55,7 +54,7 @@ struct vsock_muxer {
 	struct vmio_mem *mem;
 
 	struct vmio_timer tick; /* periodic while something has a deadline */
-	int resched_fd;
+	struct vmio_defer resched; /* the queues' next turn */
 	bool resched_rx, resched_tx;
 
 	struct vmio_ratelimit rl;
@@ -72,13 +71,9 @@ struct vsock_muxer {
 /* Asks to be called again once the loop has served everything else. */
 static void resched(struct vsock_muxer *m, bool rx, bool tx)
 {
-	uint64_t one = 1;
-
 	m->resched_rx |= rx;
 	m->resched_tx |= tx;
-	if (write(m->resched_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		log_warn("vsock: cannot reschedule queue work: %s",
-			 strerror(errno));
+	vmio_defer_schedule(&m->resched);
 }
 
 static void timer_arm(struct vsock_muxer *m, bool on)
@@ -627,14 +622,11 @@ static void conn_io_cb(void *opaque, int fd, uint32_t events)
 	serve_rx(m);
 }
 
-static void resched_cb(void *opaque, int fd, uint32_t events)
+static void resched_cb(void *opaque)
 {
 	struct vsock_muxer *m = opaque;
-	uint64_t v;
 	bool rx = m->resched_rx, tx = m->resched_tx;
 
-	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		return;
 	m->resched_rx = m->resched_tx = false;
 	if (tx)
 		serve_tx(m); /* serves rx too */
@@ -805,15 +797,12 @@ struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
 	m->cfg = *cfg;
 	m->types = VSOCK_TYPES_STREAM;
 	m->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
-	m->resched_fd = -1;
 	m->uds_path = strdup(cfg->uds_path ? cfg->uds_path : "");
 	m->cfg.uds_path = m->uds_path;
 	if (!m->uds_path || vsock_table_init(&m->table, cfg->max_conns))
 		goto fail;
-	m->resched_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (vmio_timer_init(&m->tick, loop, timer_cb, m) ||
-	    m->resched_fd < 0 ||
-	    vmio_loop_add(loop, m->resched_fd, EPOLLIN, resched_cb, m))
+	vmio_defer_init(&m->resched, loop, resched_cb, m);
+	if (vmio_timer_init(&m->tick, loop, timer_cb, m))
 		goto fail;
 	return m;
 fail:
@@ -828,10 +817,7 @@ void vsock_muxer_free(struct vsock_muxer *m)
 	while (m->all)
 		conn_free(m->all);
 	vmio_timer_fini(&m->tick);
-	if (m->resched_fd >= 0) {
-		vmio_loop_remove(m->loop, m->resched_fd);
-		close(m->resched_fd);
-	}
+	vmio_defer_cancel(&m->resched);
 	vsock_table_release(&m->table);
 	free(m->uds_path);
 	free(m);

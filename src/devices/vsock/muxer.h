@@ -23,7 +23,7 @@
  *              take
  *
  * Work per callback is bounded (chains per batch); what is left is
- * resumed through an eventfd of the muxer's own after the loop has served
+ * resumed on the loop's next turn (vmio_defer), after it has served
  * everything else. No chain is held between callbacks.
  *
  * Everything runs on the one loop the muxer was given. */
