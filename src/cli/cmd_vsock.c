@@ -298,8 +298,6 @@ static int run_multi(const struct vmio_backend_opts *o,
 					: strerror(-rc));
 			goto out;
 		}
-		vsock_router_set_vm(router, i, s->guest_cid,
-				    vsock_device_muxer(vi[i].dev));
 		vi[i].be = vmio_backend_new(loop, vsock_device_ops(vi[i].dev),
 					    vi[i].dev);
 		if (!vi[i].be) {

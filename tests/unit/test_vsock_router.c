@@ -50,7 +50,6 @@ static struct rig *rig_new(unsigned max_flows)
 		assert_non_null(g->m[i]);
 		vsock_muxer_set_attached(g->m[i], true);
 		vsock_muxer_set_types(g->m[i], VSOCK_TYPES_ALL);
-		vsock_router_set_vm(g->r, i, cids[i], g->m[i]);
 	}
 	vsock_router_link(g->r, 0, 1);
 	return g;

@@ -191,8 +191,3 @@ const struct vmio_device_ops *vsock_device_ops(const struct vsock_device *d)
 {
 	return &d->ops;
 }
-
-struct vsock_muxer *vsock_device_muxer(const struct vsock_device *d)
-{
-	return d->mux;
-}

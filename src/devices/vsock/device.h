@@ -37,7 +37,5 @@ struct vsock_device *vsock_device_new(struct vmio_loop *loop,
 				      int *err);
 void vsock_device_free(struct vsock_device *d);
 const struct vmio_device_ops *vsock_device_ops(const struct vsock_device *d);
-/* The device's multiplexer, for registering it with a router. */
-struct vsock_muxer *vsock_device_muxer(const struct vsock_device *d);
 
 #endif

@@ -54,8 +54,9 @@ struct vsock_muxer {
 	struct vmio_mem *mem;
 
 	struct vmio_timer tick; /* periodic while something has a deadline */
-	struct vmio_defer resched; /* the queues' next turn */
-	bool resched_rx, resched_tx;
+	/* The queues' next turn: tx (which serves rx after it) and rx. The
+	 * router schedules rx_again for sibling packets. */
+	struct vmio_defer tx_again, rx_again;
 
 	struct vmio_ratelimit rl;
 	/* Large: one iovec array each, never on the stack. rxc[0] is the
@@ -71,9 +72,10 @@ struct vsock_muxer {
 /* Asks to be called again once the loop has served everything else. */
 static void resched(struct vsock_muxer *m, bool rx, bool tx)
 {
-	m->resched_rx |= rx;
-	m->resched_tx |= tx;
-	vmio_defer_schedule(&m->resched);
+	if (tx)
+		vmio_defer_schedule(&m->tx_again);
+	else if (rx)
+		vmio_defer_schedule(&m->rx_again);
 }
 
 static void timer_arm(struct vsock_muxer *m, bool on)
@@ -622,16 +624,18 @@ static void conn_io_cb(void *opaque, int fd, uint32_t events)
 	serve_rx(m);
 }
 
-static void resched_cb(void *opaque)
+static void tx_again_cb(void *opaque)
 {
 	struct vsock_muxer *m = opaque;
-	bool rx = m->resched_rx, tx = m->resched_tx;
 
-	m->resched_rx = m->resched_tx = false;
-	if (tx)
-		serve_tx(m); /* serves rx too */
-	else if (rx)
-		serve_rx(m);
+	/* Serves rx too: a turn of rx asked for meanwhile is not needed. */
+	vmio_defer_cancel(&m->rx_again);
+	serve_tx(m);
+}
+
+static void rx_again_cb(void *opaque)
+{
+	serve_rx(opaque);
 }
 
 /* Returns false if the connection must wait for the next tick (no room
@@ -736,9 +740,18 @@ void vsock_muxer_set_queues(struct vsock_muxer *m, struct vmio_vq *rx,
 	m->mem = mem;
 }
 
+/* The router refuses sibling packets this VM cannot take. */
+static void tell_router(struct vsock_muxer *m)
+{
+	if (m->cfg.router)
+		vsock_router_set_vm_state(m->cfg.router, m->cfg.vm_index,
+					  m->attached, m->types);
+}
+
 void vsock_muxer_set_types(struct vsock_muxer *m, unsigned types)
 {
 	m->types = types;
+	tell_router(m);
 }
 
 void vsock_muxer_reset(struct vsock_muxer *m)
@@ -753,6 +766,7 @@ void vsock_muxer_reset(struct vsock_muxer *m)
 	m->rx = m->tx = NULL;
 	m->mem = NULL;
 	m->types = VSOCK_TYPES_STREAM;
+	tell_router(m);
 	timer_arm(m, false);
 }
 
@@ -769,21 +783,7 @@ unsigned vsock_muxer_rst_queued(const struct vsock_muxer *m)
 void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached)
 {
 	m->attached = attached;
-}
-
-bool vsock_muxer_is_attached(const struct vsock_muxer *m)
-{
-	return m->attached;
-}
-
-unsigned vsock_muxer_types(const struct vsock_muxer *m)
-{
-	return m->types;
-}
-
-void vsock_muxer_kick_rx_later(struct vsock_muxer *m)
-{
-	resched(m, true, false);
+	tell_router(m);
 }
 
 struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
@@ -801,9 +801,15 @@ struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
 	m->cfg.uds_path = m->uds_path;
 	if (!m->uds_path || vsock_table_init(&m->table, cfg->max_conns))
 		goto fail;
-	vmio_defer_init(&m->resched, loop, resched_cb, m);
+	vmio_defer_init(&m->tx_again, loop, tx_again_cb, m);
+	vmio_defer_init(&m->rx_again, loop, rx_again_cb, m);
 	if (vmio_timer_init(&m->tick, loop, timer_cb, m))
 		goto fail;
+	if (cfg->router) {
+		vsock_router_set_vm(cfg->router, cfg->vm_index, cfg->guest_cid,
+				    &m->rx_again);
+		tell_router(m);
+	}
 	return m;
 fail:
 	vsock_muxer_free(m);
@@ -817,7 +823,11 @@ void vsock_muxer_free(struct vsock_muxer *m)
 	while (m->all)
 		conn_free(m->all);
 	vmio_timer_fini(&m->tick);
-	vmio_defer_cancel(&m->resched);
+	if (m->cfg.router)
+		vsock_router_set_vm(m->cfg.router, m->cfg.vm_index,
+				    m->cfg.guest_cid, NULL);
+	vmio_defer_cancel(&m->tx_again);
+	vmio_defer_cancel(&m->rx_again);
 	vsock_table_release(&m->table);
 	free(m->uds_path);
 	free(m);

@@ -43,8 +43,9 @@ struct vsock_muxer_config {
 	unsigned max_conns;     /* connections at once */
 	unsigned connect_timeout_ms; /* guest's RESPONSE to our REQUEST */
 	/* Sibling VMs (router.h): packets for another CID go there, and its
-	 * packets for this VM come back through the rx queue. NULL: only
-	 * the host is reachable. */
+	 * packets for this VM come back through the rx queue. The muxer
+	 * registers this VM with it (vsock_router_set_vm). NULL: only the
+	 * host is reachable. */
 	struct vsock_router *router;
 	unsigned vm_index; /* this VM's index in the router */
 };
@@ -98,15 +99,9 @@ int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
 /* Whether a VMM is attached (it negotiated features, and has not gone
  * since). A host CONNECT with none attached is refused at once: nobody can
  * answer it, so waiting out --connect-timeout only hides that. While the
- * guest boots, a VMM is attached and a CONNECT waits for the driver. */
+ * guest boots, a VMM is attached and a CONNECT waits for the driver. The
+ * router (cfg.router) is told, and of the socket types too. */
 void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached);
-bool vsock_muxer_is_attached(const struct vsock_muxer *m);
-/* The socket types its driver negotiated (vsock_muxer_set_types). */
-unsigned vsock_muxer_types(const struct vsock_muxer *m);
-
-/* Serves the rx queue once the loop has served everything else: for the
- * router, when a sibling packet arrives for this VM. */
-void vsock_muxer_kick_rx_later(struct vsock_muxer *m);
 
 /* The guest is gone: closes every host socket, frees every connection and
  * forgets every queued RST. */

@@ -5,7 +5,6 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "devices/vsock/muxer.h"
 
 #define FLOW_BUCKETS 1024u
 
@@ -27,7 +26,9 @@ struct flow {
 
 struct rvm {
 	uint64_t cid;
-	struct vsock_muxer *m;
+	struct vmio_defer *rx_wake; /* the VM's rx queue, on the next turn */
+	bool attached;  /* a VMM is there (vsock_router_set_vm_state) */
+	unsigned types; /* the socket types its driver takes */
 	unsigned queued; /* packets waiting for this VM, from all senders */
 	unsigned next;   /* the sender whose turn it is */
 	unsigned nflows; /* flows this VM opened */
@@ -110,10 +111,17 @@ void vsock_router_free(struct vsock_router *r)
 }
 
 void vsock_router_set_vm(struct vsock_router *r, unsigned idx, uint64_t cid,
-			 struct vsock_muxer *m)
+			 struct vmio_defer *rx_wake)
 {
 	r->vms[idx].cid = cid;
-	r->vms[idx].m = m;
+	r->vms[idx].rx_wake = rx_wake;
+}
+
+void vsock_router_set_vm_state(struct vsock_router *r, unsigned idx,
+			       bool attached, unsigned types)
+{
+	r->vms[idx].attached = attached;
+	r->vms[idx].types = types;
 }
 
 void vsock_router_link(struct vsock_router *r, unsigned a, unsigned b)
@@ -181,8 +189,8 @@ static void enqueue(struct vsock_router *r, unsigned to, struct fwd_pkt *p)
 	v->queued++;
 	u->pkts++;
 	u->bytes += p->hdr.len;
-	if (was_empty && v->m)
-		vsock_muxer_kick_rx_later(v->m);
+	if (was_empty && v->rx_wake)
+		vmio_defer_schedule(v->rx_wake);
 }
 
 /* Queues for VM `to` an RST from (from, from_port) to (to, to_port).
@@ -246,14 +254,14 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 		}
 		return -1;
 	}
-	if (!vsock_muxer_is_attached(r->vms[to].m)) {
+	if (!r->vms[to].attached) {
 		*why = "that VM has no VMM attached";
 		if (f)
 			flow_unlink(r, fp);
 		return -1;
 	}
 	/* A seqpacket REQUEST to a driver that did not negotiate it. */
-	if (!f && !(vsock_muxer_types(r->vms[to].m) & VSOCK_TYPE_BIT(h->type))) {
+	if (!f && !(r->vms[to].types & VSOCK_TYPE_BIT(h->type))) {
 		*why = "that VM's driver does not take this socket type";
 		return -1;
 	}

@@ -47,23 +47,29 @@
 #include <stdint.h>
 
 #include "devices/vsock/packet.h"
+#include "event/loop.h"
 
 /* Per (receiver, sender) pair: packets and payload bytes queued at most. */
 #define VSOCK_ROUTER_PAIR_PKTS 4096u
 #define VSOCK_ROUTER_PAIR_BYTES (4u << 20)
 
 struct vsock_router;
-struct vsock_muxer;
 
 /* A router for nvms VMs (indices 0..nvms-1), each allowed max_flows
  * sibling connections at once. NULL on allocation failure. */
 struct vsock_router *vsock_router_new(unsigned nvms, unsigned max_flows);
-/* Frees queued packets and flows; the muxers are not touched. */
+/* Frees queued packets and flows; the VMs' wake-ups are not touched. */
 void vsock_router_free(struct vsock_router *r);
 
-/* VM idx has this CID and is served by m. */
+/* VM idx has this CID; rx_wake (its muxer's, or NULL) is scheduled when a
+ * packet comes to wait for it where none waited. */
 void vsock_router_set_vm(struct vsock_router *r, unsigned idx, uint64_t cid,
-			 struct vsock_muxer *m);
+			 struct vmio_defer *rx_wake);
+/* Whether VM idx has a VMM attached, and the socket types (VSOCK_TYPE_BIT)
+ * its driver negotiated: a packet for a VM with none is refused, and a
+ * REQUEST of a type it does not take. Neither, to begin with. */
+void vsock_router_set_vm_state(struct vsock_router *r, unsigned idx,
+			       bool attached, unsigned types);
 /* VMs a and b share a group: they may reach each other. */
 void vsock_router_link(struct vsock_router *r, unsigned a, unsigned b);
 
