@@ -91,7 +91,7 @@
 #include <unistd.h>
 
 #include "devices/net/device.h"
-#include "devices/net/device_internal.h"
+#include "devices/net/state.h"
 #include "event/loop.h"
 #include "fuzz.h"
 #include "util/iov.h"
@@ -792,8 +792,8 @@ static unsigned fake_rx_reap(struct vnet_backend *b, unsigned pair,
 	return n;
 }
 
-static void fake_attach(struct vnet_backend *b, unsigned pair,
-			const struct vmio_mem *m)
+static int fake_attach(struct vnet_backend *b, unsigned pair,
+		       const struct vmio_mem *m)
 {
 	struct fake_pair *p = fake_pair(b, pair);
 
@@ -805,6 +805,7 @@ static void fake_attach(struct vnet_backend *b, unsigned pair,
 		p->copy = true;
 	p->attached = true;
 	fake_update_fd(p);
+	return 0;
 }
 
 static void fake_detach(struct vnet_backend *b, unsigned pair)

@@ -16,7 +16,11 @@
  * (attach) and when they must stop touching it (detach).
  *
  * Queue pairs are numbered from 0; a backend has one channel (TAP queue,
- * XSK) per pair. Everything runs on the loop thread. */
+ * XSK) per pair. Everything runs on the loop thread, and no call waits: a
+ * channel that cannot be set up yet (an XSK whose queue the kernel has not
+ * released) is retried from a timer on the device's loop, and attach says
+ * so (VNET_ATTACH_LATER); the device leaves the pair alone until the
+ * backend calls attached. */
 #ifndef VMIO_DEVICES_NET_BACKEND_H
 #define VMIO_DEVICES_NET_BACKEND_H
 
@@ -26,12 +30,17 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "event/loop.h"
 #include "virtio/memory.h"
 
 struct vnet_backend;
 
 /* tx's answer for a frame whose guest buffers the backend keeps. */
 #define VNET_TX_HELD 1
+
+/* attach's answer when the pair's channel is not ready yet: the backend
+ * finishes on its own and then calls vnet_backend.attached. */
+#define VNET_ATTACH_LATER 1
 
 /* A guest buffer given back by rx_reap: the cookie and pointer it was
  * posted with, and the length of the frame written at buf + header
@@ -99,9 +108,16 @@ struct vnet_backend_ops {
 	/* Pair's queues run on guest memory mem from now on: a backend
 	 * that hands guest buffers to the kernel sets itself up for it
 	 * (and may change rx_fd). Called at every queue start; cheap when
-	 * nothing changed. NULL if the backend never holds buffers. */
-	void (*attach)(struct vnet_backend *b, unsigned pair,
-		       const struct vmio_mem *mem);
+	 * nothing changed. Returns 0 when pair is ready (set up, or left
+	 * as it was after a failure the backend has logged), or
+	 * VNET_ATTACH_LATER: the pair is not to be used (no tx, rx or
+	 * rx_post) until the backend calls attached for it, which it does
+	 * from a callback of the loop, never from within attach; another
+	 * attach meanwhile answers VNET_ATTACH_LATER again, and detach
+	 * gives the attempt up (attached is then not called). NULL if the
+	 * backend never holds buffers. */
+	int (*attach)(struct vnet_backend *b, unsigned pair,
+		      const struct vmio_mem *mem);
 
 	/* Pair must stop touching guest memory before this returns: its
 	 * queues stop, or the memory table changes. What it holds comes
@@ -137,6 +153,12 @@ struct vnet_backend {
 	/* The largest frame (without virtio-net header) the guest may send
 	 * or receive: set by the device from its MTU before any call. */
 	size_t max_frame;
+	/* Set by the device before any call: the loop a backend may arm
+	 * timers on, and what it calls once an attach it answered
+	 * VNET_ATTACH_LATER is done (attached NULL: nobody to tell). */
+	struct vmio_loop *loop;
+	void (*attached)(void *opaque, unsigned pair);
+	void *attached_opaque;
 };
 
 /* Drops everything sent: the device measured alone. Receives nothing, or

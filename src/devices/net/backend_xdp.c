@@ -27,7 +27,15 @@
  * where the driver has it, else generic). Guest memory is only known
  * once the VMM sends it, so each pair starts with a copy-mode XSK (which
  * also finds every error at start) and is rebuilt on guest memory when
- * its queues start (attach). */
+ * its queues start (attach).
+ *
+ * A queue an XSK just left stays taken until the kernel's deferred
+ * release of its UMEM has run (EBUSY, for some milliseconds), and no event
+ * says when. At start (before the loop runs) we wait for it; in attach,
+ * which runs in a loop callback, the XSK is tried again from a timer
+ * every XDP_BUSY_RETRY_MS, up to XDP_BUSY_TRIES times, and attach answers
+ * VNET_ATTACH_LATER: the device calls nothing on the pair until we call
+ * its attached. */
 #include <endian.h>
 #include <errno.h>
 #include <linux/ethtool.h>
@@ -68,6 +76,7 @@
 #define XDP_TX_KICK_BATCH 32u
 /* Tries, 10 ms apart, at binding a queue the kernel still holds. */
 #define XDP_BUSY_TRIES 100u
+#define XDP_BUSY_RETRY_MS 10u
 /* The largest frame received without a copy: what the Linux driver's
  * smallest receive buffer takes behind the header (GOOD_PACKET_LEN, MTU
  * 1500 with a VLAN tag). A larger --mtu copies. */
@@ -95,6 +104,12 @@ struct xdp_queue {
 	/* After detach: frames received but not reaped, in order. */
 	struct vnet_done *late;
 	unsigned nlate, late_pos;
+	/* An XSK to open once the kernel lets go of the queue: the mode
+	 * (Q_NONE: none pending), the tries so far, and their timer. */
+	struct xdp_backend *x;
+	enum xdp_qmode want;
+	unsigned busy_tries;
+	struct vmio_timer retry;
 };
 
 struct xdp_backend {
@@ -569,6 +584,7 @@ static void xdp_free(struct vnet_backend *b)
 	struct xdp_backend *x = xdp_of(b);
 
 	for (unsigned i = 0; i < b->pairs; i++) {
+		vmio_timer_fini(&x->q[i].retry);
 		xdp_queue_close(&x->q[i]);
 		vnet_held_free(&x->q[i].rx_held);
 		vnet_held_free(&x->q[i].tx_held);
@@ -772,28 +788,34 @@ static int xdp_set_pair_enabled(struct vnet_backend *b, unsigned pair,
 	return 0;
 }
 
-/* A queue an XSK just left stays taken until the kernel's deferred
- * release of its UMEM has run (EBUSY, for some milliseconds): no event
- * says when, so we try again, from scratch, for up to a second before
- * calling the queue busy. */
-static int queue_open(struct xdp_backend *x, unsigned pair, bool nocopy)
+/* One try at pair's XSK; on failure nothing of it is left. */
+static int queue_open_once(struct xdp_backend *x, unsigned pair, bool nocopy)
 {
 	struct xdp_queue *q = &x->q[pair];
+	int rc = nocopy ? nocopy_open_once(x, q, pair) : copy_open_once(x, q);
+
+	if (rc) {
+		xdp_queue_close(q);
+		return rc;
+	}
+	/* libxdp put the new XSK in the map. */
+	if (q->steer_off)
+		steer(x, pair);
+	return 0;
+}
+
+/* At start only, before the loop runs: a busy queue (see the top) is
+ * waited for, for up to a second, before it counts as busy. */
+static int queue_open(struct xdp_backend *x, unsigned pair, bool nocopy)
+{
 	int rc;
 
 	for (unsigned i = 0;; i++) {
-		rc = nocopy ? nocopy_open_once(x, q, pair)
-			    : copy_open_once(x, q);
-		if (!rc) {
-			/* libxdp put the new XSK in the map. */
-			if (q->steer_off)
-				steer(x, pair);
-			return 0;
-		}
-		xdp_queue_close(q);
+		rc = queue_open_once(x, pair, nocopy);
 		if (rc != -EBUSY || i == XDP_BUSY_TRIES)
 			return rc;
-		nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 },
+		nanosleep(&(struct timespec){ .tv_nsec = XDP_BUSY_RETRY_MS *
+							 1000 * 1000 },
 			  NULL);
 	}
 }
@@ -844,7 +866,7 @@ static void go_copy(struct xdp_backend *x, const char *why, int err)
 static bool any_on_view(const struct xdp_backend *x)
 {
 	for (unsigned i = 0; i < x->b.pairs; i++)
-		if (x->q[i].mode == Q_NOCOPY)
+		if (x->q[i].mode == Q_NOCOPY || x->q[i].want == Q_NOCOPY)
 			return true;
 	return false;
 }
@@ -876,37 +898,88 @@ static bool view_ready(struct xdp_backend *x, const struct vmio_mem *mem)
 	return true;
 }
 
-static void xdp_attach(struct vnet_backend *b, unsigned pair,
-		       const struct vmio_mem *mem)
+static int open_later(struct xdp_backend *x, unsigned pair, bool nocopy);
+static void on_retry(void *opaque);
+
+/* What a try at pair's XSK in attach came to (rc): said, and for a
+ * no-copy one that failed, copying from now on. Returns 0 or
+ * VNET_ATTACH_LATER (the copy XSK waits for its queue). */
+static int opened(struct xdp_backend *x, unsigned pair, bool nocopy, int rc)
+{
+	struct xdp_queue *q = &x->q[pair];
+
+	if (!rc) {
+		if (nocopy)
+			log_info("net: xdp %s queue %u (pair %u): %s", x->name,
+				 q->queue_id, pair, xdp_pair_mode(&x->b, pair));
+		return 0;
+	}
+	if (nocopy) {
+		go_copy(x, xsk_why(rc), rc);
+		return open_later(x, pair, false);
+	}
+	log_err("net: xdp %s queue %u: cannot reopen the XSK: %s", x->name,
+		q->queue_id, xsk_why(rc));
+	return 0;
+}
+
+/* Opens pair's XSK now, or, if its queue is still busy, from the retry
+ * timer (VNET_ATTACH_LATER). */
+static int open_later(struct xdp_backend *x, unsigned pair, bool nocopy)
+{
+	struct xdp_queue *q = &x->q[pair];
+	int rc = queue_open_once(x, pair, nocopy);
+
+	if (rc != -EBUSY)
+		return opened(x, pair, nocopy, rc);
+	/* Made at the first wait: the device gave us its loop by then. */
+	if (!q->retry.initialised &&
+	    (!x->b.loop || vmio_timer_init(&q->retry, x->b.loop, on_retry, q)))
+		return opened(x, pair, nocopy, -EBUSY);
+	q->want = nocopy ? Q_NOCOPY : Q_COPY;
+	q->busy_tries = 1;
+	vmio_timer_arm_ms(&q->retry, XDP_BUSY_RETRY_MS);
+	return VNET_ATTACH_LATER;
+}
+
+static void on_retry(void *opaque)
+{
+	struct xdp_queue *q = opaque;
+	struct xdp_backend *x = q->x;
+	unsigned pair = (unsigned)(q - x->q);
+	bool nocopy = q->want == Q_NOCOPY;
+	int rc = queue_open_once(x, pair, nocopy);
+
+	if (rc == -EBUSY && q->busy_tries++ < XDP_BUSY_TRIES) {
+		vmio_timer_arm_ms(&q->retry, XDP_BUSY_RETRY_MS);
+		return;
+	}
+	q->want = Q_NONE;
+	if (opened(x, pair, nocopy, rc) == VNET_ATTACH_LATER)
+		return;
+	if (x->b.attached)
+		x->b.attached(x->b.attached_opaque, pair);
+}
+
+static int xdp_attach(struct vnet_backend *b, unsigned pair,
+		      const struct vmio_mem *mem)
 {
 	struct xdp_backend *x = xdp_of(b);
 	struct xdp_queue *q = &x->q[pair];
-	int rc;
 
+	if (q->want != Q_NONE)
+		return VNET_ATTACH_LATER; /* still waiting for the queue */
 	if (x->b.max_frame > XDP_NOCOPY_MAX_FRAME)
 		go_copy(x, "a frame above 1518 bytes (--mtu above 1500) does "
 			   "not fit the guest's smallest receive buffer", 0);
-	if (x->copy || !mem || !mem->nregions) {
-		if (q->mode == Q_NONE && queue_open(x, pair, false))
-			log_err("net: xdp %s queue %u: cannot reopen the XSK",
-				x->name, q->queue_id);
-		return;
-	}
+	if (x->copy || !mem || !mem->nregions)
+		return q->mode == Q_NONE ? open_later(x, pair, false) : 0;
 	if (q->mode == Q_NOCOPY && vnet_umem_view_matches(&x->view, mem))
-		return;
+		return 0;
 	if (q->mode == Q_NOCOPY || !view_ready(x, mem))
-		return;
+		return 0;
 	xdp_queue_close(q);
-	rc = queue_open(x, pair, true);
-	if (!rc) {
-		log_info("net: xdp %s queue %u (pair %u): %s", x->name,
-			 q->queue_id, pair, xdp_pair_mode(b, pair));
-		return;
-	}
-	go_copy(x, xsk_why(rc), rc);
-	if (queue_open(x, pair, false))
-		log_err("net: xdp %s queue %u: cannot reopen the XSK",
-			x->name, q->queue_id);
+	return open_later(x, pair, true);
 }
 
 /* Before the XSK goes: the frames it received are worth giving. */
@@ -929,6 +1002,11 @@ static void xdp_detach(struct vnet_backend *b, unsigned pair)
 	struct xdp_backend *x = xdp_of(b);
 	struct xdp_queue *q = &x->q[pair];
 
+	if (q->want != Q_NONE) {
+		/* Given up: the next attach starts again. */
+		vmio_timer_cancel(&q->retry);
+		q->want = Q_NONE;
+	}
 	if (q->mode != Q_NOCOPY)
 		return;
 	keep_late_frames(x, q);
@@ -1007,6 +1085,7 @@ struct vnet_backend *vnet_backend_xdp_new(const char *name, unsigned queue,
 		struct xdp_queue *q = &x->q[i];
 
 		q->queue_id = queue + i;
+		q->x = x;
 		if (vnet_held_init(&q->rx_held, XDP_RING_SIZE) ||
 		    vnet_held_init(&q->tx_held, XDP_RING_SIZE) ||
 		    !(q->late = calloc(XDP_RING_SIZE, sizeof(q->late[0])))) {

@@ -3,7 +3,9 @@
  * by ctrl.c before anything changes; the answer goes in the first
  * writable byte. A chain with no writable byte is given back unanswered;
  * the queue goes on either way. */
-#include "devices/net/device_internal.h"
+#include "devices/net/ctrl_queue.h"
+
+#include "devices/net/steering.h"
 
 static uint8_t ctrl_one(struct vnet_device *d)
 {
@@ -62,4 +64,20 @@ void vnet_ctrl_run(struct vnet_device *d)
 	 * which held the commands. */
 	if (pairs != d->ctrl_state.pairs)
 		vnet_update_steering(d);
+}
+
+/* The next turn a budget asked for: what a kick calls. */
+static void on_again(void *opaque)
+{
+	vnet_ctrl_run(opaque);
+}
+
+void vnet_ctrl_queue_init(struct vnet_device *d)
+{
+	vmio_defer_init(&d->ctrl_again, d->loop, on_again, d);
+}
+
+void vnet_ctrl_queue_fini(struct vnet_device *d)
+{
+	vmio_defer_cancel(&d->ctrl_again);
 }

@@ -2,13 +2,19 @@
  * queue is what. Queue 2i is pair i's rx and 2i+1 its tx; the control
  * queue follows the last pair when MQ is negotiated, and is queue 2
  * otherwise (5.1.2). */
-#include "devices/net/device_internal.h"
+#include "devices/net/device.h"
 
 #include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "devices/net/ctrl_queue.h"
+#include "devices/net/held_chains.h"
+#include "devices/net/rx.h"
+#include "devices/net/state.h"
+#include "devices/net/steering.h"
+#include "devices/net/tx.h"
 #include "virtio/features.h"
 
 enum vnet_role { ROLE_NONE, ROLE_RX, ROLE_TX, ROLE_CTRL };
@@ -30,34 +36,6 @@ static enum vnet_role queue_role(const struct vnet_device *d, unsigned index,
 	if (index == ctrl_index(d) && vnet_has(d, VIRTIO_NET_F_CTRL_VQ))
 		return ROLE_CTRL;
 	return ROLE_NONE;
-}
-
-unsigned vnet_active_pairs(const struct vnet_device *d)
-{
-	/* MQ without CTRL_VQ: the front end answers the control queue
-	 * itself (QEMU) and tells pairs apart with SET_VRING_ENABLE. */
-	if (!vnet_has(d, VIRTIO_NET_F_MQ) || !vnet_has(d, VIRTIO_NET_F_CTRL_VQ))
-		return d->npairs;
-	return d->ctrl_state.pairs < d->npairs ? d->ctrl_state.pairs
-					       : d->npairs;
-}
-
-void vnet_update_steering(struct vnet_device *d)
-{
-	unsigned active = vnet_active_pairs(d);
-
-	if (!d->be->ops->set_pair_enabled)
-		return;
-	for (unsigned i = 0; i < d->npairs; i++) {
-		struct vnet_pair *p = &d->pairs[i];
-		bool on = i < active && p->served;
-
-		d->be->ops->set_pair_enabled(d->be, i, on);
-		if (on)
-			vnet_rx_run(p);
-		else
-			vnet_rx_unwatch(p);
-	}
 }
 
 static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
@@ -153,23 +131,6 @@ static void net_queue_kick(void *dev, struct vmio_vq *vq)
 	case ROLE_NONE:
 		break;
 	}
-}
-
-/* A queue's next turn, asked for by the code that serves it: the same
- * call its kick makes (each looks whether its queue is still there). */
-static void rx_again(void *opaque)
-{
-	vnet_rx_run(opaque);
-}
-
-static void tx_again(void *opaque)
-{
-	vnet_tx_run(opaque);
-}
-
-static void ctrl_again(void *opaque)
-{
-	vnet_ctrl_run(opaque);
 }
 
 /* Drops every pointer into guest memory; the queues come back through
@@ -313,18 +274,21 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 	d->ops.num_queues = 2 * d->npairs + 1;
 	d->ops.max_queue_size = d->cfg.max_queue_size;
 	d->be->max_frame = vnet_max_frame(d->cfg.mtu);
-	vmio_defer_init(&d->ctrl_again, loop, ctrl_again, d);
+	/* An attach the backend finishes later comes back here. */
+	d->be->loop = loop;
+	d->be->attached = vnet_pair_attached;
+	d->be->attached_opaque = d;
+	vnet_ctrl_queue_init(d);
 	for (unsigned i = 0; i < d->npairs; i++) {
 		struct vnet_pair *p = &d->pairs[i];
 
 		p->d = d;
 		p->index = i;
 		p->rx_fd = -1;
-		vmio_defer_init(&p->rx_again, loop, rx_again, p);
-		vmio_defer_init(&p->tx_again, loop, tx_again, p);
+		vnet_rx_init(p);
 	}
 	for (unsigned i = 0; i < d->npairs; i++) {
-		int rc = vnet_tx_retry_watch(&d->pairs[i]);
+		int rc = vnet_tx_init(&d->pairs[i]);
 
 		if (rc) {
 			log_err("net: cannot create a timer: %s", strerror(-rc));
@@ -342,11 +306,11 @@ void vnet_device_free(struct vnet_device *d)
 		return;
 	/* The core (and its queues) may be gone: nothing goes back. */
 	forget_queues(d, false);
-	vmio_defer_cancel(&d->ctrl_again);
+	d->be->attached = NULL;
+	vnet_ctrl_queue_fini(d);
 	for (unsigned i = 0; i < d->npairs; i++) {
-		vnet_tx_retry_unwatch(&d->pairs[i]);
-		vmio_defer_cancel(&d->pairs[i].rx_again);
-		vmio_defer_cancel(&d->pairs[i].tx_again);
+		vnet_tx_fini(&d->pairs[i]);
+		vnet_rx_fini(&d->pairs[i]);
 	}
 	free(d);
 }

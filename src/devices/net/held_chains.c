@@ -4,8 +4,16 @@
  * backend lets go of guest memory and every chain goes back to the queue
  * it came from: frames received with their length, the rest empty. A
  * mere pause (the VMM changing a call fd, say) keeps them: the rings and
- * the memory stay the same. */
-#include "devices/net/device_internal.h"
+ * the memory stay the same.
+ *
+ * A backend may finish an attach later (VNET_ATTACH_LATER: AF_XDP waiting
+ * for the kernel to let go of a queue): the pair then serves neither
+ * queue until the backend says it is done. */
+#include "devices/net/held_chains.h"
+
+#include "devices/net/rx.h"
+#include "devices/net/rx_posted.h"
+#include "devices/net/tx.h"
 
 void vnet_pair_attach(struct vnet_pair *p, struct vmio_mem *mem)
 {
@@ -15,7 +23,23 @@ void vnet_pair_attach(struct vnet_pair *p, struct vmio_mem *mem)
 		return;
 	/* The backend may replace the descriptor we watch. */
 	vnet_rx_unwatch(p);
-	d->be->ops->attach(d->be, p->index, mem);
+	p->attaching = d->be->ops->attach(d->be, p->index, mem) ==
+		       VNET_ATTACH_LATER;
+}
+
+void vnet_pair_attached(void *opaque, unsigned pair)
+{
+	struct vnet_device *d = opaque;
+	struct vnet_pair *p;
+
+	if (pair >= d->npairs || !d->pairs[pair].attaching)
+		return;
+	p = &d->pairs[pair];
+	p->attaching = false;
+	/* What a queue start does after attach: frames may wait on both
+	 * sides. */
+	vnet_rx_run(p);
+	vnet_tx_run(p);
 }
 
 void vnet_pair_detach(struct vnet_pair *p)
@@ -24,6 +48,7 @@ void vnet_pair_detach(struct vnet_pair *p)
 
 	if (!d->be->ops->detach)
 		return;
+	p->attaching = false; /* the backend gives up what it was doing */
 	vnet_rx_unwatch(p);
 	d->be->ops->detach(d->be, p->index);
 	while (p->tx_held && vnet_tx_reap(p))

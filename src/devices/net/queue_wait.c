@@ -2,12 +2,7 @@
  * poll of the ring before notifications go back on (--poll-us). Polling trades CPU
  * for the system calls on both sides: while kicks are off the driver does
  * not write the eventfd, and we do not sleep in epoll for it. */
-#include "devices/net/device_internal.h"
-
-#include <errno.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
+#include "devices/net/queue_wait.h"
 
 #include "util/clock.h"
 

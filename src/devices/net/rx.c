@@ -8,11 +8,14 @@
  * Waiting: with buffers and no frame we watch the backend's descriptor;
  * with a frame and no buffers we stop watching it (it would stay
  * readable and spin the loop) and wait for the guest's kick instead. */
-#include "devices/net/device_internal.h"
+#include "devices/net/rx.h"
 
 #include <endian.h>
 #include <errno.h>
 #include <string.h>
+
+#include "devices/net/queue_wait.h"
+#include "devices/net/rx_posted.h"
 
 #include "util/iov.h"
 
@@ -39,7 +42,25 @@ static void on_rx_ready(void *opaque, int fd, uint32_t events)
 	vnet_rx_run(opaque);
 }
 
-void vnet_rx_watch(struct vnet_pair *p)
+/* The next turn a budget asked for: what a kick calls. */
+static void on_again(void *opaque)
+{
+	vnet_rx_run(opaque);
+}
+
+void vnet_rx_init(struct vnet_pair *p)
+{
+	vmio_defer_init(&p->rx_again, p->d->loop, on_again, p);
+}
+
+void vnet_rx_fini(struct vnet_pair *p)
+{
+	vnet_rx_unwatch(p);
+	vmio_defer_cancel(&p->rx_again);
+}
+
+/* Starts watching the backend's rx descriptor of pair p. */
+static void rx_watch(struct vnet_pair *p)
 {
 	int rc;
 
@@ -207,7 +228,7 @@ void vnet_rx_run(struct vnet_pair *p)
 	unsigned budget = VNET_RX_BUDGET;
 	unsigned pushed_before;
 
-	if (!p->rx || !d->mem)
+	if (!p->rx || !d->mem || p->attaching)
 		return;
 	/* 5.1.6.5.5: no frames on pairs beyond what VQ_PAIRS_SET chose. */
 	if (p->index >= vnet_active_pairs(d)) {
@@ -215,7 +236,17 @@ void vnet_rx_run(struct vnet_pair *p)
 		return;
 	}
 	if (d->be->ops->rx_posts && d->be->ops->rx_posts(d->be, p->index)) {
-		vnet_rx_posted_run(p);
+		switch (vnet_rx_posted_run(p)) {
+		case VNET_POSTED_AGAIN:
+			vmio_defer_schedule(&p->rx_again);
+			/* fall through */
+		case VNET_POSTED_WATCH:
+			rx_watch(p);
+			break;
+		case VNET_POSTED_BROKEN:
+			vnet_rx_unwatch(p);
+			break;
+		}
 		return;
 	}
 	if (d->be->ops->rx_fd(d->be, p->index) < 0)
@@ -228,7 +259,7 @@ void vnet_rx_run(struct vnet_pair *p)
 		vmio_vq_flush_and_notify(p->rx);
 	switch (why) {
 	case RX_NO_FRAME:
-		vnet_rx_watch(p);
+		rx_watch(p);
 		break;
 	case RX_NO_BUFFERS:
 		vnet_rx_unwatch(p);

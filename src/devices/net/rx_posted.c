@@ -12,11 +12,13 @@
  * Waiting: the backend's descriptor polls readable while frames wait; the
  * guest's kicks bring more buffers. When the backend holds all it can,
  * kicks stay off until frames have made room. */
-#include "devices/net/device_internal.h"
+#include "devices/net/rx_posted.h"
 
 #include <endian.h>
 #include <errno.h>
 #include <string.h>
+
+#include "devices/net/queue_wait.h"
 
 /* Gives the guest back the rx buffers in done (frames or unused). */
 static void rx_give(struct vnet_pair *p, const struct vnet_done *done,
@@ -104,7 +106,7 @@ static enum post_stop rx_post_all(struct vnet_device *d, struct vnet_pair *p,
 	return POST_BUDGET;
 }
 
-void vnet_rx_posted_run(struct vnet_pair *p)
+enum vnet_posted_wait vnet_rx_posted_run(struct vnet_pair *p)
 {
 	struct vnet_device *d = p->d;
 	unsigned budget = VNET_RX_BUDGET;
@@ -124,11 +126,7 @@ void vnet_rx_posted_run(struct vnet_pair *p)
 		vmio_vq_enable_kicks(p->rx, false);
 	}
 	vmio_vq_flush_and_notify(p->rx);
-	if (why == POST_BROKEN) {
-		vnet_rx_unwatch(p);
-		return;
-	}
-	if (why == POST_BUDGET)
-		vmio_defer_schedule(&p->rx_again);
-	vnet_rx_watch(p);
+	if (why == POST_BROKEN)
+		return VNET_POSTED_BROKEN;
+	return why == POST_BUDGET ? VNET_POSTED_AGAIN : VNET_POSTED_WATCH;
 }

@@ -1,20 +1,33 @@
-/* The net device's state, shared by its files: device.c (callbacks and
- * queue roles), tx.c, rx.c, rx_posted.c and ctrl_queue.c (serving each
- * kind of queue), held_chains.c (chains a no-copy backend keeps).
+/* The net device's state, shared by its files; types only (and two
+ * questions of the negotiated state). The files, lowest first, each with a
+ * header of its own declaring what it defines:
+ *   queue_wait.c   the short poll of a ring before kicks go back on
+ *   tx.c           guest to backend (and the retry timer)
+ *   rx_posted.c    backend to guest into posted buffers (no copy)
+ *   rx.c           backend to guest, copying; the backend's rx watch
+ *   held_chains.c  attach and detach: chains a no-copy backend keeps
+ *   steering.c     which pairs get frames
+ *   ctrl_queue.c   the control queue
+ *   device.c       the device callbacks and queue roles (device.h)
  * With a backend that copies (or hands buffers over only for a call), no
  * chain is held between callbacks. A no-copy backend keeps chains across
  * them; held_chains.c gets them all back before a queue stops for good or
  * the memory table changes, so that then too there are only pointers to
  * drop. */
-#ifndef VMIO_DEVICES_NET_DEVICE_INTERNAL_H
-#define VMIO_DEVICES_NET_DEVICE_INTERNAL_H
+#ifndef VMIO_DEVICES_NET_STATE_H
+#define VMIO_DEVICES_NET_STATE_H
 
 #include <stdbool.h>
 #include <sys/uio.h>
 
+#include "devices/net/backend.h"
+#include "devices/net/config.h"
 #include "devices/net/ctrl.h"
-#include "devices/net/device.h"
+#include "devices/net/stats.h"
+#include "event/loop.h"
 #include "util/log.h"
+#include "vhost-user/device.h"
+#include "virtio/virtqueue.h"
 
 /* Frames or commands served in one callback before we yield to the rest
  * of the loop: a guest that keeps a ring full must not starve the
@@ -37,6 +50,7 @@ struct vnet_pair {
 	int rx_fd;        /* the backend's when watched, -1 if it never receives */
 	bool rx_watched;  /* rx_fd is on the loop */
 	bool served;      /* its rx queue started since the last reset */
+	bool attaching;   /* the backend finishes attach later: wait */
 	/* Chains a no-copy backend keeps, and the queues they came from
 	 * (the core's, alive as long as the device). */
 	unsigned tx_held, rx_held;
@@ -89,44 +103,15 @@ static inline bool vnet_has(const struct vnet_device *d, unsigned bit)
 
 /* Queue pairs the guest may receive on: what VQ_PAIRS_SET chose when
  * the control queue is ours (MQ negotiated), else every pair (the VMM
- * answers the control queue and enables the pairs' queues itself). */
-unsigned vnet_active_pairs(const struct vnet_device *d);
-/* Tells the backend which pairs' channels should get frames: the active
- * ones whose rx queue the guest serves. */
-void vnet_update_steering(struct vnet_device *d);
-
-/* Serves the guest's transmitted frames on pair p. */
-void vnet_tx_run(struct vnet_pair *p);
-/* Gives the guest back the tx chains the backend is done with; returns
- * how many. */
-unsigned vnet_tx_reap(struct vnet_pair *p);
-/* Makes the loop call vnet_tx_run on p again in VNET_RETRY_NS. */
-void vnet_tx_retry_later(struct vnet_pair *p);
-/* The retry timer's descriptor, on the loop for the device's life. */
-int vnet_tx_retry_watch(struct vnet_pair *p);
-void vnet_tx_retry_unwatch(struct vnet_pair *p);
-/* Receive into posted buffers (a no-copy backend): post what the guest
- * offers, give back what came. */
-void vnet_rx_posted_run(struct vnet_pair *p);
-/* Gives the guest back the rx buffers the backend is done with (frames,
- * or unused after detach), without notifying it; returns how many. */
-unsigned vnet_rx_reap(struct vnet_pair *p);
-/* Pair p runs on guest memory mem from now on (a queue started). */
-void vnet_pair_attach(struct vnet_pair *p, struct vmio_mem *mem);
-/* Pair p stops touching guest memory: every held chain goes back to its
- * queue (a queue stops for good, the table changes, reset). */
-void vnet_pair_detach(struct vnet_pair *p);
-/* Moves frames from the backend into the guest's rx buffers on pair p. */
-void vnet_rx_run(struct vnet_pair *p);
-/* Starts or stops watching the backend's rx descriptor of pair p. */
-void vnet_rx_watch(struct vnet_pair *p);
-void vnet_rx_unwatch(struct vnet_pair *p);
-/* Answers the commands on the control queue. */
-void vnet_ctrl_run(struct vnet_device *d);
-
-/* Looks at vq for new buffers for up to the device's poll_ns, while its
- * kicks are still off (the driver then need not make a system call to
- * notify us). Returns true as soon as some are there. */
-bool vnet_poll_avail(const struct vnet_device *d, const struct vmio_vq *vq);
+ * answers the control queue and enables the pairs' queues itself: MQ
+ * without CTRL_VQ, as QEMU does, tells pairs apart with
+ * SET_VRING_ENABLE). */
+static inline unsigned vnet_active_pairs(const struct vnet_device *d)
+{
+	if (!vnet_has(d, VIRTIO_NET_F_MQ) || !vnet_has(d, VIRTIO_NET_F_CTRL_VQ))
+		return d->npairs;
+	return d->ctrl_state.pairs < d->npairs ? d->ctrl_state.pairs
+					       : d->npairs;
+}
 
 #endif

@@ -3,7 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "devices/net/device.h"
+#include "devices/net/stats.h"
 
 void vnet_stats_format(const struct vnet_stats *s, char *buf, size_t size)
 {

@@ -4,12 +4,13 @@
  * the header after the check changes nothing. The frame's own bytes go
  * from guest memory to the backend as they are (its length, the one thing
  * the header is checked against, is fixed by our copy of the chain). */
-#include "devices/net/device_internal.h"
+#include "devices/net/tx.h"
 
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "devices/net/queue_wait.h"
 #include "util/iov.h"
 
 /* Fills d->iov with hdr then the chain's readable part from skip bytes
@@ -155,20 +156,30 @@ static void on_retry(void *opaque)
 	vnet_tx_run(p);
 }
 
-void vnet_tx_retry_later(struct vnet_pair *p)
+/* Looks at tx again in VNET_RETRY_NS: a full backend, and frames it
+ * keeps, send no event. */
+static void tx_retry_later(struct vnet_pair *p)
 {
 	if (!vmio_timer_armed(&p->retry))
 		vmio_timer_arm_ns(&p->retry, VNET_RETRY_NS);
 }
 
-int vnet_tx_retry_watch(struct vnet_pair *p)
+/* The next turn a budget asked for: what a kick calls. */
+static void on_again(void *opaque)
 {
+	vnet_tx_run(opaque);
+}
+
+int vnet_tx_init(struct vnet_pair *p)
+{
+	vmio_defer_init(&p->tx_again, p->d->loop, on_again, p);
 	return vmio_timer_init(&p->retry, p->d->loop, on_retry, p);
 }
 
-void vnet_tx_retry_unwatch(struct vnet_pair *p)
+void vnet_tx_fini(struct vnet_pair *p)
 {
 	vmio_timer_fini(&p->retry);
+	vmio_defer_cancel(&p->tx_again);
 }
 
 /* Kicks are off while we drain; before sleeping we turn them on and look
@@ -181,7 +192,7 @@ void vnet_tx_run(struct vnet_pair *p)
 	unsigned budget = VNET_TX_BUDGET;
 	enum tx_stop why;
 
-	if (!p->tx || !d->mem)
+	if (!p->tx || !d->mem || p->attaching)
 		return;
 	for (;;) {
 		vmio_vq_enable_kicks(p->tx, false);
@@ -196,5 +207,5 @@ void vnet_tx_run(struct vnet_pair *p)
 	if (why == TX_BUDGET)
 		vmio_defer_schedule(&p->tx_again);
 	if (why == TX_FULL || (why != TX_BROKEN && p->tx_held))
-		vnet_tx_retry_later(p);
+		tx_retry_later(p);
 }

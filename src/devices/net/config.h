@@ -1,0 +1,26 @@
+/* How a net device is set up: the --mac, --mtu, --pairs... of `vmio net`
+ * and the backend it runs on. Types only. */
+#ifndef VMIO_DEVICES_NET_CONFIG_H
+#define VMIO_DEVICES_NET_CONFIG_H
+
+#include <stdint.h>
+
+#include "devices/net/backend.h"
+
+/* The most queue pairs a device may have: the virtio-net limit is
+ * 0x8000; this keeps a typo from opening thousands of TAP queues, and
+ * the kernel's TAP allows 256. */
+#define VNET_MAX_PAIRS 256
+
+struct vnet_device_config {
+	uint8_t mac[6];
+	uint16_t mtu;
+	unsigned pairs;            /* 1 to VNET_MAX_PAIRS */
+	uint16_t max_queue_size;
+	/* How long a queue that ran dry is looked at again before the
+	 * device waits for a notification (0: not at all). */
+	uint32_t poll_ns;
+	struct vnet_backend *backend; /* the caller's; outlives the device */
+};
+
+#endif

@@ -1,0 +1,25 @@
+/* The net device's counters, and the line --stats prints them on. */
+#ifndef VMIO_DEVICES_NET_STATS_H
+#define VMIO_DEVICES_NET_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "devices/net/header.h"
+
+/* What --stats prints: every frame is counted once, in one place. */
+struct vnet_stats {
+	uint64_t tx_frames, tx_bytes;     /* handed to the backend */
+	uint64_t tx_invalid[VNET_HDR_NVERDICTS]; /* dropped: header/size */
+	uint64_t tx_bad_chain;  /* dropped: shorter than the header, or
+				 * more segments than writev takes */
+	uint64_t tx_backend_errors;        /* dropped by the backend */
+	uint64_t rx_frames, rx_bytes;      /* given to the guest */
+	uint64_t rx_errors;                /* lost between backend and guest */
+	uint64_t ctrl_ok, ctrl_err;
+};
+
+/* The counters on one line, "name=N" each (the tests read it). */
+void vnet_stats_format(const struct vnet_stats *s, char *buf, size_t size);
+
+#endif
