@@ -1,9 +1,11 @@
 /* The command line of every backend subcommand (loopback, vsock, net):
  * one getopt loop, so that help, errors, exit statuses and the common
  * options behave the same in each. */
+#include "cli/backend_args.h"
+
 #include <stdio.h>
 
-#include "cli/cli.h"
+#include "cli/serve.h"
 #include "vhost-user/backend.h"
 
 int vmio_cli_parse_backend(const struct vmio_backend_cmdline *cl, int argc,

@@ -1,9 +1,12 @@
 /* `vmio loopback`: the demonstration device. The in-tree front end
  * (vmio-drive) streams bytes through it to show and measure the core. */
+#include "cli/cmd_loopback.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cli/cli.h"
+#include "cli/backend_args.h"
+#include "cli/serve.h"
 #include "devices/loopback/loopback.h"
 #include "util/log.h"
 

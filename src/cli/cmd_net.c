@@ -1,12 +1,18 @@
 /* `vmio net`: a vhost-user virtio-net device whose frames go to a TAP
  * interface, to AF_XDP sockets on an interface's queues (--xdp), or
  * nowhere (--null, to measure the device alone). */
+#include "cli/cmd_net.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli/backend_args.h"
+#include "cli/serve.h"
+#include "devices/net/backend_null.h"
+#include "devices/net/backend_tap.h"
+#include "devices/net/backend_xdp.h"
 #include "devices/net/device.h"
 #include "util/log.h"
 

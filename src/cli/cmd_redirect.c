@@ -2,6 +2,8 @@
  * connects, or receives datagrams); for each connection it yields,
  * ADDRESS2 is connected and the two are relayed. Every connection lives in the one event loop, so `fork`
  * means "keep accepting", not a process per connection. */
+#include "cli/cmd_redirect.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -11,7 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/backend_args.h"
+#include "cli/serve.h"
 #include "redirect/address.h"
 #include "redirect/endpoint.h"
 #include "redirect/relay.h"

@@ -1,6 +1,8 @@
 /* `vmio vsock`: a vhost-user virtio-vsock device whose host side is
  * Firecracker's hybrid vsock over unix sockets. Options follow rust-vmm's
  * vhost-device-vsock so that it can replace it on the same command line. */
+#include "cli/cmd_vsock.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -9,7 +11,8 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include "cli/cli.h"
+#include "cli/backend_args.h"
+#include "cli/serve.h"
 #include "devices/vsock/connect_line.h"
 #include "devices/vsock/device.h"
 #include "devices/vsock/router.h"

@@ -2,7 +2,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli/cmd_loopback.h"
+#include "cli/cmd_net.h"
+#include "cli/cmd_redirect.h"
+#include "cli/cmd_vsock.h"
+#include "cli/serve.h"
+
+/* A subcommand's entry point: argv[0] is the subcommand's name. Returns
+ * the process exit status. */
+typedef int (*vmio_cmd_fn)(int argc, char **argv);
 
 struct subcommand {
 	const char *name;

@@ -1,3 +1,5 @@
+#include "cli/serve.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -6,7 +8,6 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
 #include "util/log.h"
 
 void vmio_cli_set_verbosity(int verbosity)

@@ -161,39 +161,6 @@ struct vnet_backend {
 	void *attached_opaque;
 };
 
-/* Drops everything sent: the device measured alone. Receives nothing, or
- * with source_len (VNET_NULL_SOURCE_MIN to _MAX; 0: off) answers every
- * receive with one source_len-byte frame, as fast as the guest posts
- * buffers. Returns NULL with *err = -errno. */
-struct vnet_backend *vnet_backend_null_new(unsigned pairs, size_t source_len,
-					   int *err);
-
-/* The frames a null source sends: Ethernet's minimum (without FCS) to a
- * full 1500-byte payload. */
-#define VNET_NULL_SOURCE_MIN 60
-#define VNET_NULL_SOURCE_MAX 1514
-
-/* Attaches pairs queues of the TAP interface name, creating it
- * (multi-queue, vnet header) if it does not exist. Returns NULL with
- * *err = -errno and *why a static string saying what failed. */
-struct vnet_backend *vnet_backend_tap_new(const char *name, unsigned pairs,
-					  int *err, const char **why);
-
-/* One XSK per pair, bound to queues queue, queue + 1... of the interface
- * name; the XDP program that redirects to them is attached native where
- * the driver has it, else generic. No offloads. Frames go without a copy
- * in vmio, on the guest's memory registered as the UMEM, unless copy is
- * set or that cannot be done (said once): then each XSK copies through a
- * UMEM of its own. Returns NULL with *err = -errno and *why a static
- * string saying what failed. */
-struct vnet_backend *vnet_backend_xdp_new(const char *name, unsigned queue,
-					  unsigned pairs, bool copy, int *err,
-					  const char **why);
-
-/* The largest --mtu with --xdp: a frame and the XDP headroom fit one
- * 4 KiB UMEM frame, and veth's native XDP takes no more. */
-#define VNET_XDP_MAX_MTU 3500
-
 static inline void vnet_backend_free(struct vnet_backend *b)
 {
 	if (b)

@@ -18,7 +18,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "devices/net/backend.h"
+#include "devices/net/backend_null.h"
 #include "devices/net/virtio_net.h"
 #include "util/iov.h"
 

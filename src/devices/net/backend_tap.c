@@ -12,7 +12,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "devices/net/backend.h"
+#include "devices/net/backend_tap.h"
 #include "devices/net/virtio_net.h"
 #include "util/log.h"
 #include "virtio/features.h"

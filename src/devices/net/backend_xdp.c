@@ -56,7 +56,7 @@
 #include <xdp/libxdp.h>
 #include <xdp/xsk.h>
 
-#include "devices/net/backend.h"
+#include "devices/net/backend_xdp.h"
 #include "devices/net/held.h"
 #include "devices/net/umem_view.h"
 #include "devices/net/virtio_net.h"

@@ -1,0 +1,31 @@
+/* What the subcommands share to run: verbosity, usage errors, signals,
+ * and serving a vhost-user backend. */
+#ifndef VMIO_CLI_SERVE_H
+#define VMIO_CLI_SERVE_H
+
+#include "cli/options.h"
+#include "event/loop.h"
+#include "vhost-user/backend.h"
+
+/* Applies -v/-q to the log level. */
+void vmio_cli_set_verbosity(int verbosity);
+
+/* Stops loop on SIGTERM or SIGINT, logging which, after calling on_stop
+ * (may be NULL); ignores SIGPIPE. One watcher per process. Returns 0, or
+ * -1 (logged). */
+int vmio_cli_watch_signals(struct vmio_loop *loop, void (*on_stop)(void *),
+			   void *opaque);
+void vmio_cli_unwatch_signals(void);
+
+/* Serves the backend as the options say (listen on --socket-path or adopt
+ * --fd) until SIGTERM or SIGINT, or, with --fd, until that front end goes
+ * away. Returns the exit status. */
+int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
+		   const struct vmio_backend_opts *o);
+
+/* Reports a usage error: "vmio SUB: MESSAGE" and a hint to --help.
+ * Returns VMIO_EXIT_USAGE. */
+int vmio_cli_usage_error(const char *sub, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,24 @@
+/* The AF_XDP backend (vmio net --xdp). */
+#ifndef VMIO_DEVICES_NET_BACKEND_XDP_H
+#define VMIO_DEVICES_NET_BACKEND_XDP_H
+
+#include <stdbool.h>
+
+#include "devices/net/backend.h"
+
+/* One XSK per pair, bound to queues queue, queue + 1... of the interface
+ * name; the XDP program that redirects to them is attached native where
+ * the driver has it, else generic. No offloads. Frames go without a copy
+ * in vmio, on the guest's memory registered as the UMEM, unless copy is
+ * set or that cannot be done (said once): then each XSK copies through a
+ * UMEM of its own. Returns NULL with *err = -errno and *why a static
+ * string saying what failed. */
+struct vnet_backend *vnet_backend_xdp_new(const char *name, unsigned queue,
+					  unsigned pairs, bool copy, int *err,
+					  const char **why);
+
+/* The largest --mtu with --xdp: a frame and the XDP headroom fit one
+ * 4 KiB UMEM frame, and veth's native XDP takes no more. */
+#define VNET_XDP_MAX_MTU 3500
+
+#endif
