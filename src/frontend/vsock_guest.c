@@ -798,12 +798,6 @@ struct vg_sock *vg_connect_start(struct vg *g, uint32_t port, int *err)
 	return connect_start(g, VSOCK_TYPE_STREAM, VSOCK_HOST_CID, port, err);
 }
 
-struct vg_sock *vg_connect_start_type(struct vg *g, uint16_t type,
-				      uint32_t port, int *err)
-{
-	return connect_start(g, type, VSOCK_HOST_CID, port, err);
-}
-
 struct vg_sock *vg_connect_cid_start(struct vg *g, uint64_t cid,
 				     uint32_t port, int *err)
 {

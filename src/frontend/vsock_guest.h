@@ -151,8 +151,6 @@ struct vg_sock *vg_connect_start(struct vg *g, uint32_t port, int *err);
 /* The same for a socket of the given type (VSOCK_TYPE_*). */
 struct vg_sock *vg_connect_type(struct vg *g, uint16_t type, uint32_t port,
 				int timeout_ms, int *err);
-struct vg_sock *vg_connect_start_type(struct vg *g, uint16_t type,
-				      uint32_t port, int *err);
 int vg_connect_wait(struct vg_sock *s, int timeout_ms);
 /* The same to another CID: a sibling guest (needs o.siblings). */
 struct vg_sock *vg_connect_cid(struct vg *g, uint64_t cid, uint32_t port,

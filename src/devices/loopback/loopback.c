@@ -327,8 +327,3 @@ const struct vmio_device_ops *vmio_loopback_ops(const struct vmio_loopback *lb)
 {
 	return &lb->ops;
 }
-
-uint64_t vmio_loopback_bytes(const struct vmio_loopback *lb)
-{
-	return lb->bytes;
-}

@@ -24,7 +24,4 @@ struct vmio_loopback *vmio_loopback_new(struct vmio_loop *loop,
 void vmio_loopback_free(struct vmio_loopback *lb);
 const struct vmio_device_ops *vmio_loopback_ops(const struct vmio_loopback *lb);
 
-/* Bytes moved from tx to rx since creation. */
-uint64_t vmio_loopback_bytes(const struct vmio_loopback *lb);
-
 #endif

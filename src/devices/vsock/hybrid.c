@@ -328,8 +328,3 @@ void vsock_hybrid_free(struct vsock_hybrid *h)
 	free(h->path);
 	free(h);
 }
-
-unsigned vsock_hybrid_pending(const struct vsock_hybrid *h)
-{
-	return h->npending;
-}

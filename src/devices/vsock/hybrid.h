@@ -49,7 +49,4 @@ struct vsock_hybrid *vsock_hybrid_new(struct vmio_loop *loop,
  * socket still awaiting its line. */
 void vsock_hybrid_free(struct vsock_hybrid *h);
 
-/* Sockets awaiting their CONNECT line (for tests). */
-unsigned vsock_hybrid_pending(const struct vsock_hybrid *h);
-
 #endif

@@ -687,13 +687,6 @@ static void timer_cb(void *opaque)
 
 /* ---- Public ----------------------------------------------------------- */
 
-int vsock_muxer_connect_local(struct vsock_muxer *m, int fd,
-			      uint32_t peer_port, uint32_t *local_port)
-{
-	return vsock_muxer_connect_local_type(m, fd, VSOCK_TYPE_STREAM,
-					      peer_port, local_port);
-}
-
 int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
 				   uint16_t type, uint32_t peer_port,
 				   uint32_t *local_port)
@@ -768,16 +761,6 @@ void vsock_muxer_reset(struct vsock_muxer *m)
 	m->types = VSOCK_TYPES_STREAM;
 	tell_router(m);
 	timer_arm(m, false);
-}
-
-unsigned vsock_muxer_connections(const struct vsock_muxer *m)
-{
-	return m->table.count;
-}
-
-unsigned vsock_muxer_rst_queued(const struct vsock_muxer *m)
-{
-	return m->rst_len;
 }
 
 void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached)

@@ -83,15 +83,12 @@ void vsock_muxer_set_types(struct vsock_muxer *m, unsigned types);
 void vsock_muxer_kick_tx(struct vsock_muxer *m);
 void vsock_muxer_kick_rx(struct vsock_muxer *m);
 
-/* A host program on uds-path asked for the guest's port peer_port. Takes
- * fd in every case: returns 0 with a connection whose REQUEST goes to the
- * guest, or -ENOTCONN (no VMM attached) / -ENOSPC / -ENOMEM with fd
- * closed. *local_port (may be NULL)
+/* A host program on uds-path asked for the guest's port peer_port, on a
+ * connection of the given type (VSOCK_TYPE_*: a seqpacket fd is an AF_UNIX
+ * SOCK_SEQPACKET socket). Takes fd in every case: returns 0 with a
+ * connection whose REQUEST goes to the guest, or -ENOTCONN (no VMM
+ * attached) / -ENOSPC / -ENOMEM with fd closed. *local_port (may be NULL)
  * is the host-side port allocated. */
-int vsock_muxer_connect_local(struct vsock_muxer *m, int fd,
-			      uint32_t peer_port, uint32_t *local_port);
-/* The same for a connection of the given type (VSOCK_TYPE_*): a
- * seqpacket fd is an AF_UNIX SOCK_SEQPACKET socket. */
 int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
 				   uint16_t type, uint32_t peer_port,
 				   uint32_t *local_port);
@@ -106,9 +103,5 @@ void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached);
 /* The guest is gone: closes every host socket, frees every connection and
  * forgets every queued RST. */
 void vsock_muxer_reset(struct vsock_muxer *m);
-
-/* For tests and statistics. */
-unsigned vsock_muxer_connections(const struct vsock_muxer *m);
-unsigned vsock_muxer_rst_queued(const struct vsock_muxer *m);
 
 #endif
