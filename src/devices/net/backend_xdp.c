@@ -936,6 +936,8 @@ static int open_later(struct xdp_backend *x, unsigned pair, bool nocopy)
 	if (!q->retry.initialised &&
 	    (!x->b.loop || vmio_timer_init(&q->retry, x->b.loop, on_retry, q)))
 		return opened(x, pair, nocopy, -EBUSY);
+	log_debug("net: xdp %s queue %u: still busy; trying again every "
+		  "%u ms", x->name, q->queue_id, XDP_BUSY_RETRY_MS);
 	q->want = nocopy ? Q_NOCOPY : Q_COPY;
 	q->busy_tries = 1;
 	vmio_timer_arm_ms(&q->retry, XDP_BUSY_RETRY_MS);
