@@ -114,8 +114,9 @@ struct vnet_backend_ops {
 	 * rx_post) until the backend calls attached for it, which it does
 	 * from a callback of the loop, never from within attach; another
 	 * attach meanwhile answers VNET_ATTACH_LATER again, and detach
-	 * gives the attempt up (attached is then not called). NULL if the
-	 * backend never holds buffers. */
+	 * gives the attempt up (attached is then not called; the device
+	 * does so when it is freed, so that nothing of the backend's stays
+	 * on its loop). NULL if the backend never holds buffers. */
 	int (*attach)(struct vnet_backend *b, unsigned pair,
 		      const struct vmio_mem *mem);
 

@@ -932,9 +932,9 @@ static int open_later(struct xdp_backend *x, unsigned pair, bool nocopy)
 
 	if (rc != -EBUSY)
 		return opened(x, pair, nocopy, rc);
-	/* Made at the first wait: the device gave us its loop by then. */
-	if (!q->retry.initialised &&
-	    (!x->b.loop || vmio_timer_init(&q->retry, x->b.loop, on_retry, q)))
+	/* The timer is ours only while we wait: no timer outlives the
+	 * wait, and so none the device's loop. */
+	if (!x->b.loop || vmio_timer_init(&q->retry, x->b.loop, on_retry, q))
 		return opened(x, pair, nocopy, -EBUSY);
 	log_debug("net: xdp %s queue %u: still busy; trying again every "
 		  "%u ms", x->name, q->queue_id, XDP_BUSY_RETRY_MS);
@@ -956,6 +956,7 @@ static void on_retry(void *opaque)
 		vmio_timer_arm_ms(&q->retry, XDP_BUSY_RETRY_MS);
 		return;
 	}
+	vmio_timer_fini(&q->retry);
 	q->want = Q_NONE;
 	if (opened(x, pair, nocopy, rc) == VNET_ATTACH_LATER)
 		return;
@@ -1006,7 +1007,7 @@ static void xdp_detach(struct vnet_backend *b, unsigned pair)
 
 	if (q->want != Q_NONE) {
 		/* Given up: the next attach starts again. */
-		vmio_timer_cancel(&q->retry);
+		vmio_timer_fini(&q->retry);
 		q->want = Q_NONE;
 	}
 	if (q->mode != Q_NOCOPY)

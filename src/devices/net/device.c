@@ -306,7 +306,12 @@ void vnet_device_free(struct vnet_device *d)
 		return;
 	/* The core (and its queues) may be gone: nothing goes back. */
 	forget_queues(d, false);
+	/* An attach still under way gives up: it touches no queue. */
+	for (unsigned i = 0; i < d->npairs; i++)
+		if (d->pairs[i].attaching && d->be->ops->detach)
+			d->be->ops->detach(d->be, i);
 	d->be->attached = NULL;
+	d->be->loop = NULL;
 	vnet_ctrl_queue_fini(d);
 	for (unsigned i = 0; i < d->npairs; i++) {
 		vnet_tx_fini(&d->pairs[i]);
