@@ -23,6 +23,7 @@
 #include "event/loop.h"
 #include "util/log.h"
 #include "virtio/features.h"
+#include "frontend/msg_io.h"
 #include "vhost-user/backend.h"
 
 #define NQ 2
@@ -68,7 +69,7 @@ static void fake_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 	drain(f, vq);
 }
 
-static void fake_stop(void *dev, struct vmio_vq *vq)
+static void fake_stop(void *dev, struct vmio_vq *vq, enum vmio_queue_stop how)
 {
 	struct fake *f = dev;
 
