@@ -1,7 +1,6 @@
 #include "vhost-user/channel.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -154,10 +153,10 @@ int vhost_user_channel_open(struct vhost_user_channel *ch,
 			    const struct vhost_user_channel_ops *ops,
 			    void *opaque)
 {
-	int fl = fcntl(fd, F_GETFL), rc;
+	int rc = vmio_fd_set_nonblock(fd);
 
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -errno;
+	if (rc)
+		return rc;
 	*ch = (struct vhost_user_channel){
 		.loop = loop,
 		.fd = fd,

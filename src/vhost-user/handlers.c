@@ -446,6 +446,10 @@ static int swap_vring_notifier(struct vmio_backend *be,
 	if (!q)
 		return -EINVAL;
 	int *slot = which == VRING_CALL ? &q->vq.call_fd : &q->vq.err_fd;
+	/* A saturated eventfd, or a pipe no one reads, must not hold the
+	 * loop in write(). */
+	if (fd >= 0)
+		vmio_fd_set_nonblock(fd);
 	vmio_bq_pause(q);
 	vmio_close_fd(slot);
 	*slot = fd;

@@ -4,7 +4,6 @@
  * table change under a running queue (which keeps a later worker-thread
  * device safe: queue_stop is its barrier). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -146,13 +145,10 @@ void vmio_bq_set_kick_fd(struct vmio_backend_queue *q, int fd)
 {
 	unwatch_kick(q);
 	vmio_close_fd(&q->vq.kick_fd);
-	if (fd >= 0) {
-		int fl = fcntl(fd, F_GETFL);
-		/* A second reader of the same eventfd (a VMM can pass one to
-		 * two queues) must not leave us blocked in read(). */
-		if (fl >= 0 && !(fl & O_NONBLOCK))
-			fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-	}
+	/* A second reader of the same eventfd (a VMM can pass one to two
+	 * queues) must not leave us blocked in read(). */
+	if (fd >= 0)
+		vmio_fd_set_nonblock(fd);
 	q->vq.kick_fd = fd;
 }
 
