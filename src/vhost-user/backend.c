@@ -52,8 +52,9 @@ static void on_closed(void *opaque, const char *why)
 	if (why)
 		be_err(be, "%s; device %s reset", why, be->ops->name);
 	vmio_session_reset(be);
-	log_info("vhost-user: front end disconnected; device %s reset",
-		 be->ops->name);
+	log_ratelimited(&be->rl_sessions, VMIO_LOG_INFO,
+			"vhost-user: front end disconnected; device %s reset",
+			be->ops->name);
 	watch_listener(be, true);
 	/* Last: the callback may free the backend. */
 	if (be->disconnect_cb)
@@ -76,8 +77,9 @@ static int start_connection(struct vmio_backend *be, int fd)
 	be->touched = true;
 	be->sessions++;
 	watch_listener(be, false);
-	log_info("vhost-user: front end connected (session %u, device %s)",
-		 be->sessions, be->ops->name);
+	log_ratelimited(&be->rl_sessions, VMIO_LOG_INFO,
+			"vhost-user: front end connected (session %u, device %s)",
+			be->sessions, be->ops->name);
 	return 0;
 }
 
@@ -183,6 +185,7 @@ struct vmio_backend *vmio_backend_new(struct vmio_loop *loop,
 	be->message_timeout_ms = VHOST_USER_MSG_TIMEOUT_MS;
 	be->backend_req_fd = -1;
 	be->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(20);
+	be->rl_sessions = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
 	vmio_mem_init(&be->mem);
 	vmio_mem_init(&be->new_mem);
 	vmio_bq_init_all(be);

@@ -50,6 +50,9 @@ struct vmio_backend {
 	struct vmio_backend_queue *queues; /* ops->num_queues of them */
 
 	struct vmio_ratelimit rl;
+	/* Connects and disconnects: a VMM that reconnects in a loop must not
+	 * flood the log either. */
+	struct vmio_ratelimit rl_sessions;
 };
 
 /* Logs a problem the VMM caused; rate-limited since it can cause many. */
