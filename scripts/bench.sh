@@ -33,8 +33,9 @@ ratio() { # a b: a/b to two places, or - when either is missing
 	awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'
 }
 
-# SECTIONS picks what runs (default all): loopback vsock redirect net.
-sections=" ${SECTIONS:-loopback vsock redirect net} "
+# SECTIONS picks what runs (default all): loopback vsock redirect net
+# isolation (SECTIONS=isolation make bench runs only that one).
+sections=" ${SECTIONS:-loopback vsock redirect net isolation} "
 want() { [[ "$sections" == *" $1 "* ]]; }
 failed=0
 
@@ -219,5 +220,12 @@ fi
 # net_vhost, then AF_XDP no-copy against copy (scripts/bench-net.sh) ----
 if want net; then
 	BUILD=$build RUNS=$runs "$top/scripts/bench-net.sh" || failed=1
+fi
+
+# ---- isolation: one `vmio vsock` with two VMs; A's guest-to-host rate
+# alone against A's rate while vmio-bad-vmm misbehaves on B's socket, of
+# each kind (scripts/bench-isolation.sh) ----
+if want isolation; then
+	BUILD=$build RUNS=$runs "$top/scripts/bench-isolation.sh" || failed=1
 fi
 exit $failed

@@ -307,6 +307,8 @@ static int run_multi(const struct vmio_backend_opts *o,
 			log_err("out of memory setting up the devices");
 			goto out;
 		}
+		vmio_backend_set_message_timeout(vi[i].be,
+						 o->message_timeout_ms);
 		rc = vmio_backend_listen(vi[i].be, s->socket);
 		if (rc) {
 			log_err("VM %u: cannot listen on %s: %s", i + 1,

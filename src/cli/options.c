@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vhost-user/protocol.h"
 #include "virtio/ring.h"
 
 int vmio_parse_u64(const char *text, uint64_t max, uint64_t *out)
@@ -54,6 +55,10 @@ const char vmio_backend_opts_help[] =
 	"  --print-capabilities print the backend's capabilities as JSON and exit\n"
 	"  --queue-size N       largest virtqueue accepted, a power of two\n"
 	"                       up to 32768\n"
+	"  --message-timeout MS how long the VMM may take to finish a vhost-user\n"
+	"                       message it started, or to read the replies\n"
+	"                       waiting for it, before its connection is closed\n"
+	"                       (default 1000)\n"
 	"  -v, --verbose        log more (repeat for debug messages)\n"
 	"  -q, --quiet          log errors only\n"
 	"  -h, --help           show this help\n";
@@ -63,6 +68,7 @@ void vmio_backend_opts_init(struct vmio_backend_opts *o, uint16_t default_queue_
 	*o = (struct vmio_backend_opts){
 		.fd = -1,
 		.queue_size = default_queue_size,
+		.message_timeout_ms = VHOST_USER_MSG_TIMEOUT_MS,
 	};
 }
 
@@ -113,6 +119,18 @@ int vmio_backend_opts_handle(struct vmio_backend_opts *o, int code,
 			return -1;
 		}
 		return 1;
+	case VMIO_OPT_MESSAGE_TIMEOUT: {
+		uint64_t ms;
+		if (vmio_parse_u64(arg, 3600000, &ms) || ms == 0) {
+			snprintf(err, err_size,
+				 "--message-timeout: '%s' is not a number of "
+				 "milliseconds from 1 to 3600000",
+				 arg);
+			return -1;
+		}
+		o->message_timeout_ms = (unsigned)ms;
+		return 1;
+	}
 	case 'v':
 		o->verbosity++;
 		return 1;

@@ -25,6 +25,7 @@ struct vmio_backend_opts {
 	bool print_capabilities;
 	uint16_t queue_size;     /* --queue-size: largest ring accepted */
 	int verbosity;           /* -v (repeatable) raises, -q lowers */
+	unsigned message_timeout_ms; /* --message-timeout */
 };
 
 /* getopt_long codes of the common options; subcommands use codes below
@@ -35,6 +36,7 @@ enum {
 	VMIO_OPT_FD,
 	VMIO_OPT_PRINT_CAPS,
 	VMIO_OPT_QUEUE_SIZE,
+	VMIO_OPT_MESSAGE_TIMEOUT,
 };
 
 /* The struct option entries for the common options (with -h/--help,
@@ -45,6 +47,8 @@ enum {
 	{ "fd", required_argument, NULL, VMIO_OPT_FD },                        \
 	{ "print-capabilities", no_argument, NULL, VMIO_OPT_PRINT_CAPS },      \
 	{ "queue-size", required_argument, NULL, VMIO_OPT_QUEUE_SIZE },        \
+	{ "message-timeout", required_argument, NULL,                          \
+	  VMIO_OPT_MESSAGE_TIMEOUT },                                          \
 	{ "help", no_argument, NULL, 'h' },                                    \
 	{ "verbose", no_argument, NULL, 'v' },                                 \
 	{ "quiet", no_argument, NULL, 'q' }

@@ -98,6 +98,7 @@ int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
 		return 1;
 
 	int rc;
+	vmio_backend_set_message_timeout(be, o->message_timeout_ms);
 	if (o->socket_path) {
 		rc = vmio_backend_listen(be, o->socket_path);
 		if (rc) {

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "frontend/driver_vq.h"
+#include "frontend/msg_io.h"
 #include "vhost-user/protocol.h"
 
 #define VMIO_FE_MAX_QUEUES 16

@@ -1,6 +1,6 @@
-/* The backend core's outer half: the socket, one front end at a time, the
- * per-connection state and its reset, and the backend's lifetime. The
- * messages themselves are handlers.c's; the rings are queues.c's. */
+/* The backend core's outer half: the socket, one front end at a time and
+ * the backend's lifetime. A connection's bytes are channel.c's, its
+ * messages handlers.c's, the rings queues.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -9,38 +9,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/fd.h"
 #include "util/unix_socket.h"
-#include "vhost-user/backend_internal.h"
-
-static void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
-/* Gives the device back in the state a new front end expects: queues
- * stopped, device reset, memory dropped, every fd closed, nothing
- * negotiated. */
-void vmio_backend_reset_session(struct vmio_backend *be)
-{
-	if (!be->touched)
-		return;
-	vmio_bq_pause_all(be);
-	if (be->ops->reset)
-		be->ops->reset(be->dev);
-	for (unsigned i = 0; i < be->ops->num_queues; i++)
-		vmio_vq_unmap(&be->queues[i].vq);
-	vmio_mem_clear(&be->mem);
-	vmio_mem_clear(&be->new_mem);
-	for (unsigned i = 0; i < be->ops->num_queues; i++)
-		vmio_bq_reset(&be->queues[i]);
-	close_fd(&be->backend_req_fd);
-	be->acked_features = 0;
-	be->acked_protocol_features = 0;
-	be->status = 0;
-	be->touched = false;
-}
+#include "vhost-user/backend.h"
+#include "vhost-user/handlers.h"
+#include "vhost-user/queues.h"
+#include "vhost-user/session.h"
 
 /* ---- Connections ------------------------------------------------------- */
 
@@ -53,58 +27,59 @@ static void watch_listener(struct vmio_backend *be, bool on)
 		vmio_loop_modify(be->loop, be->listen_fd, on ? EPOLLIN : 0);
 }
 
-static void drop_connection(struct vmio_backend *be)
+static int on_message(void *opaque, struct vhost_user_msg *msg)
 {
-	vmio_loop_remove(be->loop, be->conn_fd);
-	close_fd(&be->conn_fd);
-	vmio_backend_reset_session(be);
-	log_info("vhost-user: front end disconnected; device %s reset",
-		 be->ops->name);
+	struct vmio_backend *be = opaque;
+	struct vhost_user_msg reply;
+	int rc = vmio_backend_handle_msg(be, msg, &reply);
+
+	if (rc <= 0)
+		return rc;
+	rc = vhost_user_channel_reply(&be->chan, &reply);
+	if (rc)
+		be_err(be, "cannot send the reply to %s: %s",
+		       vhost_user_request_name(reply.hdr.request),
+		       strerror(-rc));
+	return rc;
+}
+
+/* The channel has closed: the device goes back to its state before this
+ * front end. */
+static void on_closed(void *opaque, const char *why)
+{
+	struct vmio_backend *be = opaque;
+
+	if (why)
+		be_err(be, "%s; device %s reset", why, be->ops->name);
+	vmio_session_reset(be);
+	log_ratelimited(&be->rl_sessions, VMIO_LOG_INFO,
+			"vhost-user: front end disconnected; device %s reset",
+			be->ops->name);
 	watch_listener(be, true);
 	/* Last: the callback may free the backend. */
 	if (be->disconnect_cb)
 		be->disconnect_cb(be->disconnect_opaque);
 }
 
-static void conn_cb(void *opaque, int fd, uint32_t events)
-{
-	struct vmio_backend *be = opaque;
-	struct vhost_user_msg msg;
-	int rc = vhost_user_msg_recv(fd, &msg);
-
-	if (rc == -EAGAIN || rc == -EINTR)
-		return;
-	if (rc == 0) {
-		drop_connection(be);
-		return;
-	}
-	if (rc < 0) {
-		be_err(be, "bad message from the front end: %s; closing the "
-		       "connection",
-		       strerror(-rc));
-		drop_connection(be);
-		return;
-	}
-	rc = vmio_backend_handle_msg(be, &msg, fd);
-	if (rc < 0) {
-		be_err(be, "closing the connection after a failed %s",
-		       vhost_user_request_name(msg.hdr.request));
-		drop_connection(be);
-	}
-}
+static const struct vhost_user_channel_ops channel_ops = {
+	.message = on_message,
+	.closed = on_closed,
+};
 
 static int start_connection(struct vmio_backend *be, int fd)
 {
-	int rc = vmio_loop_add(be->loop, fd, EPOLLIN, conn_cb, be);
+	int rc = vhost_user_channel_open(&be->chan, be->loop, fd,
+					 be->message_timeout_ms, &channel_ops,
+					 be);
 
 	if (rc)
 		return rc;
-	be->conn_fd = fd;
 	be->touched = true;
 	be->sessions++;
 	watch_listener(be, false);
-	log_info("vhost-user: front end connected (session %u, device %s)",
-		 be->sessions, be->ops->name);
+	log_ratelimited(&be->rl_sessions, VMIO_LOG_INFO,
+			"vhost-user: front end connected (session %u, device %s)",
+			be->sessions, be->ops->name);
 	return 0;
 }
 
@@ -133,7 +108,7 @@ int vmio_backend_serve_fd(struct vmio_backend *be, int fd)
 
 	if (fd < 0)
 		return -EBADF;
-	if (be->conn_fd >= 0)
+	if (be->chan.open)
 		return -EBUSY;
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
@@ -154,7 +129,7 @@ int vmio_backend_listen(struct vmio_backend *be, const char *path)
 
 	if (!path)
 		return -EINVAL;
-	if (be->listen_fd >= 0 || be->conn_fd >= 0)
+	if (be->listen_fd >= 0 || be->chan.open)
 		return -EBUSY;
 	copy = strdup(path);
 	if (!copy)
@@ -206,9 +181,11 @@ struct vmio_backend *vmio_backend_new(struct vmio_loop *loop,
 	be->ops = ops;
 	be->dev = dev;
 	be->listen_fd = -1;
-	be->conn_fd = -1;
+	be->chan.fd = -1;
+	be->message_timeout_ms = VHOST_USER_MSG_TIMEOUT_MS;
 	be->backend_req_fd = -1;
 	be->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(20);
+	be->rl_sessions = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
 	vmio_mem_init(&be->mem);
 	vmio_mem_init(&be->new_mem);
 	vmio_bq_init_all(be);
@@ -229,15 +206,12 @@ void vmio_backend_free(struct vmio_backend *be)
 {
 	if (!be)
 		return;
-	if (be->conn_fd >= 0) {
-		vmio_loop_remove(be->loop, be->conn_fd);
-		close_fd(&be->conn_fd);
-	}
-	vmio_backend_reset_session(be);
+	vhost_user_channel_close(&be->chan);
+	vmio_session_reset(be);
 	vmio_bq_release_all(be);
 	if (be->listen_fd >= 0) {
 		vmio_loop_remove(be->loop, be->listen_fd);
-		close_fd(&be->listen_fd);
+		vmio_close_fd(&be->listen_fd);
 	}
 	if (be->socket_path)
 		remove_socket_file(be);
@@ -255,6 +229,11 @@ void vmio_backend_set_disconnect_cb(struct vmio_backend *be,
 uint64_t vmio_backend_acked_features(const struct vmio_backend *be)
 {
 	return be->acked_features;
+}
+
+void vmio_backend_set_message_timeout(struct vmio_backend *be, unsigned ms)
+{
+	be->message_timeout_ms = ms ? ms : VHOST_USER_MSG_TIMEOUT_MS;
 }
 
 unsigned vmio_backend_sessions(const struct vmio_backend *be)

@@ -35,12 +35,10 @@ int vmio_backend_serve_fd(struct vmio_backend *be, int fd);
 void vmio_backend_set_disconnect_cb(struct vmio_backend *be,
 				    void (*cb)(void *opaque), void *opaque);
 
-/* Handles one message held in msg (fds owned by the call) and writes the
- * reply, if any, to reply_fd. Returns 0, or -errno if the connection must
- * be closed. Exposed for the fuzzer and the unit tests, which feed
- * messages without a socket. */
-int vmio_backend_handle_msg(struct vmio_backend *be, struct vhost_user_msg *msg,
-			    int reply_fd);
+/* How long a front end may take to finish a message it started, or to
+ * take the replies waiting for it, before its connection is closed (ms;
+ * 0: VHOST_USER_MSG_TIMEOUT_MS). Applies from the next connection. */
+void vmio_backend_set_message_timeout(struct vmio_backend *be, unsigned ms);
 
 /* Virtio features acked by the front end (0 before SET_FEATURES). */
 uint64_t vmio_backend_acked_features(const struct vmio_backend *be);

@@ -18,6 +18,15 @@
 #include "virtio/memory.h"
 #include "virtio/virtqueue.h"
 
+/* Why a queue stops: for a moment, while the core changes what the queue
+ * runs on (ring addresses, size, memory table, features), or for good
+ * (GET_VRING_BASE, SET_VRING_ENABLE 0, the front end gone), when the
+ * device gives back every chain it holds. */
+enum vmio_queue_stop {
+	VMIO_QUEUE_PAUSE,
+	VMIO_QUEUE_HALT,
+};
+
 struct vmio_device_ops {
 	const char *name; /* "vsock", "net", "loopback": for log lines */
 
@@ -47,9 +56,11 @@ struct vmio_device_ops {
 	 * being so. After queue_start the core calls queue_kick on every kick;
 	 * the device should also look at the ring once at start, since the
 	 * driver may have posted buffers before. mem is the current guest
-	 * memory; it stays valid until memory_changing or queue_stop. */
+	 * memory; it stays valid until memory_changing or queue_stop. A
+	 * paused queue restarts with queue_start once the change is made. */
 	void (*queue_start)(void *dev, struct vmio_vq *vq, struct vmio_mem *mem);
-	void (*queue_stop)(void *dev, struct vmio_vq *vq);
+	void (*queue_stop)(void *dev, struct vmio_vq *vq,
+			   enum vmio_queue_stop how);
 	void (*queue_kick)(void *dev, struct vmio_vq *vq);
 
 	/* The memory table is about to be replaced: drop every pointer into

@@ -20,8 +20,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/fd.h"
 #include "virtio/features.h"
-#include "vhost-user/backend_internal.h"
+#include "vhost-user/handlers.h"
+#include "vhost-user/message.h"
+#include "vhost-user/queues.h"
+#include "vhost-user/session.h"
 
 #define CORE_PROTOCOL_FEATURES                                                 \
 	(VMIO_BIT(VHOST_USER_PROTOCOL_F_MQ) |                                  \
@@ -46,13 +50,6 @@ static uint64_t offered_protocol_features(const struct vmio_backend *be)
 static bool has_protocol_feature(const struct vmio_backend *be, unsigned bit)
 {
 	return be->acked_protocol_features & VMIO_BIT(bit);
-}
-
-static void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
 }
 
 /* Takes fd i out of msg: the caller owns it now. */
@@ -191,7 +188,7 @@ static int reset_owner(struct vmio_backend *be, struct vhost_user_msg *msg,
 {
 	uint64_t protocol = be->acked_protocol_features;
 
-	vmio_backend_reset_session(be);
+	vmio_session_reset(be);
 	/* Protocol features belong to the connection, which goes on. */
 	be->acked_protocol_features = protocol;
 	be->touched = true;
@@ -376,7 +373,7 @@ static int get_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 
 	if (!q)
 		return -EINVAL;
-	/* Not started first: the device sees a stop, not a pause, and
+	/* Not started first: the device sees VMIO_QUEUE_HALT, not a pause, and
 	 * gives back every chain it holds before we read the index. */
 	q->vq.started = false;
 	vmio_bq_pause(q);
@@ -420,7 +417,7 @@ static int set_vring_kick(struct vmio_backend *be, struct vhost_user_msg *msg,
 		be_err(be, "SET_VRING_KICK: queue %u started before its size and "
 		       "addresses were set",
 		       q->vq.index);
-		close_fd(&fd);
+		vmio_close_fd(&fd);
 		return -EINVAL;
 	}
 	vmio_bq_pause(q);
@@ -449,8 +446,12 @@ static int swap_vring_notifier(struct vmio_backend *be,
 	if (!q)
 		return -EINVAL;
 	int *slot = which == VRING_CALL ? &q->vq.call_fd : &q->vq.err_fd;
+	/* A saturated eventfd, or a pipe no one reads, must not hold the
+	 * loop in write(). */
+	if (fd >= 0)
+		vmio_fd_set_nonblock(fd);
 	vmio_bq_pause(q);
-	close_fd(slot);
+	vmio_close_fd(slot);
 	*slot = fd;
 	vmio_bq_sync(q);
 	return 0;
@@ -482,7 +483,7 @@ static int set_vring_enable(struct vmio_backend *be,
 		       s->index, s->num);
 		return -EINVAL;
 	}
-	/* Enabled first: a device sees a disable as a stop for good (and
+	/* Enabled first: a device sees a disable as VMIO_QUEUE_HALT (and
 	 * gives back what it holds), a re-enable as a pause. */
 	q->vq.enabled = s->num;
 	vmio_bq_pause(q);
@@ -588,7 +589,7 @@ static int set_backend_req_fd(struct vmio_backend *be,
 {
 	/* Kept (no backend-initiated requests are sent yet) so the front end
 	 * does not see its channel closed. */
-	close_fd(&be->backend_req_fd);
+	vmio_close_fd(&be->backend_req_fd);
 	be->backend_req_fd = take_fd(msg, 0);
 	return 0;
 }
@@ -759,11 +760,10 @@ static int check_header(struct vmio_backend *be,
 	return 0;
 }
 
-/* Sends the handler's reply, the REPLY_ACK ack, or nothing; decides
+/* Makes the handler's reply, the REPLY_ACK ack, or nothing; decides
  * whether a failure ends the connection (see the top of this file). */
-static int finish(struct vmio_backend *be, const struct handler *h,
-		  const struct vhost_user_msg *msg, struct vhost_user_msg *reply,
-		  int reply_fd, bool ack, int rc)
+static int finish(const struct handler *h, const struct vhost_user_msg *msg,
+		  struct vhost_user_msg *reply, bool ack, int rc)
 {
 	if (h && h->has_reply) {
 		if (rc)
@@ -776,22 +776,17 @@ static int finish(struct vmio_backend *be, const struct handler *h,
 	reply->hdr.request = msg->hdr.request;
 	reply->hdr.flags = VHOST_USER_VERSION | VHOST_USER_REPLY_MASK;
 	reply->nfds = 0;
-	int err = vhost_user_msg_send(reply_fd, reply);
-	if (err)
-		log_err("vhost-user: cannot send the reply to %s: %s",
-			vhost_user_request_name(msg->hdr.request),
-			strerror(-err));
-	return err;
+	return 1;
 }
 
 int vmio_backend_handle_msg(struct vmio_backend *be, struct vhost_user_msg *msg,
-			    int reply_fd)
+			    struct vhost_user_msg *reply)
 {
-	struct vhost_user_msg reply = { .nfds = 0 };
 	const struct handler *h = NULL;
 	bool ack;
 	int rc;
 
+	memset(reply, 0, sizeof(*reply));
 	be->touched = true;
 	rc = check_header(be, msg);
 	if (rc) {
@@ -820,8 +815,8 @@ int vmio_backend_handle_msg(struct vmio_backend *be, struct vhost_user_msg *msg,
 	if (!rc)
 		rc = check_fds(be, msg, h->fds);
 	if (!rc)
-		rc = h->fn(be, msg, &reply);
+		rc = h->fn(be, msg, reply);
 	vhost_user_msg_close_fds(msg);
-	return finish(be, h, msg, &reply, reply_fd, ack, rc);
+	return finish(h, msg, reply, ack, rc);
 }
 

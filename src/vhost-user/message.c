@@ -1,18 +1,8 @@
-/* Moving vhost-user messages over a unix stream socket: the header, the
- * payload and the SCM_RIGHTS file descriptors that ride on them. Everything
- * that arrives here comes from an untrusted peer, so a message is checked
- * for shape before anyone looks at it and a peer that stops half-way
- * through a message cannot stall the caller for longer than
- * VHOST_USER_MSG_TIMEOUT_MS. */
-#include "vhost-user/protocol.h"
+#include "vhost-user/message.h"
 
 #include <errno.h>
-#include <poll.h>
-#include <stdbool.h>
-#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 static const char *const request_names[VHOST_USER_REQUEST_MAX] = {
@@ -68,39 +58,43 @@ void vhost_user_msg_close_fds(struct vhost_user_msg *msg)
 	msg->nfds = 0;
 }
 
-static int64_t now_ms(void)
+const char *vhost_user_header_problem(const struct vhost_user_header *hdr)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if ((hdr->flags & VHOST_USER_VERSION_MASK) != VHOST_USER_VERSION)
+		return "unknown protocol version";
+	if (hdr->size > VHOST_USER_MAX_PAYLOAD)
+		return "payload size beyond the protocol's largest message";
+	return NULL;
 }
 
-/* Waits for the socket to become ready for `events`, no later than
- * deadline (CLOCK_MONOTONIC ms). */
-static int wait_ready(int sock, short events, int64_t deadline)
+void vhost_user_reader_init(struct vhost_user_reader *r)
 {
-	for (;;) {
-		int64_t left = deadline - now_ms();
-		if (left <= 0)
-			return -ETIMEDOUT;
-		struct pollfd pfd = { .fd = sock, .events = events };
-		int rc = poll(&pfd, 1, (int)left);
-		if (rc < 0 && errno == EINTR)
-			continue;
-		if (rc < 0)
-			return -errno;
-		if (rc == 0)
-			return -ETIMEDOUT;
-		return 0;
-	}
+	memset(&r->msg.hdr, 0, sizeof(r->msg.hdr));
+	r->msg.nfds = 0;
+	for (unsigned i = 0; i < VHOST_USER_MAX_FDS; i++)
+		r->msg.fds[i] = -1;
+	r->got = 0;
+	r->problem = NULL;
+}
+
+void vhost_user_reader_reset(struct vhost_user_reader *r)
+{
+	vhost_user_msg_close_fds(&r->msg);
+	vhost_user_reader_init(r);
+}
+
+size_t vhost_user_reader_expected(const struct vhost_user_reader *r)
+{
+	if (r->got < sizeof(r->msg.hdr))
+		return sizeof(r->msg.hdr);
+	return vhost_user_msg_wire_size(&r->msg);
 }
 
 /* Collects the fds of every SCM_RIGHTS block into msg. Fds beyond what msg
- * can hold are closed here and reported as -EPROTO, so none leak. */
-static int take_fds(struct msghdr *mh, struct vhost_user_msg *msg)
+ * can hold are closed here and reported, so none leak. */
+static const char *take_fds(struct msghdr *mh, struct vhost_user_msg *msg)
 {
-	int rc = 0;
+	const char *problem = NULL;
 
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -114,162 +108,74 @@ static int take_fds(struct msghdr *mh, struct vhost_user_msg *msg)
 				msg->fds[msg->nfds++] = fd;
 			} else {
 				close(fd);
-				rc = -EPROTO;
+				problem = "more file descriptors than a message "
+					  "may carry";
 			}
 		}
 	}
 	if (mh->msg_flags & MSG_CTRUNC)
-		rc = -EPROTO;
+		problem = "file descriptors truncated";
+	return problem;
+}
+
+static int fail(struct vhost_user_reader *r, int rc, const char *problem)
+{
+	vhost_user_msg_close_fds(&r->msg);
+	r->problem = problem;
 	return rc;
 }
 
-/* Reads exactly len bytes into buf. `started` says whether part of the
- * message has arrived already: before that, a non-blocking socket with
- * nothing to read gives -EAGAIN and a closed one gives 0 (orderly EOF);
- * after it, the rest must come within the deadline. */
-static int read_exact(int sock, void *buf, size_t len,
-		      struct vhost_user_msg *msg, bool *started,
-		      int64_t *deadline)
+/* The header and the payload are separate parts: the header must be
+ * checked before we know how much payload to ask for, and asking for no
+ * more than the message keeps the next message's fds out of this one. */
+int vhost_user_reader_recv(struct vhost_user_reader *r, int sock)
 {
 	union {
 		char buf[CMSG_SPACE(VHOST_USER_MAX_FDS * sizeof(int))];
 		struct cmsghdr align;
 	} control;
-	size_t got = 0;
+	const size_t hdr_len = sizeof(r->msg.hdr);
 
-	while (got < len) {
-		struct iovec iov = { .iov_base = (char *)buf + got,
-				     .iov_len = len - got };
+	for (;;) {
+		size_t want = vhost_user_reader_expected(r);
+		if (r->got == want)
+			return 1;
+		struct iovec iov;
+		if (r->got < hdr_len)
+			iov = (struct iovec){ (char *)&r->msg.hdr + r->got,
+					      hdr_len - r->got };
+		else
+			iov = (struct iovec){
+				(char *)&r->msg.payload + (r->got - hdr_len),
+				want - r->got
+			};
 		struct msghdr mh = {
 			.msg_iov = &iov,
 			.msg_iovlen = 1,
 			.msg_control = control.buf,
 			.msg_controllen = sizeof(control.buf),
 		};
-		ssize_t n = recvmsg(sock, &mh,
-				    MSG_CMSG_CLOEXEC | (*started ? MSG_DONTWAIT : 0));
+		ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				return -errno;
-			if (!*started)
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return -EAGAIN;
-			int rc = wait_ready(sock, POLLIN, *deadline);
-			if (rc)
-				return rc;
-			continue;
+			return fail(r, -errno, "the socket failed");
 		}
-		int rc = take_fds(&mh, msg);
-		if (rc)
-			return rc;
-		if (n == 0)
-			return *started ? -EIO : 0;
-		if (!*started) {
-			*started = true;
-			*deadline = now_ms() + VHOST_USER_MSG_TIMEOUT_MS;
+		const char *problem = take_fds(&mh, &r->msg);
+		if (problem)
+			return fail(r, -EPROTO, problem);
+		if (n == 0) {
+			if (!vhost_user_reader_started(r))
+				return 0;
+			return fail(r, -EIO, "end of stream inside a message");
 		}
-		got += (size_t)n;
+		r->got += (size_t)n;
+		if (r->got == hdr_len) {
+			problem = vhost_user_header_problem(&r->msg.hdr);
+			if (problem)
+				return fail(r, -EPROTO, problem);
+		}
 	}
-	return 1;
-}
-
-static int check_header(const struct vhost_user_header *hdr)
-{
-	if ((hdr->flags & VHOST_USER_VERSION_MASK) != VHOST_USER_VERSION)
-		return -EPROTO;
-	if (hdr->size > VHOST_USER_MAX_PAYLOAD)
-		return -EPROTO;
-	return 0;
-}
-
-int vhost_user_msg_recv(int sock, struct vhost_user_msg *msg)
-{
-	bool started = false;
-	int64_t deadline = 0;
-	int rc;
-
-	memset(&msg->hdr, 0, sizeof(msg->hdr));
-	msg->nfds = 0;
-	for (unsigned i = 0; i < VHOST_USER_MAX_FDS; i++)
-		msg->fds[i] = -1;
-
-	rc = read_exact(sock, &msg->hdr, sizeof(msg->hdr), msg, &started,
-			&deadline);
-	if (rc <= 0)
-		goto fail;
-	rc = check_header(&msg->hdr);
-	if (rc)
-		goto fail;
-	if (msg->hdr.size) {
-		rc = read_exact(sock, &msg->payload, msg->hdr.size, msg,
-				&started, &deadline);
-		if (rc <= 0)
-			goto fail;
-	}
-	return 1;
-
-fail:
-	vhost_user_msg_close_fds(msg);
-	return rc;
-}
-
-int vhost_user_msg_send(int sock, const struct vhost_user_msg *msg)
-{
-	union {
-		char buf[CMSG_SPACE(VHOST_USER_MAX_FDS * sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	size_t total, sent = 0;
-	int64_t deadline = now_ms() + VHOST_USER_MSG_TIMEOUT_MS;
-
-	if (msg->hdr.size > VHOST_USER_MAX_PAYLOAD ||
-	    msg->nfds > VHOST_USER_MAX_FDS)
-		return -EINVAL;
-	total = sizeof(msg->hdr) + msg->hdr.size;
-
-	while (sent < total) {
-		struct iovec iov[2];
-		int niov = 0;
-		if (sent < sizeof(msg->hdr)) {
-			iov[niov++] = (struct iovec){
-				.iov_base = (char *)&msg->hdr + sent,
-				.iov_len = sizeof(msg->hdr) - sent,
-			};
-		}
-		if (msg->hdr.size) {
-			size_t off = sent > sizeof(msg->hdr) ?
-					     sent - sizeof(msg->hdr) : 0;
-			iov[niov++] = (struct iovec){
-				.iov_base = (char *)&msg->payload + off,
-				.iov_len = msg->hdr.size - off,
-			};
-		}
-		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = niov };
-		/* The fds travel with the first byte, exactly once. */
-		if (sent == 0 && msg->nfds) {
-			size_t len = msg->nfds * sizeof(int);
-			memset(control.buf, 0, sizeof(control.buf));
-			mh.msg_control = control.buf;
-			mh.msg_controllen = CMSG_SPACE(len);
-			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN(len);
-			memcpy(CMSG_DATA(c), msg->fds, len);
-		}
-		ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				return -errno;
-			int rc = wait_ready(sock, POLLOUT, deadline);
-			if (rc)
-				return rc;
-			continue;
-		}
-		sent += (size_t)n;
-	}
-	return 0;
 }

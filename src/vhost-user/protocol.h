@@ -71,6 +71,8 @@ enum vhost_user_protocol_feature {
 #define VHOST_USER_MEM_TABLE_MAX_REGIONS 8
 #define VHOST_USER_MAX_FDS 8
 #define VHOST_USER_MAX_CONFIG_SIZE 256
+/* Default for how long a front end may take to finish a message it
+ * started, or to take a reply (vmio_backend_set_message_timeout). */
 #define VHOST_USER_MSG_TIMEOUT_MS 1000
 
 struct vhost_user_header {
@@ -134,25 +136,6 @@ struct vhost_user_msg {
 	union vhost_user_payload payload;
 	int fds[VHOST_USER_MAX_FDS];
 	unsigned nfds;
-} ;
-
-/* Name of a request for log lines ("SET_MEM_TABLE"), or "unknown". */
-const char *vhost_user_request_name(uint32_t request);
-
-/* Reads one message. Returns 1 on a message, 0 on orderly EOF, or -errno:
- * -EPROTO for a malformed header (bad version, payload larger than
- * VHOST_USER_MAX_PAYLOAD, more fds than VHOST_USER_MAX_FDS), -EIO for a
- * short read, -ETIMEDOUT if the rest of a started message does not arrive
- * within VHOST_USER_MSG_TIMEOUT_MS (a stalled VMM must not hang the
- * process). Works on blocking and non-blocking sockets alike. Received fds
- * are closed on every error return; on success the caller owns
- * msg->fds[0..nfds). */
-int vhost_user_msg_recv(int sock, struct vhost_user_msg *msg);
-
-/* Sends header, payload (hdr.size bytes) and msg->fds. Returns 0 or -errno. */
-int vhost_user_msg_send(int sock, const struct vhost_user_msg *msg);
-
-/* Closes and forgets every fd in msg. */
-void vhost_user_msg_close_fds(struct vhost_user_msg *msg);
+};
 
 #endif

@@ -4,19 +4,12 @@
  * table change under a running queue (which keeps a later worker-thread
  * device safe: queue_stop is its barrier). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "vhost-user/backend_internal.h"
-
-static void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
+#include "util/fd.h"
+#include "vhost-user/queues.h"
 
 void vmio_bq_init_all(struct vmio_backend *be)
 {
@@ -37,14 +30,19 @@ static void unwatch_kick(struct vmio_backend_queue *q)
 	q->kick_watched = false;
 }
 
+/* A queue that is no longer started or enabled has stopped for good; any
+ * other stop is a pause around a change of its configuration. */
 static void stop_queue(struct vmio_backend_queue *q)
 {
 	struct vmio_backend *be = q->be;
+	enum vmio_queue_stop how = q->vq.started && q->vq.enabled ?
+					   VMIO_QUEUE_PAUSE : VMIO_QUEUE_HALT;
 
 	unwatch_kick(q);
 	q->running = false;
-	log_debug("vhost-user: queue %u stopped", q->vq.index);
-	be->ops->queue_stop(be->dev, &q->vq);
+	log_debug("vhost-user: queue %u %s", q->vq.index,
+		  how == VMIO_QUEUE_HALT ? "stopped" : "paused");
+	be->ops->queue_stop(be->dev, &q->vq, how);
 }
 
 static void kick_cb(void *opaque, int fd, uint32_t events)
@@ -146,14 +144,11 @@ int vmio_bq_remap(struct vmio_backend_queue *q)
 void vmio_bq_set_kick_fd(struct vmio_backend_queue *q, int fd)
 {
 	unwatch_kick(q);
-	close_fd(&q->vq.kick_fd);
-	if (fd >= 0) {
-		int fl = fcntl(fd, F_GETFL);
-		/* A second reader of the same eventfd (a VMM can pass one to
-		 * two queues) must not leave us blocked in read(). */
-		if (fl >= 0 && !(fl & O_NONBLOCK))
-			fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-	}
+	vmio_close_fd(&q->vq.kick_fd);
+	/* A second reader of the same eventfd (a VMM can pass one to two
+	 * queues) must not leave us blocked in read(). */
+	if (fd >= 0)
+		vmio_fd_set_nonblock(fd);
 	q->vq.kick_fd = fd;
 }
 
@@ -164,8 +159,8 @@ void vmio_bq_reset(struct vmio_backend_queue *q)
 
 	vmio_bq_pause(q);
 	vmio_bq_set_kick_fd(q, -1);
-	close_fd(&vq->call_fd);
-	close_fd(&vq->err_fd);
+	vmio_close_fd(&vq->call_fd);
+	vmio_close_fd(&vq->err_fd);
 	vmio_vq_release(vq);
 	vmio_vq_init(vq, index);
 }

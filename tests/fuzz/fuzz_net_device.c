@@ -442,7 +442,10 @@ static void stop_queue(struct hq *q)
 		vmio_loop_remove(loop, q->vq.kick_fd);
 	q->kick_watched = false;
 	q->running = false;
-	ops->queue_stop(dev, &q->vq);
+	/* As the core decides it (src/vhost-user/queues.c). */
+	ops->queue_stop(dev, &q->vq,
+			q->vq.started && q->vq.enabled ? VMIO_QUEUE_PAUSE :
+							 VMIO_QUEUE_HALT);
 }
 
 static void sync_queue(struct hq *q)

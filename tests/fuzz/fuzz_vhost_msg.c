@@ -17,6 +17,13 @@
  * loop runs once and delivers kicks to the device. A message the handler
  * answers by closing the connection ends the input, as it would end the
  * session. The backend is freed after every input.
+ *
+ * Each input runs three times: straight into the handler, then twice
+ * through a socket and the backend's own channel, once with every message
+ * written whole and once a byte at a time (the fds on its first byte,
+ * the loop turning after every byte: every message split at every byte
+ * boundary). The two socket runs must agree byte for byte on the replies,
+ * on where the connection closed, and on the features acked.
  */
 #include <dirent.h>
 #include <endian.h>
@@ -26,13 +33,16 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "fuzz.h"
 #include "util/log.h"
 #include "virtio/features.h"
+#include "frontend/msg_io.h"
 #include "vhost-user/backend.h"
+#include "vhost-user/handlers.h"
 
 #define MEM_SIZE (1u << 20)
 #define NQ 2
@@ -75,7 +85,7 @@ static void dev_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 	serve(d, vq);
 }
 
-static void dev_stop(void *dev, struct vmio_vq *vq)
+static void dev_stop(void *dev, struct vmio_vq *vq, enum vmio_queue_stop how)
 {
 	struct fuzz_dev *d = dev;
 
@@ -154,12 +164,9 @@ static const struct vmio_device_ops dev_ops = {
 static struct vmio_loop *loop;
 static int memfd = -1;
 static uint8_t *image;
-static int reply_fd = -1, drain_fd = -1;
 
 static void init_once(void)
 {
-	int sv[2];
-
 	if (loop)
 		return;
 	vmio_log_set_level(VMIO_LOG_ERR);
@@ -171,11 +178,6 @@ static void init_once(void)
 		     0);
 	if (image == MAP_FAILED)
 		abort();
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0,
-		       sv) < 0)
-		abort();
-	reply_fd = sv[0];
-	drain_fd = sv[1];
 }
 
 /* Every input starts from zeroed guest memory. */
@@ -183,14 +185,6 @@ static void clear_memory(void)
 {
 	if (ftruncate(memfd, 0) < 0 || ftruncate(memfd, MEM_SIZE) < 0)
 		abort();
-}
-
-static void drain_replies(void)
-{
-	char buf[4096];
-
-	while (recv(drain_fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
-		;
 }
 
 /* ---- Turning bytes into messages ------------------------------------ */
@@ -284,26 +278,162 @@ static void attach_fds(struct vhost_user_msg *m, uint8_t ctl)
 	m->nfds = n;
 }
 
+/* Reads the next message record into m (fds attached). Returns false at
+ * the end of the input. */
+static bool read_message(struct cursor *c, uint8_t ctl, struct vhost_user_msg *m)
+{
+	size_t len;
+
+	memset(m, 0, sizeof(*m));
+	if (!take(c, &m->hdr, sizeof(m->hdr)))
+		return false;
+	len = m->hdr.size < VHOST_USER_MAX_PAYLOAD ? m->hdr.size :
+						       VHOST_USER_MAX_PAYLOAD;
+	take(c, &m->payload, len);
+	attach_fds(m, ctl);
+	return true;
+}
+
 /* Returns false when the backend would have closed the connection. */
 static bool message_record(struct vmio_backend *be, struct cursor *c,
 			   uint8_t ctl)
 {
-	struct vhost_user_msg m;
-	size_t len;
+	struct vhost_user_msg m, reply;
 
-	memset(&m, 0, sizeof(m));
-	if (!take(c, &m.hdr, sizeof(m.hdr)))
+	if (!read_message(c, ctl, &m))
 		return false;
-	len = m.hdr.size < VHOST_USER_MAX_PAYLOAD ? m.hdr.size :
-						      VHOST_USER_MAX_PAYLOAD;
-	take(c, &m.payload, len);
-	attach_fds(&m, ctl);
-	int rc = vmio_backend_handle_msg(be, &m, reply_fd);
+	int rc = vmio_backend_handle_msg(be, &m, &reply);
 	if (m.nfds)
 		abort(); /* the handler owns (and closes) every fd it gets */
-	drain_replies();
+	if (rc == 1 && reply.hdr.size > VHOST_USER_MAX_PAYLOAD)
+		abort();
 	vmio_loop_run_once(loop, 0);
-	return rc == 0;
+	return rc >= 0;
+}
+
+/* ---- The same input through a socket -------------------------------- */
+
+struct outcome {
+	uint64_t replies_hash; /* FNV-1a over every reply byte */
+	size_t replies_len;
+	long closed_at;        /* the message after which it closed, or -1 */
+	uint64_t acked;
+};
+
+static void hash_bytes(struct outcome *o, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		o->replies_hash ^= p[i];
+		o->replies_hash *= 0x100000001b3ull;
+	}
+	o->replies_len += n;
+}
+
+static void collect_replies(int fe, struct outcome *o)
+{
+	uint8_t buf[4096];
+	ssize_t n;
+
+	while ((n = recv(fe, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		hash_bytes(o, buf, (size_t)n);
+}
+
+static void gone_cb(void *opaque)
+{
+	*(bool *)opaque = true;
+}
+
+/* Sends bytes [from, to) of the message on the wire, its fds with the
+ * first byte. */
+static void send_part(int fe, const uint8_t *wire, size_t from, size_t to,
+		      const struct vhost_user_msg *m)
+{
+	union {
+		char buf[CMSG_SPACE(VHOST_USER_MAX_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = { (void *)(wire + from), to - from };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (from == 0 && m->nfds) {
+		size_t len = m->nfds * sizeof(int);
+		memset(control.buf, 0, sizeof(control.buf));
+		mh.msg_control = control.buf;
+		mh.msg_controllen = CMSG_SPACE(len);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(len);
+		memcpy(CMSG_DATA(cm), m->fds, len);
+	}
+	/* A peer gone mid-message is fine: the outcome records it. */
+	(void)!sendmsg(fe, &mh, MSG_NOSIGNAL);
+}
+
+/* Turns the loop until nothing is left to do (bounded: a ring the fuzzer
+ * made may keep a device busy). */
+static void settle(void)
+{
+	for (int i = 0; i < 64 && vmio_loop_run_once(loop, 0) > 0; i++)
+		;
+}
+
+static void socket_run(const uint8_t *data, size_t size, bool split,
+		       struct outcome *o)
+{
+	struct cursor c = { .p = data, .left = size };
+	struct fuzz_dev dev = { .config = { 1, 2, 3, 4, 5, 6, 7, 8 } };
+	bool gone = false;
+	int sv[2];
+
+	*o = (struct outcome){ .replies_hash = 0xcbf29ce484222325ull,
+			       .closed_at = -1 };
+	clear_memory();
+	struct vmio_backend *be = vmio_backend_new(loop, &dev_ops, &dev);
+	if (!be || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		abort();
+	vmio_backend_set_disconnect_cb(be, gone_cb, &gone);
+	if (vmio_backend_serve_fd(be, sv[1]))
+		abort();
+	for (long index = 0; c.left && !gone; index++) {
+		uint8_t ctl = *c.p++;
+		c.left--;
+		if (ctl == CTL_MEMORY) {
+			memory_record(&c);
+			continue;
+		}
+		struct vhost_user_msg m;
+		if (!read_message(&c, ctl, &m))
+			break;
+		uint8_t wire[sizeof(m.hdr) + VHOST_USER_MAX_PAYLOAD];
+		size_t len = sizeof(m.hdr);
+		memcpy(wire, &m.hdr, sizeof(m.hdr));
+		if (m.hdr.size <= VHOST_USER_MAX_PAYLOAD) {
+			memcpy(wire + len, &m.payload, m.hdr.size);
+			len += m.hdr.size;
+		}
+		if (split) {
+			for (size_t k = 0; k < len && !gone; k++) {
+				send_part(sv[0], wire, k, k + 1, &m);
+				vmio_loop_run_once(loop, 0);
+			}
+		} else {
+			send_part(sv[0], wire, 0, len, &m);
+		}
+		vhost_user_msg_close_fds(&m);
+		settle();
+		collect_replies(sv[0], o);
+		if (gone)
+			o->closed_at = index;
+	}
+	if (!gone)
+		o->acked = vmio_backend_acked_features(be);
+	vmio_backend_free(be);
+	collect_replies(sv[0], o);
+	close(sv[0]);
+	for (unsigned i = 0; i < NQ; i++)
+		if (dev.running[i])
+			abort();
 }
 
 static int count_open_fds(void)
@@ -357,7 +487,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (unsigned i = 0; i < NQ; i++)
 		if (dev.running[i])
 			abort();
-	drain_replies();
+
+	struct outcome whole, split;
+	socket_run(data, size, false, &whole);
+	socket_run(data, size, true, &split);
+	if (whole.replies_len != split.replies_len ||
+	    whole.replies_hash != split.replies_hash ||
+	    whole.closed_at != split.closed_at || whole.acked != split.acked)
+		abort();
 	check_fd_leaks();
 	return 0;
 }

@@ -508,3 +508,31 @@ long harness_cpu_ticks(pid_t pid)
 		return -1;
 	return (long)(ut + st);
 }
+
+void harness_expect_idle(pid_t pid, const char *what)
+{
+	long used = -1;
+
+	for (int w = 0; w < HARNESS_IDLE_WINDOWS; w++) {
+		long t0 = harness_cpu_ticks(pid), t1;
+
+		sleep_ms(1000);
+		t1 = harness_cpu_ticks(pid);
+		if (t0 < 0 || t1 < 0)
+			fail_msg("vmio (pid %d) is gone (%s)", (int)pid, what);
+		used = t1 - t0;
+		printf("# vmio used %ld ticks in 1 s %s\n", used, what);
+		if (used < HARNESS_IDLE_TICKS)
+			return;
+	}
+	fail_msg("vmio is not idle %s: %ld ticks in the last of %d windows "
+		 "of 1 s", what, used, HARNESS_IDLE_WINDOWS);
+}
+
+void harness_test_filter(void)
+{
+	const char *f = getenv("VMIO_TEST_FILTER");
+
+	if (f && *f)
+		cmocka_set_test_filter(f);
+}

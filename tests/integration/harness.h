@@ -96,6 +96,22 @@ long harness_rss_kib(pid_t pid);
  * tests check that vmio does not spin while it waits. */
 long harness_cpu_ticks(pid_t pid);
 
+/* Asserts that pid is idle (does not spin): some window of 1 s, of at
+ * most HARNESS_IDLE_WINDOWS in a row, in which it used fewer than
+ * HARNESS_IDLE_TICKS clock ticks. A process that spins burns every window
+ * (100 ticks a second alone, about half that beside a CPU hog) and fails;
+ * one that only finished some earlier work in the first window, slowed by
+ * a sanitizer or a loaded machine, passes in the next. what names the
+ * state in the messages. */
+#define HARNESS_IDLE_WINDOWS 5
+#define HARNESS_IDLE_TICKS 20
+void harness_expect_idle(pid_t pid, const char *what);
+
+/* Runs only the cases whose names match $VMIO_TEST_FILTER (a cmocka
+ * pattern, '*' and '?'), when it is set: how one case is run many times
+ * in a row. Call before cmocka_run_group_tests. */
+void harness_test_filter(void);
+
 /* Removes the temporary directory. */
 void harness_cleanup(void);
 

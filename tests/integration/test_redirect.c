@@ -522,11 +522,8 @@ static void test_fd_exhaustion(void **state)
 	for (int i = 0; i < 250 && !harness_log_contains(needle); i++)
 		usleep(20000);
 	assert_true(harness_log_contains(needle));
-	long t0 = harness_cpu_ticks(pid);
-	usleep(1000000);
-	long t1 = harness_cpu_ticks(pid);
 	/* A spinning loop burns the whole second (100 ticks); paused, ~0. */
-	assert_true(t0 >= 0 && t1 - t0 < 20);
+	harness_expect_idle(pid, "out of fds, clients waiting");
 
 	/* Room again: the clients waiting in the backlog are served. */
 	assert_int_equal(prlimit(pid, RLIMIT_NOFILE, &orig, NULL), 0);
@@ -1225,5 +1222,6 @@ int main(void)
 
 	signal(SIGPIPE, SIG_IGN);
 	pattern_init();
+	harness_test_filter();
 	return cmocka_run_group_tests(tests, NULL, harness_group_teardown);
 }

@@ -23,6 +23,7 @@
 #include "event/loop.h"
 #include "util/log.h"
 #include "virtio/features.h"
+#include "frontend/msg_io.h"
 #include "vhost-user/backend.h"
 
 #define NQ 2
@@ -68,7 +69,7 @@ static void fake_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 	drain(f, vq);
 }
 
-static void fake_stop(void *dev, struct vmio_vq *vq)
+static void fake_stop(void *dev, struct vmio_vq *vq, enum vmio_queue_stop how)
 {
 	struct fake *f = dev;
 
@@ -820,6 +821,33 @@ static void test_call_fd_replaced_while_running(void **state)
 	close(newcall);
 }
 
+/* A call fd that cannot take a signal (a full pipe, blocking on the VMM's
+ * side) must not hold the loop: the push goes on, and so does the
+ * connection. */
+static void test_call_fd_that_would_block(void **state)
+{
+	struct fx *f = running_device(state);
+	int pipefd[2];
+	uint64_t idx = 0;
+
+	assert_int_equal(pipe2(pipefd, O_CLOEXEC | O_NONBLOCK), 0);
+	fcntl(pipefd[1], F_SETPIPE_SZ, 4096);
+	char junk[512] = { 0 };
+	while (write(pipefd[1], junk, sizeof(junk)) > 0)
+		;
+	assert_int_equal(fcntl(pipefd[1], F_SETFL, 0), 0); /* blocking */
+	assert_int_equal(acked(f, VHOST_USER_SET_VRING_CALL, &idx, 8,
+			       &pipefd[1], 1), 0);
+	post(f, 0);
+	kick(f, 0); /* returns: the device's signal did not block */
+	assert_int_equal(used_idx(f, 0), 1);
+	assert_true(get_u64(f, VHOST_USER_GET_FEATURES) &
+		    VMIO_BIT(VHOST_USER_F_PROTOCOL_FEATURES));
+	assert_int_equal(f->gone, 0);
+	close(pipefd[0]);
+	close(pipefd[1]);
+}
+
 /* ---- Bad input ------------------------------------------------------ */
 
 static void test_bad_sizes(void **state)
@@ -1273,6 +1301,7 @@ int main(void)
 		T(test_mem_table_without_rings_stops_queue),
 		T(test_add_rem_mem_reg),
 		T(test_call_fd_replaced_while_running),
+		T(test_call_fd_that_would_block),
 		T(test_bad_sizes),
 		T(test_bad_mem_tables),
 		T(test_bad_fd_counts),

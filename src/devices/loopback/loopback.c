@@ -234,7 +234,8 @@ static void lb_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 	run(lb);
 }
 
-static void lb_queue_stop(void *dev, struct vmio_vq *vq)
+static void lb_queue_stop(void *dev, struct vmio_vq *vq,
+			  enum vmio_queue_stop how)
 {
 	struct vmio_loopback *lb = dev;
 

@@ -79,9 +79,11 @@ static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 	}
 }
 
-static void net_queue_stop(void *dev, struct vmio_vq *vq)
+static void net_queue_stop(void *dev, struct vmio_vq *vq,
+			   enum vmio_queue_stop how)
 {
 	struct vnet_device *d = dev;
+	bool halt = how == VMIO_QUEUE_HALT;
 
 	for (unsigned i = 0; i < d->npairs; i++) {
 		struct vnet_pair *p = &d->pairs[i];
@@ -93,12 +95,12 @@ static void net_queue_stop(void *dev, struct vmio_vq *vq)
 		 * (GET_VRING_BASE), not merely paused for a change: the
 		 * guest gets every chain back, and its flows must go to the
 		 * pairs served. */
-		if (!vq->enabled || !vq->started)
+		if (halt)
 			vnet_pair_detach(p);
 		if (p->rx == vq) {
 			vnet_rx_unwatch(p);
 			p->rx = NULL;
-			if (!vq->enabled || !vq->started) {
+			if (halt) {
 				p->served = false;
 				vnet_update_steering(d);
 			}

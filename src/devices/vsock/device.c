@@ -54,7 +54,8 @@ static void vs_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 	vsock_muxer_kick_tx(d->mux);
 }
 
-static void vs_queue_stop(void *dev, struct vmio_vq *vq)
+static void vs_queue_stop(void *dev, struct vmio_vq *vq,
+			  enum vmio_queue_stop how)
 {
 	struct vsock_device *d = dev;
 

@@ -1,0 +1,147 @@
+#!/bin/bash
+# One `vmio vsock` with two VMs: A (CID 3) streams guest to host with
+# vmio-vsock-bench, alone and with VM B's vhost-user socket held by
+# vmio-bad-vmm of each kind (a partial message held open; partial
+# messages with reconnects, 1050 ms apart: a bit over the default
+# --message-timeout; requests whose replies are never read;
+# connect/disconnect churn; a header whose size says 2 GiB), in pairs
+# (alone, with, alone, with, ...). Per kind: A's MB/s as medians, vmio's
+# CPU seconds per GiB beside each, and the ratio with/alone of the
+# medians (goal >= 0.9), then the ratios pair by pair. A run that fails
+# or passes ISO_TIMEOUT seconds (default 30) counts as "-"; vmio's log
+# goes to a file of its own.
+#   RUNS=5 ISO_BYTES=1G KINDS="partial no-read" ISO_OPTS="--message-timeout 1000" \
+#     scripts/bench-isolation.sh
+# (from scripts/bench.sh: SECTIONS=isolation make bench)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$top/build}
+runs=${RUNS:-5}
+bytes=${ISO_BYTES:-1G}
+kinds=${KINDS:-partial partial-reconnect no-read churn huge-size}
+limit=${ISO_TIMEOUT:-30}
+read -r -a vmio_opts <<<"${ISO_OPTS:-}"
+dir=$(mktemp -d)
+vpid=
+bpid=
+cleanup() {
+	for p in $bpid $vpid; do
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+median() {
+	sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "-"}'
+}
+
+# The median of a space-separated list, dashes (failed runs) left out.
+list_median() {
+	tr ' ' '\n' <<<"$1" | grep . | grep -vx -- - | median || true
+}
+
+ratio() { # a b: a/b to two places, or - when either is missing
+	awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'
+}
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo -; }
+hz=$(getconf CLK_TCK)
+
+for t in vmio vmio-vsock-bench vmio-bad-vmm; do
+	if [ ! -x "$build/$t" ]; then
+		echo "bench-isolation: $build/$t is missing (ninja -C $build)" >&2
+		exit 2
+	fi
+done
+
+"$build/vmio" vsock -q "${vmio_opts[@]}" 2>"$dir/vmio.log" \
+	--vm "guest-cid=3,socket=$dir/a.sock,uds-path=$dir/a.vsock" \
+	--vm "guest-cid=4,socket=$dir/b.sock,uds-path=$dir/b.vsock" &
+vpid=$!
+for _ in $(seq 200); do
+	[ -S "$dir/a.sock" ] && [ -S "$dir/b.sock" ] && break
+	sleep 0.05
+done
+
+# One timed stream of A: sets mb (MB/s or -) and cpu (vmio s/GiB or -).
+one_run() {
+	local line c0 c1 rc=0
+	c0=$(cpu_ticks "$vpid")
+	line=$(timeout "$limit" "$build/vmio-vsock-bench" --socket "$dir/a.sock" \
+		--uds-path "$dir/a.vsock" --bytes "$bytes" 2>&1) || rc=$?
+	c1=$(cpu_ticks "$vpid")
+	mb=- cpu=-
+	if [ $rc -ne 0 ]; then
+		echo "    FAILED (status $rc): ${line:-timed out after $limit s}"
+		return
+	fi
+	mb=$(sed -n 's/.*MB\/s=\([0-9.]*\).*/\1/p' <<<"$line")
+	local got
+	got=$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")
+	if [ "$c0" != - ] && [ "$c1" != - ] && [ -n "$got" ]; then
+		cpu=$(awk -v t=$((c1 - c0)) -v hz="$hz" -v b="$got" \
+			'BEGIN {printf "%.3f", t / hz / (b / 1073741824)}')
+	fi
+	echo "    $line vmio_s/GiB=$cpu"
+}
+
+# The misbehaver of kind $1 on B's socket, once it says it misbehaves.
+bad_start() {
+	local hold=()
+	[ "$1" = partial-reconnect ] && hold=(--hold-ms "${ISO_RECONNECT_HOLD_MS:-1050}")
+	"$build/vmio-bad-vmm" --socket "$dir/b.sock" --kind "$1" "${hold[@]}" \
+		>"$dir/bad.out" 2>&1 &
+	bpid=$!
+	for _ in $(seq 200); do
+		grep -q '^ready' "$dir/bad.out" && return 0
+		sleep 0.05
+	done
+	echo "    vmio-bad-vmm --kind $1 never got going" >&2
+}
+
+bad_stop() {
+	kill "$bpid" 2>/dev/null || true
+	wait "$bpid" 2>/dev/null || echo "    vmio-bad-vmm exited with status $?"
+	bpid=
+	echo "    $(grep '^vmio-bad-vmm:' "$dir/bad.out" || echo 'vmio-bad-vmm said nothing')"
+}
+
+declare -A a_mb a_cpu w_mb w_cpu pair
+failed=0
+for kind in $kinds; do
+	echo "isolation: A g2h 64 KiB writes of $bytes, alone and beside B held by $kind, $runs pairs:"
+	for _ in $(seq "$runs"); do
+		echo "  alone:"
+		one_run
+		a=$mb
+		a_mb[$kind]+="$mb " a_cpu[$kind]+="$cpu "
+		echo "  with $kind:"
+		bad_start "$kind"
+		one_run
+		bad_stop
+		w_mb[$kind]+="$mb " w_cpu[$kind]+="$cpu "
+		pair[$kind]+="$(ratio "$mb" "$a") "
+		[ "$a" = - ] || [ "$mb" = - ] && failed=1
+		if ! kill -0 "$vpid" 2>/dev/null; then
+			echo "bench-isolation: vmio is gone" >&2
+			exit 1
+		fi
+	done
+done
+
+echo
+echo "isolation: A's MB/s (medians of $runs interleaved pairs, $bytes each, g2h 64 KiB)"
+echo "alone and with B's socket held by a misbehaving VMM; vmio's CPU s/GiB beside"
+echo "each; ratio = with/alone of the medians (goal >= 0.9), then each pair's"
+printf '%-18s %9s %8s %9s %8s %6s  %s\n' neighbour alone s/GiB with s/GiB ratio "each pair"
+for kind in $kinds; do
+	am=$(list_median "${a_mb[$kind]}")
+	wm=$(list_median "${w_mb[$kind]}")
+	printf '%-18s %9s %8s %9s %8s %6s  %s\n' "$kind" "$am" \
+		"$(list_median "${a_cpu[$kind]}")" "$wm" \
+		"$(list_median "${w_cpu[$kind]}")" "$(ratio "$wm" "$am")" \
+		"${pair[$kind]}"
+done
+exit $failed

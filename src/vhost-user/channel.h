@@ -1,0 +1,60 @@
+/* One front end's connection: its messages read as they come, its replies
+ * written as the socket takes them, and the deadlines that keep a front
+ * end from holding either half open for ever. Nothing here waits: a
+ * message that has not all arrived waits for its socket's next event
+ * while the loop serves everyone else.
+ *
+ * What closes a channel, each with a line naming the reason: the front
+ * end's end of stream; a header that cannot start a message (checked
+ * before any payload is read); a message started and not finished within
+ * the timeout; replies not taken within the timeout; a message the owner
+ * refuses; a socket error. */
+#ifndef VMIO_VHOST_USER_CHANNEL_H
+#define VMIO_VHOST_USER_CHANNEL_H
+
+#include <stdbool.h>
+
+#include "event/loop.h"
+#include "vhost-user/message.h"
+#include "vhost-user/outbox.h"
+
+struct vhost_user_channel_ops {
+	/* A whole message; its fds are the callee's. Returns 0, or -errno to
+	 * close the channel. */
+	int (*message)(void *opaque, struct vhost_user_msg *msg);
+	/* The channel has closed (fd out of the loop and closed). why is
+	 * NULL when the front end hung up between messages. Called last: it
+	 * may free the channel. */
+	void (*closed)(void *opaque, const char *why);
+};
+
+struct vhost_user_channel {
+	struct vmio_loop *loop;
+	int fd;
+	const struct vhost_user_channel_ops *ops;
+	void *opaque;
+	unsigned timeout_ms;
+	bool open;
+	uint32_t watched; /* the events the loop watches fd for */
+	struct vhost_user_reader in;
+	struct vhost_user_outbox out;
+	struct vmio_timer in_deadline;  /* a started message must finish */
+	struct vmio_timer out_deadline; /* waiting replies must be taken */
+	char why[192];                  /* the reason being closed */
+};
+
+/* Serves fd (connected, made non-blocking here). Returns 0 or -errno; on
+ * failure fd is left to the caller. */
+int vhost_user_channel_open(struct vhost_user_channel *ch,
+			    struct vmio_loop *loop, int fd, unsigned timeout_ms,
+			    const struct vhost_user_channel_ops *ops,
+			    void *opaque);
+/* Closes it without calling ops->closed (the owner is going away). */
+void vhost_user_channel_close(struct vhost_user_channel *ch);
+/* Sends a reply from within ops->message. Returns 0, or -errno: the
+ * channel reads a message only while there is room for its reply, so
+ * -ENOBUFS means a second reply to one message. */
+int vhost_user_channel_reply(struct vhost_user_channel *ch,
+			     const struct vhost_user_msg *reply);
+
+#endif

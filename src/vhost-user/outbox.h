@@ -1,0 +1,46 @@
+/* Replies waiting for the front end to read them: a bounded byte queue,
+ * written to the socket without waiting. vmio's replies carry no file
+ * descriptors, so bytes are all there is to keep. A front end follows
+ * each request by reading its reply, so a well-behaved one never leaves
+ * more than a reply or two here; the bound is what a hostile one costs. */
+#ifndef VMIO_VHOST_USER_OUTBOX_H
+#define VMIO_VHOST_USER_OUTBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vhost-user/protocol.h"
+
+/* Eight of the largest replies. */
+#define VHOST_USER_OUTBOX_SIZE                                                 \
+	(8 * (sizeof(struct vhost_user_header) + VHOST_USER_MAX_PAYLOAD))
+
+struct vhost_user_outbox {
+	uint8_t buf[VHOST_USER_OUTBOX_SIZE];
+	size_t head; /* first byte not yet written */
+	size_t len;  /* bytes waiting */
+};
+
+static inline void vhost_user_outbox_init(struct vhost_user_outbox *o)
+{
+	o->head = o->len = 0;
+}
+static inline bool vhost_user_outbox_empty(const struct vhost_user_outbox *o)
+{
+	return o->len == 0;
+}
+static inline size_t vhost_user_outbox_room(const struct vhost_user_outbox *o)
+{
+	return VHOST_USER_OUTBOX_SIZE - o->len;
+}
+
+/* Queues msg's header and payload (its fds are not sent). Returns 0, or
+ * -ENOBUFS when it does not fit, leaving the outbox as it was. */
+int vhost_user_outbox_put(struct vhost_user_outbox *o,
+			  const struct vhost_user_msg *msg);
+/* Writes what the socket takes now. Returns 0 (the outbox may still hold
+ * bytes), or -errno when the socket failed. */
+int vhost_user_outbox_flush(struct vhost_user_outbox *o, int sock);
+
+#endif

@@ -1,0 +1,24 @@
+#include "vhost-user/session.h"
+
+#include "util/fd.h"
+#include "vhost-user/queues.h"
+
+void vmio_session_reset(struct vmio_backend *be)
+{
+	if (!be->touched)
+		return;
+	vmio_bq_pause_all(be);
+	if (be->ops->reset)
+		be->ops->reset(be->dev);
+	for (unsigned i = 0; i < be->ops->num_queues; i++)
+		vmio_vq_unmap(&be->queues[i].vq);
+	vmio_mem_clear(&be->mem);
+	vmio_mem_clear(&be->new_mem);
+	for (unsigned i = 0; i < be->ops->num_queues; i++)
+		vmio_bq_reset(&be->queues[i]);
+	vmio_close_fd(&be->backend_req_fd);
+	be->acked_features = 0;
+	be->acked_protocol_features = 0;
+	be->status = 0;
+	be->touched = false;
+}
