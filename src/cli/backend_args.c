@@ -7,6 +7,7 @@
 
 #include "cli/serve.h"
 #include "vhost-user/backend.h"
+#include "vhost-user/capabilities.h"
 
 int vmio_cli_parse_backend(const struct vmio_backend_cmdline *cl, int argc,
 			   char **argv, struct vmio_backend_opts *o)

@@ -46,8 +46,4 @@ uint64_t vmio_backend_acked_features(const struct vmio_backend *be);
 /* Number of front ends served so far (for tests and statistics). */
 unsigned vmio_backend_sessions(const struct vmio_backend *be);
 
-/* The JSON that --print-capabilities prints for a device type ("vsock",
- * "net"): {"type": "...", "features": [...]} per vhost-user.json. */
-void vmio_backend_print_capabilities(const char *type);
-
 #endif

@@ -4,7 +4,7 @@
  * trusts what is listed here. */
 #include <stdio.h>
 
-#include "vhost-user/backend.h"
+#include "vhost-user/capabilities.h"
 
 /* The type is ours to choose ("vsock", "net", "loopback"); it must still
  * be valid inside a JSON string. */
