@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/fd.h"
 #include "util/unix_socket.h"
 #include "vhost-user/backend.h"
@@ -25,6 +26,28 @@ static void watch_listener(struct vmio_backend *be, bool on)
 {
 	if (be->listen_fd >= 0)
 		vmio_loop_modify(be->loop, be->listen_fd, on ? EPOLLIN : 0);
+}
+
+static void relisten_cb(void *opaque)
+{
+	watch_listener(opaque, true);
+}
+
+/* Sessions of one device start at least VMIO_BACKEND_SESSION_GAP_NS
+ * apart: a VMM that connects and hangs up in a loop costs the loop at most
+ * a hundred sessions a second, and waits in the kernel's backlog for the
+ * rest. No VMM reconnects faster than that for a good reason. */
+static void listen_again(struct vmio_backend *be)
+{
+	uint64_t next = be->last_session_ns + VMIO_BACKEND_SESSION_GAP_NS;
+	uint64_t now = vmio_now_ns();
+
+	if (be->listen_fd < 0)
+		return;
+	if (now >= next)
+		watch_listener(be, true);
+	else
+		vmio_timer_arm_ns(&be->relisten, next - now);
 }
 
 static int on_message(void *opaque, struct vhost_user_msg *msg)
@@ -55,7 +78,7 @@ static void on_closed(void *opaque, const char *why)
 	log_ratelimited(&be->rl_sessions, VMIO_LOG_INFO,
 			"vhost-user: front end disconnected; device %s reset",
 			be->ops->name);
-	watch_listener(be, true);
+	listen_again(be);
 	/* Last: the callback may free the backend. */
 	if (be->disconnect_cb)
 		be->disconnect_cb(be->disconnect_opaque);
@@ -76,6 +99,7 @@ static int start_connection(struct vmio_backend *be, int fd)
 		return rc;
 	be->touched = true;
 	be->sessions++;
+	be->last_session_ns = vmio_now_ns();
 	watch_listener(be, false);
 	log_ratelimited(&be->rl_sessions, VMIO_LOG_INFO,
 			"vhost-user: front end connected (session %u, device %s)",
@@ -139,7 +163,12 @@ int vmio_backend_listen(struct vmio_backend *be, const char *path)
 		free(copy);
 		return fd;
 	}
-	rc = vmio_loop_add(be->loop, fd, EPOLLIN, accept_cb, be);
+	rc = vmio_timer_init(&be->relisten, be->loop, relisten_cb, be);
+	if (!rc) {
+		rc = vmio_loop_add(be->loop, fd, EPOLLIN, accept_cb, be);
+		if (rc)
+			vmio_timer_fini(&be->relisten);
+	}
 	if (rc) {
 		unlink(path);
 		close(fd);
@@ -210,6 +239,7 @@ void vmio_backend_free(struct vmio_backend *be)
 	vmio_session_reset(be);
 	vmio_bq_release_all(be);
 	if (be->listen_fd >= 0) {
+		vmio_timer_fini(&be->relisten);
 		vmio_loop_remove(be->loop, be->listen_fd);
 		vmio_close_fd(&be->listen_fd);
 	}

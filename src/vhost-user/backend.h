@@ -26,6 +26,10 @@ void vmio_backend_free(struct vmio_backend *be);
  * the device is reset and the next connection is accepted. */
 int vmio_backend_listen(struct vmio_backend *be, const char *path);
 
+/* The least time between the starts of two sessions of one listening
+ * backend: a VMM that reconnects in a loop waits in the backlog. */
+#define VMIO_BACKEND_SESSION_GAP_NS (10 * 1000 * 1000ull)
+
 /* Serves an already-connected socket (--fd). When that front end goes
  * away there is no one left to serve: on_gone is called. */
 int vmio_backend_serve_fd(struct vmio_backend *be, int fd);

@@ -33,6 +33,8 @@ struct vmio_backend {
 	char *socket_path;   /* set only if we created the file */
 	uint64_t socket_dev, socket_ino; /* to unlink only our own file */
 	struct vhost_user_channel chan; /* the front end, while chan.open */
+	uint64_t last_session_ns;       /* when the last one started */
+	struct vmio_timer relisten;     /* the listener back after the gap */
 	unsigned message_timeout_ms;
 
 	void (*disconnect_cb)(void *opaque);

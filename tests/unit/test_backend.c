@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "event/loop.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "virtio/features.h"
 #include "frontend/msg_io.h"
@@ -1249,6 +1250,33 @@ static void test_listen(void **state)
 	vmio_backend_free(other);
 }
 
+/* A VMM that connects and hangs up in a loop gets a session at most every
+ * VMIO_BACKEND_SESSION_GAP_NS; the rest wait in the backlog, and every one
+ * is still served. */
+static void test_sessions_spaced(void **state)
+{
+	struct fx *f = *state;
+	struct vmio_backend *be = vmio_backend_new(f->loop, &fake_ops, &f->dev);
+	char path[108];
+	enum { N = 6 };
+
+	temp_path(path, sizeof(path));
+	assert_int_equal(vmio_backend_listen(be, path), 0);
+	unsigned start = vmio_backend_sessions(be);
+	uint64_t t0 = vmio_now_ns();
+	for (int i = 0; i < N; i++) {
+		int fd = connect_to(path);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	uint64_t end = t0 + 10000000000ull;
+	while (vmio_backend_sessions(be) < start + N && vmio_now_ns() < end)
+		vmio_loop_run_once(f->loop, 20);
+	assert_int_equal(vmio_backend_sessions(be), start + N);
+	assert_true(vmio_now_ns() - t0 >= (N - 1) * VMIO_BACKEND_SESSION_GAP_NS);
+	vmio_backend_free(be);
+}
+
 static void test_listen_replaces_stale_socket(void **state)
 {
 	struct fx *f = *state;
@@ -1317,6 +1345,7 @@ int main(void)
 		T(test_no_fd_leak_over_session),
 		T(test_listen),
 		T(test_listen_replaces_stale_socket),
+		T(test_sessions_spaced),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
