@@ -9,15 +9,17 @@
 # CPU seconds per GiB beside each, and the ratio with/alone of the
 # medians (goal >= 0.9), then the ratios pair by pair. A run that fails
 # or passes ISO_TIMEOUT seconds (default 30) counts as "-"; vmio's log
-# goes to a file of its own.
-#   RUNS=5 ISO_BYTES=1G KINDS="partial no-read" ISO_OPTS="--message-timeout 1000" \
+# goes to a file of its own. Runs are 8 GiB by default (a few seconds
+# each), long enough for the neighbour's deadlines and reconnects to
+# happen during A's run.
+#   RUNS=5 ISO_BYTES=8G KINDS="partial no-read" ISO_OPTS="--message-timeout 1000" \
 #     scripts/bench-isolation.sh
 # (from scripts/bench.sh: SECTIONS=isolation make bench)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/build}
 runs=${RUNS:-5}
-bytes=${ISO_BYTES:-1G}
+bytes=${ISO_BYTES:-8G}
 kinds=${KINDS:-partial partial-reconnect no-read churn huge-size}
 limit=${ISO_TIMEOUT:-30}
 read -r -a vmio_opts <<<"${ISO_OPTS:-}"
