@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "vhost-user/protocol.h"
 
 #define DEFAULT_DURATION_MS (600 * 1000)
@@ -85,19 +86,11 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int64_t end_ms;
 
 static bool done(void)
 {
-	return stop || now_ms() >= end_ms;
+	return stop || vmio_now_ms() >= end_ms;
 }
 
 /* A non-blocking connection to path, or -1 (backlog full, no listener
@@ -152,7 +145,7 @@ static int send_all(int fd, const void *buf, size_t len, int64_t until)
 		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
 			struct pollfd p = { .fd = fd, .events = POLLOUT };
 
-			if (done() || now_ms() >= until)
+			if (done() || vmio_now_ms() >= until)
 				return -1;
 			poll(&p, 1, POLL_MS);
 			continue;
@@ -166,9 +159,9 @@ static int send_all(int fd, const void *buf, size_t len, int64_t until)
  * backend closes it (true) or done(). Reads and drops what comes. */
 static bool hold(int fd, int hold_ms)
 {
-	int64_t until = hold_ms < 0 ? INT64_MAX : now_ms() + hold_ms;
+	int64_t until = hold_ms < 0 ? INT64_MAX : vmio_now_ms() + hold_ms;
 
-	while (!done() && now_ms() < until) {
+	while (!done() && vmio_now_ms() < until) {
 		struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
 		char buf[256];
 
@@ -245,8 +238,8 @@ static void run_no_read(const char *path, int hold_ms)
 		if (fd < 0)
 			return;
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &least, sizeof(least));
-		until = hold_ms < 0 ? INT64_MAX : now_ms() + hold_ms;
-		while (!done() && now_ms() < until) {
+		until = hold_ms < 0 ? INT64_MAX : vmio_now_ms() + hold_ms;
+		while (!done() && vmio_now_ms() < until) {
 			int rc = send_all(fd, req, sizeof(req), until);
 
 			if (rc > 0)
@@ -354,7 +347,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	end_ms = now_ms() + duration_ms;
+	end_ms = vmio_now_ms() + duration_ms;
 
 	switch (kind) {
 	case PARTIAL:

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "cli/options.h"
+#include "util/clock.h"
 #include "util/unix_socket.h"
 
 #define PERIOD 1000003u
@@ -104,14 +105,6 @@ static const uint8_t *pattern_at(uint64_t pos)
 
 /* ---- small helpers ---- */
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Busy CPU seconds of the whole machine since boot: all but idle and
  * iowait (guest time is in user already). */
 static double machine_busy_s(void)
@@ -137,7 +130,7 @@ static double machine_busy_s(void)
  * outside the measurement where they can. Returns whether it got there. */
 static bool wait_quiet(int limit_ms)
 {
-	int64_t end = now_ns() + (int64_t)limit_ms * 1000000;
+	int64_t end = (int64_t)vmio_now_ns() + (int64_t)limit_ms * 1000000;
 
 	do {
 		double b0 = machine_busy_s();
@@ -145,7 +138,7 @@ static bool wait_quiet(int limit_ms)
 		usleep(100000);
 		if (machine_busy_s() - b0 < 0.015)
 			return true;
-	} while (now_ns() < end);
+	} while ((int64_t)vmio_now_ns() < end);
 	return false;
 }
 
@@ -220,7 +213,7 @@ static void sink_run(int lfd, uint64_t want, int timeout_ms, int accept_ms,
 			break;
 		}
 		if (!r->bytes)
-			r->first_ns = r->last_ns = now_ns();
+			r->first_ns = r->last_ns = (int64_t)vmio_now_ns();
 		if (memcmp(buf, pattern_at(r->bytes), (size_t)n)) {
 			size_t i = 0;
 
@@ -231,7 +224,7 @@ static void sink_run(int lfd, uint64_t want, int timeout_ms, int accept_ms,
 			break;
 		}
 		r->bytes += (uint64_t)n;
-		r->last_ns = now_ns();
+		r->last_ns = (int64_t)vmio_now_ns();
 		if (want && r->bytes >= want) {
 			/* Whatever is already there past the end is too
 			 * much; waiting for more would only slow every run. */
@@ -439,7 +432,7 @@ static void relay_first_line(int fd, char *line, size_t size)
  * rusage, or -1 if it is still running. */
 static int reap(pid_t pid, int timeout_ms, int *status, struct rusage *ru)
 {
-	int64_t end = now_ns() + (int64_t)timeout_ms * 1000000;
+	int64_t end = (int64_t)vmio_now_ns() + (int64_t)timeout_ms * 1000000;
 
 	for (;;) {
 		pid_t r = wait4(pid, status, WNOHANG, ru);
@@ -448,7 +441,7 @@ static int reap(pid_t pid, int timeout_ms, int *status, struct rusage *ru)
 			return 0;
 		if (r < 0 && errno != EINTR)
 			return -1;
-		if (now_ns() > end)
+		if ((int64_t)vmio_now_ns() > end)
 			return -1;
 		usleep(2000);
 	}
@@ -466,7 +459,7 @@ static double tv_s(const struct timeval *t)
 static int reach_relay(const struct opts *o, pid_t relay, int relay_err,
 		       char *err, size_t size)
 {
-	int64_t end = now_ns() + (int64_t)o->timeout_ms * 1000000;
+	int64_t end = (int64_t)vmio_now_ns() + (int64_t)o->timeout_ms * 1000000;
 	int fd;
 
 	while ((fd = target_open(&o->to)) < 0) {
@@ -486,7 +479,7 @@ static int reach_relay(const struct opts *o, pid_t relay, int relay_err,
 				 si.si_code, si.si_status, line);
 			return -1;
 		}
-		if (now_ns() > end) {
+		if ((int64_t)vmio_now_ns() > end) {
 			snprintf(err, size,
 				 "relay input not ready in %d s: %s",
 				 o->timeout_ms / 1000, strerror(errno));
@@ -623,12 +616,12 @@ static int cmd_sink(const struct opts *o)
 
 static int cmd_send(const struct opts *o)
 {
-	int64_t end = now_ns() + (int64_t)o->timeout_ms * 1000000, t0;
+	int64_t end = (int64_t)vmio_now_ns() + (int64_t)o->timeout_ms * 1000000, t0;
 	char err[200];
 	int fd;
 
 	while ((fd = target_open(&o->to)) < 0) {
-		if (now_ns() > end) {
+		if ((int64_t)vmio_now_ns() > end) {
 			fprintf(stderr, "vmio-redirect-bench: cannot reach the "
 				"target in %d s: %s\n", o->timeout_ms / 1000,
 				strerror(errno));
@@ -636,7 +629,7 @@ static int cmd_send(const struct opts *o)
 		}
 		usleep(5000);
 	}
-	t0 = now_ns();
+	t0 = (int64_t)vmio_now_ns();
 	if (send_all(fd, &o->to, o->bytes, o->msg, o->timeout_ms, err,
 		     sizeof(err))) {
 		fprintf(stderr, "vmio-redirect-bench: %s\n", err);
@@ -645,7 +638,7 @@ static int cmd_send(const struct opts *o)
 	}
 	close(fd);
 	printf("sent bytes=%" PRIu64 " msg=%" PRIu64 " time=%.3f\n", o->bytes,
-	       o->msg, (double)(now_ns() - t0) / 1e9);
+	       o->msg, (double)((int64_t)vmio_now_ns() - t0) / 1e9);
 	return 0;
 }
 

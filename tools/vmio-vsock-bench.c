@@ -31,6 +31,7 @@
 
 #include "cli/options.h"
 #include "frontend/vsock_guest.h"
+#include "util/clock.h"
 
 #define MAX_CONNS 64
 #define STALL_MS 10000
@@ -101,14 +102,6 @@ static void die(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(1);
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* ---- the pattern: every message is the same msg bytes ---- */
@@ -253,13 +246,13 @@ static int transfer_all(const struct opts *o, const struct conns *cs,
 	uint64_t moved[MAX_CONNS] = { 0 };
 	bool active[MAX_CONNS];
 	unsigned done = 0;
-	int64_t last = now_ns();
+	int64_t last = (int64_t)vmio_now_ns();
 
 	for (unsigned c = 0; c < o->conns; c++)
 		active[c] = true;
 	if (send) {
 		pat_fill(o->msg, out);
-		*t = now_ns();
+		*t = (int64_t)vmio_now_ns();
 	}
 	*total = 0;
 	while (done < o->conns) {
@@ -319,10 +312,10 @@ static int transfer_all(const struct opts *o, const struct conns *cs,
 			}
 		}
 		if (progress) {
-			last = now_ns();
+			last = (int64_t)vmio_now_ns();
 			continue;
 		}
-		if (now_ns() - last > (int64_t)STALL_MS * 1000000) {
+		if ((int64_t)vmio_now_ns() - last > (int64_t)STALL_MS * 1000000) {
 			snprintf(err, err_size,
 				 "no progress for %d s after %" PRIu64
 				 " bytes %s", STALL_MS / 1000, *total,
@@ -334,7 +327,7 @@ static int transfer_all(const struct opts *o, const struct conns *cs,
 			return -1;
 	}
 	if (!send)
-		*t = now_ns();
+		*t = (int64_t)vmio_now_ns();
 	return 0;
 }
 
@@ -645,9 +638,9 @@ static int run(const struct opts *o)
 		 * keep serving the queues until it reports. */
 		if (!st && !o->h2g) {
 			struct pollfd p = { .fd = rep_sk[0], .events = POLLIN };
-			int64_t end = now_ns() + (int64_t)STALL_MS * 1000000;
+			int64_t end = (int64_t)vmio_now_ns() + (int64_t)STALL_MS * 1000000;
 
-			while (poll(&p, 1, 0) == 0 && now_ns() < end)
+			while (poll(&p, 1, 0) == 0 && (int64_t)vmio_now_ns() < end)
 				vg_poll(g, 1);
 		}
 	}
