@@ -20,7 +20,8 @@
  *    change and a reset, none are out, and the backend holds nothing;
  *  - the backend only ever sees buffers inside guest memory as mapped now,
  *    a validated frame, a header of the negotiated size, posts only while
- *    attached;
+ *    attached, and no tx, rx or post on a pair while its attach is under
+ *    way (VNET_ATTACH_LATER);
  *  - at the end, with a guest that kicks whenever the device asks for
  *    kicks and a backend that takes every frame, no running tx or control
  *    queue is left idle with chains waiting, nor an rx queue of a pair
@@ -47,7 +48,10 @@
  *   [12..13] image length (LE, at most MEM_SIZE), [14..15] ops length (LE)
  *   [16]    rx buffers the no-copy backend holds per pair, at most (0:
  *           512); it answers -ENOSPC only then
- *   [17..19] unused
+ *   [17]    bit 0: the no-copy backend's attach of a detached pair
+ *           answers VNET_ATTACH_LATER (an XSK whose queue is still
+ *           busy); such attaches finish at op 13 and before the drain
+ *   [18..19] unused
  * Rings sit back to back from gpa 0, queue 0 first: desc (16-aligned),
  * avail, used (4-aligned). Queues are numbered as the device numbers them:
  * 2i rx and 2i+1 tx of pair i, then the control queue (2 without MQ).
@@ -61,7 +65,8 @@
  *   9 new memory table, cut at [b] (mapped anew, so every pointer moves)
  *  10 reset (and renegotiate)             11 1 + a / 2 frames on pair a & 1
  *  12 complete 1 + a / 2 tx frames (a / 2 == 7: all) on pair a & 1
- *  13 fire the armed retry timers and run the loop once
+ *  13 finish the attaches under way, fire the armed retry timers and
+ *     run the loop once
  *  14 post one descriptor on q: head [b], addr [b b], len [b b], [b] bit
  *     0 writable, then kick
  *  15 a & 8: SET_FEATURES again, with the bits of [b] & 0xc6 flipped
@@ -558,6 +563,7 @@ struct posted_rx {
 
 struct fake_pair {
 	bool attached;
+	bool pending;  /* attach answered VNET_ATTACH_LATER, not finished */
 	bool copy;     /* no-copy backend: this pair copies (XDP copy mode) */
 	bool enabled;  /* set_pair_enabled */
 	int fd;        /* rx_fd: readable while there is work */
@@ -574,6 +580,7 @@ struct fake {
 	size_t hdr_len;
 	bool configured;
 	unsigned rx_cap; /* rx buffers held per pair, at most */
+	bool attach_later; /* header [17] bit 0 */
 	struct fake_pair p[NPAIRS_MAX];
 };
 
@@ -653,6 +660,8 @@ static int fake_tx(struct vnet_backend *b, unsigned pair,
 	uint8_t a = next8(&answers);
 	struct held_tx *h;
 
+	if (p->pending)
+		FAIL("tx on pair %u while its attach is under way", pair);
 	if (fk.b.ops->attach && !p->attached)
 		return -ENETDOWN; /* like XDP once detached */
 	/* Copying: the frame is sent (read) within the call, or the
@@ -722,6 +731,8 @@ static ssize_t fake_rx(struct vnet_backend *b, unsigned pair,
 	size_t room = 0, len;
 	uint8_t a;
 
+	if (p->pending)
+		FAIL("rx on pair %u while its attach is under way", pair);
 	if (!fk.configured || niov > VNET_MAX_IOV)
 		FAIL("rx into %u segments", niov);
 	for (unsigned i = 0; i < niov; i++) {
@@ -757,6 +768,8 @@ static int fake_rx_post(struct vnet_backend *b, unsigned pair, void *buf,
 	struct fake_pair *p = fake_pair(b, pair);
 	uint8_t a = next8(&answers);
 
+	if (p->pending)
+		FAIL("rx_post on pair %u while its attach is under way", pair);
 	if (!p->attached || p->copy)
 		return -ENOSPC; /* like XDP once detached */
 	if (!in_guest(buf, len))
@@ -802,6 +815,12 @@ static int fake_attach(struct vnet_backend *b, unsigned pair,
 
 	if (m != &mem)
 		FAIL("attach to a memory table not the core's");
+	if (p->pending)
+		return VNET_ATTACH_LATER;
+	if (fk.attach_later && !p->attached && !cooperative) {
+		p->pending = true;
+		return VNET_ATTACH_LATER;
+	}
 	/* Like XDP going copy: only with nothing held. */
 	if (!p->attached && !p->nrx && !p->ntx &&
 	    next8(&answers) == 0xc0)
@@ -815,6 +834,7 @@ static void fake_detach(struct vnet_backend *b, unsigned pair)
 {
 	struct fake_pair *p = fake_pair(b, pair);
 
+	p->pending = false; /* the attempt is given up */
 	p->attached = false;
 	p->tx_done = p->ntx;
 	fake_update_fd(p);
@@ -1099,8 +1119,26 @@ static void run_loop(unsigned n)
 	}
 }
 
+/* The attaches under way finish, as the backend's retry timer would
+ * finish them (outside any call from the device). */
+static void finish_attaches(void)
+{
+	for (unsigned i = 0; i < fk.b.pairs; i++) {
+		struct fake_pair *p = &fk.p[i];
+
+		if (!p->pending)
+			continue;
+		p->pending = false;
+		p->attached = true;
+		fake_update_fd(p);
+		if (fk.b.attached)
+			fk.b.attached(fk.b.attached_opaque, i);
+	}
+}
+
 static void fire_retry_timers(void)
 {
+	finish_attaches();
 	for (unsigned i = 0; i < fk.b.pairs; i++) {
 		struct vnet_pair *p = &dev->pairs[i];
 
@@ -1212,6 +1250,7 @@ static void drain(void)
 	bool settled = false;
 
 	cooperative = true;
+	finish_attaches();
 	for (unsigned i = 0; i < nq; i++)
 		kicked_at[i] = -1;
 	for (unsigned round = 0; round < 64 && !settled; round++) {
@@ -1393,6 +1432,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fk.b.ops = (hdr[0] & H_NOCOPY) ? &nocopy_ops : &copy_ops;
 	fk.b.pairs = (hdr[0] & H_TWO_PAIRS) ? 2 : 1;
 	fk.rx_cap = hdr[16] ? hdr[16] : FAKE_CAP;
+	fk.attach_later = (hdr[0] & H_NOCOPY) && (hdr[17] & 1);
 	for (unsigned i = 0; i < fk.b.pairs; i++) {
 		fk.p[i].fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (fk.p[i].fd < 0)
