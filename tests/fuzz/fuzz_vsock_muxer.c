@@ -215,6 +215,10 @@ struct vm {
 	struct gq q[2]; /* rx, tx */
 	int lfd[NLISTEN];
 	char lpath[NLISTEN][128];
+	/* dst_cids the guest sent to (an RST may come back from them). */
+	uint64_t dst_seen[16];
+	unsigned ndst_seen;
+	bool dst_overflow;
 };
 
 static struct vmio_loop *loop;
@@ -288,6 +292,25 @@ static bool is_sibling_cid(const struct vm *v, uint64_t cid)
 	return false;
 }
 
+static void note_dst(struct vm *v, uint64_t cid)
+{
+	for (unsigned i = 0; i < v->ndst_seen; i++)
+		if (v->dst_seen[i] == cid)
+			return;
+	if (v->ndst_seen == 16)
+		v->dst_overflow = true;
+	else
+		v->dst_seen[v->ndst_seen++] = cid;
+}
+
+static bool addressed(const struct vm *v, uint64_t cid)
+{
+	for (unsigned i = 0; i < v->ndst_seen; i++)
+		if (v->dst_seen[i] == cid)
+			return true;
+	return v->dst_overflow;
+}
+
 /* Copies the first len writable bytes of a posted chain. */
 static void chain_gather(const struct gq *q, const struct chain_rec *r,
 			 uint8_t *dst, uint32_t len)
@@ -323,15 +346,25 @@ static void check_rx_pkt(const struct vm *v, const struct gq *q,
 	if (h.dst_cid != v->cid)
 		FAIL("rx of CID %llu: dst_cid %llu", (unsigned long long)v->cid,
 		     (unsigned long long)h.dst_cid);
-	if (h.src_cid != VSOCK_HOST_CID && !is_sibling_cid(v, h.src_cid))
-		FAIL("rx of CID %llu: src_cid %llu is neither the host nor "
-		     "a sibling", (unsigned long long)v->cid,
-		     (unsigned long long)h.src_cid);
-	if (h.type != VSOCK_TYPE_STREAM && h.type != VSOCK_TYPE_SEQPACKET)
-		FAIL("rx: type %u", h.type);
-	if (h.type == VSOCK_TYPE_SEQPACKET &&
-	    !(v->features & VMIO_BIT(VIRTIO_VSOCK_F_SEQPACKET)))
-		FAIL("rx: a seqpacket packet to a guest without SEQPACKET");
+	/* An RST answering a packet for a CID nobody serves comes from the
+	 * CID the guest addressed (the guest finds its socket by it). */
+	if (h.src_cid != VSOCK_HOST_CID && !is_sibling_cid(v, h.src_cid) &&
+	    !(h.op == VSOCK_OP_RST && addressed(v, h.src_cid)))
+		FAIL("rx of CID %llu: %s from CID %llu, neither the host nor "
+		     "a sibling%s", (unsigned long long)v->cid,
+		     vsock_op_name(h.op), (unsigned long long)h.src_cid,
+		     h.op == VSOCK_OP_RST ? " nor a CID the guest addressed"
+					  : "");
+	/* An RST answering a guest packet of a type it may not use carries
+	 * that type back (as the spec and Linux do); nothing else may. */
+	if (h.op != VSOCK_OP_RST &&
+	    h.type != VSOCK_TYPE_STREAM &&
+	    !(h.type == VSOCK_TYPE_SEQPACKET &&
+	      (v->features & VMIO_BIT(VIRTIO_VSOCK_F_SEQPACKET))))
+		FAIL("rx: %s of type %u to a guest that %s SEQPACKET",
+		     vsock_op_name(h.op), h.type,
+		     v->features & VMIO_BIT(VIRTIO_VSOCK_F_SEQPACKET)
+			     ? "negotiated" : "did not negotiate");
 	if (h.op < VSOCK_OP_REQUEST || h.op > VSOCK_OP_MAX)
 		FAIL("rx: op %u", h.op);
 	if (h.op != VSOCK_OP_RW && h.len)
@@ -438,7 +471,7 @@ static uint32_t guest_port(uint8_t b, struct stream *s)
 	case 2:
 		return listen_ports[b & 3];
 	default:
-		return (b & 1) ? next32(s) : 2000 + (b & 63);
+		return (b & 1) ? next32(s) : 2000u + (b & 63u);
 	}
 }
 
@@ -544,6 +577,7 @@ static void rec_tx(struct vm *v, uint8_t a, struct stream *s)
 	}
 	h.fwd_cnt = next32(s);
 	split = next8(s);
+	note_dst(v, h.dst_cid);
 	vsock_hdr_encode(&h, buf);
 	for (uint32_t i = 0; i < actual; i++)
 		buf[VSOCK_HDR_SIZE + i] = next8(s);
@@ -559,8 +593,12 @@ static void rec_tx(struct vm *v, uint8_t a, struct stream *s)
 			uint32_t l = i + 1 == n ? left
 					       : (split & 0x10 ? 1 + i * 13
 							       : left / (n - i));
+			uint32_t rest = (n - 1 - i) * SLOT; /* the others' room */
+
 			if (l > left)
 				l = left;
+			if (left > rest && l < left - rest)
+				l = left - rest;
 			if (l > SLOT)
 				l = SLOT;
 			lens[i] = l;
@@ -655,9 +693,13 @@ static int unix_socket(bool seq)
 
 static void set_path(struct sockaddr_un *sa, const char *path)
 {
+	size_t n = strlen(path);
+
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
-	snprintf(sa->sun_path, sizeof(sa->sun_path), "%s", path);
+	if (n >= sizeof(sa->sun_path))
+		abort(); /* the harness's paths are short */
+	memcpy(sa->sun_path, path, n);
 }
 
 static void rec_listen(struct vm *v, uint8_t a)
@@ -668,8 +710,12 @@ static void rec_listen(struct vm *v, uint8_t a)
 
 	if (v->lfd[i] >= 0)
 		return;
-	snprintf(v->lpath[i], sizeof(v->lpath[i]), "%s_%u", v->uds,
-		 listen_ports[i]);
+	{
+		char p[sizeof(v->lpath[i])];
+
+		snprintf(p, sizeof(p), "%.96s_%u", v->uds, listen_ports[i]);
+		memcpy(v->lpath[i], p, sizeof(p));
+	}
 	set_path(&sa, v->lpath[i]);
 	fd = unix_socket(a & 8);
 	if (fd < 0)
