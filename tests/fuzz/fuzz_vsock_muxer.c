@@ -33,7 +33,9 @@
  *   0, 14, 15 a guest tx packet, then a tx kick unless a & 8:
  *        [sel] [cids] [ports b b] [op] [type] [flags] [len b b]
  *        [actual b b] [buf_alloc] [fwd_cnt b b b b] [split], then the
- *        payload bytes (actual % 4097 of them, as many as the input has)
+ *        payload bytes (actual % 4097 of them, as many as the input has;
+ *        sel & 2: actual % 16341, in four descriptors; sel & 1: a
+ *        pattern instead of input bytes)
  *        cids: low 2 bits src (own, own, sibling, raw 8 bytes follow),
  *        bits 2-4 dst (host, host, host, sibling, own, raw, 0, ~0)
  *        ports: see guest_port()/host_port()
@@ -50,7 +52,8 @@
  *        seqpacket twin), then [sel]: 0 "CONNECT <port>\n" (port [b] by
  *        guest_port), 1 the same in lower case with stream bytes behind,
  *        2 [n] garbage bytes that follow, 3 nothing
- *   6    host socket a >> 1 writes [n] bytes that follow
+ *   6    host socket a >> 1 writes [n] bytes that follow (n >= 0xf0:
+ *        (n - 0xef) * 16 KiB of a pattern instead)
  *   7    host socket a >> 1 reads up to 64 * [n] bytes
  *   8    host socket a >> 1 shutdown [b] % 3
  *   9    host socket a >> 1 closed
@@ -506,11 +509,10 @@ static void rec_tx(struct vm *v, uint8_t a, struct stream *s)
 	struct vsock_hdr h = { 0 };
 	uint32_t actual, lens[4];
 	bool wr[4] = { false, false, false, false };
-	uint8_t buf[VSOCK_HDR_SIZE + SLOT];
+	static uint8_t buf[4 * SLOT];
 	unsigned n, split;
 	int head;
 
-	(void)sel;
 	switch (cids & 3) {
 	case 0:
 	case 1:
@@ -557,7 +559,10 @@ static void rec_tx(struct vm *v, uint8_t a, struct stream *s)
 	else
 		h.flags &= 3;
 	h.len = next16(s);
-	actual = next16(s) % (SLOT + 1);
+	/* sel & 2: up to what four slots hold (more than the host socket
+	 * takes in a few packets, and than our credit in a few more). */
+	actual = next16(s) % ((sel & 2) ? 4 * SLOT - VSOCK_HDR_SIZE + 1
+					 : SLOT + 1);
 	if (!(h.len & 0x8000))
 		h.len = actual; /* mostly honest */
 	else if (h.len & 0x4000)
@@ -579,13 +584,16 @@ static void rec_tx(struct vm *v, uint8_t a, struct stream *s)
 	split = next8(s);
 	note_dst(v, h.dst_cid);
 	vsock_hdr_encode(&h, buf);
+	/* sel & 1: a pattern, not the input's bytes (so that an input of a
+	 * few KiB can send MiBs). */
 	for (uint32_t i = 0; i < actual; i++)
-		buf[VSOCK_HDR_SIZE + i] = next8(s);
+		buf[VSOCK_HDR_SIZE + i] = (sel & 1) ? (uint8_t)(i * 7 + sel)
+						    : next8(s);
 	/* Cut header + payload into n descriptors, each within its slot. */
 	{
 		uint32_t total = VSOCK_HDR_SIZE + actual, off = 0, left;
 
-		n = 1 + split % 4;
+		n = (sel & 2) ? 4 : 1 + split % 4;
 		if (total > n * SLOT)
 			total = n * SLOT;
 		left = total;
@@ -805,11 +813,18 @@ static void rec_connect(struct vm *v, uint8_t a, struct stream *s)
 static void rec_write(uint8_t a, struct stream *s)
 {
 	struct host_sock *h = &hosts[(a >> 1) % NHOST];
-	uint8_t buf[256];
+	static uint8_t buf[256 * 1024];
 	unsigned n = next8(s);
 
-	for (unsigned i = 0; i < n; i++)
-		buf[i] = next8(s);
+	/* 0xf0 and up: (n - 0xef) * 16 KiB of a pattern. */
+	if (n >= 0xf0) {
+		n = (n - 0xefu) * 16384u;
+		for (unsigned i = 0; i < n; i++)
+			buf[i] = (uint8_t)(i * 13);
+	} else {
+		for (unsigned i = 0; i < n; i++)
+			buf[i] = next8(s);
+	}
 	if (h->fd >= 0)
 		host_send(h->fd, buf, n);
 }
