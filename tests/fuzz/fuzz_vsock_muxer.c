@@ -25,12 +25,15 @@
  *        CID is 0x100000003 (VM 0's low 32 bits) instead of 4; bit 5
  *        EVENT_IDX; bit 6 buf_size 4096 (else 65536); bit 7 VM 1 gets no
  *        SET_FEATURES (not attached)
- *  [1]  queue size 1 << (2 + [1] % 6) (4..128); max_conns 1 + [1] >> 4
+ *  [1]  queue size 1 << (2 + [1] % 7) (4..256); max_conns 1 + [1] >> 4
  *  [2]  router max flows 1 + [2] % 8
  *  [3]  unused
  * A record is a byte: kind = low nibble, a = high nibble, vm = a & 1
  * (VM 0 when there is one).
- *   0, 14, 15 a guest tx packet, then a tx kick unless a & 8:
+ *   0, 15 a guest tx packet, then a tx kick unless a & 8; 14 the
+ *        same after a byte [k]: a burst of 1 + 4k copies (sel & 4: from
+ *        successive src_ports), kicked whenever the ring is full (more
+ *        packets than the RST queue and a callback's batch hold):
  *        [sel] [cids] [ports b b] [op] [type] [flags] [len b b]
  *        [actual b b] [buf_alloc] [fwd_cnt b b b b] [split], then the
  *        payload bytes (actual % 4097 of them, as many as the input has;
@@ -95,7 +98,7 @@
 
 #define HDR 4u
 #define NVM 2u
-#define QMAX 128u
+#define QMAX 256u
 #define SLOT 4096u
 #define UVA_BASE 0x7f0000000000ull
 /* Guest memory: per VM and queue, its rings (one page each is plenty for
@@ -107,7 +110,7 @@
 #define NHOST 8u
 /* Bounds per input. */
 #define MAX_RECORDS 512u
-#define MAX_TX 256u
+#define MAX_TX 2048u
 #define MAX_TURNS 512u
 #define MAX_RXBUF 512u
 
@@ -502,7 +505,7 @@ static const struct vm *sibling_of(const struct vm *v)
 
 /* ---- Records ---------------------------------------------------------- */
 
-static void rec_tx(struct vm *v, uint8_t a, struct stream *s)
+static void rec_tx(struct vm *v, uint8_t a, struct stream *s, unsigned copies)
 {
 	uint8_t sel = next8(s), cids = next8(s);
 	uint8_t pb0 = next8(s), pb1 = next8(s);
@@ -591,7 +594,7 @@ static void rec_tx(struct vm *v, uint8_t a, struct stream *s)
 						    : next8(s);
 	/* Cut header + payload into n descriptors, each within its slot. */
 	{
-		uint32_t total = VSOCK_HDR_SIZE + actual, off = 0, left;
+		uint32_t total = VSOCK_HDR_SIZE + actual, left;
 
 		n = (sel & 2) ? 4 : 1 + split % 4;
 		if (total > n * SLOT)
@@ -614,9 +617,23 @@ static void rec_tx(struct vm *v, uint8_t a, struct stream *s)
 		}
 		if (left) /* cannot happen: n slots hold total */
 			abort();
+	}
+	/* A burst: the same packet (sel & 4: from successive guest ports),
+	 * kicked whenever the ring is full. */
+	for (unsigned k = 0; k < copies && ntx < MAX_TX; k++) {
+		uint32_t off = 0;
+
+		if (k && (sel & 4)) {
+			h.src_port++;
+			vsock_hdr_encode(&h, buf);
+		}
 		head = post_chain(v, VSOCK_TX_QUEUE, n, lens, wr);
+		if (head < 0) {
+			q_kick(v, VSOCK_TX_QUEUE);
+			head = post_chain(v, VSOCK_TX_QUEUE, n, lens, wr);
+		}
 		if (head < 0)
-			return;
+			break;
 		for (unsigned i = 0; i < n; i++) {
 			const struct chain_rec *r =
 				&v->q[VSOCK_TX_QUEUE].rec[head];
@@ -628,8 +645,8 @@ static void rec_tx(struct vm *v, uint8_t a, struct stream *s)
 			memcpy(gpa_ptr(d->addr), buf + off, lens[i]);
 			off += lens[i];
 		}
+		ntx++;
 	}
-	ntx++;
 	if (!(a & 8))
 		q_kick(v, VSOCK_TX_QUEUE);
 }
@@ -983,7 +1000,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (unsigned i = 0; i < HDR; i++)
 		hdr[i] = next8(&s);
 	nvms = (hdr[0] & 1) ? 2 : 1;
-	qsize = (uint16_t)(1u << (2 + hdr[1] % 6));
+	qsize = (uint16_t)(1u << (2 + hdr[1] % 7));
 	max_conns = 1 + (hdr[1] >> 4);
 	buf_size = (hdr[0] & 0x40) ? 4096 : 65536;
 	turns = ntx = nrxbuf = 0;
@@ -1020,10 +1037,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		switch (kind) {
 		case 0:
-		case 14:
 		case 15:
 			if (ntx < MAX_TX)
-				rec_tx(v, a, &s);
+				rec_tx(v, a, &s, 1);
+			else
+				s.pos = s.len;
+			break;
+		case 14:
+			if (ntx < MAX_TX)
+				rec_tx(v, a, &s, 1 + 4u * next8(&s));
 			else
 				s.pos = s.len;
 			break;
