@@ -500,6 +500,28 @@ static void test_host_connect_times_out(void **state)
 	close(fd);
 }
 
+/* The fixture's driver did not negotiate SEQPACKET: a CONNECT on the
+ * seqpacket socket is refused at once, and no REQUEST goes to the guest. */
+static void test_seqpacket_connect_without_feature_refused(void **state)
+{
+	struct fx *f = *state;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct vsock_hdr h;
+	char c;
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	post_rx(f, 8);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.seqpacket", f->uds);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(write(fd, "CONNECT 703\n", 12), 12);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, WAIT_MS), 1);
+	assert_int_equal(read(fd, &c, 1), 0);
+	assert_false(recv_pkt(f, &h, NULL, 0, 100));
+	close(fd);
+}
+
 static void test_bad_connect_line_closes_only_that_socket(void **state)
 {
 	struct fx *f = *state;
@@ -657,6 +679,9 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_connect_times_out,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_seqpacket_connect_without_feature_refused, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_bad_connect_line_closes_only_that_socket, setup,
 			teardown),

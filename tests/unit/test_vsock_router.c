@@ -178,6 +178,23 @@ static void test_route_and_groups(void **state)
 				  VSOCK_TYPE_SEQPACKET, 0, 0, &why), -1);
 	assert_non_null(strstr(why, "socket type"));
 
+	/* A packet of another type than its flow's: refused, and the flow
+	 * reset on the other side too (with the flow's type), not forwarded
+	 * to a driver that may not take that type. */
+	assert_int_equal(send_pkt(g, 0, 1, 1004, 80, VSOCK_OP_REQUEST,
+				  VSOCK_TYPE_STREAM, 0, 0, &why), 0);
+	assert_int_equal(take(g, 1, 4096, NULL).op, VSOCK_OP_REQUEST);
+	assert_int_equal(send_pkt(g, 0, 1, 1004, 80, VSOCK_OP_RW,
+				  VSOCK_TYPE_SEQPACKET, VSOCK_SEQ_EOM, 3, &why),
+			 -1);
+	assert_non_null(strstr(why, "type"));
+	h = take(g, 1, 4096, NULL);
+	assert_int_equal(h.op, VSOCK_OP_RST);
+	assert_int_equal(h.type, VSOCK_TYPE_STREAM);
+	assert_int_equal(h.src_port, 1004);
+	assert_false(vsock_router_rx_pending(g->r, 1));
+	assert_int_equal(vsock_router_flows(g->r, 0), 1);
+
 	/* An RST ends the flow. */
 	assert_int_equal(send_pkt(g, 0, 1, 1000, 80, VSOCK_OP_RST,
 				  VSOCK_TYPE_STREAM, 0, 0, &why), 0);

@@ -87,6 +87,8 @@ static const char *refusal_reason(int rc)
 		return "too many connections";
 	if (rc == -ENOTCONN)
 		return "no VM is attached";
+	if (rc == -EPROTONOSUPPORT)
+		return "the guest did not negotiate this socket type";
 	return strerror(-rc);
 }
 

@@ -698,6 +698,13 @@ int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
 		close(fd);
 		return -ENOTCONN;
 	}
+	/* The driver takes only the types it negotiated: a seqpacket
+	 * REQUEST to one without F_SEQPACKET would break the spec, and
+	 * leave the host program waiting on an answer the guest owes it. */
+	if (!(m->types & VSOCK_TYPE_BIT(type))) {
+		close(fd);
+		return -EPROTONOSUPPORT;
+	}
 	if (vsock_table_full(&m->table)) {
 		close(fd);
 		return -ENOSPC;

@@ -87,7 +87,8 @@ void vsock_muxer_kick_rx(struct vsock_muxer *m);
  * connection of the given type (VSOCK_TYPE_*: a seqpacket fd is an AF_UNIX
  * SOCK_SEQPACKET socket). Takes fd in every case: returns 0 with a
  * connection whose REQUEST goes to the guest, or -ENOTCONN (no VMM
- * attached) / -ENOSPC / -ENOMEM with fd closed. *local_port (may be NULL)
+ * attached) / -EPROTONOSUPPORT (the guest did not negotiate that type) /
+ * -ENOSPC / -ENOMEM with fd closed. *local_port (may be NULL)
  * is the host-side port allocated. */
 int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
 				   uint16_t type, uint32_t peer_port,

@@ -254,6 +254,15 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 		}
 		return -1;
 	}
+	/* A packet of another type than its flow's (the host path kills such
+	 * a connection too): forwarded, it would reach a driver with a type
+	 * it may never have negotiated. The flow is reset on both sides. */
+	if (f && h->type != f->type) {
+		*why = "wrong socket type for that connection; connection reset";
+		send_rst(r, from, h->src_port, to, h->dst_port, f->type);
+		flow_unlink(r, fp);
+		return -1;
+	}
 	if (!r->vms[to].attached) {
 		*why = "that VM has no VMM attached";
 		if (f)
