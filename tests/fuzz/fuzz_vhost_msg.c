@@ -25,7 +25,6 @@
  * boundary). The two socket runs must agree byte for byte on the replies,
  * on where the connection closed, and on the features acked.
  */
-#include <dirent.h>
 #include <endian.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -436,34 +435,6 @@ static void socket_run(const uint8_t *data, size_t size, bool split,
 			abort();
 }
 
-static int count_open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	if (!d)
-		abort();
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
-}
-
-/* LeakSanitizer does not see fds: every so often, count them. */
-static void check_fd_leaks(void)
-{
-	static unsigned runs;
-	static int baseline = -1;
-
-	if (runs++ % 1024)
-		return;
-	int n = count_open_fds();
-	if (baseline < 0)
-		baseline = n;
-	else if (n > baseline + 8)
-		abort();
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct cursor c = { .p = data, .left = size };
@@ -495,6 +466,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    whole.replies_hash != split.replies_hash ||
 	    whole.closed_at != split.closed_at || whole.acked != split.acked)
 		abort();
-	check_fd_leaks();
+	if (!fuzz_fds_steady())
+		abort();
 	return 0;
 }

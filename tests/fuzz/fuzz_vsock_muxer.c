@@ -67,7 +67,6 @@
  * FUZZ_VSOCK_MUXER_VERBOSE=1 logs at debug level and prints every rx
  * packet.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -961,34 +960,6 @@ static void vm_free(struct vm *v)
 	memset(v, 0, sizeof(*v));
 }
 
-static int count_open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	if (!d)
-		abort();
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
-}
-
-/* LeakSanitizer does not see fds: every so often, count them. */
-static void check_fd_leaks(void)
-{
-	static unsigned runs;
-	static int baseline = -1;
-
-	if (runs++ % 1024)
-		return;
-	int n = count_open_fds();
-	if (baseline < 0)
-		baseline = n;
-	else if (n > baseline + 8)
-		FAIL("%d fds open, %d at the start", n, baseline);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct stream s = { .p = data, .len = size };
@@ -1108,6 +1079,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	router = NULL;
 	vmio_loop_free(loop);
 	loop = NULL;
-	check_fd_leaks();
+	if (!fuzz_fds_steady())
+		FAIL("fds leak over inputs");
 	return 0;
 }
