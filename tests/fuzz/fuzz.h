@@ -12,6 +12,39 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* An input read a value at a time, little-endian; zero once it runs out,
+ * so a short input is still a whole one. */
+struct stream {
+	const uint8_t *p;
+	size_t len, pos;
+};
+
+static inline uint8_t next8(struct stream *s)
+{
+	return s->pos < s->len ? s->p[s->pos++] : 0;
+}
+
+static inline uint16_t next16(struct stream *s)
+{
+	uint16_t lo = next8(s);
+
+	return (uint16_t)(lo | next8(s) << 8);
+}
+
+static inline uint32_t next32(struct stream *s)
+{
+	uint32_t lo = next16(s);
+
+	return lo | (uint32_t)next16(s) << 16;
+}
+
+static inline uint64_t next64(struct stream *s)
+{
+	uint64_t lo = next32(s);
+
+	return lo | (uint64_t)next32(s) << 32;
+}
+
 /* Guest memory for a target: a memfd of size bytes (for vmio_mem regions
  * to map, as a VMM's would be) in *fd, and the target's own shared
  * mapping of it, returned. Aborts on failure: without memory a target

@@ -136,23 +136,6 @@
 
 /* ---- Input ------------------------------------------------------------ */
 
-struct stream {
-	const uint8_t *p;
-	size_t len, pos;
-};
-
-static uint8_t next8(struct stream *s)
-{
-	return s->pos < s->len ? s->p[s->pos++] : 0;
-}
-
-static uint16_t next16(struct stream *s)
-{
-	uint16_t lo = next8(s);
-
-	return (uint16_t)(lo | next8(s) << 8);
-}
-
 static struct stream ops_in, answers;
 static uint8_t hdr[HDR_SIZE];
 

@@ -115,39 +115,6 @@
 
 static const uint64_t VM1_CID_HIGH = 0x100000003ull;
 
-/* ---- Input ------------------------------------------------------------ */
-
-struct stream {
-	const uint8_t *p;
-	size_t len, pos;
-};
-
-static uint8_t next8(struct stream *s)
-{
-	return s->pos < s->len ? s->p[s->pos++] : 0;
-}
-
-static uint16_t next16(struct stream *s)
-{
-	uint16_t lo = next8(s);
-
-	return (uint16_t)(lo | next8(s) << 8);
-}
-
-static uint32_t next32(struct stream *s)
-{
-	uint32_t lo = next16(s);
-
-	return lo | (uint32_t)next16(s) << 16;
-}
-
-static uint64_t next64(struct stream *s)
-{
-	uint64_t lo = next32(s);
-
-	return lo | (uint64_t)next32(s) << 32;
-}
-
 /* ---- Per process ------------------------------------------------------ */
 
 static int memfd = -1;
