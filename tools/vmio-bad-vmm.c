@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/options.h"
 #include "util/clock.h"
 #include "vhost-user/protocol.h"
 
@@ -279,12 +280,9 @@ static int bad_usage(const char *msg)
 
 static bool parse_ms(const char *s, int *out)
 {
-	char *end;
-	long v;
+	uint64_t v;
 
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < 0 || v > 24L * 3600 * 1000)
+	if (vmio_parse_u64(s, 24ull * 3600 * 1000, &v))
 		return false;
 	*out = (int)v;
 	return true;
