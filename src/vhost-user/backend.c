@@ -128,15 +128,12 @@ static void accept_cb(void *opaque, int fd, uint32_t events)
 
 int vmio_backend_serve_fd(struct vmio_backend *be, int fd)
 {
-	int fl;
-
 	if (fd < 0)
 		return -EBADF;
 	if (be->chan.open)
 		return -EBUSY;
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-	    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+	/* The channel makes it non-blocking. */
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
 		int err = errno;
 		log_err("vhost-user: --fd %d is not usable: %s", fd,
 			strerror(err));
