@@ -252,7 +252,7 @@ struct srv {
 	enum srv_mode mode;
 	int lfd, fd;
 	struct sink sink;
-	volatile bool release;
+	bool release; /* __atomic: the test lets a stalled server go */
 	bool accepted;
 	pthread_t thread;
 };
@@ -271,7 +271,8 @@ static void *srv_main(void *arg)
 	if (s->mode == SRV_STALL) {
 		int64_t end = now_ms() + 60000;
 
-		while (!s->release && now_ms() < end)
+		while (!__atomic_load_n(&s->release, __ATOMIC_ACQUIRE) &&
+		       now_ms() < end)
 			usleep(10000);
 	}
 	sink_run(&s->sink, WAIT);
@@ -316,7 +317,7 @@ struct echo {
 	int fds[ECHO_MAX];
 	unsigned nfds;
 	unsigned accepted; /* __atomic: the echo thread counts, the test reads */
-	volatile bool stop;
+	bool stop; /* __atomic */
 	pthread_t thread;
 };
 
@@ -326,7 +327,7 @@ static void *echo_main(void *arg)
 	struct echo *e = arg;
 	uint8_t buf[4096];
 
-	while (!e->stop) {
+	while (!__atomic_load_n(&e->stop, __ATOMIC_ACQUIRE)) {
 		unsigned n = 0;
 
 		p[n++] = (struct pollfd){ .fd = e->lfd, .events = POLLIN };
@@ -387,7 +388,7 @@ static void echo_start(struct echo *e, struct vm *vm)
 
 static void echo_stop(struct echo *e)
 {
-	e->stop = true;
+	__atomic_store_n(&e->stop, true, __ATOMIC_RELEASE);
 	pthread_join(e->thread, NULL);
 	close(e->lfd);
 }
@@ -881,7 +882,7 @@ static void test_credit_overrun(void **state)
 		reset = wait_reset(vm, s, WAIT);
 	print_message("# reset after %" PRIu64 " KiB sent\n", sent >> 10);
 	assert_true(reset);
-	srv.release = true;
+	__atomic_store_n(&srv.release, true, __ATOMIC_RELEASE);
 	srv_join(&srv);
 	vg_close(s);
 	healthy(vm, "credit overrun");
@@ -1109,7 +1110,7 @@ static void test_stalled_host_reader(void **state)
 	/* Only this connection stalls. */
 	healthy(vm, "a stalled connection");
 
-	srv.release = true;
+	__atomic_store_n(&srv.release, true, __ATOMIC_RELEASE);
 	while (off < total) {
 		ssize_t n;
 
