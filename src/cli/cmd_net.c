@@ -298,6 +298,7 @@ int vmio_cmd_net(int argc, char **argv)
 	};
 	const struct vmio_backend_cmdline cl = {
 		.sub = "net",
+		.qemu_type = "net",
 		.usage = net_usage,
 		.longopts = longopts,
 		.own = handle_opt,
