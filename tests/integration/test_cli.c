@@ -160,6 +160,45 @@ static void test_socket_in_use_and_sigterm(void **state)
 	assert_int_equal(access(sock, F_OK), -1);
 }
 
+/* A second `vmio redirect` on a live listener is refused without a
+ * probe connection: the first, which serves one connection only, must
+ * not take the probe for it. Its one connection is then the real one. */
+static void test_live_check_takes_no_connection(void **state)
+{
+	const char *in = harness_path("probe-in.sock");
+	const char *out_path = harness_path("probe-out.sock");
+	char a1[300], a2[300], got[8] = { 0 };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int sink, c, s;
+	pid_t first;
+
+	snprintf(a1, sizeof(a1), "UNIX-LISTEN:%s", in);
+	snprintf(a2, sizeof(a2), "UNIX-CONNECT:%s", out_path);
+	sink = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	strncpy(sa.sun_path, out_path, sizeof(sa.sun_path) - 1);
+	assert_int_equal(bind(sink, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(sink, 4), 0);
+	first = harness_spawn((const char *[]){ "redirect", a1, a2, NULL });
+	/* It looks in /proc/net/unix: no connection made. */
+	assert_true(harness_wait_socket(in, 10000));
+	assert_int_equal(exit_code(run((const char *[]){ "redirect", a1, a2,
+						      NULL })), 1);
+	assert_non_null(strstr(err, "in use"));
+	c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	strncpy(sa.sun_path, in, sizeof(sa.sun_path) - 1);
+	assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(write(c, "hello", 5), 5);
+	shutdown(c, SHUT_WR);
+	s = accept(sink, NULL, NULL);
+	assert_true(s >= 0);
+	assert_int_equal(read(s, got, sizeof(got)), 5);
+	assert_string_equal(got, "hello");
+	close(s);
+	close(c);
+	assert_int_equal(exit_code(harness_wait_exit(first, 10000)), 0);
+	close(sink);
+}
+
 static void test_stale_socket_is_replaced(void **state)
 {
 	const char *sock = harness_path("stale.sock");
@@ -209,6 +248,7 @@ int main(void)
 		cmocka_unit_test(test_fd_and_socket_checks),
 		cmocka_unit_test(test_vsock_drop_in),
 		cmocka_unit_test(test_socket_in_use_and_sigterm),
+		cmocka_unit_test(test_live_check_takes_no_connection),
 		cmocka_unit_test(test_stale_socket_is_replaced),
 		cmocka_unit_test(test_sigint_exits_cleanly),
 		cmocka_unit_test(test_fd_mode_exits_when_frontend_leaves),
