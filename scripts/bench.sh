@@ -49,7 +49,9 @@ fi
 # host program in another process, against the same two processes over a
 # direct AF_UNIX stream (the limit this machine sets), in pairs: direct,
 # vmio, direct, vmio, ... For h2g at 64 KiB a third run per round gives
-# the guest 64 KiB rx buffers instead of Linux's 4 KiB. ----
+# the guest 64 KiB rx buffers instead of Linux's 4 KiB, and for h2g of
+# 4 KiB and more a fourth keeps 4 KiB buffers but negotiates mergeable rx
+# buffers (packets of up to 64 KiB spanning them). ----
 if want vsock; then
 "$build/vmio" vsock --guest-cid 3 --socket "$dir/vsock.sock" \
 	--uds-path "$dir/vm.vsock" -q &
@@ -64,12 +66,22 @@ declare -A res
 # Bytes per run so that each takes about 0.3-2 s.
 declare -A vbytes=([65536]=${VSOCK_BYTES_64K:-2G} [4096]=${VSOCK_BYTES_4K:-512M} [64]=${VSOCK_BYTES_64:-24M})
 
+declare -A cpu
+# One run: its MB/s into res[key] and, for a vmio run, vmio's own CPU
+# seconds per GiB (from /proc/PID/stat around it) into cpu[key].
 one() { # key, command...
-	local key=$1 line
+	local key=$1 line c0 c1
 	shift
+	c0=$(cpu_ticks "$vpid")
 	if line=$("$@" 2>&1); then
-		echo "  $line"
+		c1=$(cpu_ticks "$vpid")
 		res[$key]+="$(sed -n 's/.*MB\/s=\([0-9.]*\).*/\1/p' <<<"$line") "
+		if [[ $key != *"|direct" ]]; then
+			c0=$(s_per_gib "$c0" "$c1" "$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")")
+			cpu[$key]+="$c0 "
+			line+=" vmio_s/GiB=$c0"
+		fi
+		echo "  $line"
 	else
 		echo "  FAILED: $key: $line"
 		failed=1
@@ -89,23 +101,31 @@ for msg in 65536 4096 64; do
 				if [ "$d" = h2g ] && [ "$msg" = 65536 ]; then
 					one "$cell|rx64k" "${vs[@]}" "${args[@]}" --rx-buf 64K
 				fi
+				if [ "$d" = h2g ] && [ "$msg" -ge 4096 ]; then
+					one "$cell|mrg" "${vs[@]}" "${args[@]}" --mergeable
+				fi
 			done
 		done
 	done
 done
 
 echo
-echo "vsock: medians over $runs interleaved rounds (MB/s); goal vmio/direct >= 0.8 at 64 KiB"
-printf '%-26s %10s %10s %8s %14s %8s\n' case direct vmio ratio "vmio rx64k" ratio
+echo "vsock: medians over $runs interleaved rounds (MB/s, and vmio's CPU s/GiB); goal vmio/direct >= 0.8 at 64 KiB"
+printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB
 for cell in "${rows[@]}"; do
 	dm=$(list_median "${res[$cell|direct]:-}")
-	vm=$(list_median "${res[$cell|vmio]:-}")
-	xm=$(list_median "${res[$cell|rx64k]:-}")
-	if [ -n "${res[$cell|rx64k]:-}" ]; then
-		printf '%-26s %10s %10s %8s %14s %8s\n' "$cell" "$dm" "$vm" "$(ratio "$vm" "$dm")" "$xm" "$(ratio "$xm" "$dm")"
-	else
-		printf '%-26s %10s %10s %8s\n' "$cell" "$dm" "$vm" "$(ratio "$vm" "$dm")"
-	fi
+	line=$(printf '%-26s %9s' "$cell" "$dm")
+	for v in vmio rx64k mrg; do
+		w=9
+		[ "$v" = rx64k ] && w=11
+		if [ -n "${res[$cell|$v]:-}" ]; then
+			xm=$(list_median "${res[$cell|$v]}")
+			line+=$(printf " %${w}s %6s %6s" "$xm" "$(ratio "$xm" "$dm")" "$(list_median "${cpu[$cell|$v]:-}")")
+		else
+			line+=$(printf " %${w}s %6s %6s" - - -)
+		fi
+	done
+	echo "$line"
 done
 kill "$vpid" 2>/dev/null || true
 wait "$vpid" 2>/dev/null || true
