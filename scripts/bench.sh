@@ -204,6 +204,61 @@ for shape in udg ust tcp; do
 	done
 done
 echo "goal: vmio >= 3.5x socat on udg->ust; relay CPU < 0.05 s/GiB on sockmap"
+
+# ---- redirect --threads: a forking UNIX-LISTEN carrying two streams at
+# once (two clients, each to a sink of its own), --threads 2 (A) against
+# --threads 1 (B) in pairs, A B A B, with the default engine (splice) and
+# with copy, where vmio's own CPU is the limit. MB/s: both streams' bytes
+# at the sinks, first byte to last; CPU: vmio's utime+stime from
+# /proc/PID/stat as the data is in, per GiB of both streams. ----
+tbytes=${REDIR_THREADS_BYTES:-2G} # per stream
+tpairs=$((runs > 5 ? runs : 5))
+declare -A tmb tcpu
+for engine in splice copy; do
+	echo
+	echo "redirect --threads 2 against 1, fork, 2 streams of $tbytes, engine $engine, $tpairs pairs:"
+	for p in $(seq "$tpairs"); do
+		for t in 2 1; do
+			rc=0
+			line=$(timeout "$rlimit" "$build/vmio-redirect-bench" run \
+				--sink "$dir/out" --to "ust:$dir/in" --bytes "$tbytes" \
+				--streams 2 --term -- "$build/vmio" redirect -q \
+				--engine "$engine" --threads "$t" \
+				"UNIX-LISTEN:$dir/in,fork" "UNIX-CONNECT:$dir/out" 2>&1) || rc=$?
+			if [ $rc -eq 0 ]; then
+				echo "  pair $p, --threads $t: $line"
+				tmb[$engine|$t]+="$(field MB/s "$line") "
+				tcpu[$engine|$t]+="$(field relay_s/GiB "$line") "
+			else
+				echo "  FAILED: pair $p, --threads $t: ${line:-timed out after $rlimit s}"
+				tmb[$engine|$t]+="- "
+				tcpu[$engine|$t]+="- "
+				failed=1
+			fi
+		done
+	done
+done
+
+echo
+echo "redirect --threads: a forking UNIX-LISTEN, two streams at once, pair by pair"
+echo "(MB/s of both streams together; vmio's CPU s per GiB; x: 2 threads over 1)"
+printf '%-7s %-6s %10s %10s %6s %12s %12s\n' engine pair "2 thr MB/s" "1 thr MB/s" x "2 thr s/GiB" "1 thr s/GiB"
+for engine in splice copy; do
+	read -ra a_mb <<<"${tmb[$engine|2]:-}"
+	read -ra b_mb <<<"${tmb[$engine|1]:-}"
+	read -ra a_cpu <<<"${tcpu[$engine|2]:-}"
+	read -ra b_cpu <<<"${tcpu[$engine|1]:-}"
+	for i in "${!a_mb[@]}"; do
+		printf '%-7s %-6s %10s %10s %6s %12s %12s\n' "$engine" "$((i + 1))" \
+			"${a_mb[$i]}" "${b_mb[$i]}" "$(ratio "${a_mb[$i]}" "${b_mb[$i]}")" \
+			"${a_cpu[$i]}" "${b_cpu[$i]}"
+	done
+	am=$(list_median "${tmb[$engine|2]:-}")
+	bm=$(list_median "${tmb[$engine|1]:-}")
+	printf '%-7s %-6s %10s %10s %6s %12s %12s\n' "$engine" median "$am" "$bm" \
+		"$(ratio "$am" "$bm")" "$(list_median "${tcpu[$engine|2]:-}")" \
+		"$(list_median "${tcpu[$engine|1]:-}")"
+done
 fi
 
 # ---- net: testpmd's virtio-user port against `vmio net --null` and
