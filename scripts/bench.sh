@@ -11,8 +11,9 @@ bytes=${BYTES:-1G}
 dir=$(mktemp -d)
 pid=
 vpid=
+ppid=
 cleanup() {
-	for p in $pid $vpid; do
+	for p in $pid $vpid $ppid; do
 		kill "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true
 	done
@@ -51,7 +52,8 @@ fi
 # vmio, direct, vmio, ... For h2g at 64 KiB a third run per round gives
 # the guest 64 KiB rx buffers instead of Linux's 4 KiB, and for h2g of
 # 4 KiB and more a fourth keeps 4 KiB buffers but negotiates mergeable rx
-# buffers (packets of up to 64 KiB spanning them). ----
+# buffers (packets of up to 64 KiB spanning them). At 64 KiB another vmio
+# with --poll-us 50 runs in the same rounds. ----
 if want vsock; then
 "$build/vmio" vsock --guest-cid 3 --socket "$dir/vsock.sock" \
 	--uds-path "$dir/vm.vsock" -q &
@@ -61,6 +63,14 @@ for _ in $(seq 100); do
 	sleep 0.05
 done
 vs=("$build/vmio-vsock-bench" --socket "$dir/vsock.sock" --uds-path "$dir/vm.vsock")
+"$build/vmio" vsock --guest-cid 3 --socket "$dir/vpoll.sock" \
+	--uds-path "$dir/vpoll.vsock" --poll-us 50 -q &
+ppid=$!
+for _ in $(seq 100); do
+	[ -S "$dir/vpoll.sock" ] && break
+	sleep 0.05
+done
+vp=("$build/vmio-vsock-bench" --socket "$dir/vpoll.sock" --uds-path "$dir/vpoll.vsock")
 rows=()
 declare -A res
 # Bytes per run so that each takes about 0.3-2 s.
@@ -70,11 +80,12 @@ declare -A cpu
 # One run: its MB/s into res[key] and, for a vmio run, vmio's own CPU
 # seconds per GiB (from /proc/PID/stat around it) into cpu[key].
 one() { # key, command...
-	local key=$1 line c0 c1
+	local key=$1 line c0 c1 p=$vpid
 	shift
-	c0=$(cpu_ticks "$vpid")
+	[[ $key == *"|poll" ]] && p=$ppid
+	c0=$(cpu_ticks "$p")
 	if line=$("$@" 2>&1); then
-		c1=$(cpu_ticks "$vpid")
+		c1=$(cpu_ticks "$p")
 		res[$key]+="$(sed -n 's/.*MB\/s=\([0-9.]*\).*/\1/p' <<<"$line") "
 		if [[ $key != *"|direct" ]]; then
 			c0=$(s_per_gib "$c0" "$c1" "$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")")
@@ -104,6 +115,9 @@ for msg in 65536 4096 64; do
 				if [ "$d" = h2g ] && [ "$msg" -ge 4096 ]; then
 					one "$cell|mrg" "${vs[@]}" "${args[@]}" --mergeable
 				fi
+				if [ "$msg" = 65536 ]; then
+					one "$cell|poll" "${vp[@]}" "${args[@]}"
+				fi
 			done
 		done
 	done
@@ -111,11 +125,11 @@ done
 
 echo
 echo "vsock: medians over $runs interleaved rounds (MB/s, and vmio's CPU s/GiB); goal vmio/direct >= 0.8 at 64 KiB"
-printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB
+printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB "poll 50us" ratio s/GiB
 for cell in "${rows[@]}"; do
 	dm=$(list_median "${res[$cell|direct]:-}")
 	line=$(printf '%-26s %9s' "$cell" "$dm")
-	for v in vmio rx64k mrg; do
+	for v in vmio rx64k mrg poll; do
 		w=9
 		[ "$v" = rx64k ] && w=11
 		if [ -n "${res[$cell|$v]:-}" ]; then
@@ -127,9 +141,11 @@ for cell in "${rows[@]}"; do
 	done
 	echo "$line"
 done
-kill "$vpid" 2>/dev/null || true
-wait "$vpid" 2>/dev/null || true
-vpid=
+for p in $vpid $ppid; do
+	kill "$p" 2>/dev/null || true
+	wait "$p" 2>/dev/null || true
+done
+vpid= ppid=
 fi
 
 # ---- redirect: `vmio redirect` against socat in the same run, each
