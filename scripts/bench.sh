@@ -55,21 +55,24 @@ fi
 # buffers (packets of up to 64 KiB spanning them). At 64 KiB another vmio
 # with --poll-us 50 runs in the same rounds. ----
 if want vsock; then
-"$build/vmio" vsock --guest-cid 3 --socket "$dir/vsock.sock" \
-	--uds-path "$dir/vm.vsock" -q &
-vpid=$!
-for _ in $(seq 100); do
-	[ -S "$dir/vsock.sock" ] && break
-	sleep 0.05
-done
-vs=("$build/vmio-vsock-bench" --socket "$dir/vsock.sock" --uds-path "$dir/vm.vsock")
-"$build/vmio" vsock --guest-cid 3 --socket "$dir/vpoll.sock" \
-	--uds-path "$dir/vpoll.vsock" --poll-us 50 -q &
-ppid=$!
-for _ in $(seq 100); do
-	[ -S "$dir/vpoll.sock" ] && break
-	sleep 0.05
-done
+# A vmio vsock at $dir/NAME.sock and NAME.vsock, with more options; sets
+# started (its pid) once it listens.
+start_vsock() { # name, options...
+	local name=$1
+	shift
+	"$build/vmio" vsock --guest-cid 3 --socket "$dir/$name.sock" \
+		--uds-path "$dir/$name.vsock" -q "$@" &
+	started=$!
+	for _ in $(seq 100); do
+		[ -S "$dir/$name.sock" ] && break
+		sleep 0.05
+	done
+}
+start_vsock vsock
+vpid=$started
+vs=("$build/vmio-vsock-bench" --socket "$dir/vsock.sock" --uds-path "$dir/vsock.vsock")
+start_vsock vpoll --poll-us 50
+ppid=$started
 vp=("$build/vmio-vsock-bench" --socket "$dir/vpoll.sock" --uds-path "$dir/vpoll.vsock")
 rows=()
 declare -A res
