@@ -101,14 +101,12 @@ int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
 	vmio_backend_set_message_timeout(be, o->message_timeout_ms);
 	if (o->socket_path) {
 		rc = vmio_backend_listen(be, o->socket_path);
-		if (rc) {
+		/* Success is the backend's to say, once. */
+		if (rc)
 			log_err("cannot listen on %s: %s", o->socket_path,
 				rc == -EADDRINUSE ?
 					"another backend is serving that socket" :
 					strerror(-rc));
-		} else {
-			log_info("listening on %s", o->socket_path);
-		}
 	} else {
 		vmio_backend_set_disconnect_cb(be, on_frontend_gone, loop);
 		rc = vmio_backend_serve_fd(be, o->fd);
