@@ -93,6 +93,11 @@ int vmio_cli_parse_backend(const struct vmio_backend_cmdline *cl, int argc,
 			printf("%s%s", cl->usage, vmio_backend_opts_help);
 			return 0;
 		}
+		/* As vhost-device-vsock answers it. */
+		if (c == 'V') {
+			printf("vmio %s\n", VMIO_VERSION);
+			return 0;
+		}
 		if (c == '?' || c == ':')
 			vmio_cli_option_name(argv, name, sizeof(name));
 		if (c == '?')

@@ -70,6 +70,9 @@ static const char vsock_usage[] =
 	"                           (default 64, 16 to 256)\n"
 	"  --groups a+b             sibling groups: accepted as vhost-device-vsock\n"
 	"                           does, with no effect for one VM\n"
+	"  --forward-cid, --forward-listen\n"
+	"                           vhost-device-vsock's AF_VSOCK backend: refused\n"
+	"                           (the host side is --uds-path)\n"
 	"  --poll-us N              after a queue runs dry, look at it again for up\n"
 	"                           to N microseconds before waiting for the\n"
 	"                           guest's notification: fewer wake-ups, a busier\n"
@@ -105,6 +108,7 @@ enum {
 	OPT_THREADS,
 	OPT_CPUS,
 	OPT_POLL_US,
+	OPT_FORWARD,
 };
 
 struct vsock_opts {
@@ -173,6 +177,8 @@ static int handle_opt(void *vp, int c, const char *arg)
 		if (vsock_vms_check_groups(arg, err, sizeof(err)))
 			return vmio_cli_usage_error("vsock", "%s", err);
 		return 0;
+	case OPT_FORWARD:
+		return vmio_cli_usage_error("vsock", "%s", VSOCK_VMS_NO_FORWARD);
 	case OPT_POLL_US:
 		return vmio_cli_parse_num("vsock", "--poll-us", arg, 0, 1000,
 					  &v->poll_us);
@@ -500,6 +506,9 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "cpus", required_argument, NULL, OPT_CPUS },
 		{ "poll-us", required_argument, NULL, OPT_POLL_US },
+		/* vhost-device-vsock's AF_VSOCK backend: refused by name. */
+		{ "forward-cid", required_argument, NULL, OPT_FORWARD },
+		{ "forward-listen", required_argument, NULL, OPT_FORWARD },
 		VMIO_BACKEND_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};

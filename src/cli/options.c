@@ -122,7 +122,8 @@ const char vmio_backend_opts_help[] =
 	"                       (default 1000)\n"
 	"  -v, --verbose        log more (repeat for debug messages)\n"
 	"  -q, --quiet          log errors only\n"
-	"  -h, --help           show this help\n";
+	"  -h, --help           show this help\n"
+	"  -V, --version        print vmio's version\n";
 
 void vmio_backend_opts_init(struct vmio_backend_opts *o, uint16_t default_queue_size)
 {

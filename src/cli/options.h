@@ -62,10 +62,11 @@ enum {
 	{ "message-timeout", required_argument, NULL,                          \
 	  VMIO_OPT_MESSAGE_TIMEOUT },                                          \
 	{ "help", no_argument, NULL, 'h' },                                    \
+	{ "version", no_argument, NULL, 'V' },                                 \
 	{ "verbose", no_argument, NULL, 'v' },                                 \
 	{ "quiet", no_argument, NULL, 'q' }
 
-#define VMIO_BACKEND_SHORT_OPTIONS "hvq"
+#define VMIO_BACKEND_SHORT_OPTIONS "hvqV"
 
 /* The help text lines for the common options. */
 extern const char vmio_backend_opts_help[];

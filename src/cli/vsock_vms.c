@@ -159,6 +159,9 @@ static int set_key(struct vsock_vm_spec *s, const char *key, size_t klen,
 	}
 	if (key_is(key, klen, "groups"))
 		return set_groups(s, val, err, err_size, pfx);
+	if (key_is(key, klen, "forward-cid") ||
+	    key_is(key, klen, "forward-listen"))
+		return fail(err, err_size, pfx, "%s", VSOCK_VMS_NO_FORWARD);
 	if (key_is(key, klen, "thread")) {
 		if (vmio_parse_u64(val, VMIO_MAX_WORKERS - 1, &v))
 			return fail(err, err_size, pfx,

@@ -33,6 +33,14 @@
 /* Sibling groups per VM, and the longest group name. */
 #define VSOCK_VM_MAX_GROUPS 16
 #define VSOCK_VM_GROUP_MAX_LEN 64
+/* Why vhost-device-vsock's --forward-cid and --forward-listen (and the
+ * keys of the same names) are refused. */
+#define VSOCK_VMS_NO_FORWARD                                                    \
+	"--forward-cid and --forward-listen (vhost-device-vsock's AF_VSOCK "    \
+	"backend) are not supported: vmio vsock's host side is unix sockets; "  \
+	"give --uds-path, and host programs reach the guest by connecting "     \
+	"there and writing CONNECT <port>"
+
 /* VMs per process, and the largest config file read. */
 #define VSOCK_MAX_VMS 256
 #define VSOCK_CONFIG_MAX_BYTES (1u << 20)

@@ -134,6 +134,15 @@ static void test_vsock_drop_in(void **state)
 				 "vsock", "--uds-path", uds, "--socket", seq,
 				 NULL })), 2);
 	assert_non_null(strstr(err, "is where host programs connect"));
+	/* Its AF_VSOCK backend is refused by name, with what to use. */
+	assert_int_equal(exit_code(run((const char *[]){
+				 "vsock", "--uds-path", uds, "--socket", sock,
+				 "--forward-cid", "1", NULL })), 2);
+	assert_non_null(strstr(err, "--forward-cid and --forward-listen"));
+	assert_non_null(strstr(err, "give --uds-path"));
+	assert_int_equal(exit_code(run((const char *[]){ "vsock", "--version",
+						      NULL })), 0);
+	assert_non_null(strstr(out, "vmio "));
 	pid = harness_spawn((const char *[]){ "vsock", "--uds-path", uds,
 					      "--socket", sock, NULL });
 	assert_true(harness_wait_socket(sock, 10000));
