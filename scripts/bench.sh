@@ -24,8 +24,8 @@ trap cleanup EXIT
 . "$(dirname "$0")/bench-stats.sh"
 
 # SECTIONS picks what runs (default all): loopback vsock redirect net
-# isolation (SECTIONS=isolation make bench runs only that one).
-sections=" ${SECTIONS:-loopback vsock redirect net isolation} "
+# isolation scale (SECTIONS=isolation make bench runs only that one).
+sections=" ${SECTIONS:-loopback vsock redirect net isolation scale} "
 want() { [[ "$sections" == *" $1 "* ]]; }
 failed=0
 
@@ -217,5 +217,13 @@ fi
 # each kind (scripts/bench-isolation.sh) ----
 if want isolation; then
 	BUILD=$build RUNS=$runs "$top/scripts/bench-isolation.sh" || failed=1
+fi
+
+# ---- scale: one `vmio vsock` with 256 VMs and 1024 idle connections each
+# (as many as RLIMIT_NOFILE allows), 8 of them streaming among the rest;
+# two VMs with --threads 2 against 1; head-of-line latency
+# (scripts/bench-scale.sh) ----
+if want scale; then
+	BUILD=$build RUNS=$runs "$top/scripts/bench-scale.sh" || failed=1
 fi
 exit $failed

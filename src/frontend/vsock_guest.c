@@ -436,38 +436,51 @@ static int service(struct vg *g)
 	return events;
 }
 
-/* Services the queues, waiting up to timeout_ms for the device if there
- * was nothing. */
-static int wait_events(struct vg *g, int timeout_ms)
+/* Services the queues of every guest of gs, waiting up to timeout_ms for
+ * any of them if none had anything. */
+static int wait_many(struct vg *const *gs, unsigned n, int timeout_ms)
 {
-	struct vmio_dvq *rxq = vmio_fe_queue(g->fe, RXQ);
-	struct vmio_dvq *txq = vmio_fe_queue(g->fe, TXQ);
-	struct pollfd p[2] = {
-		{ .fd = rxq->call_fd, .events = POLLIN },
-		{ .fd = txq->call_fd, .events = POLLIN },
-	};
-	int n = service(g);
+	struct pollfd p[2 * VG_POLL_MANY_MAX];
+	int events = 0, r;
 	uint64_t v;
-	int r;
 
-	if (n || timeout_ms == 0)
-		return n;
+	if (n > VG_POLL_MANY_MAX)
+		return -E2BIG;
+	for (unsigned i = 0; i < n; i++)
+		events += service(gs[i]);
+	if (events || timeout_ms == 0)
+		return events;
 	/* Ask for a call, then look again: an entry used between the first
 	 * look and the request would otherwise be noticed by neither side. */
-	vmio_dvq_want_interrupt(rxq);
-	vmio_dvq_want_interrupt(txq);
-	n = service(g);
-	if (n)
-		return n;
+	for (unsigned i = 0; i < n; i++) {
+		vmio_dvq_want_interrupt(vmio_fe_queue(gs[i]->fe, RXQ));
+		vmio_dvq_want_interrupt(vmio_fe_queue(gs[i]->fe, TXQ));
+		events += service(gs[i]);
+	}
+	if (events)
+		return events;
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned q = 0; q < 2; q++)
+			p[2 * i + q] = (struct pollfd){
+				.fd = vmio_fe_queue(gs[i]->fe, q)->call_fd,
+				.events = POLLIN,
+			};
 	do
-		r = poll(p, 2, timeout_ms);
+		r = poll(p, 2 * n, timeout_ms);
 	while (r < 0 && errno == EINTR);
 	if (r < 0)
 		return -errno;
-	for (unsigned i = 0; i < 2; i++)
+	for (unsigned i = 0; i < 2 * n; i++)
 		if (p[i].revents & POLLIN)
 			(void)!read(p[i].fd, &v, sizeof(v));
-	return service(g);
+	for (unsigned i = 0; i < n; i++)
+		events += service(gs[i]);
+	return events;
+}
+
+static int wait_events(struct vg *g, int timeout_ms)
+{
+	return wait_many(&g, 1, timeout_ms);
 }
 
 static int get_slot(struct vg *g, int timeout_ms, unsigned *slot)
@@ -705,10 +718,16 @@ static void flush_ctl(struct vg *g)
 
 int vg_poll(struct vg *g, int timeout_ms)
 {
-	int r = wait_events(g, timeout_ms);
+	return vg_poll_many(&g, 1, timeout_ms);
+}
+
+int vg_poll_many(struct vg *const *gs, unsigned n, int timeout_ms)
+{
+	int r = wait_many(gs, n, timeout_ms);
 
 	if (r >= 0)
-		flush_ctl(g);
+		for (unsigned i = 0; i < n; i++)
+			flush_ctl(gs[i]);
 	return r;
 }
 
