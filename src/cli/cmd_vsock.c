@@ -17,6 +17,7 @@
 #include "devices/vsock/device.h"
 #include "devices/vsock/router.h"
 #include "cli/vsock_vms.h"
+#include "cli/workers_args.h"
 #include "util/log.h"
 
 #define VSOCK_DEFAULT_QUEUE_SIZE 1024
@@ -69,11 +70,16 @@ static const char vsock_usage[] =
 	"  --groups a+b             sibling groups: accepted as vhost-device-vsock\n"
 	"                           does, with no effect for one VM\n"
 	"\n"
+	"Threads (a VM lives on one worker; one VM, one worker):\n"
+	VMIO_WORKERS_OPTS_HELP
+	"\n"
 	"Several VMs in one process (instead of --guest-cid, --uds-path,\n"
 	"--tx-buffer-size, --queue-size, --groups, --socket and --fd):\n"
 	"  --vm KEY=VALUE,...       one VM (repeatable); keys guest-cid, socket,\n"
 	"                           uds-path (required), tx-buffer-size,\n"
-	"                           queue-size, groups=a+b (default \"default\")\n"
+	"                           queue-size, groups=a+b (default \"default\"),\n"
+	"                           thread=K (its worker, from 0; default: the\n"
+	"                           VMs are dealt out over the workers in turn)\n"
 	"  --config FILE            the VMs from a YAML file: a vms: list of\n"
 	"                           mappings with the same keys\n"
 	"  A guest reaches a sibling's CID when the two share a group; else RST.\n"
@@ -90,6 +96,8 @@ enum {
 	OPT_VM,
 	OPT_CONFIG,
 	OPT_GROUPS,
+	OPT_THREADS,
+	OPT_CPUS,
 };
 
 struct vsock_opts {
@@ -103,6 +111,7 @@ struct vsock_opts {
 	uint64_t max_conns;
 	uint64_t connect_timeout_ms;
 	uint64_t line_max;
+	struct vmio_workers_opts workers;
 };
 
 /* Parses a number option in [min, max]; returns 0 or a usage error. */
@@ -170,6 +179,10 @@ static int handle_opt(void *vp, int c, const char *arg)
 		if (vsock_vms_check_groups(arg, err, sizeof(err)))
 			return vmio_cli_usage_error("vsock", "%s", err);
 		return 0;
+	case OPT_THREADS:
+		return vmio_workers_parse_threads("vsock", arg, &v->workers);
+	case OPT_CPUS:
+		return vmio_workers_parse_cpus("vsock", arg, &v->workers);
 	case OPT_CONFIG:
 		if (v->config)
 			return vmio_cli_usage_error(
@@ -220,11 +233,15 @@ static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
 		.connect_line_max = (size_t)v->line_max,
 		.max_queue_size = o->queue_size,
 	};
-	struct vmio_loop *loop = vmio_loop_new();
+	struct vmio_workers *pool = vmio_workers_from_opts(&v->workers, 1);
+	struct vmio_loop *loop = pool ? vmio_workers_loop(pool, 0) : NULL;
 	struct vsock_device *dev = NULL;
 	struct vmio_backend *be = NULL;
 	int status = 1, rc = -ENOMEM;
 
+	/* One VM is one worker: this thread, pinned if --cpus says so. */
+	if (pool && vmio_workers_start(pool))
+		loop = NULL;
 	if (loop)
 		dev = vsock_device_new(loop, &cfg, &rc);
 	if (!dev) {
@@ -242,7 +259,7 @@ static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
 	}
 	vmio_backend_free(be);
 	vsock_device_free(dev);
-	vmio_loop_free(loop);
+	vmio_workers_free(pool);
 	return status;
 }
 
@@ -253,24 +270,52 @@ struct vm_inst {
 	struct vmio_backend *be;
 };
 
+/* The worker of each VM: its thread= key, or the next in turn. */
+static int assign_workers(const struct vsock_vm_list *l, unsigned nworkers,
+			  unsigned *worker)
+{
+	for (unsigned i = 0; i < l->n; i++) {
+		int k = l->vms[i].thread;
+
+		if (k >= (int)nworkers) {
+			log_err("VM %u: thread=%d, but there %s %u worker%s "
+				"(workers are numbered from 0; --threads, "
+				"never more than the VMs)",
+				i + 1, k, nworkers == 1 ? "is" : "are",
+				nworkers, nworkers == 1 ? "" : "s");
+			return -1;
+		}
+		worker[i] = k >= 0 ? (unsigned)k : i % nworkers;
+	}
+	return 0;
+}
+
+static void stop_workers(void *pool)
+{
+	vmio_workers_stop(pool);
+}
+
 /* Builds the router from the VMs' groups, then one device and one
- * vhost-user backend per VM on the one loop, and serves them all until
- * SIGTERM or SIGINT. A VMM that goes away resets its VM alone. */
+ * vhost-user backend per VM, each on its worker's loop, and serves them
+ * all until SIGTERM or SIGINT. A VMM that goes away resets its VM alone. */
 static int run_multi(const struct vmio_backend_opts *o,
 		     const struct vsock_opts *v)
 {
 	const struct vsock_vm_list *l = &v->vms;
-	struct vmio_loop *loop = vmio_loop_new();
+	struct vmio_workers *pool = vmio_workers_from_opts(&v->workers, l->n);
 	struct vsock_router *router =
 		vsock_router_new(l->n, (unsigned)v->max_conns);
 	struct vm_inst *vi = calloc(l->n, sizeof(*vi));
+	unsigned *worker = calloc(l->n, sizeof(*worker));
 	int status = 1, rc = -ENOMEM;
 	unsigned i;
 
-	if (!loop || !router || !vi) {
+	if (!pool || !router || !vi || !worker) {
 		log_err("out of memory setting up the VMs");
 		goto out;
 	}
+	if (assign_workers(l, vmio_workers_count(pool), worker))
+		goto out;
 	for (i = 0; i < l->n; i++)
 		for (unsigned j = 0; j < i; j++)
 			if (vsock_vms_share_group(&l->vms[i], &l->vms[j]))
@@ -291,6 +336,8 @@ static int run_multi(const struct vmio_backend_opts *o,
 			.router = router,
 			.vm_index = i,
 		};
+
+		struct vmio_loop *loop = vmio_workers_loop(pool, worker[i]);
 
 		vi[i].dev = vsock_device_new(loop, &cfg, &rc);
 		if (!vi[i].dev) {
@@ -323,25 +370,34 @@ static int run_multi(const struct vmio_backend_opts *o,
 			 "host sockets at %s",
 			 i + 1, (unsigned long long)s->guest_cid, s->socket,
 			 s->uds_path);
+		log_debug("vsock: VM %u (CID %llu) is served by worker %u", i + 1,
+			  (unsigned long long)s->guest_cid, worker[i]);
 	}
-	if (vmio_cli_watch_signals(loop, NULL, NULL))
+	log_debug("vsock: %u VMs on %u worker thread%s", l->n,
+		  vmio_workers_count(pool),
+		  vmio_workers_count(pool) == 1 ? "" : "s");
+	/* Signals are blocked before any worker starts, so that each one
+	 * inherits the mask and SIGTERM reaches the signalfd of worker 0. */
+	if (vmio_cli_watch_signals(vmio_workers_loop(pool, 0), stop_workers,
+				   pool))
 		goto out;
-	rc = vmio_loop_run(loop);
-	if (rc)
-		log_err("event loop failed: %s", strerror(-rc));
-	else
-		status = 0;
+	if (!vmio_workers_start(pool)) {
+		rc = vmio_workers_run(pool);
+		if (!rc)
+			status = 0;
+	}
 	vmio_cli_unwatch_signals();
 out:
-	/* Backends first: their resets reach the router and the other
-	 * VMs' muxers, which must all still be there. */
+	/* With every worker joined, backends first: their resets reach the
+	 * router and the other VMs' muxers, which must all still be there. */
 	for (i = 0; vi && i < l->n; i++)
 		vmio_backend_free(vi[i].be);
 	for (i = 0; vi && i < l->n; i++)
 		vsock_device_free(vi[i].dev);
 	free(vi);
+	free(worker);
 	vsock_router_free(router);
-	vmio_loop_free(loop);
+	vmio_workers_free(pool);
 	return status;
 }
 
@@ -448,6 +504,8 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 		{ "vm", required_argument, NULL, OPT_VM },
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "groups", required_argument, NULL, OPT_GROUPS },
+		{ "threads", required_argument, NULL, OPT_THREADS },
+		{ "cpus", required_argument, NULL, OPT_CPUS },
 		VMIO_BACKEND_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};

@@ -48,6 +48,59 @@ int vmio_parse_u64(const char *text, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+/* One number of a CPU list: digits only, no unit. */
+static int parse_cpu(const char **p, unsigned max_cpu, unsigned *out)
+{
+	unsigned long v = 0;
+
+	if (!isdigit((unsigned char)**p))
+		return -EINVAL;
+	while (isdigit((unsigned char)**p)) {
+		v = v * 10 + (unsigned long)(**p - '0');
+		if (v > max_cpu)
+			return -ERANGE;
+		(*p)++;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+int vmio_parse_cpu_list(const char *text, unsigned max_cpu, unsigned *cpus,
+			unsigned cap)
+{
+	const char *p = text;
+	unsigned n = 0;
+
+	for (;;) {
+		unsigned lo, hi;
+		int rc = parse_cpu(&p, max_cpu, &lo);
+
+		if (rc)
+			return rc;
+		hi = lo;
+		if (*p == '-') {
+			p++;
+			rc = parse_cpu(&p, max_cpu, &hi);
+			if (rc)
+				return rc;
+			if (hi < lo)
+				return -EINVAL;
+		}
+		for (unsigned c = lo; c <= hi; c++) {
+			for (unsigned k = 0; k < n; k++)
+				if (cpus[k] == c)
+					return -EINVAL;
+			if (n == cap)
+				return -ERANGE;
+			cpus[n++] = c;
+		}
+		if (!*p)
+			return (int)n;
+		if (*p++ != ',')
+			return -EINVAL;
+	}
+}
+
 const char vmio_backend_opts_help[] =
 	"  --socket-path PATH   listen for the VMM on the unix socket PATH\n"
 	"                       (also spelled --socket)\n"

@@ -18,6 +18,13 @@
  * Returns 0, or -EINVAL / -ERANGE. */
 int vmio_parse_u64(const char *text, uint64_t max, uint64_t *out);
 
+/* Parses a CPU list as taskset and cgroups write it: "0-3,8,10-11",
+ * each CPU at most max_cpu and named once, into cpus (room for cap).
+ * Returns the count, or -EINVAL (not a list, or a CPU twice) / -ERANGE
+ * (a CPU above max_cpu, or more than cap of them). */
+int vmio_parse_cpu_list(const char *text, unsigned max_cpu, unsigned *cpus,
+			unsigned cap);
+
 /* Options every backend subcommand accepts. */
 struct vmio_backend_opts {
 	const char *socket_path; /* --socket-path / --socket */

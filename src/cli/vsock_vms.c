@@ -52,6 +52,7 @@ static struct vsock_vm_spec *list_add(struct vsock_vm_list *list)
 		return NULL;
 	list->vms = v;
 	memset(&v[list->n], 0, sizeof(*v));
+	v[list->n].thread = -1;
 	return &v[list->n++];
 }
 
@@ -158,9 +159,18 @@ static int set_key(struct vsock_vm_spec *s, const char *key, size_t klen,
 	}
 	if (key_is(key, klen, "groups"))
 		return set_groups(s, val, err, err_size, pfx);
+	if (key_is(key, klen, "thread")) {
+		if (vmio_parse_u64(val, VMIO_MAX_WORKERS - 1, &v))
+			return fail(err, err_size, pfx,
+				    "thread: '%s' is not a worker from 0 to "
+				    "%u",
+				    val, VMIO_MAX_WORKERS - 1);
+		s->thread = (int)v;
+		return 0;
+	}
 	return fail(err, err_size, pfx,
 		    "unknown key '%.*s' (expected guest-cid, socket, uds-path, "
-		    "tx-buffer-size, queue-size or groups)",
+		    "tx-buffer-size, queue-size, groups or thread)",
 		    (int)(klen > 64 ? 64 : klen), key);
 }
 

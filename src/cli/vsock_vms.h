@@ -8,6 +8,8 @@
  *   tx-buffer-size=N   per-connection buffer (default: the command's)
  *   queue-size=N       largest ring, a power of two (default: the command's)
  *   groups=a+b         sibling groups, '+'-separated (default "default")
+ *   thread=K           the worker that serves it, from 0 (default: the
+ *                      VMs are dealt out over the workers in turn)
  *
  * In YAML the keys may also be written with '_' for '-' (guest_cid,
  * uds_path, ...), as vhost-device-vsock's own examples do.
@@ -21,6 +23,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "event/workers.h"
 
 /* Bounds shared with the single-VM options. */
 #define VSOCK_MIN_GUEST_CID 3ull
@@ -41,6 +45,7 @@ struct vsock_vm_spec {
 	uint16_t queue_size;     /* 0: the command's default */
 	char *groups[VSOCK_VM_MAX_GROUPS];
 	unsigned ngroups;        /* 0 until given: then "default" */
+	int thread;              /* -1 until given */
 	unsigned line;           /* in a config file, for messages; 0: --vm */
 };
 

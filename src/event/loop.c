@@ -1,9 +1,11 @@
 #include "event/loop.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -25,7 +27,7 @@ TAILQ_HEAD(defer_queue, vmio_defer);
 
 struct vmio_loop {
 	int epfd;
-	bool stop;
+	bool stop; /* __atomic: vmio_loop_stop comes from any thread */
 	struct watch *watches;
 	size_t nwatches;
 	uint32_t next_generation;
@@ -41,7 +43,17 @@ struct vmio_loop {
 
 	struct defer_queue deferred;
 	uint64_t turn;
+
+	/* What other threads hand this one: deferred work they posted, and
+	 * the eventfd that wakes epoll_wait for it and for a stop. */
+	pthread_mutex_t post_lock;
+	struct defer_queue posted; /* linked by post_link */
+	int wake_fd;
 };
+
+/* The loop this thread is dispatching, so that a post from a loop's own
+ * callbacks is a plain schedule. */
+static __thread const struct vmio_loop *current_loop;
 
 #define LOOP_MAX_EVENTS 64
 
@@ -51,6 +63,7 @@ static uint64_t pack(int fd, uint32_t generation)
 }
 
 static void timer_fd_cb(void *opaque, int fd, uint32_t events);
+static void wake_fd_cb(void *opaque, int fd, uint32_t events);
 
 struct vmio_loop *vmio_loop_new(void)
 {
@@ -60,10 +73,14 @@ struct vmio_loop *vmio_loop_new(void)
 	loop->epfd = epoll_create1(EPOLL_CLOEXEC);
 	loop->timer_fd = timerfd_create(CLOCK_MONOTONIC,
 					TFD_NONBLOCK | TFD_CLOEXEC);
+	loop->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	loop->next_generation = 1;
 	TAILQ_INIT(&loop->deferred);
-	if (loop->epfd < 0 || loop->timer_fd < 0 ||
-	    vmio_loop_add(loop, loop->timer_fd, EPOLLIN, timer_fd_cb, loop)) {
+	TAILQ_INIT(&loop->posted);
+	pthread_mutex_init(&loop->post_lock, NULL);
+	if (loop->epfd < 0 || loop->timer_fd < 0 || loop->wake_fd < 0 ||
+	    vmio_loop_add(loop, loop->timer_fd, EPOLLIN, timer_fd_cb, loop) ||
+	    vmio_loop_add(loop, loop->wake_fd, EPOLLIN, wake_fd_cb, loop)) {
 		vmio_loop_free(loop);
 		return NULL;
 	}
@@ -74,12 +91,16 @@ void vmio_loop_free(struct vmio_loop *loop)
 {
 	if (!loop)
 		return;
-	if (loop->timers.len || !TAILQ_EMPTY(&loop->deferred))
+	if (loop->timers.len || !TAILQ_EMPTY(&loop->deferred) ||
+	    !TAILQ_EMPTY(&loop->posted))
 		log_warn("event loop freed with %zu timers armed and deferred "
 			 "work queued",
 			 loop->timers.len);
 	if (loop->timer_fd >= 0)
 		close(loop->timer_fd);
+	if (loop->wake_fd >= 0)
+		close(loop->wake_fd);
+	pthread_mutex_destroy(&loop->post_lock);
 	if (loop->epfd >= 0)
 		close(loop->epfd);
 	vmio_heap_release(&loop->timers);
@@ -294,12 +315,82 @@ void vmio_defer_schedule(struct vmio_defer *d)
 	TAILQ_INSERT_TAIL(&d->loop->deferred, d, link);
 }
 
+/* Wakes the loop's epoll_wait, from another thread. The eventfd's count
+ * cannot overflow: the loop reads it back to 0 on each wake. */
+static void loop_wake(struct vmio_loop *loop)
+{
+	uint64_t one = 1;
+
+	if (write(loop->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_err("event loop: cannot wake another thread's loop: %m");
+}
+
+void vmio_defer_post(struct vmio_defer *d)
+{
+	struct vmio_loop *loop = d->loop;
+	bool first;
+
+	if (!loop)
+		return;
+	if (current_loop == loop) {
+		vmio_defer_schedule(d);
+		return;
+	}
+	pthread_mutex_lock(&loop->post_lock);
+	first = TAILQ_EMPTY(&loop->posted);
+	if (!d->posted) {
+		__atomic_store_n(&d->posted, true, __ATOMIC_RELEASE);
+		TAILQ_INSERT_TAIL(&loop->posted, d, post_link);
+	} else {
+		first = false;
+	}
+	pthread_mutex_unlock(&loop->post_lock);
+	if (first)
+		loop_wake(loop);
+}
+
 void vmio_defer_cancel(struct vmio_defer *d)
 {
-	if (!d->queued)
-		return;
-	TAILQ_REMOVE(&d->loop->deferred, d, link);
-	d->queued = false;
+	if (d->queued) {
+		TAILQ_REMOVE(&d->loop->deferred, d, link);
+		d->queued = false;
+	}
+	/* Only this thread clears posted, so a false read needs no lock. */
+	if (d->loop && __atomic_load_n(&d->posted, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&d->loop->post_lock);
+		if (d->posted) {
+			TAILQ_REMOVE(&d->loop->posted, d, post_link);
+			__atomic_store_n(&d->posted, false, __ATOMIC_RELEASE);
+		}
+		pthread_mutex_unlock(&d->loop->post_lock);
+	}
+}
+
+/* What other threads posted (and perhaps a stop): queued for the next
+ * turn, after what this one has already queued. */
+static void wake_fd_cb(void *opaque, int fd, uint32_t events)
+{
+	struct vmio_loop *loop = opaque;
+	struct defer_queue took = TAILQ_HEAD_INITIALIZER(took);
+	struct vmio_defer *d;
+	uint64_t count;
+
+	(void)events;
+	if (read(fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+		log_warn("event loop: wake read: %m");
+	pthread_mutex_lock(&loop->post_lock);
+	while ((d = TAILQ_FIRST(&loop->posted))) {
+		TAILQ_REMOVE(&loop->posted, d, post_link);
+		__atomic_store_n(&d->posted, false, __ATOMIC_RELEASE);
+		TAILQ_INSERT_TAIL(&took, d, post_link);
+	}
+	pthread_mutex_unlock(&loop->post_lock);
+	/* Cancel runs on this thread only, so nothing taken can go away
+	 * before it is queued. */
+	while ((d = TAILQ_FIRST(&took))) {
+		TAILQ_REMOVE(&took, d, post_link);
+		vmio_defer_schedule(d);
+	}
 }
 
 /* Runs the work asked for before this turn; what its callbacks ask for
@@ -324,6 +415,7 @@ static int deferred_run(struct vmio_loop *loop)
 int vmio_loop_run_once(struct vmio_loop *loop, int timeout_ms)
 {
 	struct epoll_event events[LOOP_MAX_EVENTS];
+	const struct vmio_loop *outer = current_loop;
 	bool timers_fired = false;
 	int ran = 0;
 
@@ -332,6 +424,7 @@ int vmio_loop_run_once(struct vmio_loop *loop, int timeout_ms)
 	int n = epoll_wait(loop->epfd, events, LOOP_MAX_EVENTS, timeout_ms);
 	if (n < 0 && errno != EINTR)
 		return -errno;
+	current_loop = loop;
 	for (int i = 0; i < n; i++) {
 		int fd = (int)(uint32_t)events[i].data.u64;
 		uint32_t gen = (uint32_t)(events[i].data.u64 >> 32);
@@ -349,13 +442,15 @@ int vmio_loop_run_once(struct vmio_loop *loop, int timeout_ms)
 	if (timers_fired)
 		ran += timers_expire(loop);
 	ran += deferred_run(loop);
+	current_loop = outer;
 	return ran;
 }
 
+/* A stop is consumed by the run it ends; one asked for before the run
+ * began (another thread may ask before this one starts) ends it at once. */
 int vmio_loop_run(struct vmio_loop *loop)
 {
-	loop->stop = false;
-	while (!loop->stop) {
+	while (!__atomic_exchange_n(&loop->stop, false, __ATOMIC_ACQ_REL)) {
 		int rc = vmio_loop_run_once(loop, -1);
 		if (rc < 0)
 			return rc;
@@ -365,5 +460,12 @@ int vmio_loop_run(struct vmio_loop *loop)
 
 void vmio_loop_stop(struct vmio_loop *loop)
 {
-	loop->stop = true;
+	__atomic_store_n(&loop->stop, true, __ATOMIC_RELEASE);
+	if (current_loop != loop)
+		loop_wake(loop);
+}
+
+bool vmio_loop_is_current(const struct vmio_loop *loop)
+{
+	return current_loop == loop;
 }

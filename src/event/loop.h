@@ -1,5 +1,8 @@
 /* The event loop: file descriptors, timers and deferred work, dispatched
- * from one thread. The vhost-user core and the devices take the loop from
+ * from one thread. Other threads reach a loop in two ways only:
+ * vmio_defer_post (run this on your next turn) and vmio_loop_stop; every
+ * other call is made from the thread that runs the loop, or before it
+ * runs. The vhost-user core and the devices take the loop from
  * their caller, as libvhost-user does, so a program can run several
  * devices in one loop or give a device a loop of its own on another
  * thread.
@@ -85,17 +88,29 @@ static inline bool vmio_timer_armed(const struct vmio_timer *t)
  * peer go first. Asking again before it ran is a no-op. */
 struct vmio_defer {
 	TAILQ_ENTRY(vmio_defer) link;
+	TAILQ_ENTRY(vmio_defer) post_link; /* on the loop's posted list */
 	struct vmio_loop *loop;
 	vmio_task_cb cb;
 	void *opaque;
 	uint64_t turn; /* the turn it was asked in */
 	bool queued;
+	bool posted;   /* by another thread, not yet queued: under the
+			* loop's post lock */
 };
 
 void vmio_defer_init(struct vmio_defer *d, struct vmio_loop *loop,
 		     vmio_task_cb cb, void *opaque);
 void vmio_defer_schedule(struct vmio_defer *d);
-/* Takes it off the queue if it is there; then the struct may be freed. */
+/* vmio_defer_schedule from any thread: on the loop's own thread it is
+ * that call; from another, d goes on the loop's posted list (a mutex
+ * held for a list insert) and an eventfd wakes the loop, which queues it
+ * for its next turn. Posting again before it was queued is a no-op, and
+ * only the first post after the list was empty writes the eventfd. The
+ * poster must know d outlives the post: vmio_defer_cancel, on d's loop
+ * thread, takes it off the posted list too. */
+void vmio_defer_post(struct vmio_defer *d);
+/* Takes it off the queue (and the posted list) if it is there; then the
+ * struct may be freed. From d's loop thread, or before the loop runs. */
 void vmio_defer_cancel(struct vmio_defer *d);
 static inline bool vmio_defer_queued(const struct vmio_defer *d)
 {
@@ -111,6 +126,9 @@ static inline bool vmio_defer_queued(const struct vmio_defer *d)
 int vmio_loop_run_once(struct vmio_loop *loop, int timeout_ms);
 /* Runs until vmio_loop_stop(). Returns 0, or -errno on an epoll failure. */
 int vmio_loop_run(struct vmio_loop *loop);
+/* From any thread: vmio_loop_run returns after the current turn. */
 void vmio_loop_stop(struct vmio_loop *loop);
+/* Whether the calling thread is in vmio_loop_run_once of this loop. */
+bool vmio_loop_is_current(const struct vmio_loop *loop);
 
 #endif

@@ -1,12 +1,19 @@
 /* The sibling router; see router.h. */
 #include "devices/vsock/router.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
-
+/* Locks, and the order they are taken in (never the other way round):
+ *   1. a flow stripe (flow_lock), over the buckets that hash to it;
+ *   2. a receiver's inbound lock (rvm.lock): its queues, its state;
+ *   3. the receiving loop's post lock, inside vmio_defer_post.
+ * A VM talking to its own host sockets takes none of them: it reads its
+ * queued count without a lock to see that no sibling packet waits. */
 #define FLOW_BUCKETS 1024u
+#define FLOW_LOCKS 64u
 
 struct fwd_pkt {
 	struct fwd_pkt *next;
@@ -25,12 +32,17 @@ struct flow {
 };
 
 struct rvm {
-	uint64_t cid;
+	uint64_t cid; /* set before the workers start */
+	/* Under lock: what senders on other workers read and append to. */
+	pthread_mutex_t lock;
 	struct vmio_defer *rx_wake; /* the VM's rx queue, on the next turn */
 	bool attached;  /* a VMM is there (vsock_router_set_vm_state) */
 	unsigned types; /* the socket types its driver takes */
-	unsigned queued; /* packets waiting for this VM, from all senders */
+	unsigned queued; /* packets waiting for this VM, from all senders;
+			  * written under lock, read with __atomic */
+	/* The receiver's own thread alone. */
 	unsigned next;   /* the sender whose turn it is */
+	/* __atomic: a flow is unlinked by whichever end's worker ends it. */
 	unsigned nflows; /* flows this VM opened */
 };
 
@@ -48,6 +60,7 @@ struct vsock_router {
 	bool *link;            /* n * n */
 	struct pair_use *use;  /* [receiver * n + sender] */
 	struct flow *buckets[FLOW_BUCKETS];
+	pthread_mutex_t flow_locks[FLOW_LOCKS];
 	uint32_t seed;
 };
 
@@ -59,6 +72,8 @@ struct vsock_router *vsock_router_new(unsigned nvms, unsigned max_flows)
 		return NULL;
 	r->n = nvms;
 	r->max_flows = max_flows;
+	for (unsigned i = 0; i < FLOW_LOCKS; i++)
+		pthread_mutex_init(&r->flow_locks[i], NULL);
 	r->vms = calloc(nvms, sizeof(*r->vms));
 	r->link = calloc((size_t)nvms * nvms, sizeof(*r->link));
 	r->use = calloc((size_t)nvms * nvms, sizeof(*r->use));
@@ -66,6 +81,8 @@ struct vsock_router *vsock_router_new(unsigned nvms, unsigned max_flows)
 		vsock_router_free(r);
 		return NULL;
 	}
+	for (unsigned i = 0; i < nvms; i++)
+		pthread_mutex_init(&r->vms[i].lock, NULL);
 	/* Ports come from guests: a seed they cannot know keeps them from
 	 * piling flows into one bucket. */
 	if (getrandom(&r->seed, sizeof(r->seed), GRND_NONBLOCK) !=
@@ -87,7 +104,7 @@ static void queue_drop(struct vsock_router *r, unsigned idx)
 		}
 		*u = (struct pair_use){ 0 };
 	}
-	r->vms[idx].queued = 0;
+	__atomic_store_n(&r->vms[idx].queued, 0, __ATOMIC_RELAXED);
 }
 
 void vsock_router_free(struct vsock_router *r)
@@ -102,8 +119,12 @@ void vsock_router_free(struct vsock_router *r)
 			free(f);
 		}
 	if (r->vms)
-		for (unsigned i = 0; i < r->n; i++)
+		for (unsigned i = 0; i < r->n; i++) {
 			queue_drop(r, i);
+			pthread_mutex_destroy(&r->vms[i].lock);
+		}
+	for (unsigned i = 0; i < FLOW_LOCKS; i++)
+		pthread_mutex_destroy(&r->flow_locks[i]);
 	free(r->vms);
 	free(r->link);
 	free(r->use);
@@ -113,15 +134,23 @@ void vsock_router_free(struct vsock_router *r)
 void vsock_router_set_vm(struct vsock_router *r, unsigned idx, uint64_t cid,
 			 struct vmio_defer *rx_wake)
 {
-	r->vms[idx].cid = cid;
-	r->vms[idx].rx_wake = rx_wake;
+	struct rvm *v = &r->vms[idx];
+
+	pthread_mutex_lock(&v->lock);
+	v->cid = cid;
+	v->rx_wake = rx_wake;
+	pthread_mutex_unlock(&v->lock);
 }
 
 void vsock_router_set_vm_state(struct vsock_router *r, unsigned idx,
 			       bool attached, unsigned types)
 {
-	r->vms[idx].attached = attached;
-	r->vms[idx].types = types;
+	struct rvm *v = &r->vms[idx];
+
+	pthread_mutex_lock(&v->lock);
+	v->attached = attached;
+	v->types = types;
+	pthread_mutex_unlock(&v->lock);
 }
 
 void vsock_router_link(struct vsock_router *r, unsigned a, unsigned b)
@@ -146,6 +175,13 @@ static unsigned flow_hash(const struct vsock_router *r, unsigned va,
 	return (unsigned)(x & (FLOW_BUCKETS - 1));
 }
 
+static pthread_mutex_t *flow_lock(struct vsock_router *r, unsigned va,
+				  uint32_t pa, unsigned vb, uint32_t pb)
+{
+	return &r->flow_locks[flow_hash(r, va, pa, vb, pb) % FLOW_LOCKS];
+}
+
+/* Under the flow's stripe lock. */
 static struct flow **flow_find(struct vsock_router *r, unsigned va,
 			       uint32_t pa, unsigned vb, uint32_t pb)
 {
@@ -168,12 +204,15 @@ static void flow_unlink(struct vsock_router *r, struct flow **pp)
 	struct flow *f = *pp;
 
 	*pp = f->next;
-	r->vms[f->vm[0]].nflows--;
+	__atomic_sub_fetch(&r->vms[f->vm[0]].nflows, 1, __ATOMIC_RELAXED);
 	free(f);
 }
 
 /* ---- Queues ---- */
 
+/* Under the receiver's lock. The wake is posted under it too, so that a
+ * muxer that clears its rx_wake (vsock_router_set_vm) is never woken
+ * after. */
 static void enqueue(struct vsock_router *r, unsigned to, struct fwd_pkt *p)
 {
 	struct rvm *v = &r->vms[to];
@@ -186,15 +225,16 @@ static void enqueue(struct vsock_router *r, unsigned to, struct fwd_pkt *p)
 	else
 		u->head = p;
 	u->tail = p;
-	v->queued++;
+	__atomic_store_n(&v->queued, v->queued + 1, __ATOMIC_RELEASE);
 	u->pkts++;
 	u->bytes += p->hdr.len;
 	if (was_empty && v->rx_wake)
-		vmio_defer_schedule(v->rx_wake);
+		vmio_defer_post(v->rx_wake);
 }
 
 /* Queues for VM `to` an RST from (from, from_port) to (to, to_port).
- * Bounded by the flows: it is sent once per flow, as the flow goes. */
+ * Bounded by the flows: it is sent once per flow, as the flow goes.
+ * Under the receiver's lock. */
 static void send_rst(struct vsock_router *r, unsigned from, uint32_t from_port,
 		     unsigned to, uint32_t to_port, uint16_t type)
 {
@@ -222,29 +262,42 @@ static int find_vm(const struct vsock_router *r, uint64_t cid)
 	return -1;
 }
 
-int vsock_router_forward(struct vsock_router *r, unsigned from,
-			 const struct vsock_pkt *pkt,
-			 const struct vmio_chain *ch, bool invalid,
-			 const char **why)
+/* Copies a data packet out of the guest's chain, before any lock is
+ * taken: a sibling that is refused costs its sender a malloc and a copy,
+ * and the receiver's lock is never held across one. NULL on no memory. */
+static struct fwd_pkt *fwd_copy(unsigned from, const struct vsock_pkt *pkt,
+				const struct vmio_chain *ch)
 {
 	const struct vsock_hdr *h = &pkt->hdr;
-	int dst = find_vm(r, h->dst_cid);
-	unsigned to;
-	struct flow **fp, *f;
-	struct pair_use *u;
-	struct fwd_pkt *p;
+	struct fwd_pkt *p = malloc(sizeof(*p) + h->len);
 
-	if (dst < 0 || (unsigned)dst == from) {
-		*why = "no VM of this process has that CID";
-		return -1;
+	if (!p)
+		return NULL;
+	p->from = from;
+	p->off = 0;
+	p->hdr = *h;
+	/* The parser checked the length: a short read cannot happen. */
+	if (h->len &&
+	    vmio_chain_read(ch, pkt->payload_off, p->data, h->len) != h->len) {
+		free(p);
+		return NULL;
 	}
-	to = (unsigned)dst;
-	if (!r->link[(size_t)from * r->n + to]) {
-		*why = "that VM shares no group with this one";
-		return -1;
-	}
-	fp = flow_find(r, from, h->src_port, to, h->dst_port);
-	f = *fp;
+	return p;
+}
+
+/* The decision, under the flow's stripe lock and the receiver's lock: p
+ * (NULL for an invalid packet, or with no memory) is queued, or
+ * refused with *why. Returns 0 if p was taken (or an RST with nowhere
+ * to go dropped), -1 if not. */
+static int forward_locked(struct vsock_router *r, unsigned from, unsigned to,
+			  const struct vsock_hdr *h, bool invalid,
+			  struct fwd_pkt *p, const char **why)
+{
+	struct flow **fp = flow_find(r, from, h->src_port, to, h->dst_port);
+	struct flow *f = *fp;
+	const struct rvm *v = &r->vms[to];
+	struct pair_use *u;
+
 	if (invalid) {
 		*why = "invalid packet";
 		if (f) {
@@ -263,14 +316,14 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 		flow_unlink(r, fp);
 		return -1;
 	}
-	if (!r->vms[to].attached) {
+	if (!v->attached) {
 		*why = "that VM has no VMM attached";
 		if (f)
 			flow_unlink(r, fp);
 		return -1;
 	}
 	/* A seqpacket REQUEST to a driver that did not negotiate it. */
-	if (!f && !(r->vms[to].types & VSOCK_TYPE_BIT(h->type))) {
+	if (!f && !(v->types & VSOCK_TYPE_BIT(h->type))) {
 		*why = "that VM's driver does not take this socket type";
 		return -1;
 	}
@@ -278,14 +331,17 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 	 * it closes a socket that an RST (or its peer's) already ended. The
 	 * other VM's kernel would ignore it: drop it, quietly, as the host
 	 * path does. */
-	if (!f && h->op == VSOCK_OP_RST)
+	if (!f && h->op == VSOCK_OP_RST) {
+		free(p);
 		return 0;
+	}
 	if (!f && h->op != VSOCK_OP_REQUEST) {
 		*why = "no such sibling connection";
 		return -1;
 	}
 	if (!f) {
-		if (r->vms[from].nflows >= r->max_flows) {
+		if (__atomic_load_n(&r->vms[from].nflows, __ATOMIC_RELAXED) >=
+		    r->max_flows) {
 			*why = "too many sibling connections";
 			return -1;
 		}
@@ -301,7 +357,7 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 		f->type = h->type;
 		f->next = *fp;
 		*fp = f;
-		r->vms[from].nflows++;
+		__atomic_add_fetch(&r->vms[from].nflows, 1, __ATOMIC_RELAXED);
 	}
 	u = &r->use[(size_t)to * r->n + from];
 	/* An RST always goes (one per flow, and it ends the flow). */
@@ -314,21 +370,10 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 		flow_unlink(r, fp);
 		return -1;
 	}
-	p = malloc(sizeof(*p) + h->len);
 	if (!p) {
 		*why = "out of memory";
 		send_rst(r, from, h->src_port, to, h->dst_port, f->type);
 		flow_unlink(r, fp);
-		return -1;
-	}
-	p->from = from;
-	p->off = 0;
-	p->hdr = *h;
-	if (h->len &&
-	    vmio_chain_read(ch, pkt->payload_off, p->data, h->len) != h->len) {
-		/* The parser checked the length: cannot happen. */
-		free(p);
-		*why = "short payload";
 		return -1;
 	}
 	if (h->op == VSOCK_OP_RST)
@@ -337,31 +382,79 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 	return 0;
 }
 
+int vsock_router_forward(struct vsock_router *r, unsigned from,
+			 const struct vsock_pkt *pkt,
+			 const struct vmio_chain *ch, bool invalid,
+			 const char **why)
+{
+	const struct vsock_hdr *h = &pkt->hdr;
+	int dst = find_vm(r, h->dst_cid);
+	struct fwd_pkt *p = NULL;
+	pthread_mutex_t *fl;
+	unsigned to;
+	int rc;
+
+	if (dst < 0 || (unsigned)dst == from) {
+		*why = "no VM of this process has that CID";
+		return -1;
+	}
+	to = (unsigned)dst;
+	if (!r->link[(size_t)from * r->n + to]) {
+		*why = "that VM shares no group with this one";
+		return -1;
+	}
+	if (!invalid)
+		p = fwd_copy(from, pkt, ch);
+	fl = flow_lock(r, from, h->src_port, to, h->dst_port);
+	pthread_mutex_lock(fl);
+	pthread_mutex_lock(&r->vms[to].lock);
+	rc = forward_locked(r, from, to, h, invalid, p, why);
+	pthread_mutex_unlock(&r->vms[to].lock);
+	pthread_mutex_unlock(fl);
+	if (rc)
+		free(p);
+	return rc;
+}
+
 bool vsock_router_rx_pending(const struct vsock_router *r, unsigned idx)
 {
-	return r->vms[idx].queued != 0;
+	return __atomic_load_n(&r->vms[idx].queued, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* The receiver's next packet: of the next sender in turn that has one.
+ * Under the receiver's lock. */
+static struct pair_use *next_sender(struct vsock_router *r, unsigned idx)
+{
+	const struct rvm *v = &r->vms[idx];
+
+	for (unsigned k = 0; k < r->n; k++) {
+		struct pair_use *u =
+			&r->use[(size_t)idx * r->n + (v->next + k) % r->n];
+
+		if (u->head)
+			return u;
+	}
+	return NULL;
 }
 
 uint32_t vsock_router_fill_rx(struct vsock_router *r, unsigned idx,
 			      const struct vmio_chain *ch)
 {
 	struct rvm *v = &r->vms[idx];
-	struct pair_use *u = NULL;
+	struct pair_use *u;
 	struct fwd_pkt *p;
 	struct vsock_hdr h;
 	uint32_t room, left, piece;
-	unsigned s;
 
-	if (!v->queued)
+	pthread_mutex_lock(&v->lock);
+	u = next_sender(r, idx);
+	p = u ? u->head : NULL;
+	pthread_mutex_unlock(&v->lock);
+	if (!p)
 		return 0;
-	/* The next sender in turn with something queued. */
-	for (unsigned k = 0; k < r->n; k++) {
-		s = (v->next + k) % r->n;
-		u = &r->use[(size_t)idx * r->n + s];
-		if (u->head)
-			break;
-	}
-	p = u->head;
+	/* Senders only append: the head packet is this thread's until it
+	 * pops it under the lock again, so its payload is written to the
+	 * guest with no lock held. */
 	h = p->hdr;
 	left = p->hdr.len - p->off;
 	room = vsock_pkt_rx_capacity(ch, VSOCK_MAX_PKT_PAYLOAD);
@@ -379,40 +472,66 @@ uint32_t vsock_router_fill_rx(struct vsock_router *r, unsigned idx,
 	/* A packet's pieces go in a row; then the next sender's turn. */
 	v->next = p->from;
 	if (p->off == p->hdr.len) {
+		pthread_mutex_lock(&v->lock);
 		u->pkts--;
 		u->bytes -= p->hdr.len;
 		u->head = p->next;
 		if (!u->head)
 			u->tail = NULL;
-		v->queued--;
+		__atomic_store_n(&v->queued, v->queued - 1, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&v->lock);
 		v->next = (p->from + 1) % r->n;
 		free(p);
 	}
 	return VSOCK_HDR_SIZE + piece;
 }
 
-void vsock_router_vm_reset(struct vsock_router *r, unsigned idx)
+/* Resets VM idx's flows in the buckets of one stripe, under its lock. */
+static void reset_stripe(struct vsock_router *r, unsigned idx, unsigned stripe)
 {
-	for (unsigned b = 0; b < FLOW_BUCKETS; b++) {
+	for (unsigned b = stripe; b < FLOW_BUCKETS; b += FLOW_LOCKS) {
 		struct flow **pp = &r->buckets[b];
 
 		while (*pp) {
 			struct flow *f = *pp;
 			unsigned me = f->vm[0] == idx ? 0 : 1;
+			struct rvm *other = &r->vms[f->vm[!me]];
 
 			if (f->vm[me] != idx) {
 				pp = &f->next;
 				continue;
 			}
+			pthread_mutex_lock(&other->lock);
 			send_rst(r, idx, f->port[me], f->vm[!me],
 				 f->port[!me], f->type);
+			pthread_mutex_unlock(&other->lock);
 			flow_unlink(r, pp);
 		}
 	}
+}
+
+void vsock_router_vm_reset(struct vsock_router *r, unsigned idx)
+{
+	struct rvm *v = &r->vms[idx];
+
+	/* Closed to new packets first, so that no sender opens a flow (or
+	 * queues a packet) between the walk and the drop; the muxer tells
+	 * its state again once it is reset. */
+	pthread_mutex_lock(&v->lock);
+	v->attached = false;
+	v->types = 0;
+	pthread_mutex_unlock(&v->lock);
+	for (unsigned k = 0; k < FLOW_LOCKS; k++) {
+		pthread_mutex_lock(&r->flow_locks[k]);
+		reset_stripe(r, idx, k);
+		pthread_mutex_unlock(&r->flow_locks[k]);
+	}
+	pthread_mutex_lock(&v->lock);
 	queue_drop(r, idx);
+	pthread_mutex_unlock(&v->lock);
 }
 
 unsigned vsock_router_flows(const struct vsock_router *r, unsigned idx)
 {
-	return r->vms[idx].nflows;
+	return __atomic_load_n(&r->vms[idx].nflows, __ATOMIC_RELAXED);
 }

@@ -39,7 +39,15 @@
  * A VM whose VMM disconnects (vsock_router_vm_reset): every sibling flow
  * it had is reset on the other side, and its inbound queue is dropped.
  *
- * Everything runs on the one loop of the process. */
+ * Threads: each VM lives on one worker (event/workers.h), and the router
+ * is the one thing VMs on different workers share. A VM's calls
+ * (vsock_router_forward as sender; rx_pending, fill_rx and vm_reset as
+ * receiver) come from its own worker; a sender appends to the receiver's
+ * queues under the receiver's lock and wakes it with vmio_defer_post,
+ * and the flow table is locked in stripes. rx_pending takes no lock, so
+ * a VM whose traffic is all to its own host sockets never takes one.
+ * vsock_router_new, _link and _free are called with no worker running;
+ * set_vm from the VM's worker or before the workers start. */
 #ifndef VMIO_DEVICES_VSOCK_ROUTER_H
 #define VMIO_DEVICES_VSOCK_ROUTER_H
 
