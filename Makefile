@@ -25,4 +25,4 @@ fuzz: deps
 	scripts/fuzz.sh
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz

@@ -11,6 +11,7 @@ packages=(
 	ninja-build
 	clang             # fuzz targets (libFuzzer) and the BPF program
 	libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
+	libtsan2          # ThreadSanitizer runtime for gcc: the suite's build-tsan
 	libcmocka-dev     # unit test framework
 	libbpf-dev        # vmio redirect's sockmap engine: loads its BPF program
 	libxdp-dev        # vmio net --xdp: AF_XDP sockets and their XDP program

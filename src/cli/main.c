@@ -1,6 +1,7 @@
 /* The vmio binary: one program, a subcommand per job. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cli/cmd_loopback.h"
 #include "cli/cmd_net.h"
@@ -42,8 +43,23 @@ static void print_usage(FILE *f)
 	fprintf(f, "\nRun 'vmio COMMAND --help' for a command's options.\n");
 }
 
+/* Every connection costs a descriptor (vsock: its host socket; redirect:
+ * two), and vmio waits with epoll, so the soft limit's usual 1024 is a
+ * limit of habit: take what the hard limit allows. Raising the hard limit
+ * is the administrator's (LimitNOFILE=, ulimit -Hn; README). */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 int main(int argc, char **argv)
 {
+	raise_nofile();
 	if (argc < 2) {
 		print_usage(stderr);
 		return VMIO_EXIT_USAGE;

@@ -367,11 +367,12 @@ void vmio_defer_cancel(struct vmio_defer *d)
 }
 
 /* What other threads posted (and perhaps a stop): queued for the next
- * turn, after what this one has already queued. */
+ * turn, after what this one has already queued. Queued under the lock:
+ * once posted is cleared another thread may post d again, and post_link
+ * is then its to write. */
 static void wake_fd_cb(void *opaque, int fd, uint32_t events)
 {
 	struct vmio_loop *loop = opaque;
-	struct defer_queue took = TAILQ_HEAD_INITIALIZER(took);
 	struct vmio_defer *d;
 	uint64_t count;
 
@@ -382,15 +383,9 @@ static void wake_fd_cb(void *opaque, int fd, uint32_t events)
 	while ((d = TAILQ_FIRST(&loop->posted))) {
 		TAILQ_REMOVE(&loop->posted, d, post_link);
 		__atomic_store_n(&d->posted, false, __ATOMIC_RELEASE);
-		TAILQ_INSERT_TAIL(&took, d, post_link);
-	}
-	pthread_mutex_unlock(&loop->post_lock);
-	/* Cancel runs on this thread only, so nothing taken can go away
-	 * before it is queued. */
-	while ((d = TAILQ_FIRST(&took))) {
-		TAILQ_REMOVE(&took, d, post_link);
 		vmio_defer_schedule(d);
 	}
+	pthread_mutex_unlock(&loop->post_lock);
 }
 
 /* Runs the work asked for before this turn; what its callbacks ask for

@@ -7,6 +7,7 @@
 
 #include "frontend/stream.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -487,14 +488,14 @@ long harness_rss_kib(pid_t pid)
 	return kib;
 }
 
-long harness_cpu_ticks(pid_t pid)
+/* utime + stime of a /proc stat file, and the name in it. -1: gone. */
+static long stat_ticks(const char *path, char *name, size_t name_size)
 {
-	char path[64], buf[1024], *p;
+	char buf[1024], *p, *o;
 	unsigned long ut, st;
 	size_t n;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
@@ -503,10 +504,54 @@ long harness_cpu_ticks(pid_t pid)
 	buf[n] = '\0';
 	/* Fields 14 and 15, counted after the ')' that ends the name. */
 	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u "
-			 "%*u %lu %lu", &ut, &st) != 2)
+	o = strchr(buf, '(');
+	if (!p || !o || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u "
+			       "%*u %*u %lu %lu", &ut, &st) != 2)
 		return -1;
+	if (name)
+		snprintf(name, name_size, "%.*s", (int)(p - o - 1), o + 1);
 	return (long)(ut + st);
+}
+
+long harness_cpu_ticks(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	return stat_ticks(path, NULL, 0);
+}
+
+unsigned harness_threads(pid_t pid, struct harness_thread *t, unsigned cap)
+{
+	char dir[64], path[384];
+	struct dirent *e;
+	unsigned n = 0;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	d = opendir(dir);
+	if (!d)
+		fail_msg("vmio (pid %d) is gone", (int)pid);
+	while ((e = readdir(d)) && n < cap) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/stat", dir, e->d_name);
+		t[n].ticks = stat_ticks(path, t[n].name, sizeof(t[n].name));
+		if (t[n].ticks >= 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+long harness_thread_ticks(const struct harness_thread *t, unsigned n,
+			  const char *name)
+{
+	for (unsigned k = 0; k < n; k++)
+		if (!strcmp(t[k].name, name))
+			return t[k].ticks;
+	fail_msg("vmio has no thread named %s", name);
+	return -1;
 }
 
 void harness_expect_idle(pid_t pid, const char *what)

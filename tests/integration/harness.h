@@ -96,6 +96,19 @@ long harness_rss_kib(pid_t pid);
  * tests check that vmio does not spin while it waits. */
 long harness_cpu_ticks(pid_t pid);
 
+/* A thread of a process: its name (comm: "vmio-w1" for worker 1) and the
+ * CPU time it used, in clock ticks. */
+struct harness_thread {
+	char name[32];
+	long ticks;
+};
+
+/* Reads up to cap threads of pid; returns how many. */
+unsigned harness_threads(pid_t pid, struct harness_thread *t, unsigned cap);
+/* The ticks of the thread called name (fails the test if none is). */
+long harness_thread_ticks(const struct harness_thread *t, unsigned n,
+			  const char *name);
+
 /* Asserts that pid is idle (does not spin): some window of 1 s, of at
  * most HARNESS_IDLE_WINDOWS in a row, in which it used fewer than
  * HARNESS_IDLE_TICKS clock ticks. A process that spins burns every window

@@ -252,7 +252,7 @@ struct srv {
 	enum srv_mode mode;
 	int lfd, fd;
 	struct sink sink;
-	volatile bool release;
+	bool release; /* __atomic: the test lets a stalled server go */
 	bool accepted;
 	pthread_t thread;
 };
@@ -271,7 +271,8 @@ static void *srv_main(void *arg)
 	if (s->mode == SRV_STALL) {
 		int64_t end = now_ms() + 60000;
 
-		while (!s->release && now_ms() < end)
+		while (!__atomic_load_n(&s->release, __ATOMIC_ACQUIRE) &&
+		       now_ms() < end)
 			usleep(10000);
 	}
 	sink_run(&s->sink, WAIT);
@@ -315,8 +316,8 @@ struct echo {
 	int lfd;
 	int fds[ECHO_MAX];
 	unsigned nfds;
-	unsigned accepted;
-	volatile bool stop;
+	unsigned accepted; /* __atomic: the echo thread counts, the test reads */
+	bool stop; /* __atomic */
 	pthread_t thread;
 };
 
@@ -326,7 +327,7 @@ static void *echo_main(void *arg)
 	struct echo *e = arg;
 	uint8_t buf[4096];
 
-	while (!e->stop) {
+	while (!__atomic_load_n(&e->stop, __ATOMIC_ACQUIRE)) {
 		unsigned n = 0;
 
 		p[n++] = (struct pollfd){ .fd = e->lfd, .events = POLLIN };
@@ -340,7 +341,8 @@ static void *echo_main(void *arg)
 
 			if (fd >= 0) {
 				e->fds[e->nfds++] = fd;
-				e->accepted++;
+				__atomic_add_fetch(&e->accepted, 1,
+						   __ATOMIC_RELAXED);
 			}
 		}
 		for (unsigned i = 1; i < n; i++) {
@@ -386,7 +388,7 @@ static void echo_start(struct echo *e, struct vm *vm)
 
 static void echo_stop(struct echo *e)
 {
-	e->stop = true;
+	__atomic_store_n(&e->stop, true, __ATOMIC_RELEASE);
 	pthread_join(e->thread, NULL);
 	close(e->lfd);
 }
@@ -760,13 +762,14 @@ static void test_hostile_packets(void **state)
 
 	/* A forged src_cid names nobody: dropped, never answered, and no
 	 * host connection is made for it. */
-	before = e.accepted;
+	before = __atomic_load_n(&e.accepted, __ATOMIC_RELAXED);
 	h = guest_hdr(60001, ECHO_PORT, VSOCK_OP_REQUEST);
 	h.src_cid = 99;
 	send_hdr(vm, &h);
 	assert_false(vg_wait_unmatched(vm->g, VSOCK_OP_RESPONSE, 60001, &got,
 				       500));
-	assert_int_equal(e.accepted, before);
+	assert_int_equal(__atomic_load_n(&e.accepted, __ATOMIC_RELAXED),
+			 before);
 	healthy(vm, "spoofed src_cid");
 
 	/* A type we did not offer: RST (the spec). */
@@ -879,7 +882,7 @@ static void test_credit_overrun(void **state)
 		reset = wait_reset(vm, s, WAIT);
 	print_message("# reset after %" PRIu64 " KiB sent\n", sent >> 10);
 	assert_true(reset);
-	srv.release = true;
+	__atomic_store_n(&srv.release, true, __ATOMIC_RELEASE);
 	srv_join(&srv);
 	vg_close(s);
 	healthy(vm, "credit overrun");
@@ -1042,7 +1045,8 @@ static void test_many_connections(void **state)
 		}
 		assert_memory_equal(got, msg, (size_t)n);
 	}
-	assert_int_equal(e.accepted, MANY);
+	assert_int_equal(__atomic_load_n(&e.accepted, __ATOMIC_RELAXED),
+			 MANY);
 	for (unsigned i = 0; i < MANY; i++)
 		vg_close(s[i]);
 	healthy(vm, "many connections");
@@ -1106,7 +1110,7 @@ static void test_stalled_host_reader(void **state)
 	/* Only this connection stalls. */
 	healthy(vm, "a stalled connection");
 
-	srv.release = true;
+	__atomic_store_n(&srv.release, true, __ATOMIC_RELEASE);
 	while (off < total) {
 		ssize_t n;
 

@@ -7,8 +7,15 @@
  * neighbours' host traffic is not held up), one that ignores credit (its
  * connection is reset, nothing else), and the command line's errors.
  *
+ * The same under worker threads (--threads: one loop, the default, and a
+ * worker per VM), and what only threads can get wrong: a VMM that goes
+ * while a sibling on another worker is sending to it, a memory table
+ * changed under sibling traffic, SIGTERM while every worker streams,
+ * and thread=K putting a VM where it says.
+ *
  * The host side of a guest-to-host transfer is a reader thread; cmocka's
- * assertions stay in the main thread. */
+ * assertions stay in the main thread. A guest driven from a thread of
+ * its own (vg is not shared) reports back through its struct. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -18,6 +25,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,26 +91,52 @@ static void fleet_start(struct fleet *f, const char *const args[])
 		f->g[i] = guest_open(f, i);
 }
 
-static int fleet_setup(void **state)
+/* The fleet from --vm arguments; threads: the --threads value, or NULL
+ * for the default; vm_extra: appended to every --vm (",thread=0"). */
+static int fleet_setup_with(void **state, const char *threads,
+			    const char *const vm_extra[NVM])
 {
 	static struct fleet fl;
 	struct fleet *f = &fl;
 	char vm[NVM][700];
-	const char *args[2 * NVM + 2] = { "vsock" };
+	const char *args[2 * NVM + 4] = { "vsock" };
+	unsigned n = 1;
 
 	memset(f, 0, sizeof(*f));
 	fleet_paths(f);
 	for (unsigned i = 0; i < NVM; i++) {
 		snprintf(vm[i], sizeof(vm[i]),
-			 "guest-cid=%" PRIu64 ",socket=%s,uds-path=%s%s",
+			 "guest-cid=%" PRIu64 ",socket=%s,uds-path=%s%s%s",
 			 cid[i], f->sock[i], f->uds[i],
-			 i == 2 ? ",groups=other" : "");
-		args[1 + 2 * i] = "--vm";
-		args[2 + 2 * i] = vm[i];
+			 i == 2 ? ",groups=other" : "",
+			 vm_extra ? vm_extra[i] : "");
+		args[n++] = "--vm";
+		args[n++] = vm[i];
+	}
+	if (threads) {
+		args[n++] = "--threads";
+		args[n++] = threads;
 	}
 	fleet_start(f, args);
 	*state = f;
 	return 0;
+}
+
+static int fleet_setup(void **state)
+{
+	return fleet_setup_with(state, NULL, NULL);
+}
+
+/* One loop for all: the program before worker threads. */
+static int fleet_setup_one_loop(void **state)
+{
+	return fleet_setup_with(state, "1", NULL);
+}
+
+/* A worker per VM: every sibling packet crosses threads. */
+static int fleet_setup_worker_each(void **state)
+{
+	return fleet_setup_with(state, "3", NULL);
 }
 
 /* The same VMs from a YAML file. */
@@ -140,6 +174,8 @@ static int fleet_teardown(void **state)
 		vg_free(f->g[i]);
 		f->g[i] = NULL;
 	}
+	if (!f->pid) /* the test stopped it */
+		return 0;
 	st = harness_stop(f->pid, 5000);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
@@ -232,13 +268,15 @@ struct host_reader {
 	int lfd;
 	uint64_t want, got, seed;
 	bool bad;
+	uint64_t bad_at; /* the first wrong byte's offset, if bad */
 	pthread_t t;
 };
 
 static void *host_reader_main(void *arg)
 {
 	struct host_reader *h = arg;
-	static uint8_t buf[CHUNK];
+	/* One per reader: a test may run several at once. */
+	static __thread uint8_t buf[CHUNK];
 	struct pollfd p = { .fd = h->lfd, .events = POLLIN };
 	int fd;
 
@@ -251,9 +289,12 @@ static void *host_reader_main(void *arg)
 
 		if (n <= 0)
 			break;
-		if (vg_pattern_check(h->seed, h->got, buf, (size_t)n) !=
-		    (size_t)n)
+		if (!h->bad && vg_pattern_check(h->seed, h->got, buf,
+						 (size_t)n) != (size_t)n) {
 			h->bad = true;
+			h->bad_at = h->got + vg_pattern_check(h->seed, h->got,
+							      buf, (size_t)n);
+		}
 		h->got += (uint64_t)n;
 	}
 	if (fd >= 0)
@@ -545,6 +586,267 @@ static void test_credit_flood(void **state)
 
 /* ---- command line ---- */
 
+/* ---- worker threads ---- */
+
+/* A guest driven from a thread of its own. */
+struct guest_thread {
+	pthread_t t;
+	struct fleet *f;
+	struct vg_sock *s;
+	unsigned vm;
+	uint64_t seed;       /* of the pattern written or checked */
+	uint64_t limit;      /* bytes to move (reader: then disconnect) */
+	uint64_t done;       /* __atomic: moved so far */
+	ssize_t last;        /* the call that ended it */
+	bool bad;            /* wrong data */
+	bool forever;        /* writer: until an error, not limit */
+};
+
+/* Writes a pattern on s until limit (or, forever, an error). */
+static void *writer_main(void *arg)
+{
+	struct guest_thread *w = arg;
+	static __thread uint8_t buf[CHUNK];
+
+	for (;;) {
+		uint64_t at = __atomic_load_n(&w->done, __ATOMIC_RELAXED);
+
+		if (!w->forever && at >= w->limit)
+			break;
+		vg_pattern_fill(w->seed, at, buf, CHUNK);
+		w->last = vg_write(w->s, buf, CHUNK, WAIT);
+		if (w->last != CHUNK)
+			break;
+		__atomic_store_n(&w->done, at + CHUNK, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+/* Reads and checks limit bytes on s, then drops its whole VMM (the
+ * guest's vhost-user connection) without closing anything first. */
+static void *reader_then_gone_main(void *arg)
+{
+	struct guest_thread *r = arg;
+	static __thread uint8_t buf[CHUNK];
+	uint64_t got = 0;
+
+	while (got < r->limit) {
+		ssize_t k = vg_read(r->s, buf, sizeof(buf), WAIT);
+
+		r->last = k;
+		if (k <= 0)
+			break;
+		if (vg_pattern_check(r->seed, got, buf, (size_t)k) !=
+		    (size_t)k)
+			r->bad = true;
+		got += (uint64_t)k;
+		__atomic_store_n(&r->done, got, __ATOMIC_RELEASE);
+	}
+	vg_free(r->f->g[r->vm]);
+	r->f->g[r->vm] = NULL;
+	return NULL;
+}
+
+/* VM 1's VMM goes while VM 0, on another worker, is sending to it as
+ * fast as credit allows: VM 0's connection is reset (its write fails),
+ * nothing else is touched, and VM 1 comes back and is reachable. */
+static void test_gone_while_sending(void **state)
+{
+	struct fleet *f = *state;
+	struct guest_thread w = { .f = f, .vm = 0, .seed = 10,
+				  .forever = true };
+	struct guest_thread r = { .f = f, .vm = 1, .seed = 10,
+				  .limit = 16u << 20 };
+	struct vg_sock *a, *b, *c, *d;
+
+	sib_connect(f, 0, 1, PORT, &a, &b);
+	w.s = a;
+	r.s = b;
+	assert_int_equal(pthread_create(&w.t, NULL, writer_main, &w), 0);
+	assert_int_equal(pthread_create(&r.t, NULL, reader_then_gone_main,
+					&r),
+			 0);
+	assert_int_equal(pthread_join(r.t, NULL), 0);
+	assert_int_equal(pthread_join(w.t, NULL), 0);
+	assert_false(r.bad);
+	assert_int_equal(r.done, r.limit);
+	/* The writer stopped because its peer reset, not on a timeout. */
+	if (w.last != -ECONNRESET && w.last != -EPIPE)
+		fail_msg("VM 0's write ended with %zd, not a reset", w.last);
+	vg_close(a);
+	assert_clean(f, 0);
+	to_host(f, 0, 6003, 4u << 20);
+	f->g[1] = guest_open(f, 1);
+	sib_connect(f, 1, 0, PORT + 3, &c, &d);
+	pump(c, d, 4u << 20, 9);
+	close_pair(f, c, d);
+}
+
+/* VM 1's VMM sends its memory table again, cut another way each time,
+ * while VM 0 streams to it from another worker: every byte arrives once,
+ * in order, and neither guest sees a protocol violation. */
+static void test_mem_table_under_sibling_traffic(void **state)
+{
+	struct fleet *f = *state;
+	static uint8_t buf[CHUNK];
+	struct guest_thread w = { .f = f, .vm = 0, .seed = 11,
+				  .limit = 32u << 20 };
+	struct vg_sock *a, *b;
+	uint64_t got = 0, next_remap = 1u << 20;
+	unsigned remaps = 0;
+
+	sib_connect(f, 0, 1, PORT, &a, &b);
+	w.s = a;
+	assert_int_equal(pthread_create(&w.t, NULL, writer_main, &w), 0);
+	while (got < w.limit) {
+		ssize_t k = vg_read(b, buf, sizeof(buf), WAIT);
+
+		if (k <= 0)
+			fail_msg("read at %" PRIu64 ": %zd", got, k);
+		if (vg_pattern_check(11, got, buf, (size_t)k) != (size_t)k)
+			fail_msg("wrong data near offset %" PRIu64, got);
+		got += (uint64_t)k;
+		if (got >= next_remap) {
+			assert_int_equal(vmio_fe_mem_resend(f->g[1]->fe,
+							    1 + remaps % 4),
+					 0);
+			remaps++;
+			next_remap += 1u << 20;
+		}
+	}
+	assert_int_equal(pthread_join(w.t, NULL), 0);
+	assert_int_equal(w.done, w.limit);
+	assert_true(remaps >= 16);
+	close_pair(f, a, b);
+}
+
+static bool path_exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+/* SIGTERM while every worker streams a guest's data to the host: a
+ * clean exit, in time, with every socket vmio made removed. */
+static void test_sigterm_all_busy(void **state)
+{
+	struct fleet *f = *state;
+	/* Static: a failed assertion leaves the test function while the
+	 * threads still use them. */
+	static struct host_reader h[NVM];
+	static struct guest_thread w[NVM];
+	char path[300];
+	int st;
+
+	for (unsigned i = 0; i < NVM; i++) {
+		int err = 0;
+
+		/* host_reader checks the pattern seeded with its port. */
+		host_reader_start(&h[i], f->uds[i], 7000, UINT64_MAX);
+		w[i] = (struct guest_thread){ .f = f, .vm = i, .seed = 7000,
+					      .forever = true };
+		w[i].s = vg_connect(f->g[i], 7000, WAIT, &err);
+		if (!w[i].s)
+			fail_msg("VM %u: connect to the host: %d", i, err);
+		assert_int_equal(pthread_create(&w[i].t, NULL, writer_main,
+						&w[i]),
+				 0);
+	}
+	/* Under way on every worker. */
+	for (unsigned i = 0; i < NVM; i++)
+		while (__atomic_load_n(&w[i].done, __ATOMIC_ACQUIRE) <
+		       (4u << 20))
+			sched_yield();
+	kill(f->pid, SIGTERM);
+	st = harness_wait_exit(f->pid, 5000);
+	if (st == -1)
+		fail_msg("vmio did not exit within 5 s of SIGTERM");
+	f->pid = 0;
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	for (unsigned i = 0; i < NVM; i++) {
+		/* Each ends once its side of vmio is gone. */
+		pthread_join(w[i].t, NULL);
+		pthread_join(h[i].t, NULL);
+		close(h[i].lfd);
+		if (h[i].bad)
+			fail_msg("VM %u: the host got a wrong byte at %" PRIu64
+				 " of %" PRIu64 " (the guest wrote %" PRIu64
+				 ")",
+				 i, h[i].bad_at, h[i].got, w[i].done);
+		assert_false(path_exists(f->sock[i]));
+		snprintf(path, sizeof(path), "%s", f->uds[i]);
+		assert_false(path_exists(path));
+		vg_free(f->g[i]);
+		f->g[i] = NULL;
+	}
+}
+
+/* VM i has thread=2-i; workers 1 and 2 are "vmio-w1" and "vmio-w2". VM 0
+ * streams 256 MiB to the host: worker 2 does the work, and worker 1,
+ * whose VM is idle, is not woken for it. Ticks are sampled by the
+ * kernel, so the idle one may be charged one that it brushed against
+ * while setting its VM up. */
+static int fleet_setup_reversed(void **state)
+{
+	static const char *const extra[NVM] = { ",thread=2", ",thread=1",
+						",thread=0" };
+
+	return fleet_setup_with(state, "3", extra);
+}
+
+/* The workers of a vmio: worker 0 is its main thread, the others are
+ * named vmio-wK (a sanitizer's own threads are not counted). */
+static unsigned count_workers(const struct harness_thread *t, unsigned n)
+{
+	unsigned w = 1;
+
+	for (unsigned k = 0; k < n; k++)
+		w += !strncmp(t[k].name, "vmio-w", 6);
+	return w;
+}
+
+static void test_thread_key(void **state)
+{
+	struct fleet *f = *state;
+	struct harness_thread before[8], after[8];
+	unsigned nb = harness_threads(f->pid, before, 8), na;
+	long busy, idle;
+
+	assert_int_equal(count_workers(before, nb), NVM);
+	to_host(f, 0, 6004, 256u << 20);
+	na = harness_threads(f->pid, after, 8);
+	busy = harness_thread_ticks(after, na, "vmio-w2") -
+	       harness_thread_ticks(before, nb, "vmio-w2");
+	idle = harness_thread_ticks(after, na, "vmio-w1") -
+	       harness_thread_ticks(before, nb, "vmio-w1");
+	printf("# worker 2 (VM 0): %ld ticks; worker 1 (idle VM 1): %ld\n",
+	       busy, idle);
+	assert_true(idle <= 1);
+	assert_true(busy >= idle + 3);
+}
+
+/* Workers are never more than the VMs; --threads 1 is one thread. */
+static void test_thread_count(void **state)
+{
+	static const struct {
+		const char *threads;
+		unsigned workers;
+	} counts[] = { { "1", 1 }, { "2", 2 }, { "8", NVM } };
+	struct harness_thread t[16];
+
+	for (unsigned c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		void *st;
+		struct fleet *f;
+
+		fleet_setup_with(&st, counts[c].threads, NULL);
+		f = st;
+		assert_int_equal(count_workers(t, harness_threads(f->pid, t,
+								  16)),
+				 counts[c].workers);
+		fleet_teardown(&st);
+	}
+}
+
 static void expect_usage(const char *const args[], const char *says)
 {
 	char out[512], err[2048];
@@ -637,9 +939,34 @@ int main(void)
 						fleet_teardown),
 		cmocka_unit_test_setup_teardown(test_credit_flood, fleet_setup,
 						fleet_teardown),
+		cmocka_unit_test_setup_teardown(test_sibling_stream,
+						fleet_setup_one_loop,
+						fleet_teardown),
+		cmocka_unit_test_setup_teardown(test_sibling_stream,
+						fleet_setup_worker_each,
+						fleet_teardown),
+		cmocka_unit_test_setup_teardown(test_vmm_gone,
+						fleet_setup_worker_each,
+						fleet_teardown),
+		cmocka_unit_test_setup_teardown(test_gone_while_sending,
+						fleet_setup_worker_each,
+						fleet_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_mem_table_under_sibling_traffic,
+			fleet_setup_worker_each, fleet_teardown),
+		cmocka_unit_test_setup_teardown(test_sigterm_all_busy,
+						fleet_setup_worker_each,
+						fleet_teardown),
+		cmocka_unit_test_setup_teardown(test_thread_key,
+						fleet_setup_reversed,
+						fleet_teardown),
+		cmocka_unit_test(test_thread_count),
 		cmocka_unit_test(test_cli_errors),
 	};
-	int rc = cmocka_run_group_tests(tests, NULL, harness_group_teardown);
+	int rc;
+
+	harness_test_filter();
+	rc = cmocka_run_group_tests(tests, NULL, harness_group_teardown);
 
 	return rc;
 }

@@ -1,11 +1,12 @@
 /* The event loop: dispatch, removal during dispatch, stale events;
- * timers and deferred work. */
+ * timers and deferred work; what another thread may do (post, stop). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -344,6 +345,121 @@ static void test_defer_goes_after_ready_fds(void **state)
 	vmio_loop_free(loop);
 }
 
+/* ---- From another thread --------------------------------------------- */
+
+struct remote_job {
+	struct vmio_defer d;
+	struct vmio_loop *loop;
+	int calls;
+	bool was_current;  /* the callback ran in its loop's dispatch */
+	pthread_t ran_on;
+	bool post_self;    /* the callback posts its own defer once */
+	bool queued_after; /* ... and it was queued at once */
+	unsigned posts;    /* what the poster thread does */
+};
+
+static void remote_cb(void *opaque)
+{
+	struct remote_job *r = opaque;
+
+	r->calls++;
+	r->was_current = vmio_loop_is_current(r->loop);
+	r->ran_on = pthread_self();
+	if (r->post_self) {
+		r->post_self = false;
+		vmio_defer_post(&r->d);
+		r->queued_after = vmio_defer_queued(&r->d);
+	}
+}
+
+static void *poster(void *opaque)
+{
+	struct remote_job *r = opaque;
+
+	for (unsigned i = 0; i < r->posts; i++)
+		vmio_defer_post(&r->d);
+	return NULL;
+}
+
+static void *stopper(void *opaque)
+{
+	vmio_loop_stop(opaque);
+	return NULL;
+}
+
+static void test_post_from_another_thread(void **state)
+{
+	/* A thousand posts before the loop looks: one wake, one run, on the
+	 * loop's own thread. */
+	struct vmio_loop *loop = vmio_loop_new();
+	struct remote_job r = { .loop = loop, .posts = 1000 };
+	pthread_t t;
+	uint64_t start = vmio_now_ns();
+
+	vmio_defer_init(&r.d, loop, remote_cb, &r);
+	assert_int_equal(pthread_create(&t, NULL, poster, &r), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_false(vmio_defer_queued(&r.d));
+	while (!r.calls && vmio_now_ns() - start < 5000000000u)
+		assert_true(vmio_loop_run_once(loop, 1000) >= 0);
+	assert_int_equal(r.calls, 1);
+	assert_true(r.was_current);
+	assert_true(pthread_equal(r.ran_on, pthread_self()));
+	assert_int_equal(vmio_loop_run_once(loop, 0), 0);
+	assert_int_equal(r.calls, 1);
+
+	/* From the loop's own callback, a post is a schedule: queued now,
+	 * run on the next turn, with no eventfd. */
+	r.post_self = true;
+	vmio_defer_post(&r.d);
+	while (r.calls < 2 && vmio_now_ns() - start < 5000000000u)
+		assert_true(vmio_loop_run_once(loop, 1000) >= 0);
+	assert_true(r.queued_after);
+	assert_int_equal(vmio_loop_run_once(loop, 0), 1);
+	assert_int_equal(r.calls, 3);
+	assert_int_equal(vmio_loop_run_once(loop, 0), 0);
+	vmio_loop_free(loop);
+}
+
+static void test_cancel_takes_a_post_back(void **state)
+{
+	struct vmio_loop *loop = vmio_loop_new();
+	struct remote_job r = { .loop = loop, .posts = 3 };
+	pthread_t t;
+
+	vmio_defer_init(&r.d, loop, remote_cb, &r);
+	assert_int_equal(pthread_create(&t, NULL, poster, &r), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	vmio_defer_cancel(&r.d);
+	/* The wake comes, and finds nothing posted. */
+	assert_int_equal(vmio_loop_run_once(loop, 1000), 1);
+	assert_int_equal(vmio_loop_run_once(loop, 0), 0);
+	assert_int_equal(r.calls, 0);
+	/* And it can be posted again. */
+	assert_int_equal(pthread_create(&t, NULL, poster, &r), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(vmio_loop_run_once(loop, 1000), 2);
+	assert_int_equal(r.calls, 1);
+	vmio_loop_free(loop);
+}
+
+static void test_stop_from_another_thread(void **state)
+{
+	struct vmio_loop *loop = vmio_loop_new();
+	pthread_t t;
+
+	/* Whether the stop comes before the run begins or during its
+	 * wait, the run returns. */
+	assert_int_equal(pthread_create(&t, NULL, stopper, loop), 0);
+	assert_int_equal(vmio_loop_run(loop), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	/* A stop is consumed by the run it ended; one asked before a run
+	 * ends it at once. */
+	vmio_loop_stop(loop);
+	assert_int_equal(vmio_loop_run(loop), 0);
+	vmio_loop_free(loop);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -358,6 +474,9 @@ int main(void)
 		cmocka_unit_test(test_timer_rearm_zero_waits_a_pass),
 		cmocka_unit_test(test_defer_runs_once_next_turn),
 		cmocka_unit_test(test_defer_goes_after_ready_fds),
+		cmocka_unit_test(test_post_from_another_thread),
+		cmocka_unit_test(test_cancel_takes_a_post_back),
+		cmocka_unit_test(test_stop_from_another_thread),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

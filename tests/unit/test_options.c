@@ -88,12 +88,50 @@ static void test_queue_size(void **state)
 	assert_int_equal(o.queue_size, 1);
 }
 
+static void test_cpu_list(void **state)
+{
+	static const struct {
+		const char *text;
+		int rc;
+		unsigned cpus[6];
+	} cases[] = {
+		{ "0", 1, { 0 } },
+		{ "3,1", 2, { 3, 1 } },
+		{ "0-3,8", 5, { 0, 1, 2, 3, 8 } },
+		{ "10-11,4095", 3, { 10, 11, 4095 } },
+		{ "", -EINVAL, { 0 } },
+		{ "1,", -EINVAL, { 0 } },
+		{ "1-", -EINVAL, { 0 } },
+		{ "3-1", -EINVAL, { 0 } },
+		{ "1,1", -EINVAL, { 0 } },
+		{ "0-2,2", -EINVAL, { 0 } },
+		{ "-1", -EINVAL, { 0 } },
+		{ "a", -EINVAL, { 0 } },
+		{ "1k", -EINVAL, { 0 } },
+		{ "4096", -ERANGE, { 0 } },
+		{ "99999999999999999999", -ERANGE, { 0 } },
+		{ "0-6", -ERANGE, { 0 } }, /* more than the room, 6 */
+	};
+	unsigned cpus[6];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = vmio_parse_cpu_list(cases[i].text, 4095, cpus, 6);
+
+		if (rc != cases[i].rc)
+			fail_msg("'%s': %d, expected %d", cases[i].text, rc,
+				 cases[i].rc);
+		for (int k = 0; k < rc; k++)
+			assert_int_equal(cpus[k], cases[i].cpus[k]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_u64),
 		cmocka_unit_test(test_common_options),
 		cmocka_unit_test(test_queue_size),
+		cmocka_unit_test(test_cpu_list),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,7 +35,7 @@ static void test_vm_arg_full(void **state)
 					     "guest-cid=4,socket=/tmp/a.sock,"
 					     "uds-path=/tmp/a.vsock,"
 					     "tx-buffer-size=64k,queue-size=256,"
-					     "groups=red+blue",
+					     "groups=red+blue,thread=7",
 					     err, sizeof(err)),
 			 0);
 	assert_int_equal(l.n, 1);
@@ -47,6 +47,7 @@ static void test_vm_arg_full(void **state)
 	assert_int_equal(l.vms[0].ngroups, 2);
 	assert_string_equal(l.vms[0].groups[0], "red");
 	assert_string_equal(l.vms[0].groups[1], "blue");
+	assert_int_equal(l.vms[0].thread, 7);
 	assert_int_equal(vsock_vms_check(&l, err, sizeof(err)), 0);
 	vsock_vms_release(&l);
 }
@@ -70,6 +71,7 @@ static void test_vm_arg_defaults_and_groups(void **state)
 	assert_false(vsock_vms_in_namespace("/a/vm", "/a/vm"));
 	assert_int_equal(l.vms[0].tx_buffer_size, 0);
 	assert_int_equal(l.vms[0].queue_size, 0);
+	assert_int_equal(l.vms[0].thread, -1);
 	assert_string_equal(l.vms[0].groups[0], "default");
 	assert_true(vsock_vms_share_group(&l.vms[0], &l.vms[1]));
 	assert_false(vsock_vms_share_group(&l.vms[0], &l.vms[2]));
@@ -96,6 +98,8 @@ static void test_vm_arg_bad(void **state)
 		{ "queue-size=65536", "queue-size" },
 		{ "groups=a++b", "groups: 'a++b' has an empty group name" },
 		{ "groups=", "groups" },
+		{ "thread=-1", "thread: '-1'" },
+		{ "thread=256", "thread: '256' is not a worker from 0 to 255" },
 		{ "color=red", "unknown key 'color'" },
 	};
 
