@@ -1,23 +1,29 @@
 #!/bin/bash
 # `vmio vsock` at scale, without a VM (issue 12, part 5): vmio-scale plays
 # the guests (one in-tree driver per VM, all in one process) and the host
-# programs (in its children); vmio-vsock-bench the lone streams. Parts:
-#   idle     one vmio, SCALE_VMS VMs with SCALE_CONNS established idle
-#            guest-to-host connections each, every one held by a host
-#            listener: vmio's RSS growth per connection (goal <= 4 KiB),
-#            the time to open them all, vmio's descriptors
-#   busy     then SCALE_BUSY of those VMs stream 64 KiB writes guest to
-#            host among the idle rest, against the same streams through a
-#            second vmio serving only those VMs, in RUNS interleaved pairs
-#            with both vmio kept alive (goal: ratio >= 0.9)
+# programs (in its children); vmio-vsock-bench the lone streams. Parts
+# (SCALE_PARTS, default all; "idle" includes busy):
+#   idle     one vmio, SCALE_VMS VMs (256) with SCALE_CONNS (1024)
+#            established idle guest-to-host connections each, every one
+#            held by a host listener: vmio's RSS growth per connection
+#            (goal <= 4 KiB), the time to open them all, its descriptors
+#   busy     then SCALE_BUSY (8) of those VMs stream 64 KiB writes guest to
+#            host (SCALE_BYTES a run) among the idle rest, against the same
+#            streams through a second vmio serving only those VMs, in RUNS
+#            interleaved pairs with both vmio kept alive (goal: >= 0.9);
+#            both with --threads SCALE_THREADS (default: nproc)
 #   threads  two VMs streaming at once, each from its own vmio-vsock-bench
-#            process: `--threads 2` against `--threads 1`, RUNS pairs,
-#            and each vmio thread's CPU seconds (goal here >= 1.3x)
-#   latency  one VM bulk-streaming, SCALE_LAT_VMS - 1 VMs doing 64-byte
-#            request/response: p50 and p99 with the streamer idle and
-#            running, `--threads 1` and `--threads 2`
-# vmio's RLIMIT_NOFILE is raised for the connections (ulimit -n, which
-# needs root past the hard limit); SCALE_VMIO_OPTS goes to every vmio.
+#            process (SCALE_THREAD_BYTES each): `--threads 2` against
+#            `--threads 1`, RUNS pairs, and each vmio thread's CPU seconds
+#            per GiB (goal here >= 1.3x)
+#   latency  one VM bulk-streaming, SCALE_LAT_VMS - 1 (15) VMs doing
+#            64-byte request/response: p50 and p99 with the streamer idle
+#            and running, `--threads 1` and `--threads 2`
+# One host socket per connection: vmio's RLIMIT_NOFILE is raised to fit
+# (ulimit -n; past the hard limit only with CAP_SYS_RESOURCE). Where that
+# is out of reach the default SCALE_CONNS shrinks to what fits, and says
+# so; a SCALE_CONNS asked for is refused. SCALE_VMIO_OPTS goes to every
+# vmio.
 #   SCALE_VMS=4 SCALE_CONNS=16 SCALE_PARTS="idle threads" RUNS=3 \
 #     scripts/bench-scale.sh
 # (from scripts/bench.sh: SECTIONS=scale make bench)
@@ -30,7 +36,7 @@ conns=${SCALE_CONNS:-1024}
 conns_given=${SCALE_CONNS:+yes}
 busy=${SCALE_BUSY:-8}
 busy_bytes=${SCALE_BYTES:-2G}
-thread_bytes=${SCALE_THREAD_BYTES:-2G}
+thread_bytes=${SCALE_THREAD_BYTES:-4G}
 lat_vms=${SCALE_LAT_VMS:-16}
 lat_rounds=${SCALE_LAT_ROUNDS:-3}
 lat_phase_ms=${SCALE_LAT_PHASE_MS:-2000}
@@ -41,17 +47,15 @@ read -r -a vmio_opts <<<"${SCALE_VMIO_OPTS:-}"
 dir=$(mktemp -d)
 vpids=()
 bpids=()
+# shellcheck source=bench-stats.sh
+. "$(dirname "$0")/bench-stats.sh"
+# shellcheck source=bench-procs.sh
+. "$(dirname "$0")/bench-procs.sh"
 cleanup() {
-	for p in "${bpids[@]}" "${vpids[@]}"; do
-		kill "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
+	stop_procs "${bpids[@]}" "${vpids[@]}"
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-
-# shellcheck source=bench-stats.sh
-. "$(dirname "$0")/bench-stats.sh"
 
 want() { [[ "$parts" == *" $1 "* ]]; }
 hz=$(getconf CLK_TCK)
@@ -68,8 +72,10 @@ field() { # name line: the value of name=... in line
 	awk -v k="$1=" '{for (i = 1; i <= NF; i++) if (index($i, k) == 1) print substr($i, length(k) + 1)}' <<<"$2"
 }
 
-# write_config NAME N: N VMs (CIDs from 3) in $dir/NAME.yaml, their
-# sockets $dir/NAME<i>.sock and uds-paths $dir/NAME<i>.vsock.
+# write_config NAME N [WORKERS]: N VMs (CIDs from 3) in $dir/NAME.yaml,
+# their sockets $dir/NAME<i>.sock and uds-paths $dir/NAME<i>.vsock; with
+# WORKERS, VM i on worker i % WORKERS (thread=K), said outright so that
+# vmio-scale can tell which VMs share a worker.
 write_config() {
 	local i
 	{
@@ -78,6 +84,7 @@ write_config() {
 			echo "  - guest-cid: $((3 + i))"
 			echo "    socket: $dir/$1$i.sock"
 			echo "    uds-path: $dir/$1$i.vsock"
+			[ -z "${3:-}" ] || echo "    thread: $((i % $3))"
 		done
 	} >"$dir/$1.yaml"
 }
@@ -100,33 +107,25 @@ vmio_nofile() { echo $(($1 * ($2 + 1) + $1 * 10 + 256)); }
 # ARGS` with RLIMIT_NOFILE at NOFILE, once every VM's socket is there;
 # its pid in vpid (and vpids). Logs go to $dir/vmio.log.
 start_vmio() {
-	local name=$1 nofile=$2 n i
+	local name=$1 nofile=$2 socks
 	shift 2
 	if ! nofile_ok "$nofile"; then
 		echo "bench-scale: $(nofile_why "$nofile")" >&2
 		exit 1
 	fi
-	n=$(grep -c 'guest-cid' "$dir/$name.yaml")
 	(ulimit -n "$nofile" && exec "$build/vmio" vsock -q "${vmio_opts[@]}" \
 		--config "$dir/$name.yaml" "$@") 2>>"$dir/vmio.log" &
 	vpid=$!
 	vpids+=("$vpid")
-	for _ in $(seq 400); do
-		for ((i = n - 1; i >= 0; i--)); do
-			[ -S "$dir/$name$i.sock" ] || break
-		done
-		[ "$i" -lt 0 ] && return 0
-		kill -0 "$vpid" 2>/dev/null || break
-		sleep 0.05
-	done
+	mapfile -t socks < <(sed -n 's/^ *socket: //p' "$dir/$name.yaml")
+	wait_sockets "$vpid" "${socks[@]}" && return 0
 	echo "bench-scale: vmio vsock --config $dir/$name.yaml did not come up:" >&2
 	cat "$dir/vmio.log" >&2
 	exit 1
 }
 
 stop_vmio() { # pid
-	kill "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
+	stop_procs "$1"
 	local keep=() p
 	for p in "${vpids[@]}"; do
 		[ "$p" = "$1" ] || keep+=("$p")
@@ -154,14 +153,21 @@ if want idle; then
 		echo "scale idle: NOT AT FULL SCALE: $(nofile_why "$(vmio_nofile "$vms" 1024)");"
 		echo "scale idle: $conns connections per VM instead of 1024, what RLIMIT_NOFILE $hard allows"
 	fi
-	write_config a "$vms"
-	write_config b "$busy"
-	start_vmio a "$(vmio_nofile "$vms" "$conns")" --max-connections $((conns + 1))
+	# Both vmio with the same workers, VM i on worker i % workers, so
+	# that the streamers spread over them alike on both sides.
+	wargs=() wsay=
+	if has_threads; then
+		workers=${SCALE_THREADS:-$(nproc)}
+		wargs=(--threads "$workers") wsay=", --threads $workers"
+	fi
+	write_config a "$vms" "${workers:-}"
+	write_config b "$busy" "${workers:-}"
+	start_vmio a "$(vmio_nofile "$vms" "$conns")" --max-connections $((conns + 1)) "${wargs[@]}"
 	apid=$vpid
-	start_vmio b 4096
+	start_vmio b 4096 "${wargs[@]}"
 	bpid=$vpid
 	echo "scale idle: $vms VMs x $conns idle guest-to-host connections in one vmio" \
-		"(--max-connections $((conns + 1)): the idle ones and a stream)"
+		"(--max-connections $((conns + 1)): the idle ones and a stream$wsay)"
 	echo "scale busy: then $busy of them stream 64 KiB writes, $busy_bytes a run," \
 		"against $busy VMs of a vmio serving nothing else, $runs pairs:"
 	rc=0
@@ -225,7 +231,8 @@ two_streams() {
 	before=$(task_ticks "$pid")
 	for i in 0 1; do
 		timeout "$limit" "$build/vmio-vsock-bench" --socket "$dir/$name$i.sock" \
-			--uds-path "$dir/$name$i.vsock" --bytes "$thread_bytes" \
+			--uds-path "$dir/$name$i.vsock" --guest-cid $((3 + i)) \
+			--bytes "$thread_bytes" \
 			>"$dir/two$i.out" 2>&1 &
 		bpids+=($!)
 	done
@@ -301,7 +308,6 @@ fi
 
 # ---- latency: head of line ----
 if want latency; then
-	write_config l "$lat_vms"
 	if has_threads; then
 		tlist=(1 2)
 	else
@@ -311,7 +317,12 @@ if want latency; then
 	rows=()
 	for t in "${tlist[@]}"; do
 		targs=()
-		[ "$t" = - ] || targs=(--threads "$t")
+		if [ "$t" = - ]; then
+			write_config l "$lat_vms"
+		else
+			write_config l "$lat_vms" "$t"
+			targs=(--threads "$t")
+		fi
 		start_vmio l 4096 "${targs[@]}"
 		lpid=$vpid
 		echo "latency: VM 0 bulk-streaming g2h, $((lat_vms - 1)) VMs doing 64-byte request/response," \
@@ -323,16 +334,17 @@ if want latency; then
 		sed 's/^/  /' "$dir/lat.out"
 		[ $rc -eq 0 ] || { echo "  FAILED (status $rc)"; failed=1; }
 		while read -r line; do
-			rows+=("$t|$(field bulk "$line")|$(field p50_us "$line")|$(field p99_us "$line")|$(field rr/s "$line")|$(field bulk_MB/s "$line")")
+			rows+=("${t/-/1 (only)}|$(field bulk "$line")|$(field vms "$line")|$(field p50_us "$line")|$(field p99_us "$line")|$(field rr/s "$line")|$(field bulk_MB/s "$line")")
 		done < <(grep '^latency bulk=' "$dir/lat.out")
 		stop_vmio "$lpid"
 	done
 	echo
-	echo "latency: round trips of 64-byte request/response ($((lat_vms - 1)) VMs, one outstanding each) beside VM 0"
-	printf '  %-9s %-9s %9s %9s %9s %10s\n' threads bulk p50_us p99_us rr/s bulk_MB/s
+	echo "latency: 64-byte round trips of $((lat_vms - 1)) VMs (one outstanding each) beside VM 0 idle and bulk-streaming;"
+	echo "VM i on worker i % threads: same-worker/other-worker split VM 0's worker from the other"
+	printf '  %-9s %-8s %-13s %9s %9s %9s %10s\n' threads bulk VMs p50_us p99_us rr/s bulk_MB/s
 	for row in "${rows[@]}"; do
-		IFS='|' read -r t bulk p50 p99 rate bmb <<<"$row"
-		printf '  %-9s %-9s %9s %9s %9s %10s\n' "${t/-/1 (only)}" "$bulk" "$p50" "$p99" "$rate" "${bmb:--}"
+		IFS='|' read -r t bulk grp p50 p99 rate bmb <<<"$row"
+		printf '  %-9s %-8s %-13s %9s %9s %9s %10s\n' "$t" "$bulk" "$grp" "$p50" "$p99" "$rate" "${bmb:--}"
 	done
 fi
 exit $failed

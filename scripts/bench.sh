@@ -11,17 +11,16 @@ bytes=${BYTES:-1G}
 dir=$(mktemp -d)
 pid=
 vpid=
+# shellcheck source=bench-stats.sh
+. "$(dirname "$0")/bench-stats.sh"
+# shellcheck source=bench-procs.sh
+. "$(dirname "$0")/bench-procs.sh"
 cleanup() {
-	for p in $pid $vpid; do
-		kill "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
+	# shellcheck disable=SC2086 # the empty ones go
+	stop_procs $pid $vpid
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-
-# shellcheck source=bench-stats.sh
-. "$(dirname "$0")/bench-stats.sh"
 
 # SECTIONS picks what runs (default all): loopback vsock redirect net
 # isolation scale (SECTIONS=isolation make bench runs only that one).
@@ -40,8 +39,7 @@ for i in $(seq "$runs"); do
 	results+=("$(sed -n 's/.* \([0-9.]*\) MB\/s.*/\1/p' <<<"$line")")
 done
 echo "loopback: median $(printf '%s\n' "${results[@]}" | median) MB/s over $runs runs of $bytes"
-kill "$pid" 2>/dev/null || true
-wait "$pid" 2>/dev/null || true
+stop_procs "$pid"
 pid=
 fi
 
@@ -54,10 +52,7 @@ if want vsock; then
 "$build/vmio" vsock --guest-cid 3 --socket "$dir/vsock.sock" \
 	--uds-path "$dir/vm.vsock" -q &
 vpid=$!
-for _ in $(seq 100); do
-	[ -S "$dir/vsock.sock" ] && break
-	sleep 0.05
-done
+wait_sockets "$vpid" "$dir/vsock.sock" || true
 vs=("$build/vmio-vsock-bench" --socket "$dir/vsock.sock" --uds-path "$dir/vm.vsock")
 rows=()
 declare -A res
@@ -107,8 +102,7 @@ for cell in "${rows[@]}"; do
 		printf '%-26s %10s %10s %8s\n' "$cell" "$dm" "$vm" "$(ratio "$vm" "$dm")"
 	fi
 done
-kill "$vpid" 2>/dev/null || true
-wait "$vpid" 2>/dev/null || true
+stop_procs "$vpid"
 vpid=
 fi
 

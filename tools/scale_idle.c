@@ -3,13 +3,16 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "frontend/procfs.h"
 #include "scale_fleet.h"
 #include "scale_host.h"
-#include "scale_proc.h"
+#include "nofile.h"
 #include "tool_common.h"
 #include "util/clock.h"
 #include "vsock_transfer.h"
@@ -45,22 +48,62 @@ static void open_guests(struct side *s, unsigned count, unsigned max_sockets)
 	}
 }
 
+/* A's j-th streamer of k: B's are its first k VMs; A's are spread over
+ * its VMs (not all among the first set up), the j-th from the j-th k-th
+ * of the list on, the first there on the worker B's j-th has (thread=K in
+ * both configs; -1 for either: any), so that both sides spread their
+ * streams over workers alike. chosen holds the j before it. */
+static unsigned pick_streamer(const struct vsock_vm_list *a, unsigned j,
+			      unsigned k, int thread, const unsigned *chosen)
+{
+	unsigned start = (unsigned)((uint64_t)j * a->n / k);
+
+	for (unsigned d = 0; d < a->n; d++) {
+		unsigned i = (start + d) % a->n;
+		bool taken = false;
+
+		for (unsigned c = 0; c < j; c++)
+			taken |= chosen[c] == i;
+		if (!taken && (thread < 0 || a->vms[i].thread < 0 ||
+			       a->vms[i].thread == thread))
+			return i;
+	}
+	tool_die("no VM of %u for stream %u on worker %d", a->n, j, thread);
+}
+
+/* vmio's memory (KiB) and descriptors at one moment. */
 struct snapshot {
-	struct proc_mem mem;
-	uint64_t fds;
+	long rss, anon, shmem, file, fds;
 };
 
 static void snap(pid_t pid, struct snapshot *s)
 {
-	if (proc_mem_read(pid, &s->mem) || proc_fd_count(pid, &s->fds))
-		tool_die("vmio (pid %d): /proc: %s", (int)pid,
-			 strerror(errno));
+	*s = (struct snapshot){
+		.rss = vmio_proc_status_kib(pid, "VmRSS"),
+		.anon = vmio_proc_status_kib(pid, "RssAnon"),
+		.shmem = vmio_proc_status_kib(pid, "RssShmem"),
+		.file = vmio_proc_status_kib(pid, "RssFile"),
+		.fds = vmio_proc_fd_count(pid),
+	};
+	if (s->rss < 0 || s->anon < 0 || s->shmem < 0 || s->file < 0 ||
+	    s->fds < 0)
+		tool_die("vmio (pid %d): nothing in /proc", (int)pid);
 }
 
 /* Bytes per connection of a growth in KiB (may be negative). */
-static double per_conn(uint64_t before, uint64_t after, uint64_t conns)
+static double per_conn(long before, long after, uint64_t conns)
 {
-	return ((double)after - (double)before) * 1024.0 / (double)conns;
+	return (double)(after - before) * 1024.0 / (double)conns;
+}
+
+/* vmio's CPU time, in seconds. */
+static double cpu_s(const struct side *s)
+{
+	long t = vmio_proc_cpu_ticks(s->pid);
+
+	if (t < 0)
+		tool_die("%s: vmio (pid %d) is gone", s->name, (int)s->pid);
+	return (double)t / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* One timed run: a fresh stream connection from each streamer to the
@@ -87,8 +130,7 @@ static void stream_run(struct side *s, unsigned k, const struct xfer_plan *plan,
 			tool_die("%s: stream %u: connect: %s", s->name, j,
 				 strerror(-e));
 	}
-	if (proc_cpu_seconds(s->pid, &c0))
-		tool_die("%s: vmio: /proc: %s", s->name, strerror(errno));
+	c0 = cpu_s(s);
 	if (xfer_all(plan, &cs, true, &t0, &total, err, sizeof(err)))
 		tool_die("%s: run %u: %s", s->name, run, err);
 	/* The sink reports each stream at its end; meanwhile the guests'
@@ -117,8 +159,7 @@ static void stream_run(struct side *s, unsigned k, const struct xfer_plan *plan,
 				 XFER_STALL_MS / 1000);
 		vg_poll_many(s->streamers, k, 1);
 	}
-	if (proc_cpu_seconds(s->pid, &c1))
-		tool_die("%s: vmio: /proc: %s", s->name, strerror(errno));
+	c1 = cpu_s(s);
 	for (unsigned j = 0; j < k; j++)
 		vg_close(sk[j]);
 
@@ -166,7 +207,7 @@ int scale_idle(const struct scale_idle_opts *o)
 	need = total + a.vms.n + 2u * o->busy + FD_SLACK;
 	if (need < (uint64_t)(a.vms.n + o->busy) * FD_PER_GUEST + FD_SLACK)
 		need = (uint64_t)(a.vms.n + o->busy) * FD_PER_GUEST + FD_SLACK;
-	if (proc_raise_nofile(need, err, sizeof(err)))
+	if (nofile_raise(need, err, sizeof(err)))
 		tool_die("%s", err);
 
 	l = calloc(a.vms.n + 2u * o->busy, sizeof(*l));
@@ -176,18 +217,18 @@ int scale_idle(const struct scale_idle_opts *o)
 		l[nl++] = (struct scale_listener){ a.vms.vms[i].uds_path,
 						   SCALE_PORT_HOLD, SCALE_HOLD,
 						   i };
-	/* Streamers spread over A's VMs, so that they are not all the first
-	 * ones set up; B's are its first. */
+	unsigned *ai = calloc(o->busy + 1, sizeof(*ai));
+
 	a.streamers = calloc(o->busy + 1, sizeof(*a.streamers));
 	b.streamers = calloc(o->busy + 1, sizeof(*b.streamers));
-	if (!a.streamers || !b.streamers)
+	if (!ai || !a.streamers || !b.streamers)
 		tool_die("out of memory");
 	for (unsigned j = 0; j < o->busy; j++) {
-		unsigned i = (unsigned)((uint64_t)j * a.vms.n / o->busy);
-
-		l[nl++] = (struct scale_listener){ a.vms.vms[i].uds_path,
+		ai[j] = pick_streamer(&a.vms, j, o->busy, b.vms.vms[j].thread,
+				      ai);
+		l[nl++] = (struct scale_listener){ a.vms.vms[ai[j]].uds_path,
 						   SCALE_PORT_SINK, SCALE_SINK,
-						   i };
+						   ai[j] };
 		l[nl++] = (struct scale_listener){ b.vms.vms[j].uds_path,
 						   SCALE_PORT_SINK, SCALE_SINK,
 						   j };
@@ -201,7 +242,7 @@ int scale_idle(const struct scale_idle_opts *o)
 	if (o->busy)
 		open_guests(&b, o->busy, 2);
 	for (unsigned j = 0; j < o->busy; j++) {
-		a.streamers[j] = a.g[(uint64_t)j * a.vms.n / o->busy];
+		a.streamers[j] = a.g[ai[j]];
 		b.streamers[j] = b.g[j];
 	}
 
@@ -237,14 +278,13 @@ int scale_idle(const struct scale_idle_opts *o)
 	printf("idle vms=%u conns/vm=%u conns=%" PRIu64 " establish_s=%.2f "
 	       "conns/s=%.0f\n", a.vms.n, o->conns, total, secs,
 	       (double)total / secs);
-	printf("idle rss_kib=%" PRIu64 "->%" PRIu64 " B/conn=%.0f "
-	       "(anon=%.0f shmem=%.0f file=%.0f)\n", s0.mem.rss, s1.mem.rss,
-	       per_conn(s0.mem.rss, s1.mem.rss, total),
-	       per_conn(s0.mem.anon, s1.mem.anon, total),
-	       per_conn(s0.mem.shmem, s1.mem.shmem, total),
-	       per_conn(s0.mem.file, s1.mem.file, total));
-	printf("idle fds=%" PRIu64 "->%" PRIu64 " fds/conn=%.3f\n", s0.fds,
-	       s1.fds, ((double)s1.fds - (double)s0.fds) / (double)total);
+	printf("idle rss_kib=%ld->%ld B/conn=%.0f (anon=%.0f shmem=%.0f "
+	       "file=%.0f)\n", s0.rss, s1.rss, per_conn(s0.rss, s1.rss, total),
+	       per_conn(s0.anon, s1.anon, total),
+	       per_conn(s0.shmem, s1.shmem, total),
+	       per_conn(s0.file, s1.file, total));
+	printf("idle fds=%ld->%ld fds/conn=%.3f\n", s0.fds, s1.fds,
+	       (double)(s1.fds - s0.fds) / (double)total);
 	fflush(stdout);
 
 	for (unsigned p = 1; p <= o->pairs && o->busy; p++) {
@@ -270,6 +310,7 @@ int scale_idle(const struct scale_idle_opts *o)
 	free(l);
 	free(a.g);
 	free(b.g);
+	free(ai);
 	free(a.streamers);
 	free(b.streamers);
 	vsock_vms_release(&a.vms);

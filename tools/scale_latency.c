@@ -16,7 +16,7 @@
 
 #include "scale_fleet.h"
 #include "scale_host.h"
-#include "scale_proc.h"
+#include "nofile.h"
 #include "tool_common.h"
 #include "util/clock.h"
 #include "vsock_transfer.h"
@@ -194,8 +194,15 @@ struct samples {
 	double seconds;   /* the phases' time */
 };
 
+/* Round trips of every VM, and when the config names each VM's worker
+ * (thread=K), of those on the streamer's worker and of the others. */
+enum { ALL, SAME_WORKER, OTHER_WORKER, GROUPS };
+static const char *const group_name[GROUPS] = { "all", "same-worker",
+						"other-worker" };
+
 struct rr {
 	struct vg_sock *s;
+	unsigned group;     /* SAME_WORKER or OTHER_WORKER; ALL: unknown */
 	int64_t t0;
 	uint64_t sent, got; /* bytes of the round trip under way */
 };
@@ -208,7 +215,8 @@ static void keep(struct samples *sm, int64_t ns)
 }
 
 /* Round trips on every connection for ms (a round trip under way then
- * is finished, not counted), each kept in sm (NULL: the warm-up). */
+ * is finished, not counted), each kept in sm[ALL] and sm[its group]
+ * (sm NULL: the warm-up). */
 static void rr_phase(struct rr *rr, struct vg *const *gs, unsigned n,
 		     uint64_t msg, uint64_t ms, struct samples *sm)
 {
@@ -253,8 +261,13 @@ static void rr_phase(struct rr *rr, struct vg *const *gs, unsigned n,
 			moved = true;
 			if (c->got < msg)
 				continue;
-			if (sm && !ending)
-				keep(sm, (int64_t)vmio_now_ns() - c->t0);
+			if (sm && !ending) {
+				int64_t rtt = (int64_t)vmio_now_ns() - c->t0;
+
+				keep(&sm[ALL], rtt);
+				if (c->group != ALL)
+					keep(&sm[c->group], rtt);
+			}
 			c->sent = c->got = 0;
 		}
 		if (ending && !busy)
@@ -269,8 +282,8 @@ static void rr_phase(struct rr *rr, struct vg *const *gs, unsigned n,
 		if (vg_poll_many(gs, n, 10) < 0)
 			tool_die("vg_poll: %s", strerror(errno));
 	}
-	if (sm)
-		sm->seconds += (double)((int64_t)vmio_now_ns() - start) / 1e9;
+	for (unsigned k = 0; sm && k < GROUPS; k++)
+		sm[k].seconds += (double)((int64_t)vmio_now_ns() - start) / 1e9;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -289,14 +302,14 @@ static double pct_us(const struct samples *sm, unsigned p)
 	return sm->n ? sm->ns[k ? k - 1 : 0] / 1e3 : 0;
 }
 
-static void print_phase(const char *bulk, struct samples *sm,
-			const char *extra)
+static void print_phase(const char *bulk, const char *group,
+			struct samples *sm, const char *extra)
 {
 	qsort(sm->ns, sm->n, sizeof(*sm->ns), cmp_u32);
-	printf("latency bulk=%s samples=%" PRIu64 " rr/s=%.0f p50_us=%.1f "
-	       "p99_us=%.1f max_us=%.1f%s\n", bulk, sm->all,
-	       (double)sm->all / sm->seconds, pct_us(sm, 50), pct_us(sm, 99),
-	       sm->n ? sm->ns[sm->n - 1] / 1e3 : 0.0, extra);
+	printf("latency bulk=%s vms=%s samples=%" PRIu64 " rr/s=%.0f "
+	       "p50_us=%.1f p99_us=%.1f max_us=%.1f%s\n", bulk, group,
+	       sm->all, (double)sm->all / sm->seconds, pct_us(sm, 50),
+	       pct_us(sm, 99), sm->n ? sm->ns[sm->n - 1] / 1e3 : 0.0, extra);
 }
 
 int scale_latency(const struct scale_latency_opts *o)
@@ -304,7 +317,9 @@ int scale_latency(const struct scale_latency_opts *o)
 	struct vsock_vm_list vms;
 	struct scale_host echo, sink;
 	struct scale_listener *l;
-	struct samples idle = { 0 }, running = { 0 };
+	/* By phase (idle, running), then group. */
+	struct samples sm[2][GROUPS] = { { { 0 } } };
+	bool grouped = true;
 	struct bulk b;
 	struct vg **g;
 	struct rr *rr;
@@ -318,15 +333,22 @@ int scale_latency(const struct scale_latency_opts *o)
 	if (vms.n < 2 || o->bulk_vm >= vms.n)
 		tool_die("%s: %u VMs; one streams (--bulk-vm %u) and at least "
 			 "one other answers", o->config, vms.n, o->bulk_vm);
-	if (proc_raise_nofile((uint64_t)vms.n * 16 + 1024, err, sizeof(err)))
+	if (nofile_raise((uint64_t)vms.n * 16 + 1024, err, sizeof(err)))
 		tool_die("%s", err);
 	l = calloc(vms.n, sizeof(*l));
 	g = calloc(vms.n, sizeof(*g));
 	rr = calloc(vms.n, sizeof(*rr));
-	idle.ns = malloc(MAX_SAMPLES * sizeof(*idle.ns));
-	running.ns = malloc(MAX_SAMPLES * sizeof(*running.ns));
-	if (!l || !g || !rr || !idle.ns || !running.ns)
+	if (!l || !g || !rr)
 		tool_die("out of memory");
+	for (unsigned p = 0; p < 2; p++)
+		for (unsigned k = 0; k < GROUPS; k++)
+			if (!(sm[p][k].ns = malloc(MAX_SAMPLES *
+						   sizeof(*sm[p][k].ns))))
+				tool_die("out of memory");
+	/* Groups only where the config says which worker serves each VM:
+	 * vmio's own dealing is not for this tool to guess. */
+	for (unsigned i = 0; i < vms.n; i++)
+		grouped &= vms.vms[i].thread >= 0;
 
 	/* Echo and sink in processes of their own: the sink's reading must
 	 * not delay the echoes, or the host program would be the head of
@@ -358,6 +380,11 @@ int scale_latency(const struct scale_latency_opts *o)
 		rr[n].s = vg_connect(g[n], SCALE_PORT_ECHO, XFER_STALL_MS, &e);
 		if (!rr[n].s)
 			tool_die("VM %u: connect: %s", i, strerror(-e));
+		if (grouped)
+			rr[n].group = vms.vms[i].thread ==
+						      vms.vms[o->bulk_vm].thread
+					      ? SAME_WORKER
+					      : OTHER_WORKER;
 		n++;
 	}
 	rr_phase(rr, g, n, o->msg, WARMUP_MS, NULL);
@@ -366,10 +393,10 @@ int scale_latency(const struct scale_latency_opts *o)
 		struct scale_host_msg d;
 		int got;
 
-		rr_phase(rr, g, n, o->msg, o->phase_ms, &idle);
+		rr_phase(rr, g, n, o->msg, o->phase_ms, sm[0]);
 		bulk_order(&b, BULK_GO);
 		bulk_expect(&b, BULK_GOING, &m);
-		rr_phase(rr, g, n, o->msg, o->phase_ms, &running);
+		rr_phase(rr, g, n, o->msg, o->phase_ms, sm[1]);
 		bulk_order(&b, BULK_STOP);
 		bulk_expect(&b, BULK_STOPPED, &m);
 		got = scale_host_recv(&sink, &d, XFER_STALL_MS);
@@ -388,10 +415,14 @@ int scale_latency(const struct scale_latency_opts *o)
 	printf("latency vms=%u rr_vms=%u msg=%" PRIu64 " rounds=%u "
 	       "phase_ms=%" PRIu64 "\n", vms.n, n, o->msg, o->rounds,
 	       o->phase_ms);
-	print_phase("idle", &idle, "");
 	snprintf(extra, sizeof(extra), " bulk_MB/s=%.1f",
 		 (double)bulk_bytes / 1e6 / bulk_s);
-	print_phase("running", &running, extra);
+	/* The split says something only when both groups have VMs. */
+	grouped &= sm[0][SAME_WORKER].all && sm[0][OTHER_WORKER].all;
+	for (unsigned p = 0; p < 2; p++)
+		for (unsigned k = 0; k < (grouped ? GROUPS : 1); k++)
+			print_phase(p ? "running" : "idle", group_name[k],
+				    &sm[p][k], p && k == ALL ? extra : "");
 
 	for (unsigned i = 0; i < n; i++)
 		vg_free(g[i]);
@@ -400,8 +431,9 @@ int scale_latency(const struct scale_latency_opts *o)
 	close(b.ctl);
 	scale_host_stop(&echo);
 	scale_host_stop(&sink);
-	free(idle.ns);
-	free(running.ns);
+	for (unsigned p = 0; p < 2; p++)
+		for (unsigned k = 0; k < GROUPS; k++)
+			free(sm[p][k].ns);
 	free(rr);
 	free(g);
 	free(l);

@@ -12,13 +12,19 @@
 
 const char *tool_name = "vmio-tool";
 
+/* "NAME: <message>" on stderr, without the newline. */
+static void say(const char *fmt, va_list ap)
+{
+	fprintf(stderr, "%s: ", tool_name);
+	vfprintf(stderr, fmt, ap);
+}
+
 int tool_usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "%s: ", tool_name);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say(fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\nTry '%s --help'.\n", tool_name);
 	return VMIO_EXIT_USAGE;
@@ -28,12 +34,20 @@ void tool_die(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "%s: ", tool_name);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say(fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(1);
+}
+
+int tool_other_option(int code, const char *usage)
+{
+	if (code == 'h') {
+		fputs(usage, stdout);
+		return 0;
+	}
+	return tool_usage_error("bad option");
 }
 
 void tool_set_nonblock(int fd)

@@ -16,6 +16,11 @@ int tool_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 /* Prints "NAME: <message>" on stderr and exits with status 1. */
 noreturn void tool_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The end of every tool's option switch, for the codes it does not take
+ * itself: 'h' prints usage on stdout (status 0), anything else is a usage
+ * error (status 2). Returns the exit status, for main to return. */
+int tool_other_option(int code, const char *usage);
+
 /* Makes fd non-blocking, or dies. */
 void tool_set_nonblock(int fd);
 

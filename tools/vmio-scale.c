@@ -188,11 +188,8 @@ int main(int argc, char **argv)
 				   &lo.bulk_msg))
 				return VMIO_EXIT_USAGE;
 			break;
-		case 'h':
-			fputs(usage, stdout);
-			return 0;
 		default:
-			return tool_usage_error("bad option");
+			return tool_other_option(c, usage);
 		}
 	}
 	if (optind < argc)

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cli/options.h"
+#include "cli/vsock_vms.h"
 #include "frontend/vsock_guest.h"
 #include "util/clock.h"
 #include "tool_common.h"
@@ -54,6 +55,7 @@ static const char usage[] =
 	"  --msg-size N       bytes per write (default 64K)\n"
 	"  --bytes N          bytes in all (default 256M; K, M, G suffixes)\n"
 	"  --conns N          connections, 1-64 (default 1)\n"
+	"  --guest-cid N      the guest's CID: the VM's guest-cid (default 3)\n"
 	"  --rx-buf N         guest rx buffer payload size (default 4K, as\n"
 	"                     Linux; at most 64K)\n"
 	"  --direct           no vmio: AF_UNIX between the two processes\n"
@@ -65,6 +67,7 @@ struct opts {
 	struct xfer_plan plan;
 	uint64_t bytes;
 	uint32_t rx_buf;
+	uint64_t cid;
 };
 
 /* What the child reports through a pipe when it is done. */
@@ -276,6 +279,7 @@ static int run(const struct opts *o)
 
 		vg_opts_init(&vo);
 		vo.rx_buf_size = o->rx_buf + VSOCK_HDR_SIZE;
+		vo.guest_cid = o->cid;
 		g = vg_open(o->socket, XFER_STALL_MS, &vo, err, sizeof(err));
 		if (!g)
 			tool_die("%s", err);
@@ -407,13 +411,14 @@ int main(int argc, char **argv)
 		{ "bytes", required_argument, NULL, 'b' },
 		{ "conns", required_argument, NULL, 'c' },
 		{ "rx-buf", required_argument, NULL, 'r' },
+		{ "guest-cid", required_argument, NULL, 'g' },
 		{ "direct", no_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = {
 		.plan = { .msg = 65536, .conns = 1 },
-		.bytes = 256ull << 20, .rx_buf = 4096,
+		.bytes = 256ull << 20, .rx_buf = 4096, .cid = 3,
 	};
 	uint64_t v;
 	int c;
@@ -455,14 +460,17 @@ int main(int argc, char **argv)
 				return tool_usage_error("--rx-buf: 64 to 64K");
 			o.rx_buf = (uint32_t)v;
 			break;
+		case 'g':
+			if (vmio_parse_u64(optarg, VSOCK_MAX_GUEST_CID, &o.cid) ||
+			    o.cid < VSOCK_MIN_GUEST_CID)
+				return tool_usage_error("--guest-cid: 3 to "
+							"4294967294");
+			break;
 		case 'D':
 			o.direct = true;
 			break;
-		case 'h':
-			fputs(usage, stdout);
-			return 0;
 		default:
-			return tool_usage_error("bad option");
+			return tool_other_option(c, usage);
 		}
 	}
 	if (optind < argc)

@@ -5,6 +5,7 @@
 
 #include "harness.h"
 
+#include "frontend/procfs.h"
 #include "frontend/stream.h"
 
 #include <dirent.h>
@@ -473,52 +474,12 @@ int harness_group_teardown(void **state)
 
 long harness_rss_kib(pid_t pid)
 {
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
-/* utime + stime of a /proc stat file, and the name in it. -1: gone. */
-static long stat_ticks(const char *path, char *name, size_t name_size)
-{
-	char buf[1024], *p, *o;
-	unsigned long ut, st;
-	size_t n;
-	FILE *f;
-
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* Fields 14 and 15, counted after the ')' that ends the name. */
-	p = strrchr(buf, ')');
-	o = strchr(buf, '(');
-	if (!p || !o || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u "
-			       "%*u %*u %lu %lu", &ut, &st) != 2)
-		return -1;
-	if (name)
-		snprintf(name, name_size, "%.*s", (int)(p - o - 1), o + 1);
-	return (long)(ut + st);
+	return vmio_proc_status_kib(pid, "VmRSS");
 }
 
 long harness_cpu_ticks(pid_t pid)
 {
-	char path[64];
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	return stat_ticks(path, NULL, 0);
+	return vmio_proc_cpu_ticks(pid);
 }
 
 unsigned harness_threads(pid_t pid, struct harness_thread *t, unsigned cap)
@@ -536,7 +497,8 @@ unsigned harness_threads(pid_t pid, struct harness_thread *t, unsigned cap)
 		if (e->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof(path), "%s/%s/stat", dir, e->d_name);
-		t[n].ticks = stat_ticks(path, t[n].name, sizeof(t[n].name));
+		t[n].ticks = vmio_proc_stat_ticks(path, t[n].name,
+						  sizeof(t[n].name));
 		if (t[n].ticks >= 0)
 			n++;
 	}
