@@ -34,7 +34,7 @@ runs=${RUNS:-5}
 vms=${SCALE_VMS:-256}
 conns=${SCALE_CONNS:-1024}
 conns_given=${SCALE_CONNS:+yes}
-busy=${SCALE_BUSY:-8}
+busy=${SCALE_BUSY:-$((vms < 8 ? vms : 8))}
 busy_bytes=${SCALE_BYTES:-2G}
 thread_bytes=${SCALE_THREAD_BYTES:-4G}
 lat_vms=${SCALE_LAT_VMS:-16}
@@ -194,18 +194,22 @@ if want idle; then
 	mem=$(grep '^idle rss_kib=' "$dir/idle.out" || true)
 	fds=$(grep '^idle fds=' "$dir/idle.out" || true)
 	echo
-	echo "scale idle: $vms VMs x $conns connections = $(field conns "$est") established and held"
-	printf '  %-34s %s\n' "time to establish them all" "$(field establish_s "$est") s ($(field conns/s "$est") per s)" \
-		"vmio VmRSS (KiB, before -> after)" "$(field rss_kib "$mem")" \
-		"RSS growth per connection" "$(field B/conn "$mem") B (goal <= 4096) $(sed -n 's/.*\((anon=[^)]*)\).*/\1/p' <<<"$mem")" \
-		"vmio descriptors (before -> after)" "$(field fds "$fds") ($(field fds/conn "$fds") per connection)"
-	echo "scale busy: $busy VMs streaming g2h, medians of $runs interleaved pairs (MB/s; vmio CPU s/GiB)"
-	printf '  %-22s %9s %8s\n' "" MB/s s/GiB
-	printf '  %-22s %9s %8s\n' "among $((vms - busy)) idle VMs" \
-		"$(list_median "${mb[among-idle]:-}")" "$(list_median "${cpu[among-idle]:-}")" \
-		"alone" "$(list_median "${mb[alone]:-}")" "$(list_median "${cpu[alone]:-}")"
-	echo "  ratio among-idle/alone of the medians: $(ratio "$(list_median "${mb[among-idle]:-}")" \
-		"$(list_median "${mb[alone]:-}")") (goal >= 0.9); each pair: ${pairs:--}"
+	if [ -z "$est" ]; then
+		echo "scale idle: no figures"
+	else
+		echo "scale idle: $vms VMs x $conns connections = $(field conns "$est") established and held"
+		printf '  %-34s %s\n' "time to establish them all" "$(field establish_s "$est") s ($(field conns/s "$est") per s)" \
+			"vmio VmRSS (KiB, before -> after)" "$(field rss_kib "$mem") $(sed -n 's/.*\((before:[^)]*)\).*/\1/p' <<<"$mem")" \
+			"RSS growth per connection" "$(field B/conn "$mem") B (goal <= 4096) $(sed -n 's/.*\((anon=[^)]*)\).*/\1/p' <<<"$mem")" \
+			"vmio descriptors (before -> after)" "$(field fds "$fds") ($(field fds/conn "$fds") per connection)"
+		echo "scale busy: $busy VMs streaming g2h, medians of $runs interleaved pairs (MB/s; vmio CPU s/GiB)"
+		printf '  %-22s %9s %8s\n' "" MB/s s/GiB
+		printf '  %-22s %9s %8s\n' "among $((vms - busy)) idle VMs" \
+			"$(list_median "${mb[among-idle]:-}")" "$(list_median "${cpu[among-idle]:-}")" \
+			"alone" "$(list_median "${mb[alone]:-}")" "$(list_median "${cpu[alone]:-}")"
+		echo "  ratio among-idle/alone of the medians: $(ratio "$(list_median "${mb[among-idle]:-}")" \
+			"$(list_median "${mb[alone]:-}")") (goal >= 0.9); each pair: ${pairs:--}"
+	fi
 	stop_vmio "$apid"
 	stop_vmio "$bpid"
 fi

@@ -157,7 +157,10 @@ static void stream_run(struct side *s, unsigned k, const struct xfer_plan *plan,
 			tool_die("%s: run %u: %u of %u streams not drained "
 				 "after %d s", s->name, run, k - done, k,
 				 XFER_STALL_MS / 1000);
-		vg_poll_many(s->streamers, k, 1);
+		r = vg_poll_many(s->streamers, k, 1);
+		if (r < 0)
+			tool_die("%s: run %u: vg_poll: %s", s->name, run,
+				 strerror(-r));
 	}
 	c1 = cpu_s(s);
 	for (unsigned j = 0; j < k; j++)
@@ -278,8 +281,11 @@ int scale_idle(const struct scale_idle_opts *o)
 	printf("idle vms=%u conns/vm=%u conns=%" PRIu64 " establish_s=%.2f "
 	       "conns/s=%.0f\n", a.vms.n, o->conns, total, secs,
 	       (double)total / secs);
-	printf("idle rss_kib=%ld->%ld B/conn=%.0f (anon=%.0f shmem=%.0f "
-	       "file=%.0f)\n", s0.rss, s1.rss, per_conn(s0.rss, s1.rss, total),
+	/* Before: RssShmem is the guests' memory vmio touched (their rings
+	 * and buffers), RssAnon vmio's own. */
+	printf("idle rss_kib=%ld->%ld (before: anon=%ld shmem=%ld) "
+	       "B/conn=%.0f (anon=%.0f shmem=%.0f file=%.0f)\n", s0.rss,
+	       s1.rss, s0.anon, s0.shmem, per_conn(s0.rss, s1.rss, total),
 	       per_conn(s0.anon, s1.anon, total),
 	       per_conn(s0.shmem, s1.shmem, total),
 	       per_conn(s0.file, s1.file, total));

@@ -279,8 +279,10 @@ static void rr_phase(struct rr *rr, struct vg *const *gs, unsigned n,
 		if ((int64_t)vmio_now_ns() - last >
 		    (int64_t)XFER_STALL_MS * 1000000)
 			tool_die("no echo for %d s", XFER_STALL_MS / 1000);
-		if (vg_poll_many(gs, n, 10) < 0)
-			tool_die("vg_poll: %s", strerror(errno));
+		int r = vg_poll_many(gs, n, 10);
+
+		if (r < 0)
+			tool_die("vg_poll: %s", strerror(-r));
 	}
 	for (unsigned k = 0; sm && k < GROUPS; k++)
 		sm[k].seconds += (double)((int64_t)vmio_now_ns() - start) / 1e9;

@@ -384,6 +384,7 @@ static void handle_pkt(struct vg *g, const struct vsock_hdr *h,
 		break;
 	case VSOCK_OP_CREDIT_REQUEST:
 		s->ctl |= CTL_CREDIT_UPDATE;
+		g->ctl_owed = true;
 		break;
 	default:
 		violation(g, "%s on port %u", vsock_op_name(h->op),
@@ -707,12 +708,23 @@ static void flush_ctl(struct vg *g)
 		memmove(g->rstq, g->rstq + 1,
 			--g->rstq_len * sizeof(g->rstq[0]));
 	}
-	for (unsigned i = 0; i < g->nsocks && g->tx_nfree; i++) {
+	/* A guest of many idle sockets polls often: look at them only when
+	 * one owes something. */
+	if (!g->ctl_owed)
+		return;
+	g->ctl_owed = false;
+	for (unsigned i = 0; i < g->nsocks; i++) {
 		struct vg_sock *s = g->socks[i];
 
-		if ((s->ctl & CTL_CREDIT_UPDATE) && !s->reset &&
-		    !sock_send(s, VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0, 0))
+		if (!(s->ctl & CTL_CREDIT_UPDATE))
+			continue;
+		if (s->reset) /* nothing more goes to a reset peer */
 			s->ctl &= ~CTL_CREDIT_UPDATE;
+		else if (g->tx_nfree &&
+			 !sock_send(s, VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0, 0))
+			s->ctl &= ~CTL_CREDIT_UPDATE;
+		else
+			g->ctl_owed = true;
 	}
 }
 
@@ -1117,8 +1129,10 @@ static void sock_consumed(struct vg_sock *s, uint32_t done, int64_t deadline)
 	 * low, so it never stalls on a full buffer we already emptied. */
 	if (s->buf_alloc - (s->rx_cnt - s->adv_fwd_cnt) <
 		    s->g->o.credit_threshold &&
-	    !s->reset)
+	    !s->reset) {
 		s->ctl |= CTL_CREDIT_UPDATE;
+		s->g->ctl_owed = true;
+	}
 	if (s->ctl & CTL_CREDIT_UPDATE) {
 		if (!sock_send(s, VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0,
 			       left_ms(deadline) + 1000))

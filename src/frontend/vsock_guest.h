@@ -83,6 +83,8 @@ struct vg {
 	unsigned last_sock; /* index of the last lookup's hit */
 	uint32_t next_port; /* for vg_connect's local ports */
 
+	bool ctl_owed;      /* some socket owes a control packet */
+
 	/* RSTs owed to REQUESTs that no listener takes. */
 	struct vsock_hdr rstq[64];
 	unsigned rstq_len;
