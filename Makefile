@@ -1,7 +1,10 @@
 # The two commands a new user runs are `make demo` and `make test`; both
 # install what is missing first. Meson and Ninja do the building.
 
-.PHONY: all deps build demo test bench fuzz clean
+.PHONY: all deps build demo test bench fuzz install deb clean
+
+# make install PREFIX=/usr DESTDIR=/tmp/stage: meson's prefix and destdir.
+PREFIX ?= /usr/local
 
 all: build
 
@@ -24,5 +27,14 @@ bench: build
 fuzz: deps
 	scripts/fuzz.sh
 
+install: build
+	meson configure build -Dprefix=$(PREFIX)
+	ninja -C build
+	meson install -C build --no-rebuild $(if $(DESTDIR),--destdir "$(abspath $(DESTDIR))")
+
+deb:
+	@scripts/deps.sh deb
+	scripts/deb.sh
+
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-deb

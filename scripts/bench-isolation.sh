@@ -37,9 +37,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo -; }
-hz=$(getconf CLK_TCK)
-
 for t in vmio vmio-vsock-bench vmio-bad-vmm; do
 	if [ ! -x "$build/$t" ]; then
 		echo "bench-isolation: $build/$t is missing (ninja -C $build)" >&2
@@ -68,10 +65,7 @@ one_run() {
 	mb=$(sed -n 's/.*MB\/s=\([0-9.]*\).*/\1/p' <<<"$line")
 	local got
 	got=$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")
-	if [ "$c0" != - ] && [ "$c1" != - ] && [ -n "$got" ]; then
-		cpu=$(awk -v t=$((c1 - c0)) -v hz="$hz" -v b="$got" \
-			'BEGIN {printf "%.3f", t / hz / (b / 1073741824)}')
-	fi
+	cpu=$(s_per_gib "$c0" "$c1" "$got")
 	echo "    $line vmio_s/GiB=$cpu"
 }
 

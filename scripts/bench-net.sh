@@ -183,8 +183,6 @@ ip -n "$ns" link set xa up
 ip -n "$ns" link set xb up
 xbstat() { ip netns exec "$ns" cat "/sys/class/net/xb/statistics/$1"; }
 rate() { awk -v a="$1" -v b="$2" -v s="$3" 'BEGIN {printf "%.2f\n", (b - a) / s / 1e6}'; }
-# A process's CPU time so far (user + system), in clock ticks.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo -; }
 # vmio's CPU time per frame in ns: ticks a to b over Mpps for s seconds.
 ns_per_frame() { # ticks a, ticks b, Mpps, seconds
 	awk -v a="$1" -v b="$2" -v m="$3" -v s="$4" -v hz="$(getconf CLK_TCK)" \

@@ -58,7 +58,6 @@ cleanup() {
 trap cleanup EXIT
 
 want() { [[ "$parts" == *" $1 "* ]]; }
-hz=$(getconf CLK_TCK)
 failed=0
 
 for t in vmio vmio-scale vmio-vsock-bench; do
@@ -257,9 +256,9 @@ two_streams() {
 		tmax=$(awk -v a="$tmax" -v t="$(field time "$line")" 'BEGIN {print (t > a) ? t : a}')
 	done
 	agg=$(awk -v b="$b" -v t="$tmax" 'BEGIN {printf "%.1f", b / 1e6 / t}')
-	tcpu=$(join <(sort <<<"$before") <(sort <<<"$after") |
-		sort -n | awk -v hz="$hz" -v b="$b" \
-			'{printf "%s:%.3f ", $3, ($4 - $2) / hz / (b / 1073741824)}')
+	while read -r _ t0 comm t1 _; do
+		tcpu+="$comm:$(s_per_gib "$t0" "$t1" "$b") "
+	done < <(join <(sort <<<"$before") <(sort <<<"$after") | sort -n)
 	echo "    $(cat "$dir/two0.out")"
 	echo "    $(cat "$dir/two1.out")"
 	echo "    aggregate MB/s=$agg; vmio CPU s/GiB per thread: $tcpu"

@@ -47,7 +47,9 @@ fi
 # host program in another process, against the same two processes over a
 # direct AF_UNIX stream (the limit this machine sets), in pairs: direct,
 # vmio, direct, vmio, ... For h2g at 64 KiB a third run per round gives
-# the guest 64 KiB rx buffers instead of Linux's 4 KiB. ----
+# the guest 64 KiB rx buffers instead of Linux's 4 KiB, and for h2g of
+# 4 KiB and more a fourth keeps 4 KiB buffers but negotiates mergeable rx
+# buffers (packets of up to 64 KiB spanning them). ----
 if want vsock; then
 "$build/vmio" vsock --guest-cid 3 --socket "$dir/vsock.sock" \
 	--uds-path "$dir/vm.vsock" -q &
@@ -59,12 +61,22 @@ declare -A res
 # Bytes per run so that each takes about 0.3-2 s.
 declare -A vbytes=([65536]=${VSOCK_BYTES_64K:-2G} [4096]=${VSOCK_BYTES_4K:-512M} [64]=${VSOCK_BYTES_64:-24M})
 
+declare -A cpu
+# One run: its MB/s into res[key] and, for a vmio run, vmio's own CPU
+# seconds per GiB (from /proc/PID/stat around it) into cpu[key].
 one() { # key, command...
-	local key=$1 line
+	local key=$1 line c0 c1
 	shift
+	c0=$(cpu_ticks "$vpid")
 	if line=$("$@" 2>&1); then
-		echo "  $line"
+		c1=$(cpu_ticks "$vpid")
 		res[$key]+="$(sed -n 's/.*MB\/s=\([0-9.]*\).*/\1/p' <<<"$line") "
+		if [[ $key != *"|direct" ]]; then
+			c0=$(s_per_gib "$c0" "$c1" "$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")")
+			cpu[$key]+="$c0 "
+			line+=" vmio_s/GiB=$c0"
+		fi
+		echo "  $line"
 	else
 		echo "  FAILED: $key: $line"
 		failed=1
@@ -84,23 +96,31 @@ for msg in 65536 4096 64; do
 				if [ "$d" = h2g ] && [ "$msg" = 65536 ]; then
 					one "$cell|rx64k" "${vs[@]}" "${args[@]}" --rx-buf 64K
 				fi
+				if [ "$d" = h2g ] && [ "$msg" -ge 4096 ]; then
+					one "$cell|mrg" "${vs[@]}" "${args[@]}" --mergeable
+				fi
 			done
 		done
 	done
 done
 
 echo
-echo "vsock: medians over $runs interleaved rounds (MB/s); goal vmio/direct >= 0.8 at 64 KiB"
-printf '%-26s %10s %10s %8s %14s %8s\n' case direct vmio ratio "vmio rx64k" ratio
+echo "vsock: medians over $runs interleaved rounds (MB/s, and vmio's CPU s/GiB); goal vmio/direct >= 0.8 at 64 KiB"
+printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB
 for cell in "${rows[@]}"; do
 	dm=$(list_median "${res[$cell|direct]:-}")
-	vm=$(list_median "${res[$cell|vmio]:-}")
-	xm=$(list_median "${res[$cell|rx64k]:-}")
-	if [ -n "${res[$cell|rx64k]:-}" ]; then
-		printf '%-26s %10s %10s %8s %14s %8s\n' "$cell" "$dm" "$vm" "$(ratio "$vm" "$dm")" "$xm" "$(ratio "$xm" "$dm")"
-	else
-		printf '%-26s %10s %10s %8s\n' "$cell" "$dm" "$vm" "$(ratio "$vm" "$dm")"
-	fi
+	line=$(printf '%-26s %9s' "$cell" "$dm")
+	for v in vmio rx64k mrg; do
+		w=9
+		[ "$v" = rx64k ] && w=11
+		if [ -n "${res[$cell|$v]:-}" ]; then
+			xm=$(list_median "${res[$cell|$v]}")
+			line+=$(printf " %${w}s %6s %6s" "$xm" "$(ratio "$xm" "$dm")" "$(list_median "${cpu[$cell|$v]:-}")")
+		else
+			line+=$(printf " %${w}s %6s %6s" - - -)
+		fi
+	done
+	echo "$line"
 done
 stop_procs "$vpid"
 vpid=
@@ -198,6 +218,61 @@ for shape in udg ust tcp; do
 	done
 done
 echo "goal: vmio >= 3.5x socat on udg->ust; relay CPU < 0.05 s/GiB on sockmap"
+
+# ---- redirect --threads: a forking UNIX-LISTEN carrying two streams at
+# once (two clients, each to a sink of its own), --threads 2 (A) against
+# --threads 1 (B) in pairs, A B A B, with the default engine (splice) and
+# with copy, where vmio's own CPU is the limit. MB/s: both streams' bytes
+# at the sinks, first byte to last; CPU: vmio's utime+stime from
+# /proc/PID/stat as the data is in, per GiB of both streams. ----
+tbytes=${REDIR_THREADS_BYTES:-2G} # per stream
+tpairs=$((runs > 5 ? runs : 5))
+declare -A tmb tcpu
+for engine in splice copy; do
+	echo
+	echo "redirect --threads 2 against 1, fork, 2 streams of $tbytes, engine $engine, $tpairs pairs:"
+	for p in $(seq "$tpairs"); do
+		for t in 2 1; do
+			rc=0
+			line=$(timeout "$rlimit" "$build/vmio-redirect-bench" run \
+				--sink "$dir/out" --to "ust:$dir/in" --bytes "$tbytes" \
+				--streams 2 --term -- "$build/vmio" redirect -q \
+				--engine "$engine" --threads "$t" \
+				"UNIX-LISTEN:$dir/in,fork" "UNIX-CONNECT:$dir/out" 2>&1) || rc=$?
+			if [ $rc -eq 0 ]; then
+				echo "  pair $p, --threads $t: $line"
+				tmb[$engine|$t]+="$(field MB/s "$line") "
+				tcpu[$engine|$t]+="$(field relay_s/GiB "$line") "
+			else
+				echo "  FAILED: pair $p, --threads $t: ${line:-timed out after $rlimit s}"
+				tmb[$engine|$t]+="- "
+				tcpu[$engine|$t]+="- "
+				failed=1
+			fi
+		done
+	done
+done
+
+echo
+echo "redirect --threads: a forking UNIX-LISTEN, two streams at once, pair by pair"
+echo "(MB/s of both streams together; vmio's CPU s per GiB; x: 2 threads over 1)"
+printf '%-7s %-6s %10s %10s %6s %12s %12s\n' engine pair "2 thr MB/s" "1 thr MB/s" x "2 thr s/GiB" "1 thr s/GiB"
+for engine in splice copy; do
+	read -ra a_mb <<<"${tmb[$engine|2]:-}"
+	read -ra b_mb <<<"${tmb[$engine|1]:-}"
+	read -ra a_cpu <<<"${tcpu[$engine|2]:-}"
+	read -ra b_cpu <<<"${tcpu[$engine|1]:-}"
+	for i in "${!a_mb[@]}"; do
+		printf '%-7s %-6s %10s %10s %6s %12s %12s\n' "$engine" "$((i + 1))" \
+			"${a_mb[$i]}" "${b_mb[$i]}" "$(ratio "${a_mb[$i]}" "${b_mb[$i]}")" \
+			"${a_cpu[$i]}" "${b_cpu[$i]}"
+	done
+	am=$(list_median "${tmb[$engine|2]:-}")
+	bm=$(list_median "${tmb[$engine|1]:-}")
+	printf '%-7s %-6s %10s %10s %6s %12s %12s\n' "$engine" median "$am" "$bm" \
+		"$(ratio "$am" "$bm")" "$(list_median "${tcpu[$engine|2]:-}")" \
+		"$(list_median "${tcpu[$engine|1]:-}")"
+done
 fi
 
 # ---- net: testpmd's virtio-user port against `vmio net --null` and

@@ -2,6 +2,7 @@
 # Installs the Debian packages vmio needs to build and test, and only those
 # that are missing: running it again on a ready machine does nothing.
 # Each package and why it is here is listed in README.md ("Dependencies").
+# `deps.sh deb` also installs what `make deb` alone needs.
 set -euo pipefail
 
 packages=(
@@ -25,7 +26,17 @@ packages=(
 	socat             # make bench: the anchor `vmio redirect` is measured against
 	dpdk-dev          # vmio net tests: dpdk-testpmd is the front end
 	ethtool           # guest test over AF_XDP: turns off the veth peer's checksum offload
+	systemd           # install test: systemd-analyze verify, systemd-socket-activate
+	man-db            # install test: man --warnings renders the man pages
 )
+
+if [[ ${1:-} == deb ]]; then
+	packages+=(
+		debhelper     # make deb: dh and its meson build system, compat 13
+		dpkg-dev      # make deb: dpkg-buildpackage
+		lintian       # make deb: checks the built package
+	)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

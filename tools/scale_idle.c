@@ -9,12 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "frontend/procfs.h"
 #include "scale_fleet.h"
 #include "scale_host.h"
 #include "nofile.h"
 #include "tool_common.h"
 #include "util/clock.h"
+#include "util/proc_stat.h"
+#include "util/proc_status.h"
 #include "vsock_transfer.h"
 
 /* Descriptors: the host child holds one per connection and its

@@ -10,7 +10,12 @@
  *   run   does a whole measured run: a forked sink, the relay command
  *         (forked and exec'd), the sender in this process; then reaps the
  *         relay with wait4 for its CPU time, and reads /proc/stat for the
- *         whole machine's.
+ *         whole machine's. With --streams N, N connections at once, each
+ *         with a sink process and a sender thread of its own (a forking
+ *         relay's clients); with --term, the relay, which keeps
+ *         accepting, is asked to end (SIGTERM) once the sinks have
+ *         everything, and its CPU time is read from /proc/PID/stat just
+ *         before: what moving the data cost, not its teardown.
  *
  * The pattern has a prime period (1000003 bytes), so it lines up with no
  * message or buffer size: a lost, repeated or reordered chunk shows as
@@ -23,6 +28,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -40,10 +46,12 @@
 
 #include "cli/options.h"
 #include "util/clock.h"
+#include "util/proc_stat.h"
 #include "util/unix_socket.h"
 
 #define PERIOD 1000003u
 #define MAX_MSG (1u << 20)  /* largest --msg, and the sink's read size */
+#define MAX_STREAMS 16u
 #define GIB (1024.0 * 1024 * 1024)
 
 /* Exit status of `run` when the relay refused its command line (it exited
@@ -58,7 +66,8 @@ static const char usage[] =
 	"       vmio-redirect-bench send --to KIND:WHERE --bytes N [--msg N]\n"
 	"                                [--timeout S]\n"
 	"       vmio-redirect-bench run --sink PATH --to KIND:WHERE --bytes N\n"
-	"                               [--msg N] [--timeout S] -- RELAY...\n"
+	"                               [--msg N] [--timeout S] [--streams N]\n"
+	"                               [--term] -- RELAY...\n"
 	"\n"
 	"Moves N bytes of a checked pattern through a relay into a unix stream\n"
 	"sink. KIND:WHERE is udg:PATH (unix datagrams, an empty one at the end),\n"
@@ -75,6 +84,12 @@ static const char usage[] =
 	"         quiet=0 that the machine did not go idle in 3 s first.\n"
 	"         Exits 3 with 'refused: MESSAGE' when the relay exits 2 before\n"
 	"         it takes input (a usage error), 1 on any failure.\n"
+	"         --streams N (1 to 16): N connections at once (ust or tcp),\n"
+	"         each carrying --bytes N to a sink of its own; MB/s is all\n"
+	"         their bytes from the first byte to the last at any sink.\n"
+	"         --term: the relay keeps serving (a forking listener): send it\n"
+	"         SIGTERM once the sinks have everything; its CPU is its\n"
+	"         utime+stime in /proc/PID/stat just before, and it must exit 0.\n"
 	"\n"
 	"Sizes take K, M, G suffixes. --timeout: seconds without progress\n"
 	"before giving up (default 10).\n";
@@ -174,12 +189,16 @@ static void sink_run(int lfd, uint64_t want, int timeout_ms, int accept_ms,
 	int fd;
 
 	*r = (struct sink_result){ 0 };
-	if (wait_readable(lfd, accept_ms)) {
-		snprintf(r->error, sizeof(r->error),
-			 "no connection in %d s", accept_ms / 1000);
-		return;
-	}
-	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	/* Sinks of other streams wait on the same listener: one that woke
+	 * for a connection another took waits again. */
+	do {
+		if (wait_readable(lfd, accept_ms)) {
+			snprintf(r->error, sizeof(r->error),
+				 "no connection in %d s", accept_ms / 1000);
+			return;
+		}
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	} while (fd < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
 	if (fd < 0) {
 		snprintf(r->error, sizeof(r->error), "accept: %s",
 			 strerror(errno));
@@ -367,6 +386,8 @@ struct opts {
 	bool have_to;
 	uint64_t bytes, msg;
 	int timeout_ms;
+	unsigned streams;   /* run: connections at once */
+	bool term;          /* run: SIGTERM the relay once the data is in */
 	char **relay;       /* run: the command after -- */
 };
 
@@ -490,28 +511,112 @@ static int reach_relay(const struct opts *o, pid_t relay, int relay_err,
 	return fd;
 }
 
+/* The sinks' results as one: every byte of every stream, from the first
+ * to reach any sink to the last. */
+static void merge_results(struct sink_result *all,
+			  const struct sink_result *r, unsigned n)
+{
+	*all = r[0];
+	for (unsigned i = 1; i < n; i++) {
+		if (r[i].bytes && (!all->bytes || r[i].first_ns < all->first_ns))
+			all->first_ns = r[i].first_ns;
+		if (r[i].last_ns > all->last_ns)
+			all->last_ns = r[i].last_ns;
+		all->bytes += r[i].bytes;
+		if (all->intact && !r[i].intact) {
+			all->intact = 0;
+			snprintf(all->error, sizeof(all->error), "stream %u: %s",
+				 i + 1, r[i].error);
+		}
+	}
+}
+
+/* One stream's sender, in a thread of its own so that the streams run
+ * at once. */
+struct sender {
+	const struct opts *o;
+	int fd;
+	pthread_t thread;
+	char err[200];
+};
+
+static void *sender_main(void *opaque)
+{
+	struct sender *s = opaque;
+
+	send_all(s->fd, &s->o->to, s->o->bytes, s->o->msg, s->o->timeout_ms,
+		 s->err, sizeof(s->err));
+	close(s->fd);
+	return NULL;
+}
+
+/* Sends every stream, the first on fd (the relay is known to be there),
+ * the others on connections of their own; the first failure in err. */
+static void send_streams(const struct opts *o, int fd, char *err,
+			 size_t size)
+{
+	struct sender s[MAX_STREAMS];
+	unsigned n;
+
+	for (n = 0; n < o->streams; n++) {
+		s[n] = (struct sender){ .o = o, .fd = n ? target_open(&o->to) : fd };
+		if (s[n].fd < 0) {
+			snprintf(err, size, "stream %u: connect: %s", n + 1,
+				 strerror(errno));
+			break;
+		}
+		if (pthread_create(&s[n].thread, NULL, sender_main, &s[n])) {
+			snprintf(err, size, "stream %u: no thread", n + 1);
+			close(s[n].fd);
+			break;
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		pthread_join(s[i].thread, NULL);
+		if (s[i].err[0] && !err[0])
+			snprintf(err, size, "stream %u: %s", i + 1, s[i].err);
+	}
+}
+
+/* utime + stime of a running process in seconds; -1 if it cannot be
+ * read. */
+static double proc_cpu_s(pid_t pid)
+{
+	long ticks = vmio_proc_cpu_ticks(pid);
+
+	return ticks < 0 ? -1 : (double)ticks / (double)sysconf(_SC_CLK_TCK);
+}
+
 static int cmd_run(const struct opts *o)
 {
-	struct sink_result r = { .error = "sink died" };
-	int lfd, report_fd, relay_err, fd, st = 0, rc = 1;
+	struct sink_result r = { .error = "sink died" }, rs[MAX_STREAMS];
+	int lfd, report_fd[MAX_STREAMS], relay_err, fd, st = 0, rc = 1;
 	char err[300] = "";
 	struct rusage ru = { 0 };
 	struct stat lst;
-	pid_t sink, relay;
-	double busy0;
+	pid_t sink[MAX_STREAMS], relay;
+	double busy0, relay_cpu = -1;
+	unsigned sinks;
 	bool quiet;
 
-	lfd = vmio_unix_listen(o->path, 1, "sink", &lst);
+	lfd = vmio_unix_listen(o->path, (int)o->streams, "sink", &lst);
 	if (lfd < 0) {
 		fprintf(stderr, "vmio-redirect-bench: listen on %s: %s\n",
 			o->path, strerror(-lfd));
 		return 1;
 	}
-	sink = start_sink(o, lfd, &report_fd);
+	/* One sink per stream, each taking one of the relay's connections. */
+	for (sinks = 0; sinks < o->streams; sinks++) {
+		sink[sinks] = start_sink(o, lfd, &report_fd[sinks]);
+		if (sink[sinks] < 0)
+			break;
+	}
 	close(lfd);
-	if (sink < 0) {
+	if (sinks < o->streams) {
 		fprintf(stderr, "vmio-redirect-bench: fork: %s\n",
 			strerror(errno));
+		for (unsigned i = 0; i < sinks; i++)
+			kill(sink[i], SIGKILL);
 		return 1;
 	}
 	/* A file left by an earlier run must not pass for the relay's. */
@@ -528,19 +633,24 @@ static int cmd_run(const struct opts *o)
 	}
 	fd = reach_relay(o, relay, relay_err, err, sizeof(err));
 	if (fd >= 0) {
-		send_all(fd, &o->to, o->bytes, o->msg, o->timeout_ms, err,
-			 sizeof(err));
-		close(fd);
+		send_streams(o, fd, err, sizeof(err));
 	} else {
-		/* No data is coming: do not wait out the sink's timeout. */
-		kill(sink, SIGKILL);
+		/* No data is coming: do not wait out the sinks' timeout. */
+		for (unsigned i = 0; i < sinks; i++)
+			kill(sink[i], SIGKILL);
 	}
-	/* The sink always reports within its own timeouts, or dies. */
-	if (read(report_fd, &r, sizeof(r)) != sizeof(r))
-		r = (struct sink_result){ .error = "no data sent" };
+	/* The sinks always report within their own timeouts, or die. */
+	for (unsigned i = 0; i < sinks; i++)
+		if (read(report_fd[i], &rs[i], sizeof(rs[i])) != sizeof(rs[i]))
+			rs[i] = (struct sink_result){ .error = "no data sent" };
+	merge_results(&r, rs, sinks);
 	/* The machine's share ends with the data: socat lingers idle for
 	 * half a second after an EOF, and other jobs would fill that in. */
 	double busy = machine_busy_s() - busy0;
+	if (o->term) {
+		relay_cpu = proc_cpu_s(relay);
+		kill(relay, SIGTERM);
+	}
 	if (reap(relay, o->timeout_ms, &st, &ru)) {
 		kill(relay, SIGKILL);
 		reap(relay, o->timeout_ms, &st, &ru);
@@ -552,18 +662,19 @@ static int cmd_run(const struct opts *o)
 		snprintf(err, sizeof(err), "relay exited with status 0x%x",
 			 st);
 	}
-	double relay_cpu = tv_s(&ru.ru_utime) + tv_s(&ru.ru_stime);
+	if (relay_cpu < 0)
+		relay_cpu = tv_s(&ru.ru_utime) + tv_s(&ru.ru_stime);
 	double gib = (double)r.bytes / GIB;
 	struct rusage self, children;
 
-	waitpid(sink, NULL, 0);
-	/* The machine's CPU that neither the relay, the sender (this
-	 * process) nor the sink used: other jobs, kernel threads. */
+	for (unsigned i = 0; i < sinks; i++)
+		waitpid(sink[i], NULL, 0);
+	/* The machine's CPU that neither the relay, the senders (this
+	 * process) nor the sinks used: other jobs, kernel threads. */
 	getrusage(RUSAGE_SELF, &self);
 	getrusage(RUSAGE_CHILDREN, &children);
 	double others = busy - tv_s(&self.ru_utime) - tv_s(&self.ru_stime) -
 			tv_s(&children.ru_utime) - tv_s(&children.ru_stime);
-
 	vmio_unix_unlink_if_same(o->path, &lst);
 	if (fd == -2) {
 		printf("refused: %s\n", err);
@@ -661,10 +772,12 @@ int main(int argc, char **argv)
 		{ "bytes", required_argument, NULL, 'n' },
 		{ "msg", required_argument, NULL, 'm' },
 		{ "timeout", required_argument, NULL, 'T' },
+		{ "streams", required_argument, NULL, 'S' },
+		{ "term", no_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct opts o = { .msg = 65536, .timeout_ms = 10000 };
+	struct opts o = { .msg = 65536, .timeout_ms = 10000, .streams = 1 };
 	const char *role;
 	uint64_t v;
 	int c;
@@ -706,6 +819,14 @@ int main(int argc, char **argv)
 						 optarg);
 			o.timeout_ms = (int)v * 1000;
 			break;
+		case 'S':
+			if (vmio_parse_u64(optarg, MAX_STREAMS, &v) || !v)
+				return bad_usage("--streams: not 1 to 16", optarg);
+			o.streams = (unsigned)v;
+			break;
+		case 'K':
+			o.term = true;
+			break;
 		default:
 			return bad_usage("unknown option or missing value",
 					 argv[optind - 1]);
@@ -728,6 +849,9 @@ int main(int argc, char **argv)
 		if (!o.path || !o.have_to || !o.bytes || optind >= argc)
 			return bad_usage("run takes --sink PATH --to KIND:WHERE "
 					 "--bytes N -- RELAY...", NULL);
+		if (o.streams > 1 && o.to.kind == KIND_UDG)
+			return bad_usage("--streams: datagrams have no "
+					 "connections to count", NULL);
 		o.relay = argv + optind;
 		return cmd_run(&o);
 	}

@@ -59,6 +59,9 @@ static const char usage[] =
 	"  --rx-buf N         guest rx buffer payload size (default 4K, as\n"
 	"                     Linux; at most 64K)\n"
 	"  --direct           no vmio: AF_UNIX between the two processes\n"
+	"  --mergeable        negotiate mergeable rx buffers: --rx-buf bytes\n"
+	"                     each, header included, packets of up to 64K\n"
+	"                     spanning them\n"
 	"  -h, --help         this text\n";
 
 struct opts {
@@ -68,6 +71,7 @@ struct opts {
 	uint64_t bytes;
 	uint32_t rx_buf;
 	uint64_t cid;
+	bool mergeable;
 };
 
 /* What the child reports through a pipe when it is done. */
@@ -278,7 +282,11 @@ static int run(const struct opts *o)
 		struct vg_opts vo;
 
 		vg_opts_init(&vo);
-		vo.rx_buf_size = o->rx_buf + VSOCK_HDR_SIZE;
+		/* With mergeable buffers a buffer is the size Linux posts in
+		 * all (4 KiB), the header inside it; packets span them. */
+		vo.mergeable = o->mergeable;
+		vo.rx_buf_size = o->mergeable ? o->rx_buf
+					      : o->rx_buf + VSOCK_HDR_SIZE;
 		vo.guest_cid = o->cid;
 		g = vg_open(o->socket, XFER_STALL_MS, &vo, err, sizeof(err));
 		if (!g)
@@ -394,6 +402,8 @@ static int run(const struct opts *o)
 	       o->h2g ? "h2g" : "g2h", o->plan.msg, o->plan.conns);
 	if (!o->direct && o->rx_buf != 4096)
 		printf(" rxbuf=%u", o->rx_buf);
+	if (!o->direct && o->mergeable)
+		printf(" mergeable");
 	printf(" bytes=%" PRIu64 " time=%.3f MB/s=%.1f\n",
 	       o->plan.per_conn * o->plan.conns, secs,
 	       (double)(o->plan.per_conn * o->plan.conns) / 1e6 / secs);
@@ -413,6 +423,7 @@ int main(int argc, char **argv)
 		{ "rx-buf", required_argument, NULL, 'r' },
 		{ "guest-cid", required_argument, NULL, 'g' },
 		{ "direct", no_argument, NULL, 'D' },
+		{ "mergeable", no_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -468,6 +479,9 @@ int main(int argc, char **argv)
 			break;
 		case 'D':
 			o.direct = true;
+			break;
+		case 'M':
+			o.mergeable = true;
 			break;
 		default:
 			return tool_other_option(c, usage);

@@ -3,18 +3,99 @@
  * options behave the same in each. */
 #include "cli/backend_args.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "cli/serve.h"
 #include "vhost-user/backend.h"
 #include "vhost-user/capabilities.h"
 
+/* The backend program conventions: with --print-capabilities, other
+ * options and arguments are ignored, so it is looked for before any is
+ * parsed (and a bad one could refuse it). */
+static bool wants_capabilities(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--print-capabilities"))
+			return true;
+	return false;
+}
+
+/* What an unknown or incomplete option was called: a short one inside a
+ * cluster ("-xy") is named by optopt, not by the word it came in. */
+static void option_name(char **argv, char *buf, size_t size)
+{
+	if (optopt && optopt != '?')
+		snprintf(buf, size, "-%c", optopt);
+	else
+		snprintf(buf, size, "%s", argv[optind - 1]);
+}
+
+/* --fd must be a unix stream socket: a file, pipe or datagram socket
+ * would fail later with a message about something else. */
+static int check_fd(const char *sub, int fd)
+{
+	struct stat st;
+	int type = 0, domain = 0;
+	socklen_t len = sizeof(type);
+
+	if (fstat(fd, &st) < 0)
+		return vmio_cli_usage_error(sub, "--fd %d: %s", fd,
+					    strerror(errno));
+	if (!S_ISSOCK(st.st_mode))
+		return vmio_cli_usage_error(
+			sub, "--fd %d is not a socket (a VMM passes one end of "
+			"a unix stream socket)",
+			fd);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
+	    (len = sizeof(domain),
+	     getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0) ||
+	    type != SOCK_STREAM || domain != AF_UNIX)
+		return vmio_cli_usage_error(
+			sub, "--fd %d is not a unix stream socket", fd);
+	return 0;
+}
+
+/* The directory a socket is to be made in must exist, for --socket as
+ * for --uds-path: better a usage error now than a failed bind later. */
+int vmio_cli_check_socket_dir(const char *sub, const char *name,
+			      const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+	struct stat st;
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return vmio_cli_usage_error(
+			sub, "%s: directory '%s' does not exist", name, dir);
+	return 0;
+}
+
 int vmio_cli_parse_backend(const struct vmio_backend_cmdline *cl, int argc,
 			   char **argv, struct vmio_backend_opts *o)
 {
-	char err[256];
+	char err[256], name[64];
 	int c, rc;
 
+	if (wants_capabilities(argc, argv)) {
+		if (!cl->qemu_type)
+			return vmio_cli_usage_error(
+				cl->sub, "--print-capabilities: vmio %s is "
+				"a test device with no type in QEMU's "
+				"vhost-user schema",
+				cl->sub);
+		vmio_backend_print_capabilities(cl->qemu_type);
+		return 0;
+	}
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":" VMIO_BACKEND_SHORT_OPTIONS,
 				cl->longopts, NULL)) != -1) {
@@ -22,13 +103,15 @@ int vmio_cli_parse_backend(const struct vmio_backend_cmdline *cl, int argc,
 			printf("%s%s", cl->usage, vmio_backend_opts_help);
 			return 0;
 		}
+		if (c == '?' || c == ':')
+			option_name(argv, name, sizeof(name));
 		if (c == '?')
 			return vmio_cli_usage_error(cl->sub, "unknown option '%s'",
-						    argv[optind - 1]);
+						    name);
 		if (c == ':')
 			return vmio_cli_usage_error(cl->sub,
 						    "option '%s' needs a value",
-						    argv[optind - 1]);
+						    name);
 		if (cl->seen)
 			cl->seen(cl->opaque, c);
 		if (c < VMIO_OPT_COMMON_BASE && c != 'v' && c != 'q' &&
@@ -47,11 +130,13 @@ int vmio_cli_parse_backend(const struct vmio_backend_cmdline *cl, int argc,
 	if (!(cl->sockets_elsewhere && cl->sockets_elsewhere(cl->opaque)) &&
 	    vmio_backend_opts_check(o, err, sizeof(err)))
 		return vmio_cli_usage_error(cl->sub, "%s", err);
+	if (o->fd >= 0 && (rc = check_fd(cl->sub, o->fd)))
+		return rc;
+	if (o->socket_path &&
+	    (rc = vmio_cli_check_socket_dir(cl->sub, "--socket",
+					    o->socket_path)))
+		return rc;
 	vmio_cli_set_verbosity(o->verbosity);
-	if (o->print_capabilities) {
-		vmio_backend_print_capabilities(cl->sub);
-		return 0;
-	}
 	return -1;
 }
 

@@ -9,7 +9,10 @@
 
 /* A backend subcommand's command line. */
 struct vmio_backend_cmdline {
-	const char *sub;   /* "net": for messages and --print-capabilities */
+	const char *sub;   /* "net": for messages */
+	/* The device type QEMU's vhost-user.json names ("vsock", "net") for
+	 * --print-capabilities, or NULL: a device QEMU has no type for. */
+	const char *qemu_type;
 	const char *usage; /* help text printed before the common options' */
 	const struct option *longopts; /* its own, then VMIO_BACKEND_LONG_OPTIONS */
 	/* Handles one of its own options (getopt codes below
@@ -31,6 +34,12 @@ struct vmio_backend_cmdline {
  * --print-capabilities, VMIO_EXIT_USAGE after a usage error. */
 int vmio_cli_parse_backend(const struct vmio_backend_cmdline *cl, int argc,
 			   char **argv, struct vmio_backend_opts *o);
+
+/* Reports a usage error of sub unless the directory path's socket is to
+ * be made in exists. name: the option, for the message. Returns 0 or the
+ * usage status. */
+int vmio_cli_check_socket_dir(const char *sub, const char *name,
+			      const char *path);
 
 /* Parses a subcommand's number option (name: "--mtu") in [min, max].
  * Returns 0, or reports a usage error of sub and returns its status. */

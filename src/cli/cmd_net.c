@@ -41,13 +41,14 @@ static const char net_usage[] =
 	"                       payload; to measure the device's rx path\n"
 	"  --xdp IFACE[,queue=Q]\n"
 	"                       AF_XDP: queue pair p is an XSK on IFACE's queue\n"
-	"                       Q+p (Q defaults to 0), frames copied through a\n"
-	"                       UMEM of vmio's own; native XDP where the driver\n"
-	"                       has it, else generic; no offloads; --mtu at most\n"
+	"                       Q+p (Q defaults to 0) whose UMEM is the guest's\n"
+	"                       memory, so frames are not copied by vmio (see\n"
+	"                       --xdp-copy); native XDP where the driver has\n"
+	"                       it, else generic; no offloads; --mtu at most\n"
 	"                       3500; needs root (CAP_NET_RAW, CAP_NET_ADMIN,\n"
 	"                       CAP_BPF)\n"
 	"  --xdp-copy           with --xdp, copy frames through a UMEM of vmio's\n"
-	"                       own (default: no copy, guest memory is the UMEM)\n"
+	"                       own instead\n"
 	"  --queues N           queue pairs, 1 to 256 (default 1)\n"
 	"  --mac MAC            the guest's address, XX:XX:XX:XX:XX:XX\n"
 	"                       (default 52:54:00:12:34:56)\n"
@@ -298,6 +299,7 @@ int vmio_cmd_net(int argc, char **argv)
 	};
 	const struct vmio_backend_cmdline cl = {
 		.sub = "net",
+		.qemu_type = "net",
 		.usage = net_usage,
 		.longopts = longopts,
 		.own = handle_opt,

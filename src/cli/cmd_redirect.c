@@ -1,10 +1,13 @@
 /* `vmio redirect`: socat's two-address relay. ADDRESS1 listens (or
  * connects, or receives datagrams); for each connection it yields,
- * ADDRESS2 is connected and the two are relayed. Every connection lives in the one event loop, so `fork`
- * means "keep accepting", not a process per connection. */
+ * ADDRESS2 is connected and the two are relayed (redirect_conn.h). `fork`
+ * means "keep accepting", not a process per connection: the connections
+ * of one process are dealt out over its worker threads, each relayed on
+ * one worker's loop, and ADDRESS1 stays on worker 0. */
 #include "cli/cmd_redirect.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,12 +17,14 @@
 #include <unistd.h>
 
 #include "cli/backend_args.h"
+#include "cli/redirect_conn.h"
 #include "cli/serve.h"
+#include "cli/workers_args.h"
+#include "event/workers.h"
 #include "redirect/address.h"
 #include "redirect/endpoint.h"
 #include "redirect/relay.h"
 #include "redirect/sockmap.h"
-#include "redirect/sockmap_relay.h"
 #include "util/log.h"
 
 static const char redirect_usage[] =
@@ -51,8 +56,9 @@ static const char redirect_usage[] =
 	"reaches a datagram end as an empty datagram.\n"
 	"\n"
 	"Address options (after the address, comma-separated):\n"
-	"  fork          keep accepting after the first connection; all\n"
-	"                connections share one process and event loop\n"
+	"  fork          keep accepting after the first connection; the\n"
+	"                connections share one process, dealt out over its\n"
+	"                worker threads (--threads)\n"
 	"  reuseaddr     set SO_REUSEADDR\n"
 	"  unlink-early  remove the listening socket's path first (a stale\n"
 	"                socket file is replaced in any case)\n"
@@ -84,6 +90,10 @@ static const char redirect_usage[] =
 	"  -q, --quiet       log errors only\n"
 	"  -h, --help        show this help\n"
 	"\n"
+	"Threads (a connection lives on one worker, and worker 0 also accepts;\n"
+	"one connection, one worker: only a forking listener gets more):\n"
+	VMIO_WORKERS_OPTS_HELP
+	"\n"
 	"Without fork, it exits once the first connection is done (0 if it\n"
 	"finished cleanly and dropped no message). SIGTERM or SIGINT close\n"
 	"everything and exit 0 (1 if a message was dropped).\n";
@@ -96,179 +106,30 @@ static const char redirect_usage[] =
 enum {
 	OPT_ENGINE = 0x100,
 	OPT_STATS,
-};
-
-struct redirect;
-
-struct conn {
-	struct redirect *rd;
-	unsigned id;
-	int a, b;        /* a from ADDRESS1; b to ADDRESS2 while connecting */
-	struct redir_relay *relay;
-	struct redir_sockmap_relay *krelay; /* the sockmap engine's instead */
-	struct conn *prev, *next;
+	OPT_THREADS,
+	OPT_CPUS,
 };
 
 struct redirect {
-	struct vmio_loop *loop;
 	struct redir_endpoint ep[2];
 	enum redir_engine engine;
 	size_t buffer;
 	bool buffer_given;
 	struct redir_sockmap *sm; /* loaded for the sockmap engine until used */
 	bool stats;
+	struct vmio_workers_opts threads;
+	struct vmio_workers *pool;
+	struct redirect_conn_setup setup;
+	struct redirect_worker *workers;
+	unsigned nworkers;
+	unsigned next_worker; /* of the next connection accepted */
+	/* Worker 0's: the listener, its backoff and the signals. */
+	struct vmio_loop *loop;
 	int listen_fd;
 	struct vmio_timer backoff; /* resumes accepting after EMFILE */
 	struct vmio_ratelimit rl;
-	unsigned next_id;
-	struct conn *conns;
-	int status;          /* exit status once the loop stops */
-	bool closing;        /* tearing down: ending a connection ends no more */
-	uint64_t total_bytes;
-	uint64_t total_dropped; /* messages; any makes the exit status 1 */
-	unsigned total_conns;
+	int status;          /* exit status once the workers stop */
 };
-
-static void print_stats(struct redirect *rd, struct conn *c)
-{
-	struct redir_relay_stats st;
-
-	if (c->krelay)
-		redir_sockmap_relay_get_stats(c->krelay, &st);
-	else
-		redir_relay_get_stats(c->relay, &st);
-	uint64_t total = st.bytes_ab + st.bytes_ba;
-	double secs = (double)(st.end_ns - st.start_ns) / 1e9;
-
-	rd->total_bytes += total;
-	rd->total_dropped += st.dropped;
-	rd->total_conns++;
-	if (rd->stats)
-		fprintf(stderr,
-			"vmio redirect: connection %u: %llu bytes 1->2, %llu bytes 2->1, %llu messages dropped, %.3f s, %.1f MB/s\n",
-			c->id, (unsigned long long)st.bytes_ab,
-			(unsigned long long)st.bytes_ba,
-			(unsigned long long)st.dropped, secs,
-			secs > 0 ? (double)total / 1e6 / secs : 0.0);
-}
-
-/* Ends a connection; without fork the one connection was the whole job. */
-static void conn_end(struct conn *c, int status)
-{
-	struct redirect *rd = c->rd;
-
-	if (c->relay || c->krelay) {
-		print_stats(rd, c);
-		redir_relay_free(c->relay);
-		redir_sockmap_relay_free(c->krelay);
-	} else {
-		vmio_loop_remove(rd->loop, c->b);
-		if (c->b >= 0)
-			close(c->b);
-		if (c->a >= 0)
-			close(c->a);
-	}
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		rd->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	free(c);
-	if (!rd->ep[0].addr.fork && !rd->closing) {
-		rd->status = status;
-		vmio_loop_stop(rd->loop);
-	}
-}
-
-static void on_relay_done(void *opaque, struct redir_relay *r, int error)
-{
-	struct conn *c = opaque;
-
-	log_debug("connection %u: %s", c->id, error ? "failed" : "done");
-	conn_end(c, error ? 1 : 0);
-}
-
-static void on_sockmap_done(void *opaque, struct redir_sockmap_relay *r,
-			    int error)
-{
-	on_relay_done(opaque, NULL, error);
-}
-
-static void start_relay(struct conn *c)
-{
-	char name[32];
-	int a = c->a, b = c->b;
-
-	snprintf(name, sizeof(name), "connection %u", c->id);
-	c->a = c->b = -1;
-	c->relay = redir_relay_new(c->rd->loop, a, b, c->rd->engine,
-				   c->rd->buffer, name, on_relay_done, c);
-	if (!c->relay)
-		conn_end(c, 1);
-}
-
-static void connect_failed(struct conn *c, int err)
-{
-	char where[160];
-
-	log_err("connection %u: cannot connect to %s: %s", c->id,
-		redir_endpoint_describe(&c->rd->ep[1], where, sizeof(where)),
-		strerror(-err));
-	conn_end(c, 1);
-}
-
-static void on_connected(void *opaque, int fd, uint32_t events)
-{
-	struct conn *c = opaque;
-	int err = redir_connect_result(fd);
-
-	vmio_loop_remove(c->rd->loop, fd);
-	if (err)
-		connect_failed(c, err);
-	else
-		start_relay(c);
-}
-
-/* Takes ownership of a, a connected socket from ADDRESS1. */
-/* A connection with nothing started yet; NULL (logged) without memory. */
-static struct conn *conn_new(struct redirect *rd, int a)
-{
-	struct conn *c = calloc(1, sizeof(*c));
-
-	if (!c) {
-		log_err("out of memory: dropping a connection");
-		return NULL;
-	}
-	*c = (struct conn){ .rd = rd, .id = ++rd->next_id, .a = a, .b = -1,
-			    .next = rd->conns };
-	if (rd->conns)
-		rd->conns->prev = c;
-	rd->conns = c;
-	return c;
-}
-
-static void conn_start(struct redirect *rd, int a)
-{
-	struct conn *c = conn_new(rd, a);
-	int b, rc;
-
-	if (!c) {
-		close(a);
-		return;
-	}
-	log_debug("connection %u: accepted", c->id);
-
-	b = redir_endpoint_connect(&rd->ep[1]);
-	if (b < 0) {
-		connect_failed(c, b);
-		return;
-	}
-	c->b = b;
-	rc = vmio_loop_add(rd->loop, b, EPOLLOUT, on_connected, c);
-	if (rc)
-		connect_failed(c, rc);
-}
 
 static void stop_listening(struct redirect *rd)
 {
@@ -321,7 +182,15 @@ static void on_accept(void *opaque, int fd, uint32_t events)
 	/* Without fork, socat serves exactly one peer. */
 	if (!rd->ep[0].addr.fork)
 		stop_listening(rd);
-	conn_start(rd, a);
+	/* Connections are independent: each worker takes the next in turn,
+	 * this thread (worker 0) included. */
+	unsigned k = rd->next_worker;
+
+	rd->next_worker = (k + 1) % rd->nworkers;
+	if (k == 0)
+		redirect_conn_start(&rd->workers[0], a);
+	else
+		redirect_conn_hand_over(&rd->workers[k], a);
 }
 
 /* Connects to ep, waiting for it: fine while nothing else runs yet.
@@ -359,7 +228,7 @@ static int connect_first(struct redirect *rd)
 
 	if (a < 0)
 		return -1;
-	conn_start(rd, a);
+	redirect_conn_start(&rd->workers[0], a);
 	return 0;
 }
 
@@ -370,29 +239,22 @@ static int receive_first_sockmap(struct redirect *rd)
 {
 	int sndbuf = rd->buffer_given ? (int)rd->buffer : SOCKMAP_DEFAULT_SNDBUF;
 	int a, b = connect_now(&rd->ep[1]);
-	struct conn *c;
+	struct redirect_conn *c;
 
 	if (b < 0)
 		return -1;
-	c = conn_new(rd, -1);
 	a = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (!c || a < 0) {
-		if (a < 0)
-			log_err("socket: %s", strerror(errno));
-		else
-			close(a);
+	if (a < 0) {
+		log_err("socket: %s", strerror(errno));
 		close(b);
-		redir_sockmap_free(rd->sm);
-		rd->sm = NULL;
-		if (c)
-			conn_end(c, 1);
 		return -1;
 	}
-	c->krelay = redir_sockmap_relay_new(rd->loop, rd->sm, a, b, sndbuf,
-					    "connection 1", on_sockmap_done, c);
-	rd->sm = NULL; /* the relay's, even on failure */
-	if (!c->krelay || redir_endpoint_bind_socket(&rd->ep[0], a)) {
-		conn_end(c, 1);
+	c = redirect_conn_start_sockmap(&rd->workers[0], rd->sm, a, b, sndbuf);
+	rd->sm = NULL; /* the connection's, even on failure */
+	if (!c)
+		return -1;
+	if (redir_endpoint_bind_socket(&rd->ep[0], a)) {
+		redirect_conn_end(c, 1);
 		return -1;
 	}
 	return 0;
@@ -409,7 +271,7 @@ static int receive_first(struct redirect *rd)
 
 	if (a < 0)
 		return -1;
-	conn_start(rd, a);
+	redirect_conn_start(&rd->workers[0], a);
 	return 0;
 }
 
@@ -419,6 +281,17 @@ static void on_signal(void *opaque)
 	struct redirect *rd = opaque;
 
 	rd->status = 0;
+	vmio_workers_stop(rd->pool);
+}
+
+/* Without fork the one connection was the whole job (and its only
+ * worker is this thread). */
+static void on_only_conn_ended(void *opaque, int status)
+{
+	struct redirect *rd = opaque;
+
+	rd->status = status;
+	vmio_workers_stop(rd->pool);
 }
 
 /* What the command can relay so far. Returns 0, or -1 with a message in
@@ -498,6 +371,8 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
 		{ "engine", required_argument, NULL, OPT_ENGINE },
 		{ "buffer-size", required_argument, NULL, 'b' },
 		{ "stats", no_argument, NULL, OPT_STATS },
+		{ "threads", required_argument, NULL, OPT_THREADS },
+		{ "cpus", required_argument, NULL, OPT_CPUS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -505,7 +380,7 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
 	};
 	char err[256];
 	uint64_t v;
-	int c;
+	int c, rc;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":hvdqb:", longopts, NULL)) != -1) {
@@ -536,6 +411,14 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
 		case OPT_STATS:
 			rd->stats = true;
 			break;
+		case OPT_THREADS:
+		case OPT_CPUS:
+			rc = (c == OPT_THREADS ? vmio_workers_parse_threads
+					       : vmio_workers_parse_cpus)(
+				"redirect", optarg, &rd->threads);
+			if (rc)
+				return rc;
+			break;
 		case ':':
 			return vmio_cli_usage_error("redirect",
 				"option '%s' needs a value", argv[optind - 1]);
@@ -561,55 +444,112 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
 	return 0;
 }
 
-static int run(struct redirect *rd)
+/* ADDRESS1 made into its first connection, or into the listener that
+ * worker 0 accepts on. Returns 0 or -1 (logged). */
+static int open_address1(struct redirect *rd)
 {
 	char where[160];
 
-	if (vmio_cli_watch_signals(rd->loop, on_signal, rd))
-		return 1;
+	if (rd->ep[0].addr.kind == REDIR_UNIX_RECV)
+		return receive_first(rd);
+	if (!redir_addr_is_passive(&rd->ep[0].addr))
+		return connect_first(rd);
+	rd->listen_fd = redir_endpoint_listen(&rd->ep[0]);
+	/* Made with the listener: it costs no descriptor, so it is there
+	 * when they run out. */
+	if (rd->listen_fd < 0 ||
+	    vmio_timer_init(&rd->backoff, rd->loop, on_backoff_done, rd) ||
+	    vmio_loop_add(rd->loop, rd->listen_fd, EPOLLIN, on_accept, rd))
+		return -1;
+	log_debug("listening on %s",
+		  redir_endpoint_describe(&rd->ep[0], where, sizeof(where)));
+	return 0;
+}
 
-	int rc = 0;
-	if (rd->ep[0].addr.kind == REDIR_UNIX_RECV) {
-		rc = receive_first(rd);
-	} else if (redir_addr_is_passive(&rd->ep[0].addr)) {
-		rd->listen_fd = redir_endpoint_listen(&rd->ep[0]);
-		/* Made with the listener: it costs no descriptor, so it is
-		 * there when they run out. */
-		if (rd->listen_fd < 0 ||
-		    vmio_timer_init(&rd->backoff, rd->loop, on_backoff_done,
-				    rd) ||
-		    vmio_loop_add(rd->loop, rd->listen_fd, EPOLLIN, on_accept, rd))
-			rc = -1;
-		else
-			log_debug("listening on %s",
-				  redir_endpoint_describe(&rd->ep[0], where,
-							  sizeof(where)));
-	} else {
-		rc = connect_first(rd);
-	}
-	if (!rc && (rd->listen_fd >= 0 || rd->conns)) {
-		rc = vmio_loop_run(rd->loop);
-		if (rc)
-			log_err("event loop failed: %s", strerror(-rc));
-	} else if (!rc) {
-		rc = rd->status; /* the one connection ended already */
-	}
+/* One worker per connection at most: only a forking listener has more
+ * than one, and then no bound but the CPUs. */
+static int make_workers(struct redirect *rd)
+{
+	bool forks = rd->ep[0].addr.fork;
 
-	/* Stats of connections cut short are still worth having. */
-	rd->closing = true;
-	while (rd->conns)
-		conn_end(rd->conns, 0);
+	rd->setup = (struct redirect_conn_setup){
+		.to = &rd->ep[1],
+		.engine = rd->engine,
+		.buffer = rd->buffer,
+		.stats = rd->stats,
+		.ended = forks ? NULL : on_only_conn_ended,
+		.opaque = rd,
+	};
+	rd->pool = vmio_workers_from_opts(&rd->threads, forks ? UINT_MAX : 1);
+	if (!rd->pool)
+		return -1;
+	rd->loop = vmio_workers_loop(rd->pool, 0);
+	rd->workers = calloc(vmio_workers_count(rd->pool),
+			     sizeof(*rd->workers));
+	if (!rd->workers) {
+		log_err("out of memory setting up the worker threads");
+		return -1;
+	}
+	for (unsigned k = 0; k < vmio_workers_count(rd->pool); k++) {
+		if (redirect_worker_init(&rd->workers[k], k,
+					 vmio_workers_loop(rd->pool, k),
+					 &rd->setup))
+			return -1;
+		rd->nworkers++;
+	}
+	log_debug("%u worker thread%s%s", rd->nworkers,
+		  rd->nworkers == 1 ? "" : "s",
+		  rd->nworkers == 1 ? "" : ", connections dealt out in turn");
+	return 0;
+}
+
+/* Every worker joined: what is left of each is ended here, and the totals
+ * are theirs summed. Returns the exit status. */
+static int finish(struct redirect *rd, int rc)
+{
+	struct redirect_totals sum = { 0 };
+
+	for (unsigned k = 0; k < rd->nworkers; k++) {
+		const struct redirect_totals *t = &rd->workers[k].totals;
+
+		redirect_worker_fini(&rd->workers[k]);
+		sum.bytes += t->bytes;
+		sum.dropped += t->dropped;
+		sum.conns += t->conns;
+	}
 	stop_listening(rd);
 	redir_endpoint_unlink(&rd->ep[0]); /* UNIX-RECV's file */
 	vmio_cli_unwatch_signals();
+	redir_sockmap_free(rd->sm); /* loaded, but never used */
+	free(rd->workers);
+	vmio_workers_free(rd->pool);
 	if (rd->stats)
 		fprintf(stderr,
 			"vmio redirect: total: %u connections, %llu bytes, %llu messages dropped\n",
-			rd->total_conns, (unsigned long long)rd->total_bytes,
-			(unsigned long long)rd->total_dropped);
-	if (rd->total_dropped)
-		log_err("%llu messages dropped", (unsigned long long)rd->total_dropped);
-	return rc || rd->total_dropped ? 1 : rd->status;
+			sum.conns, (unsigned long long)sum.bytes,
+			(unsigned long long)sum.dropped);
+	if (sum.dropped)
+		log_err("%llu messages dropped", (unsigned long long)sum.dropped);
+	return rc || sum.dropped ? 1 : rd->status;
+}
+
+static int run(struct redirect *rd)
+{
+	int rc = make_workers(rd);
+
+	/* Before any worker starts, so that each inherits the blocked
+	 * signals and SIGTERM reaches worker 0's signalfd. */
+	if (!rc)
+		rc = vmio_cli_watch_signals(rd->loop, on_signal, rd);
+	if (!rc)
+		rc = open_address1(rd);
+	/* Without fork the one connection may have ended already: its stop,
+	 * asked before the run, ends the run at once. */
+	if (!rc)
+		rc = vmio_workers_start(rd->pool);
+	if (!rc)
+		rc = vmio_workers_run(rd->pool);
+	return finish(rd, rc);
 }
 
 int vmio_cmd_redirect(int argc, char **argv)
@@ -635,13 +575,5 @@ int vmio_cmd_redirect(int argc, char **argv)
 	else
 		log_debug("engine %s, %zu bytes per direction",
 			  redir_engine_name(rd.engine), rd.buffer);
-
-	rd.loop = vmio_loop_new();
-	if (!rd.loop) {
-		log_err("out of memory");
-		return 1;
-	}
-	rc = run(&rd);
-	vmio_loop_free(rd.loop);
-	return rc;
+	return run(&rd);
 }

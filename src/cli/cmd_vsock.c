@@ -21,6 +21,7 @@
 #include "util/log.h"
 
 #define VSOCK_DEFAULT_QUEUE_SIZE 1024
+#define VSOCK_DEFAULT_GUEST_CID 3
 /* Linux's own buf_alloc. With 64 KiB (vhost-device-vsock's default) a
  * guest has one 64 KiB packet in flight and waits a credit round trip for
  * each: make bench measured guest-to-host at 0.36 of a direct unix socket
@@ -38,7 +39,7 @@
 #define VSOCK_MAX_CONNECT_TIMEOUT_MS 3600000u
 
 static const char vsock_usage[] =
-	"Usage: vmio vsock --guest-cid N --uds-path PATH (--socket PATH | --fd N)\n"
+	"Usage: vmio vsock [--guest-cid N] --uds-path PATH (--socket PATH | --fd N)\n"
 	"                  [options]\n"
 	"       vmio vsock --vm guest-cid=N,socket=PATH,uds-path=PATH[,...]\n"
 	"                  [--vm ...] [options]\n"
@@ -54,7 +55,7 @@ static const char vsock_usage[] =
 	"one message each; messages up to --tx-buffer-size keep their bounds.\n"
 	"\n"
 	"Device options:\n"
-	"  --guest-cid N            the guest's CID, 3 to 4294967294 (required)\n"
+	"  --guest-cid N            the guest's CID, 3 to 4294967294 (default 3)\n"
 	"  --uds-path PATH          host-side unix socket prefix (required); its\n"
 	"                           directory must exist\n"
 	"  --tx-buffer-size N       per-connection buffer for guest data the host\n"
@@ -104,7 +105,6 @@ struct vsock_opts {
 	struct vsock_vm_list vms; /* --vm, --config */
 	const char *config;
 	const char *single_opt;   /* a single-VM option given, for messages */
-	bool have_cid;
 	uint64_t guest_cid;
 	const char *uds_path;
 	uint64_t buf_size;
@@ -113,18 +113,6 @@ struct vsock_opts {
 	uint64_t line_max;
 	struct vmio_workers_opts workers;
 };
-
-/* Parses a number option in [min, max]; returns 0 or a usage error. */
-static int parse_num(const char *name, const char *arg, uint64_t min,
-		     uint64_t max, uint64_t *out)
-{
-	if (vmio_parse_u64(arg, max, out) || *out < min)
-		return vmio_cli_usage_error(
-			"vsock", "%s: '%s' is not a number from %llu to %llu",
-			name, arg, (unsigned long long)min,
-			(unsigned long long)max);
-	return 0;
-}
 
 static int handle_opt(void *vp, int c, const char *arg)
 {
@@ -149,7 +137,6 @@ static int handle_opt(void *vp, int c, const char *arg)
 			return vmio_cli_usage_error(
 				"vsock", "--guest-cid: %s is above %llu", arg,
 				VSOCK_MAX_GUEST_CID);
-		v->have_cid = true;
 		return 0;
 	case OPT_UDS_PATH:
 		if (!arg[0])
@@ -158,17 +145,17 @@ static int handle_opt(void *vp, int c, const char *arg)
 		v->uds_path = arg;
 		return 0;
 	case OPT_TX_BUFFER_SIZE:
-		return parse_num("--tx-buffer-size", arg, 1, VSOCK_MAX_BUF_SIZE,
+		return vmio_cli_parse_num("vsock", "--tx-buffer-size", arg, 1, VSOCK_MAX_BUF_SIZE,
 				 &v->buf_size);
 	case OPT_MAX_CONNS:
-		return parse_num("--max-connections", arg, 1,
+		return vmio_cli_parse_num("vsock", "--max-connections", arg, 1,
 				 VSOCK_MAX_MAX_CONNS, &v->max_conns);
 	case OPT_CONNECT_TIMEOUT:
-		return parse_num("--connect-timeout", arg, 1,
+		return vmio_cli_parse_num("vsock", "--connect-timeout", arg, 1,
 				 VSOCK_MAX_CONNECT_TIMEOUT_MS,
 				 &v->connect_timeout_ms);
 	case OPT_LINE_MAX:
-		return parse_num("--connect-line-max", arg,
+		return vmio_cli_parse_num("vsock", "--connect-line-max", arg,
 				 VSOCK_CONNECT_LINE_MAX_MIN,
 				 VSOCK_CONNECT_LINE_MAX_LIMIT, &v->line_max);
 	case OPT_VM:
@@ -199,9 +186,6 @@ static int handle_opt(void *vp, int c, const char *arg)
 static int check_uds_path(const char *name, const char *path)
 {
 	struct sockaddr_un sa;
-	const char *slash = strrchr(path, '/');
-	char dir[PATH_MAX];
-	struct stat st;
 
 	if (strlen(path) + sizeof("_4294967295") > sizeof(sa.sun_path))
 		return vmio_cli_usage_error(
@@ -209,17 +193,7 @@ static int check_uds_path(const char *name, const char *path)
 			"%s: '%s' is too long for a unix socket (at "
 			"most %zu bytes, to leave room for _PORT)",
 			name, path, sizeof(sa.sun_path) - sizeof("_4294967295"));
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else if (slash == path)
-		snprintf(dir, sizeof(dir), "/");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return vmio_cli_usage_error(
-			"vsock", "%s: directory '%s' does not exist", name,
-			dir);
-	return 0;
+	return vmio_cli_check_socket_dir("vsock", name, path);
 }
 
 static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
@@ -431,6 +405,11 @@ static int main_multi(const struct vmio_backend_opts *o, struct vsock_opts *v)
 		rc = check_uds_path(name, v->vms.vms[i].uds_path);
 		if (rc)
 			return rc;
+		snprintf(name, sizeof(name), "VM %u: socket", i + 1);
+		rc = vmio_cli_check_socket_dir("vsock", name,
+					       v->vms.vms[i].socket);
+		if (rc)
+			return rc;
 	}
 	return run_multi(o, v);
 }
@@ -479,6 +458,8 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp);
 int vmio_cmd_vsock(int argc, char **argv)
 {
 	struct vsock_opts v = {
+		/* vhost-device-vsock's default: its synopsis needs no CID. */
+		.guest_cid = VSOCK_DEFAULT_GUEST_CID,
 		.buf_size = VSOCK_DEFAULT_BUF_SIZE,
 		.max_conns = VSOCK_DEFAULT_MAX_CONNS,
 		.connect_timeout_ms = VSOCK_DEFAULT_CONNECT_TIMEOUT_MS,
@@ -511,7 +492,8 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 	};
 	struct vsock_opts *v = vp;
 	const struct vmio_backend_cmdline cl = {
-		.sub = "vsock", .usage = vsock_usage, .longopts = longopts,
+		.sub = "vsock", .qemu_type = "vsock", .usage = vsock_usage,
+		.longopts = longopts,
 		.own = handle_opt, .seen = note_single_vm_option,
 		.sockets_elsewhere = has_vm_list, .opaque = v,
 	};
@@ -526,14 +508,17 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 	multi = has_vm_list(v);
 	if (multi)
 		return main_multi(&o, v);
-	if (!v->have_cid)
-		return vmio_cli_usage_error("vsock", "--guest-cid N is required");
 	if (!v->uds_path)
 		return vmio_cli_usage_error("vsock",
 					    "--uds-path PATH is required");
 	rc = check_uds_path("--uds-path", v->uds_path);
 	if (rc)
 		return rc;
+	if (o.socket_path && vsock_vms_is_listener(v->uds_path, o.socket_path))
+		return vmio_cli_usage_error(
+			"vsock", "--socket %s is where host programs connect "
+			"(--uds-path %s, and %s.seqpacket)",
+			o.socket_path, v->uds_path, v->uds_path);
 	if (o.socket_path && vsock_vms_in_namespace(v->uds_path, o.socket_path))
 		return vmio_cli_usage_error(
 			"vsock", "--socket %s is where the guest reaches host "

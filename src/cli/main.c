@@ -25,7 +25,8 @@ static const struct subcommand subcommands[] = {
 	{ "vsock", vmio_cmd_vsock,
 	  "vhost-user virtio-vsock device (host side: unix sockets)" },
 	{ "net", vmio_cmd_net,
-	  "vhost-user virtio-net device (host side: a TAP, or nothing)" },
+	  "vhost-user virtio-net device (host side: a TAP, AF_XDP sockets,\n"
+	  "             or nothing)" },
 	{ "redirect", vmio_cmd_redirect,
 	  "socat-style relay between two sockets" },
 };

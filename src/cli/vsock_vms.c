@@ -433,6 +433,14 @@ bool vsock_vms_in_namespace(const char *uds_path, const char *path)
 	return !strncmp(path, uds_path, n) && path[n] == '_';
 }
 
+bool vsock_vms_is_listener(const char *uds_path, const char *path)
+{
+	size_t n = strlen(uds_path);
+
+	return !strncmp(path, uds_path, n) &&
+	       (!path[n] || !strcmp(path + n, ".seqpacket"));
+}
+
 /* No unix socket of this process may sit where a guest's connection to a
  * host port lands (<uds-path>_<port>): a guest could reach another VM's
  * host-side listener, and through it a guest outside its groups, or a
@@ -451,6 +459,12 @@ static int check_namespaces(const struct vsock_vm_list *list, char *err,
 			const char *path[2] = { o->socket,
 						j != i ? o->uds_path : NULL };
 
+			if (vsock_vms_is_listener(g->uds_path, o->socket))
+				return fail(err, err_size, "",
+					    "VM %u: socket %s is VM %u's host "
+					    "listener (%s, %s.seqpacket)",
+					    j + 1, o->socket, i + 1,
+					    g->uds_path, g->uds_path);
 			for (unsigned k = 0; k < 2; k++)
 				if (path[k] &&
 				    vsock_vms_in_namespace(g->uds_path, path[k]))

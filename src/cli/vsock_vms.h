@@ -80,6 +80,10 @@ int vsock_vms_check(struct vsock_vm_list *list, char *err, size_t err_size);
  * vsock_vms_check refuses any VM's socket or other VM's uds-path there. */
 bool vsock_vms_in_namespace(const char *uds_path, const char *path);
 
+/* Whether path is where the VM with this uds_path listens for host
+ * programs: uds_path itself, or uds_path.seqpacket. */
+bool vsock_vms_is_listener(const char *uds_path, const char *path);
+
 /* Whether two VMs share a group. */
 bool vsock_vms_share_group(const struct vsock_vm_spec *a,
 			   const struct vsock_vm_spec *b);

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "devices/vsock/mrg_rx.h"
 #include "frontend/stream.h"
 #include "util/clock.h"
 
@@ -163,16 +164,16 @@ size_t vg_pattern_check(uint64_t seed, uint64_t off, const void *buf,
 static int post_rx(struct vg *g, unsigned i)
 {
 	struct vmio_dbuf b[2] = {
-		{ .gpa = g->rx_gpa[i], .len = g->o.rx_buf_size,
+		{ .gpa = g->rx_gpa[i], .len = g->rx_size[i],
 		  .writable = true },
 	};
 	unsigned n = 1;
 
-	if (g->o.rx_split) {
+	if (g->o.rx_split && g->rx_size[i] > VSOCK_HDR_SIZE) {
 		b[0].len = VSOCK_HDR_SIZE;
 		b[1] = (struct vmio_dbuf){
 			.gpa = g->rx_gpa[i] + VSOCK_HDR_SIZE,
-			.len = g->o.rx_buf_size - VSOCK_HDR_SIZE,
+			.len = g->rx_size[i] - VSOCK_HDR_SIZE,
 			.writable = true,
 		};
 		n = 2;
@@ -393,6 +394,53 @@ static void handle_pkt(struct vg *g, const struct vsock_hdr *h,
 	}
 }
 
+/* One used buffer of a mergeable packet (mrg_rx.h): appended to the
+ * packet under way, which is handled once its num_buffers are in. The
+ * device must fill every buffer but a packet's last, and use no more
+ * buffers than the packet needs. */
+static void take_mrg_buf(struct vg *g, unsigned i, uint32_t len)
+{
+	const uint8_t *p = vmio_fe_ptr(g->fe, g->rx_gpa[i]);
+	struct vsock_hdr h;
+
+	if (!len || len > g->rx_size[i] ||
+	    g->asm_len + len > VSOCK_MRG_HDR_SIZE + VSOCK_MAX_PKT_PAYLOAD) {
+		violation(g, "mergeable rx: used length %u of a %u-byte "
+			  "buffer, %u bytes of the packet before it",
+			  len, g->rx_size[i], g->asm_len);
+		g->asm_len = g->asm_bufs = g->asm_want = 0;
+		return;
+	}
+	memcpy(g->asm_buf + g->asm_len, p, len);
+	g->asm_len += len;
+	g->asm_bufs++;
+	if (!g->asm_want && g->asm_len >= VSOCK_MRG_HDR_SIZE) {
+		g->asm_want = (unsigned)g->asm_buf[VSOCK_HDR_SIZE] |
+			      (unsigned)g->asm_buf[VSOCK_HDR_SIZE + 1] << 8;
+		if (g->asm_want < g->asm_bufs) {
+			violation(g, "mergeable rx: num_buffers %u, but the "
+				  "header took %u", g->asm_want, g->asm_bufs);
+			g->asm_len = g->asm_bufs = g->asm_want = 0;
+			return;
+		}
+	}
+	if (!g->asm_want || g->asm_bufs < g->asm_want) {
+		if (len < g->rx_size[i])
+			violation(g, "mergeable rx: buffer %u of a packet "
+				  "used %u of %u bytes before the next",
+				  g->asm_bufs, len, g->rx_size[i]);
+		return;
+	}
+	vsock_hdr_decode(g->asm_buf, &h);
+	if (h.len != g->asm_len - VSOCK_MRG_HDR_SIZE)
+		violation(g, "mergeable rx: %s header len %u, %u bytes in %u "
+			  "buffers",
+			  vsock_op_name(h.op), h.len, g->asm_len, g->asm_bufs);
+	else
+		handle_pkt(g, &h, g->asm_buf + VSOCK_MRG_HDR_SIZE, h.len);
+	g->asm_len = g->asm_bufs = g->asm_want = 0;
+}
+
 /* Reaps both used rings. Handles packets, frees tx slots, re-posts rx
  * buffers. Sends nothing but the rx kick. Returns entries reaped. */
 static int service(struct vg *g)
@@ -414,7 +462,12 @@ static int service(struct vg *g)
 		uint32_t n;
 
 		events++;
-		if (len < VSOCK_HDR_SIZE || len > g->o.rx_buf_size) {
+		if (g->mrg) {
+			take_mrg_buf(g, i, len);
+			post_rx(g, i);
+			continue;
+		}
+		if (len < VSOCK_HDR_SIZE || len > g->rx_size[i]) {
 			violation(g, "rx used length %u", len);
 			post_rx(g, i);
 			continue;
@@ -579,7 +632,7 @@ struct vg *vg_open(const char *path, int timeout_ms, const struct vg_opts *o,
 		   char *err, size_t err_size)
 {
 	struct vg *g = calloc(1, sizeof(*g));
-	uint64_t mem;
+	uint64_t mem, rx_bytes;
 	unsigned i;
 
 	if (!g) {
@@ -590,7 +643,8 @@ struct vg *vg_open(const char *path, int timeout_ms, const struct vg_opts *o,
 		g->o = *o;
 	else
 		vg_opts_init(&g->o);
-	if (g->o.rx_buf_size < VSOCK_HDR_SIZE + 1 ||
+	if ((!g->o.mergeable && g->o.rx_buf_size < VSOCK_HDR_SIZE + 1) ||
+	    (g->o.mergeable && !g->o.rx_sizes && !g->o.rx_buf_size) ||
 	    g->o.rx_bufs * (g->o.rx_split ? 2u : 1u) > g->o.queue_size ||
 	    g->o.tx_slots * 2u > g->o.queue_size || !g->o.tx_slots ||
 	    !g->o.buf_alloc || !g->o.max_sockets || !g->o.tx_pkt_max ||
@@ -599,26 +653,56 @@ struct vg *vg_open(const char *path, int timeout_ms, const struct vg_opts *o,
 		free(g);
 		return NULL;
 	}
+	g->rx_size = calloc(g->o.rx_bufs, sizeof(*g->rx_size));
+	if (!g->rx_size) {
+		snprintf(err, err_size, "out of memory");
+		free(g);
+		return NULL;
+	}
+	rx_bytes = 0;
+	for (i = 0; i < g->o.rx_bufs; i++) {
+		g->rx_size[i] = g->o.mergeable && g->o.rx_sizes
+					? g->o.rx_sizes[i % g->o.n_rx_sizes]
+					: g->o.rx_buf_size;
+		if (!g->rx_size[i]) {
+			snprintf(err, err_size, "an rx buffer of 0 bytes");
+			free(g->rx_size);
+			free(g);
+			return NULL;
+		}
+		rx_bytes += g->rx_size[i] + 64;
+	}
 	/* Rings and slack, then the buffers. */
-	mem = (2ull << 20) + (uint64_t)g->o.rx_bufs * (g->o.rx_buf_size + 64) +
+	mem = (2ull << 20) + rx_bytes +
 	      (uint64_t)g->o.tx_slots * (TX_SLOT_SIZE + 64);
 	mem = (mem + 4095) & ~4095ull;
 	g->fe = vmio_stream_connect_ex(
 		path, timeout_ms, mem, 1, g->o.queue_size,
-		g->o.seqpacket ? 1ull << VIRTIO_VSOCK_F_SEQPACKET : 0, err,
-		err_size);
+		(g->o.seqpacket ? 1ull << VIRTIO_VSOCK_F_SEQPACKET : 0) |
+			(g->o.mergeable ? 1ull << VIRTIO_VSOCK_F_MRG_RXBUF
+					: 0),
+		err, err_size);
+	if (g->fe && g->o.mergeable &&
+	    !(g->fe->features & (1ull << VIRTIO_VSOCK_F_MRG_RXBUF))) {
+		snprintf(err, err_size, "the device does not offer mergeable "
+			 "rx buffers");
+		goto fail;
+	}
+	g->mrg = g->fe && (g->fe->features & (1ull << VIRTIO_VSOCK_F_MRG_RXBUF));
+	g->asm_buf = malloc(VSOCK_MRG_HDR_SIZE + VSOCK_MAX_PKT_PAYLOAD);
 	g->rx_gpa = calloc(g->o.rx_bufs, sizeof(*g->rx_gpa));
 	g->tx_gpa = calloc(g->o.tx_slots, sizeof(*g->tx_gpa));
 	g->tx_free = calloc(g->o.tx_slots, sizeof(*g->tx_free));
 	g->socks = calloc(g->o.max_sockets, sizeof(*g->socks));
 	g->next_port = 50000;
-	if (!g->fe || !g->rx_gpa || !g->tx_gpa || !g->tx_free || !g->socks) {
+	if (!g->fe || !g->rx_gpa || !g->tx_gpa || !g->tx_free || !g->socks ||
+	    !g->asm_buf) {
 		if (g->fe)
 			snprintf(err, err_size, "out of memory");
 		goto fail;
 	}
 	for (i = 0; i < g->o.rx_bufs; i++) {
-		g->rx_gpa[i] = vmio_fe_alloc(g->fe, g->o.rx_buf_size, 64);
+		g->rx_gpa[i] = vmio_fe_alloc(g->fe, g->rx_size[i], 64);
 		if (g->rx_gpa[i] == UINT64_MAX || post_rx(g, i)) {
 			snprintf(err, err_size, "cannot post rx buffers");
 			goto fail;
@@ -663,6 +747,8 @@ void vg_free(struct vg *g)
 	if (g->fe)
 		vmio_fe_close(g->fe);
 	free(g->rx_gpa);
+	free(g->rx_size);
+	free(g->asm_buf);
 	free(g->tx_gpa);
 	free(g->tx_free);
 	free(g->socks);

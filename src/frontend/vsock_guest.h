@@ -59,6 +59,13 @@ struct vg_opts {
 	bool siblings;           /* accept packets from other guests' CIDs
 				  * (sibling VMs behind one vmio), not only
 				  * from the host's */
+	bool mergeable;          /* negotiate VIRTIO_VSOCK_F_MRG_RXBUF
+				  * (devices/vsock/mrg_rx.h) and reassemble
+				  * packets that span rx buffers */
+	const uint32_t *rx_sizes; /* with mergeable: buffer i is
+				   * rx_sizes[i % n_rx_sizes] bytes (any
+				   * size from 1), not rx_buf_size */
+	unsigned n_rx_sizes;
 };
 
 void vg_opts_init(struct vg_opts *o);
@@ -72,6 +79,12 @@ struct vg {
 	struct vg_opts o;
 
 	uint64_t *rx_gpa;   /* per rx buffer */
+	uint32_t *rx_size;  /* per rx buffer */
+	bool mrg;           /* mergeable rx buffers negotiated */
+	/* A mergeable packet being put together from its buffers. */
+	uint8_t *asm_buf;   /* VSOCK_MRG_HDR_SIZE + 64 KiB */
+	uint32_t asm_len;
+	unsigned asm_bufs, asm_want; /* buffers taken, and num_buffers */
 	uint64_t *tx_gpa;   /* per tx slot */
 	unsigned *tx_free;  /* stack of free tx slots */
 	unsigned tx_nfree;

@@ -41,9 +41,11 @@ struct redir_msg_ring {
 	bool eof_seen;        /* an EOF read after messages still to report */
 };
 
-/* One limit for all connections, so that a flood of oversized
- * datagrams on many of them still logs a few lines a second. */
-static struct vmio_ratelimit drop_rl = VMIO_RATELIMIT_INIT(5);
+/* One limit for all the connections of a thread, so that a flood of
+ * oversized datagrams on many of them still logs a few lines a second;
+ * per thread, because relays on other workers' loops would race on one
+ * limiter, and a lock is not worth a log line. */
+static __thread struct vmio_ratelimit drop_rl = VMIO_RATELIMIT_INIT(5);
 
 static bool keeps_boundaries(int type)
 {

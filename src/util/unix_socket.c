@@ -1,6 +1,7 @@
 #include "util/unix_socket.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -8,13 +9,87 @@
 
 #include "util/log.h"
 
+/* In /proc/net/unix: a socket that listens (stream, seqpacket) */
+#define UNIX_FLAG_ACCEPTCON 0x10000u
+
+static const char *base_name(const char *p)
+{
+	const char *slash = strrchr(p, '/');
+
+	return slash ? slash + 1 : p;
+}
+
+/* Whether a live socket of this type is bound to path and takes
+ * connections (or, for datagrams, is bound at all), as /proc/net/unix
+ * lists the sockets of our network namespace. 1: yes, 0: no, -1: cannot
+ * tell (no /proc, or a socket bound by a relative name that may be this
+ * file). Looked up rather than connected to: a probe connection would be
+ * a live relay's one connection, or a front end to a backend. */
+static int listed_live(const char *path, int type)
+{
+	FILE *f = fopen("/proc/net/unix", "re");
+	char line[512], abs[4200], cwd[4096];
+	int verdict = 0;
+
+	if (!f)
+		return -1;
+	/* Entries show the name as it was bound: absolute, most often. */
+	if (path[0] != '/' && getcwd(cwd, sizeof(cwd)))
+		snprintf(abs, sizeof(abs), "%s/%s", cwd, path);
+	else
+		snprintf(abs, sizeof(abs), "%s", path);
+	while (verdict != 1 && fgets(line, sizeof(line), f)) {
+		unsigned flags, stype, state;
+		char *name;
+		int at = 0;
+
+		if (sscanf(line, "%*s %*s %*s %x %x %x %*s %n", &flags,
+			   &stype, &state, &at) != 3 || !at)
+			continue;
+		name = line + at;
+		name[strcspn(name, "\n")] = '\0';
+		if ((int)stype != type ||
+		    (type != SOCK_DGRAM && !(flags & UNIX_FLAG_ACCEPTCON)))
+			continue;
+		if (!strcmp(name, abs) || !strcmp(name, path))
+			verdict = 1;
+		else if (name[0] && name[0] != '/' && name[0] != '@' &&
+			 !strcmp(base_name(name), base_name(path)))
+			verdict = -1;
+	}
+	fclose(f);
+	return verdict;
+}
+
+/* A connection attempt: the fallback when /proc is not there. */
+static int probe_live(const struct sockaddr_un *sa, int type, int *err)
+{
+	/* Probed with the socket's own type: another type would be refused
+	 * (EPROTOTYPE) by a live socket and a stale one alike. */
+	int probe = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int rc;
+
+	*err = 0;
+	if (probe < 0) {
+		*err = errno;
+		return -1;
+	}
+	rc = connect(probe, (const struct sockaddr *)sa, sizeof(*sa));
+	*err = rc ? errno : 0;
+	close(probe);
+	/* A full backlog (EAGAIN) still means someone listens. */
+	if (!rc || *err == EAGAIN || *err == EINPROGRESS)
+		return 1;
+	return *err == ECONNREFUSED ? 0 : -1;
+}
+
 /* A socket file left by a process that died is ours to replace; one that a
  * live process listens on, or a file that is not a socket, is not. */
 static int claim_path(const char *path, int type, const struct sockaddr_un *sa,
 		      const char *who)
 {
 	struct stat st;
-	int probe, rc, err;
+	int live, err = 0;
 
 	if (lstat(path, &st) < 0)
 		return errno == ENOENT ? 0 : -errno;
@@ -23,20 +98,14 @@ static int claim_path(const char *path, int type, const struct sockaddr_un *sa,
 			who, path);
 		return -EEXIST;
 	}
-	/* Probed with the socket's own type: another type would be refused
-	 * (EPROTOTYPE) by a live socket and a stale one alike. */
-	probe = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (probe < 0)
-		return -errno;
-	rc = connect(probe, (const struct sockaddr *)sa, sizeof(*sa));
-	err = rc ? errno : 0;
-	close(probe);
-	/* A full backlog (EAGAIN) still means someone listens. */
-	if (!rc || err == EAGAIN || err == EINPROGRESS) {
+	live = listed_live(path, type);
+	if (live < 0)
+		live = probe_live(sa, type, &err);
+	if (live > 0) {
 		log_err("%s: %s is in use by another live backend", who, path);
 		return -EADDRINUSE;
 	}
-	if (err != ECONNREFUSED) {
+	if (live < 0) {
 		log_err("%s: cannot probe %s: %s", who, path, strerror(err));
 		return -err;
 	}

@@ -27,7 +27,10 @@
  *        SET_FEATURES (not attached)
  *  [1]  queue size 1 << (2 + [1] % 7) (4..256); max_conns 1 + [1] >> 4
  *  [2]  router max flows 1 + [2] % 8
- *  [3]  unused
+ *  [3]  bit 0 VM 0 negotiates mergeable rx buffers (MRG_RXBUF), bit 1
+ *        VM 1 does: rx packets then span buffers, and each must be
+ *        whole, its buffers filled in order (all but the last full), its
+ *        num_buffers and hdr.len agreeing with what arrived
  * A record is a byte: kind = low nibble, a = high nibble, vm = a & 1
  * (VM 0 when there is one).
  *   0, 15 a guest tx packet, then a tx kick unless a & 8; 14 the
@@ -79,6 +82,7 @@
 #include "devices/vsock/conn_table.h"
 #include "devices/vsock/device.h"
 #include "devices/vsock/hybrid.h"
+#include "devices/vsock/mrg_rx.h"
 #include "devices/vsock/packet.h"
 #include "devices/vsock/router.h"
 #include "event/loop.h"
@@ -184,6 +188,7 @@ struct vm {
 	struct vsock_device *dev;
 	const struct vmio_device_ops *ops;
 	uint64_t features;
+	uint64_t acked;  /* the features the device was given (0: none yet) */
 	struct gq q[2]; /* rx, tx */
 	int lfd[NLISTEN];
 	char lpath[NLISTEN][128];
@@ -191,6 +196,10 @@ struct vm {
 	uint64_t dst_seen[16];
 	unsigned ndst_seen;
 	bool dst_overflow;
+	/* A mergeable packet being put together from its buffers. */
+	uint8_t asm_buf[VSOCK_MRG_HDR_SIZE + VSOCK_MAX_PKT_PAYLOAD];
+	uint32_t asm_len;
+	unsigned asm_bufs, asm_want;
 };
 
 static struct vmio_loop *loop;
@@ -303,18 +312,12 @@ static void chain_gather(const struct gq *q, const struct chain_rec *r,
 	}
 }
 
-static void check_rx_pkt(const struct vm *v, const struct gq *q,
-			 const struct chain_rec *r, uint32_t used_len)
+/* What every rx header must say, however it arrived. */
+static void check_rx_hdr(const struct vm *v, const uint8_t *wire)
 {
-	uint8_t wire[VSOCK_HDR_SIZE];
 	struct vsock_hdr h;
 
-	if (used_len < VSOCK_HDR_SIZE)
-		FAIL("rx: a %u-byte packet", used_len);
-	chain_gather(q, r, wire, VSOCK_HDR_SIZE);
 	vsock_hdr_decode(wire, &h);
-	if (h.len != used_len - VSOCK_HDR_SIZE)
-		FAIL("rx: hdr.len %u, used length %u", h.len, used_len);
 	if (h.dst_cid != v->cid)
 		FAIL("rx of CID %llu: dst_cid %llu", (unsigned long long)v->cid,
 		     (unsigned long long)h.dst_cid);
@@ -351,6 +354,60 @@ static void check_rx_pkt(const struct vm *v, const struct gq *q,
 			h.type, h.len, h.flags, h.buf_alloc, h.fwd_cnt);
 }
 
+static void check_rx_pkt(const struct vm *v, const struct gq *q,
+			 const struct chain_rec *r, uint32_t used_len)
+{
+	uint8_t wire[VSOCK_HDR_SIZE];
+	struct vsock_hdr h;
+
+	if (used_len < VSOCK_HDR_SIZE)
+		FAIL("rx: a %u-byte packet", used_len);
+	chain_gather(q, r, wire, VSOCK_HDR_SIZE);
+	vsock_hdr_decode(wire, &h);
+	if (h.len != used_len - VSOCK_HDR_SIZE)
+		FAIL("rx: hdr.len %u, used length %u", h.len, used_len);
+	check_rx_hdr(v, wire);
+}
+
+/* One used buffer of a mergeable packet: appended to the packet under
+ * way, which is checked once its num_buffers are in. */
+static void take_rx_buf(struct vm *v, const struct gq *q,
+			const struct chain_rec *r, uint32_t used_len)
+{
+	struct vsock_hdr h;
+
+	if (!used_len)
+		FAIL("rx: a mergeable buffer used with 0 bytes");
+	if (v->asm_len + used_len > sizeof(v->asm_buf))
+		FAIL("rx: a mergeable packet of more than %zu bytes",
+		     sizeof(v->asm_buf));
+	chain_gather(q, r, v->asm_buf + v->asm_len, used_len);
+	v->asm_len += used_len;
+	v->asm_bufs++;
+	if (!v->asm_want && v->asm_len >= VSOCK_MRG_HDR_SIZE) {
+		v->asm_want = v->asm_buf[VSOCK_HDR_SIZE] |
+			      v->asm_buf[VSOCK_HDR_SIZE + 1] << 8;
+		if (v->asm_want < v->asm_bufs ||
+		    v->asm_want > VSOCK_MRG_MAX_BUFS)
+			FAIL("rx: num_buffers %u after %u buffers",
+			     v->asm_want, v->asm_bufs);
+	}
+	if (!v->asm_want || v->asm_bufs < v->asm_want) {
+		if (used_len != r->in_len)
+			FAIL("rx: buffer %u of a mergeable packet used %u of "
+			     "%u bytes, and the packet goes on",
+			     v->asm_bufs, used_len, r->in_len);
+		return;
+	}
+	vsock_hdr_decode(v->asm_buf, &h);
+	if (h.len != v->asm_len - VSOCK_MRG_HDR_SIZE)
+		FAIL("rx: mergeable hdr.len %u, %u bytes in %u buffers", h.len,
+		     v->asm_len, v->asm_bufs);
+	check_rx_hdr(v, v->asm_buf);
+	v->asm_len = 0;
+	v->asm_bufs = v->asm_want = 0;
+}
+
 /* Takes every used element the device published since the last look. */
 static void reap(struct vm *v, unsigned qi)
 {
@@ -375,7 +432,12 @@ static void reap(struct vm *v, unsigned qi)
 		if (len > r->in_len)
 			FAIL("q%u: used length %u, chain takes %u", qi, len,
 			     r->in_len);
-		if (qi == VSOCK_RX_QUEUE)
+		/* Mergeable once the device was told so: a VM never
+		 * attached gets the plain layout. */
+		if (qi == VSOCK_RX_QUEUE &&
+		    (v->acked & VMIO_BIT(VIRTIO_VSOCK_F_MRG_RXBUF)))
+			take_rx_buf(v, q, r, len);
+		else if (qi == VSOCK_RX_QUEUE)
 			check_rx_pkt(v, q, r, len);
 		r->out = false;
 		for (unsigned i = 0; i < r->ndesc; i++)
@@ -844,10 +906,14 @@ static void rec_close(uint8_t a)
 static void vm_attach(struct vm *v)
 {
 	v->ops->features_set(v->dev, v->features);
+	v->acked = v->features;
 }
 
 static void vm_start_queues(struct vm *v)
 {
+	/* Fresh rings: no packet under way. */
+	v->asm_len = 0;
+	v->asm_bufs = v->asm_want = 0;
 	for (unsigned qi = 0; qi < 2; qi++) {
 		gq_setup(v, qi);
 		q_start(v, qi);
@@ -861,6 +927,7 @@ static void rec_reset(struct vm *v)
 	q_stop(v, 0);
 	q_stop(v, 1);
 	v->ops->reset(v->dev);
+	v->acked = 0;
 	for (unsigned qi = 0; qi < 2; qi++)
 		vmio_vq_release(&v->q[qi].vq);
 	vm_attach(v);
@@ -963,6 +1030,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			v->features |= VMIO_BIT(VIRTIO_RING_F_EVENT_IDX);
 		if (hdr[0] & (4u << i))
 			v->features |= VMIO_BIT(VIRTIO_VSOCK_F_SEQPACKET);
+		if (hdr[3] & (1u << i))
+			v->features |= VMIO_BIT(VIRTIO_VSOCK_F_MRG_RXBUF);
 		vm_new(i, buf_size, max_conns);
 		if (!(i == 1 && (hdr[0] & 0x80)))
 			vm_attach(v);

@@ -5,8 +5,9 @@
 
 #include "harness.h"
 
-#include "frontend/procfs.h"
 #include "frontend/stream.h"
+#include "util/proc_stat.h"
+#include "util/proc_status.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -498,7 +499,7 @@ unsigned harness_threads(pid_t pid, struct harness_thread *t, unsigned cap)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s/stat", dir, e->d_name);
 		t[n].ticks = vmio_proc_stat_ticks(path, t[n].name,
-						  sizeof(t[n].name));
+						   sizeof(t[n].name));
 		if (t[n].ticks >= 0)
 			n++;
 	}

@@ -69,10 +69,75 @@ static void test_usage_errors(void **state)
 
 static void test_print_capabilities(void **state)
 {
+	/* The convention: other options and arguments are ignored. */
 	assert_int_equal(exit_code(run((const char *[]){
-				 "loopback", "--print-capabilities", NULL })), 0);
-	assert_non_null(strstr(out, "\"type\""));
+				 "vsock", "--bogus", "--print-capabilities",
+				 "stray", NULL })), 0);
+	assert_non_null(strstr(out, "\"type\": \"vsock\""));
 	assert_non_null(strstr(out, "\"features\""));
+	/* loopback is no type of QEMU's schema: refused, not invented. */
+	assert_int_equal(exit_code(run((const char *[]){
+				 "loopback", "--print-capabilities", NULL })), 2);
+	assert_non_null(strstr(err, "no type in QEMU's vhost-user schema"));
+}
+
+/* --fd must be a unix stream socket, and --socket's directory must
+ * exist: usage errors (2) that say which, as for --uds-path. */
+static void test_fd_and_socket_checks(void **state)
+{
+	int pipefd[2], dg[2];
+	char a[16], b[16];
+
+	assert_int_equal(pipe(pipefd), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM, 0, dg), 0);
+	snprintf(a, sizeof(a), "%d", pipefd[0]);
+	snprintf(b, sizeof(b), "%d", dg[0]);
+	assert_int_equal(exit_code(run((const char *[]){
+				 "loopback", "--fd", a, NULL })), 2);
+	assert_non_null(strstr(err, "is not a socket"));
+	assert_int_equal(exit_code(run((const char *[]){
+				 "loopback", "--fd", b, NULL })), 2);
+	assert_non_null(strstr(err, "is not a unix stream socket"));
+	assert_int_equal(exit_code(run((const char *[]){
+				 "loopback", "--fd", "1000", NULL })), 2);
+	assert_non_null(strstr(err, "--fd 1000: Bad file descriptor"));
+	assert_int_equal(exit_code(run((const char *[]){
+				 "loopback", "--socket", "/nonexistent-dir/s",
+				 NULL })), 2);
+	assert_non_null(strstr(err, "--socket: directory '/nonexistent-dir' "
+				    "does not exist"));
+	/* A short option in a cluster is named as itself. */
+	assert_int_equal(exit_code(run((const char *[]){
+				 "vsock", "-vx", NULL })), 2);
+	assert_non_null(strstr(err, "unknown option '-x'"));
+	close(pipefd[0]);
+	close(pipefd[1]);
+	close(dg[0]);
+	close(dg[1]);
+}
+
+/* vhost-device-vsock's lines: no --guest-cid means 3; a --socket that is
+ * the host listener (or its seqpacket twin) is a usage error naming it. */
+static void test_vsock_drop_in(void **state)
+{
+	const char *sock = harness_path("dropin.sock");
+	const char *uds = harness_path("dropin.vsock");
+	char seq[300];
+	pid_t pid;
+
+	snprintf(seq, sizeof(seq), "%s.seqpacket", uds);
+	assert_int_equal(exit_code(run((const char *[]){
+				 "vsock", "--uds-path", uds, "--socket", uds,
+				 NULL })), 2);
+	assert_non_null(strstr(err, "is where host programs connect"));
+	assert_int_equal(exit_code(run((const char *[]){
+				 "vsock", "--uds-path", uds, "--socket", seq,
+				 NULL })), 2);
+	assert_non_null(strstr(err, "is where host programs connect"));
+	pid = harness_spawn((const char *[]){ "vsock", "--uds-path", uds,
+					      "--socket", sock, NULL });
+	assert_true(harness_wait_socket(sock, 10000));
+	assert_int_equal(exit_code(harness_stop(pid, 10000)), 0);
 }
 
 static void test_socket_in_use_and_sigterm(void **state)
@@ -93,6 +158,45 @@ static void test_socket_in_use_and_sigterm(void **state)
 	assert_int_equal(exit_code(st), 0);
 	/* The socket file is gone with the backend. */
 	assert_int_equal(access(sock, F_OK), -1);
+}
+
+/* A second `vmio redirect` on a live listener is refused without a
+ * probe connection: the first, which serves one connection only, must
+ * not take the probe for it. Its one connection is then the real one. */
+static void test_live_check_takes_no_connection(void **state)
+{
+	const char *in = harness_path("probe-in.sock");
+	const char *out_path = harness_path("probe-out.sock");
+	char a1[300], a2[300], got[8] = { 0 };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int sink, c, s;
+	pid_t first;
+
+	snprintf(a1, sizeof(a1), "UNIX-LISTEN:%s", in);
+	snprintf(a2, sizeof(a2), "UNIX-CONNECT:%s", out_path);
+	sink = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	strncpy(sa.sun_path, out_path, sizeof(sa.sun_path) - 1);
+	assert_int_equal(bind(sink, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(sink, 4), 0);
+	first = harness_spawn((const char *[]){ "redirect", a1, a2, NULL });
+	/* It looks in /proc/net/unix: no connection made. */
+	assert_true(harness_wait_socket(in, 10000));
+	assert_int_equal(exit_code(run((const char *[]){ "redirect", a1, a2,
+						      NULL })), 1);
+	assert_non_null(strstr(err, "in use"));
+	c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	strncpy(sa.sun_path, in, sizeof(sa.sun_path) - 1);
+	assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(write(c, "hello", 5), 5);
+	shutdown(c, SHUT_WR);
+	s = accept(sink, NULL, NULL);
+	assert_true(s >= 0);
+	assert_int_equal(read(s, got, sizeof(got)), 5);
+	assert_string_equal(got, "hello");
+	close(s);
+	close(c);
+	assert_int_equal(exit_code(harness_wait_exit(first, 10000)), 0);
+	close(sink);
 }
 
 static void test_stale_socket_is_replaced(void **state)
@@ -141,7 +245,10 @@ int main(void)
 		cmocka_unit_test(test_help),
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_print_capabilities),
+		cmocka_unit_test(test_fd_and_socket_checks),
+		cmocka_unit_test(test_vsock_drop_in),
 		cmocka_unit_test(test_socket_in_use_and_sigterm),
+		cmocka_unit_test(test_live_check_takes_no_connection),
 		cmocka_unit_test(test_stale_socket_is_replaced),
 		cmocka_unit_test(test_sigint_exits_cleanly),
 		cmocka_unit_test(test_fd_mode_exits_when_frontend_leaves),

@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,6 +48,10 @@ static const uint8_t *pattern_at(uint64_t off, unsigned seed)
 {
 	return &pattern[(off + seed * 7919u) % PERIOD];
 }
+
+/* duplex calls that have had their first bytes back: how a test knows
+ * that every connection it opened is under way. */
+static atomic_uint duplex_flowing;
 
 struct xfer {
 	uint64_t sent, received;
@@ -115,6 +120,8 @@ static void duplex(int fd, uint64_t send_n, unsigned seed_out,
 			if (r == 0) {
 				rd_done = true;
 			} else if (r > 0) {
+				if (!x->received)
+					atomic_fetch_add(&duplex_flowing, 1);
 				if (memcmp(buf, pattern_at(x->received, seed_in),
 					   (size_t)r))
 					x->intact = false;
@@ -227,7 +234,11 @@ enum server_mode {
 	SERVE_HALFCLOSE, /* read to EOF, then reply "got N" and close */
 	SERVE_STALL,     /* read nothing until released, then read to EOF */
 	SERVE_MSGS,      /* msg_duplex with plan */
+	SERVE_ECHO,      /* every connection at once, each in a thread of
+			  * its own: what it reads goes back, then its EOF */
 };
+
+#define ECHO_MAX 64
 
 struct server {
 	enum server_mode mode;
@@ -238,6 +249,7 @@ struct server {
 	unsigned failed;         /* SERVE_DUPLEX connections that fell short */
 	int lfd;
 	pthread_t thread;
+	pthread_t echo[ECHO_MAX];
 	atomic_bool release;
 	struct xfer x;           /* of the last connection */
 };
@@ -281,6 +293,8 @@ static void serve_one(struct server *s, int fd)
 	case SERVE_MSGS:
 		msg_duplex(fd, &s->plan, &s->x);
 		break;
+	case SERVE_ECHO: /* server_main gives each its own thread */
+		break;
 	case SERVE_STALL:
 		while (!atomic_load(&s->release))
 			usleep(10000);
@@ -301,20 +315,60 @@ static void serve_one(struct server *s, int fd)
 	close(fd);
 }
 
+/* SERVE_ECHO's connection: the sender checks what comes back, so this
+ * side only has to end, bounded, if the sender stops. */
+static void *echo_main(void *opaque)
+{
+	int fd = (int)(intptr_t)opaque;
+	struct timeval tv = { .tv_sec = HARNESS_WAIT_MS / 1000 };
+	uint8_t buf[CHUNK];
+	ssize_t r;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	while ((r = recv(fd, buf, sizeof(buf), 0)) > 0) {
+		for (ssize_t off = 0, w; off < r; off += w) {
+			w = send(fd, buf + off, (size_t)(r - off), MSG_NOSIGNAL);
+			if (w <= 0)
+				goto out;
+		}
+	}
+	shutdown(fd, SHUT_WR);
+out:
+	close(fd);
+	return NULL;
+}
+
 static void *server_main(void *opaque)
 {
 	struct server *s = opaque;
+	unsigned echoing = 0;
 
 	for (unsigned i = 0; i < s->conns; i++) {
+		struct pollfd p = { .fd = s->lfd, .events = POLLIN };
+		int fd;
+
 		/* A datagram server has no connections: it serves its
 		 * own socket. */
-		int fd = s->type == SOCK_DGRAM ? dup(s->lfd) :
-			 accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
-
+		if (s->type == SOCK_DGRAM)
+			fd = dup(s->lfd);
+		else if (poll(&p, 1, HARNESS_WAIT_MS) == 1)
+			fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+		else
+			fd = -1;
 		if (fd < 0)
 			break;
-		serve_one(s, fd);
+		if (s->mode != SERVE_ECHO)
+			serve_one(s, fd);
+		else if (echoing == ECHO_MAX ||
+			 pthread_create(&s->echo[echoing], NULL, echo_main,
+					(void *)(intptr_t)fd))
+			close(fd);
+		else
+			echoing++;
 	}
+	while (echoing)
+		pthread_join(s->echo[--echoing], NULL);
 	return NULL;
 }
 
@@ -479,19 +533,29 @@ static void test_halfclose(void **state)
 	halfclose_with("splice");
 }
 
-/* Nobody on ADDRESS2: the client is let go, and the next one is served. */
-static int count_fds(pid_t pid)
+/* The lowest descriptor number pid does not use: the one its next
+ * accept or socket would get. Counting its descriptors is not the same,
+ * since it may have inherited one far above the rest. */
+static int lowest_free_fd(pid_t pid)
 {
 	char path[64];
 	struct dirent *e;
+	static bool used[4096];
 	int n = 0;
 
+	memset(used, 0, sizeof(used));
 	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
 	DIR *d = opendir(path);
 	assert_non_null(d);
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] != '.' && fd >= 0 && fd < 4096)
+			used[fd] = true;
+	}
 	closedir(d);
+	while (n < 4096 && used[n])
+		n++;
 	return n;
 }
 
@@ -510,10 +574,10 @@ static void test_fd_exhaustion(void **state)
 
 	server_start(&s, b);
 	pid_t pid = spawn_unix("copy", a, ",fork", b);
-	/* Not one fd more than it has: the next accept fails. */
+	/* Below the lowest free descriptor: the next accept fails. */
 	struct rlimit lim, orig;
 	assert_int_equal(prlimit(pid, RLIMIT_NOFILE, NULL, &orig), 0);
-	lim = (struct rlimit){ .rlim_cur = (rlim_t)count_fds(pid),
+	lim = (struct rlimit){ .rlim_cur = (rlim_t)lowest_free_fd(pid),
 			       .rlim_max = orig.rlim_max };
 	assert_int_equal(prlimit(pid, RLIMIT_NOFILE, &lim, NULL), 0);
 	for (int i = 0; i < CLIENTS; i++)
@@ -525,10 +589,13 @@ static void test_fd_exhaustion(void **state)
 	/* A spinning loop burns the whole second (100 ticks); paused, ~0. */
 	harness_expect_idle(pid, "out of fds, clients waiting");
 
-	/* Room again: the clients waiting in the backlog are served. */
+	/* Room again: the clients waiting in the backlog are served. The
+	 * server takes one connection at a time, and workers reach it in
+	 * any order: every client ends its input before any waits. */
 	assert_int_equal(prlimit(pid, RLIMIT_NOFILE, &orig, NULL), 0);
-	for (int i = 0; i < CLIENTS; i++) {
+	for (int i = 0; i < CLIENTS; i++)
 		shutdown(fd[i], SHUT_WR);
+	for (int i = 0; i < CLIENTS; i++) {
 		assert_int_equal(read_all(fd[i], reply, sizeof(reply)), 5);
 		assert_string_equal(reply, "got 0");
 		close(fd[i]);
@@ -537,6 +604,7 @@ static void test_fd_exhaustion(void **state)
 	stop_clean(pid);
 }
 
+/* Nobody on ADDRESS2: the client is let go, and the next one is served. */
 static void test_server_absent(void **state)
 {
 	const char *a = harness_path("absent-a.sock"),
@@ -687,6 +755,10 @@ static void test_bad_arguments(void **state)
 		  "UNIX-CONNECT:/b", NULL },
 		{ "redirect", "--engine", "sockmap", "UNIX-RECV:@A@",
 		  "UNIX-SENDTO:/b", NULL },
+		{ "redirect", "--threads", "0", "UNIX-LISTEN:@A@,fork",
+		  "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "--cpus", "x", "UNIX-LISTEN:@A@,fork",
+		  "UNIX-CONNECT:/b", NULL },
 	};
 	static const char *const expect[] = {
 		"unsupported address 'FOO'", "unsupported option 'nonsense'",
@@ -702,6 +774,7 @@ static void test_bad_arguments(void **state)
 		"must connect", "unknown option '--bogus'",
 		"a TCP ingress gets no backpressure",
 		"the kernel splits messages",
+		"--threads: '0' is not a number", "--cpus: 'x' is not a list",
 	};
 	const char *a = harness_path("bad-a.sock");
 	char err[4096], out[4096], arg[256];
@@ -737,6 +810,8 @@ static void test_bad_arguments(void **state)
 	assert_non_null(strstr(out, "VSOCK-CONNECT:cid:port"));
 	assert_non_null(strstr(out, "fork"));
 	assert_non_null(strstr(out, "--engine"));
+	assert_non_null(strstr(out, "--threads N"));
+	assert_non_null(strstr(out, "--cpus LIST"));
 }
 
 /* A client in a thread of its own: sends n bytes of pattern 1, checks
@@ -744,7 +819,7 @@ static void test_bad_arguments(void **state)
 struct writer {
 	int fd;
 	uint64_t n;
-	unsigned seed_in;
+	unsigned seed_out, seed_in;
 	struct xfer x;
 };
 
@@ -752,7 +827,7 @@ static void *writer_main(void *opaque)
 {
 	struct writer *w = opaque;
 
-	duplex(w->fd, w->n, 1, w->seed_in, &w->x);
+	duplex(w->fd, w->n, w->seed_out, w->seed_in, &w->x);
 	return NULL;
 }
 
@@ -765,7 +840,7 @@ static void slow_reader_with(const char *engine)
 	snprintf(bn, sizeof(bn), "slow-%s-b.sock", engine);
 	const char *a = harness_path(an), *b = harness_path(bn);
 	struct server s = { .mode = SERVE_STALL, .conns = 1 };
-	struct writer w = { .n = 256 * MIB };
+	struct writer w = { .n = 256 * MIB, .seed_out = 1 };
 	pthread_t th;
 	long base, peak = 0;
 
@@ -997,7 +1072,7 @@ static void test_fork_many(void **state)
 	pid_t pid = spawn_unix("auto", a, ",fork", b);
 	for (int i = 0; i < CLIENTS; i++)
 		w[i] = (struct writer){ .fd = unix_connect(a), .n = MIB,
-					.seed_in = 2 };
+					.seed_out = 1, .seed_in = 2 };
 	for (int i = 0; i < CLIENTS; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
 	for (int i = 0; i < CLIENTS; i++) {
@@ -1010,6 +1085,232 @@ static void test_fork_many(void **state)
 	assert_int_equal(s.failed, 0);
 	stop_clean(pid);
 	assert_true(harness_log_contains("total: 100 connections, 209715200 bytes"));
+}
+
+/* `vmio redirect --stats --threads N UNIX-LISTEN:a,fork UNIX-CONNECT:b`,
+ * listening. The copy engine moves every byte through vmio's own
+ * memory: more for a sanitizer to see, and CPU time enough to tell
+ * whether a worker took its share. */
+static pid_t spawn_threads(const char *threads, const char *a, const char *b)
+{
+	pid_t pid = harness_spawn((const char *[]){
+		"redirect", "--stats", "--engine", "copy", "--threads", threads,
+		addr_arg(0, "UNIX-LISTEN", a, ",fork"),
+		addr_arg(1, "UNIX-CONNECT", b, ""), NULL });
+
+	if (!harness_wait_socket(a, HARNESS_WAIT_MS))
+		fail_msg("vmio redirect does not listen on %s", a);
+	return pid;
+}
+
+/* Clients i = 0..n-1 in threads of their own, each sending n bytes of
+ * pattern i + 1 that the echo server sends back. */
+static void writers_start(struct writer *w, pthread_t *th, unsigned clients,
+			  const char *a, uint64_t n)
+{
+	for (unsigned i = 0; i < clients; i++)
+		w[i] = (struct writer){ .fd = unix_connect(a), .n = n,
+					.seed_out = i + 1, .seed_in = i + 1 };
+	for (unsigned i = 0; i < clients; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, writer_main, &w[i]),
+				 0);
+}
+
+static void writers_join(struct writer *w, pthread_t *th, unsigned clients)
+{
+	for (unsigned i = 0; i < clients; i++) {
+		pthread_join(th[i], NULL);
+		close(w[i].fd);
+	}
+}
+
+/* The workers of a vmio: its main thread and those named vmio-wK (a
+ * sanitizer's own threads are not counted). */
+static unsigned count_workers(pid_t pid)
+{
+	struct harness_thread t[16];
+	unsigned n = harness_threads(pid, t, 16), w = 1;
+
+	for (unsigned k = 0; k < n; k++)
+		w += !strncmp(t[k].name, "vmio-w", 6);
+	return w;
+}
+
+/* --threads 2 and fork: 64 clients at once, each with a pattern of its
+ * own echoed back through vmio, every byte checked; the connections go
+ * to both workers in turn, so each has its share of the CPU time, and
+ * the total counts every connection of both. */
+static void test_threads_echo(void **state)
+{
+	enum { CLIENTS = ECHO_MAX };
+	const uint64_t n = 16 * MIB;
+	const char *a = harness_path("thr-a.sock"),
+		   *b = harness_path("thr-b.sock");
+	struct server s = { .mode = SERVE_ECHO, .conns = CLIENTS };
+	static struct writer w[CLIENTS];
+	pthread_t th[CLIENTS];
+	struct harness_thread t[16];
+	char total[96];
+
+	harness_log_clear();
+	server_start(&s, b);
+	pid_t pid = spawn_threads("2", a, b);
+	writers_start(w, th, CLIENTS, a, n);
+	writers_join(w, th, CLIENTS);
+	server_join(&s);
+	for (int i = 0; i < CLIENTS; i++)
+		check_xfer("client", &w[i].x, n, n);
+
+	/* Every connection has been served, so both workers run. */
+	assert_int_equal(count_workers(pid), 2);
+	long all = harness_cpu_ticks(pid);
+	long w1 = harness_thread_ticks(t, harness_threads(pid, t, 16),
+				       "vmio-w1");
+	print_message("# worker 1: %ld of vmio's %ld ticks\n", w1, all);
+	/* Half each, give or take what the sampling and worker 0's
+	 * accepting add: one idle worker would hold next to nothing. */
+	assert_true(w1 * 5 >= all);
+	assert_true((all - w1) * 5 >= all);
+	stop_clean(pid);
+	snprintf(total, sizeof(total), "total: %d connections, %llu bytes",
+		 CLIENTS, (unsigned long long)(2 * n * CLIENTS));
+	assert_true(harness_log_contains(total));
+}
+
+/* SIGTERM while both workers relay: every connection of each is ended
+ * and counted, the listener's file goes, and vmio exits 0 at once. */
+static void test_threads_sigterm(void **state)
+{
+	enum { CLIENTS = 4 };
+	const char *a = harness_path("thrterm-a.sock"),
+		   *b = harness_path("thrterm-b.sock");
+	struct server s = { .mode = SERVE_ECHO, .conns = CLIENTS };
+	struct writer w[CLIENTS];
+	pthread_t th[CLIENTS];
+
+	harness_log_clear();
+	server_start(&s, b);
+	pid_t pid = spawn_threads("2", a, b);
+	atomic_store(&duplex_flowing, 0);
+	/* Endless streams: each only ends when vmio goes. */
+	writers_start(w, th, CLIENTS, a, UINT64_MAX);
+	/* Dealt out in turn, two on each worker. */
+	for (int i = 0; i < HARNESS_WAIT_MS / 10 &&
+			atomic_load(&duplex_flowing) < CLIENTS; i++)
+		usleep(10000);
+	assert_int_equal(atomic_load(&duplex_flowing), CLIENTS);
+	assert_int_equal(count_workers(pid), 2);
+
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	int st = harness_wait_exit(pid, 5000);
+	if (st == -1) {
+		harness_stop(pid, 1000);
+		fail_msg("vmio redirect did not exit within 5 s of SIGTERM");
+	}
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(access(a, F_OK), -1);
+	writers_join(w, th, CLIENTS);
+	server_join(&s);
+	/* Cut short, but never wrong. */
+	for (int i = 0; i < CLIENTS; i++)
+		assert_true(w[i].x.intact && w[i].x.received > 0);
+	assert_true(harness_log_contains("total: 4 connections"));
+}
+
+/* How many workers `vmio redirect [--threads N] UNIX-LISTEN:a[,fork]
+ * UNIX-CONNECT:b` runs, counted while its one connection is open: a byte
+ * echoed back shows that every worker has started. */
+static unsigned workers_with(const char *threads, bool fork)
+{
+	const char *a = harness_path("cnt-a.sock"), *b = harness_path("cnt-b.sock");
+	struct server s = { .mode = SERVE_ECHO, .conns = 1 };
+	const char *args[8] = { "redirect" };
+	unsigned n = 1, workers;
+	char c = 'x';
+
+	if (threads) {
+		args[n++] = "--threads";
+		args[n++] = threads;
+	}
+	args[n++] = addr_arg(0, "UNIX-LISTEN", a, fork ? ",fork" : "");
+	args[n++] = addr_arg(1, "UNIX-CONNECT", b, "");
+	server_start(&s, b);
+	pid_t pid = harness_spawn(args);
+	int fd = unix_connect_retry(a, SOCK_STREAM);
+
+	assert_int_equal(send(fd, &c, 1, 0), 1);
+	assert_int_equal(recv_within(fd, &c, 1), 1);
+	workers = count_workers(pid);
+	shutdown(fd, SHUT_WR);
+	assert_int_equal(recv_within(fd, &c, 1), 0);
+	close(fd);
+	server_join(&s);
+	if (fork)
+		stop_clean(pid);
+	else
+		expect_exit(pid, 0);
+	return workers;
+}
+
+/* One worker per connection at most: a forking listener gets the CPUs
+ * this process may run on, or --threads; anything else one, whatever
+ * --threads says. --threads 1 is one thread. */
+static void test_threads_count(void **state)
+{
+	cpu_set_t set;
+
+	assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+	assert_int_equal(workers_with(NULL, true), (unsigned)CPU_COUNT(&set));
+	assert_int_equal(workers_with("3", true), 3);
+	assert_int_equal(workers_with("1", true), 1);
+	assert_int_equal(workers_with("3", false), 1);
+}
+
+/* Messages too large for -b, dropped on both workers: each drop is
+ * logged and counted (exit status 1), and nothing the message engine
+ * keeps for its log lines is shared by the workers (a sanitized vmio
+ * would stop at the race). */
+static void test_threads_drops(void **state)
+{
+	const char *a = harness_path("thrdrop-a.sock"),
+		   *b = harness_path("thrdrop-b.sock");
+	struct server s = { .mode = SERVE_ECHO, .type = SOCK_SEQPACKET,
+			    .conns = 2 };
+	static char big[5000], small[100], got[8192];
+	int fd[2];
+
+	harness_log_clear();
+	server_start(&s, b);
+	pid_t pid = harness_spawn((const char *[]){
+		"redirect", "--threads", "2", "-b", "4096",
+		addr_arg(0, "UNIX-LISTEN", a, ",type=5,fork"),
+		addr_arg(1, "UNIX-CONNECT", b, ",type=5"), NULL });
+	for (int i = 0; i < 2; i++)
+		fd[i] = unix_connect_retry(a, SOCK_SEQPACKET);
+	/* There and back on each first: both connections are relayed,
+	 * one on each worker, before anything is dropped. */
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(send(fd[i], small, sizeof(small), 0),
+				 sizeof(small));
+		assert_int_equal(recv_within(fd[i], got, sizeof(got)),
+				 sizeof(small));
+	}
+	for (int i = 0; i < 2; i++) {
+		for (int m = 0; m < 3; m++)
+			assert_int_equal(send(fd[i], big, sizeof(big), 0),
+					 sizeof(big));
+		assert_int_equal(shutdown(fd[i], SHUT_WR), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(recv_within(fd[i], got, sizeof(got)), 0);
+		close(fd[i]);
+	}
+	server_join(&s);
+	int st = harness_stop(pid, HARNESS_WAIT_MS);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 1);
+	assert_true(harness_log_contains("dropped a 5000-byte message"));
 }
 
 /* The sockmap engine needs root (or CAP_BPF and CAP_NET_ADMIN). */
@@ -1215,6 +1516,10 @@ int main(void)
 		cmocka_unit_test(test_stream_to_dgram),
 		cmocka_unit_test(test_truncation_trap),
 		cmocka_unit_test(test_fork_many),
+		cmocka_unit_test(test_threads_echo),
+		cmocka_unit_test(test_threads_sigterm),
+		cmocka_unit_test(test_threads_drops),
+		cmocka_unit_test(test_threads_count),
 		cmocka_unit_test(test_sockmap_recv_to_stream),
 		cmocka_unit_test(test_sockmap_sink_dies),
 		cmocka_unit_test(test_sockmap_stalled_sink),

@@ -1570,6 +1570,61 @@ static struct vm vm_g2h, vm_h2g, vm_half_g, vm_half_h, vm_rst, vm_hostile,
 	vm_limit = { .extra = { "--max-connections", "4" } }, vm_early,
 	vm_many_host,
 	vm_noanswer = { .extra = { "--connect-timeout", "1000" } };
+/* The same cases with mergeable rx buffers: 4 KiB buffers as Linux posts
+ * them, and a ring of odd sizes from 1 byte to 64 KiB. */
+static struct vm vm_mrg_h2g, vm_mrg_odd_h2g, vm_mrg_g2h, vm_mrg_hostile,
+	vm_mrg_many, vm_mrg_creq, vm_mrg_fair, vm_mrg_big;
+static const uint32_t odd_sizes[] = { 1, 7, 46, 100, 4096, 65536, 3, 45,
+				      300, 2048, 44, 47, 65535, 4097 };
+
+static int mrg_setup(void **state)
+{
+	struct vg_opts o;
+
+	vg_opts_init(&o);
+	o.mergeable = true;
+	return vm_setup_opts(state, &o);
+}
+
+static int mrg_odd_setup(void **state)
+{
+	struct vg_opts o;
+
+	vg_opts_init(&o);
+	o.mergeable = true;
+	o.rx_sizes = odd_sizes;
+	o.n_rx_sizes = sizeof(odd_sizes) / sizeof(odd_sizes[0]);
+	return vm_setup_opts(state, &o);
+}
+
+static int mrg_many_setup(void **state)
+{
+	struct vg_opts o;
+
+	vg_opts_init(&o);
+	o.mergeable = true;
+	o.buf_alloc = 16384;
+	o.credit_threshold = 4096;
+	return vm_setup_opts(state, &o);
+}
+
+/* With mergeable buffers a host stream reaches the guest in packets of
+ * up to 64 KiB over 4 KiB buffers, not 4 KiB packets: the point of the
+ * feature. */
+static void test_mrg_big_packets(void **state)
+{
+	struct vm *vm = *state;
+	uint64_t rw_before = vm->g->rx_ops[VSOCK_OP_RW], rw;
+
+	assert_true(vm->g->mrg);
+	test_host_to_guest_256m(state);
+	rw = vm->g->rx_ops[VSOCK_OP_RW] - rw_before;
+	print_message("# %" PRIu64 " RW packets for %" PRIu64 " MiB: %" PRIu64
+		      " bytes each on average\n",
+		      rw, (uint64_t)(BIG >> 20), rw ? (uint64_t)BIG / rw : 0);
+	assert_true(rw > 0);
+	assert_true(BIG / rw > 16384);
+}
 
 static int split_setup(void **state)
 {
@@ -1623,6 +1678,17 @@ int main(void)
 		VM_CASE(test_connect_line_with_data, vm_early),
 		VM_CASE(test_many_host_connections, vm_many_host),
 		VM_CASE(test_guest_never_answers, vm_noanswer),
+#define MRG_CASE(f, setup, vm)                                            \
+	cmocka_unit_test_prestate_setup_teardown(f, setup, vm_teardown, &(vm))
+		MRG_CASE(test_host_to_guest_256m, mrg_setup, vm_mrg_h2g),
+		MRG_CASE(test_host_to_guest_256m, mrg_odd_setup,
+			 vm_mrg_odd_h2g),
+		MRG_CASE(test_mrg_big_packets, mrg_setup, vm_mrg_big),
+		MRG_CASE(test_guest_to_host_256m, mrg_setup, vm_mrg_g2h),
+		MRG_CASE(test_hostile_packets, mrg_setup, vm_mrg_hostile),
+		MRG_CASE(test_many_connections, mrg_many_setup, vm_mrg_many),
+		MRG_CASE(test_credit_request, mrg_setup, vm_mrg_creq),
+		MRG_CASE(test_fair_rx, mrg_odd_setup, vm_mrg_fair),
 	};
 
 	struct rlimit nofile;

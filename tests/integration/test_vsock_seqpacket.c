@@ -44,6 +44,7 @@
 
 struct seqvm {
 	bool no_seqpacket;
+	bool mergeable; /* the driver takes mergeable rx buffers */
 	char sock[256], uds[256];
 	pid_t pid;
 	struct vg *g;
@@ -74,6 +75,7 @@ static int seq_setup(void **state)
 	vg_opts_init(&o);
 	o.buf_alloc = BUF;
 	o.seqpacket = !vm->no_seqpacket;
+	o.mergeable = vm->mergeable;
 	/* Messages of more than one packet from 4 KiB up. */
 	o.tx_pkt_max = 4096;
 	vm->g = vg_open(vm->sock, WAIT, &o, err, sizeof(err));
@@ -536,7 +538,11 @@ static void test_bulk_both_ways(void **state)
 }
 
 static struct seqvm vm_g2h, vm_h2g, vm_close, vm_line, vm_mismatch,
-	vm_bulk, vm_nofeat = { .no_seqpacket = true };
+	vm_bulk, vm_nofeat = { .no_seqpacket = true },
+	/* Messages over packets that span rx buffers: EOM and EOR stay on
+	 * the last packet of each message. */
+	vm_mrg_h2g = { .mergeable = true }, vm_mrg_bulk = { .mergeable = true },
+	vm_mrg_close = { .mergeable = true };
 
 #define SEQ_CASE(f, vm)                                                    \
 	cmocka_unit_test_prestate_setup_teardown(f, seq_setup, seq_teardown, \
@@ -552,6 +558,9 @@ int main(void)
 		SEQ_CASE(test_seqpacket_type_mismatch, vm_mismatch),
 		SEQ_CASE(test_bulk_both_ways, vm_bulk),
 		SEQ_CASE(test_seqpacket_not_negotiated, vm_nofeat),
+		SEQ_CASE(test_host_to_guest_messages, vm_mrg_h2g),
+		SEQ_CASE(test_bulk_both_ways, vm_mrg_bulk),
+		SEQ_CASE(test_seqpacket_close, vm_mrg_close),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

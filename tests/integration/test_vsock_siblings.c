@@ -53,6 +53,9 @@ struct fleet {
 };
 
 static unsigned seq;
+/* Guests that take mergeable rx buffers: sibling packets of 64 KiB then
+ * reach them whole, over several buffers. */
+static bool guest_mrg[NVM];
 
 static struct vg *guest_open(struct fleet *f, unsigned i)
 {
@@ -63,6 +66,7 @@ static struct vg *guest_open(struct fleet *f, unsigned i)
 	vg_opts_init(&o);
 	o.guest_cid = cid[i];
 	o.siblings = true;
+	o.mergeable = guest_mrg[i];
 	g = vg_open(f->sock[i], WAIT, &o, err, sizeof(err));
 	if (!g)
 		fail_msg("VM %u: %s", i, err);
@@ -139,6 +143,14 @@ static int fleet_setup_worker_each(void **state)
 	return fleet_setup_with(state, "3", NULL);
 }
 
+/* VM 1 takes mergeable rx buffers, VM 0 does not: one sender's 64 KiB
+ * packets go whole to one and in pieces to the other. */
+static int fleet_setup_mergeable(void **state)
+{
+	guest_mrg[1] = true;
+	return fleet_setup_with(state, "3", NULL);
+}
+
 /* The same VMs from a YAML file. */
 static int fleet_config_setup(void **state)
 {
@@ -173,6 +185,7 @@ static int fleet_teardown(void **state)
 	for (unsigned i = 0; i < NVM; i++) {
 		vg_free(f->g[i]);
 		f->g[i] = NULL;
+		guest_mrg[i] = false;
 	}
 	if (!f->pid) /* the test stopped it */
 		return 0;
@@ -947,6 +960,12 @@ int main(void)
 						fleet_teardown),
 		cmocka_unit_test_setup_teardown(test_vmm_gone,
 						fleet_setup_worker_each,
+						fleet_teardown),
+		cmocka_unit_test_setup_teardown(test_sibling_stream,
+						fleet_setup_mergeable,
+						fleet_teardown),
+		cmocka_unit_test_setup_teardown(test_gone_while_sending,
+						fleet_setup_mergeable,
 						fleet_teardown),
 		cmocka_unit_test_setup_teardown(test_gone_while_sending,
 						fleet_setup_worker_each,

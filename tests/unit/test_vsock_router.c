@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -321,6 +323,165 @@ static void test_flow_limit_and_vm_reset(void **state)
 	rig_free(g);
 }
 
+/* ---- VMs on worker threads ---- */
+
+#define TVMS 4
+#define TROUNDS 20000
+
+/* One VM on a thread of its own, with a loop of its own (so that the
+ * router's wake-ups cross threads), sending to the next VM and taking
+ * what the others send, and now and then losing its VMM. Each payload
+ * byte says where it came from, so that a packet torn or mixed between
+ * senders is seen. */
+struct tvm {
+	struct vsock_router *r;
+	struct vmio_loop *loop;
+	struct vsock_muxer *m;
+	unsigned idx;
+	pthread_t t;
+	unsigned sent, got, resets, bad;
+};
+
+static const uint64_t tcids[TVMS] = { 3, 4, 5, 6 };
+
+static bool tsend(struct tvm *v, uint32_t sport, uint16_t op, uint32_t len)
+{
+	static __thread uint8_t buf[VSOCK_HDR_SIZE + 512];
+	struct vmio_chain ch = { 0 };
+	struct vsock_pkt pkt = {
+		.hdr = {
+			.src_cid = tcids[v->idx],
+			.dst_cid = tcids[(v->idx + 1) % TVMS],
+			.src_port = sport,
+			.dst_port = 80,
+			.len = len,
+			.type = VSOCK_TYPE_STREAM,
+			.op = op,
+			.buf_alloc = 65536,
+		},
+		.payload_off = VSOCK_HDR_SIZE,
+		.payload_len = len,
+	};
+	const char *why;
+
+	for (uint32_t k = 0; k < len; k++)
+		buf[VSOCK_HDR_SIZE + k] = (uint8_t)(v->idx * 16 + sport % 16);
+	vsock_hdr_encode(&pkt.hdr, buf);
+	ch.nout = 1;
+	ch.iov[0].iov_base = buf;
+	ch.iov[0].iov_len = VSOCK_HDR_SIZE + len;
+	ch.out_len = VSOCK_HDR_SIZE + len;
+	return vsock_router_forward(v->r, v->idx, &pkt, &ch, false, &why) == 0;
+}
+
+/* Takes everything waiting for this VM, checking each packet. */
+static void tdrain(struct tvm *v)
+{
+	static __thread uint8_t buf[VSOCK_HDR_SIZE + 512];
+	struct vmio_chain ch = { 0 };
+
+	ch.nin = 1;
+	ch.iov[0].iov_base = buf;
+	ch.iov[0].iov_len = sizeof(buf);
+	ch.in_len = sizeof(buf);
+	while (vsock_router_rx_pending(v->r, v->idx)) {
+		struct vsock_hdr h;
+		uint32_t n = vsock_router_fill_rx(v->r, v->idx, &ch);
+		unsigned from;
+
+		vsock_hdr_decode(buf, &h);
+		from = (unsigned)(h.src_cid - tcids[0]);
+		if (n != VSOCK_HDR_SIZE + h.len || from >= TVMS ||
+		    h.dst_cid != tcids[v->idx])
+			v->bad++;
+		for (uint32_t k = 0; k < h.len; k++)
+			if (buf[VSOCK_HDR_SIZE + k] !=
+			    (uint8_t)(from * 16 + h.src_port % 16))
+				v->bad++;
+		v->got++;
+	}
+}
+
+static void *tvm_main(void *arg)
+{
+	struct tvm *v = arg;
+
+	for (unsigned round = 0; round < TROUNDS; round++) {
+		uint32_t sport = 1000 + round % 8;
+
+		/* A flow's packets; a refused one (the peer just reset, or
+		 * its queue is full) ends that flow as a guest would. */
+		if (!tsend(v, sport, VSOCK_OP_REQUEST, 0) ||
+		    !tsend(v, sport, VSOCK_OP_RW, 1 + round % 512) ||
+		    !tsend(v, sport, VSOCK_OP_RW, 300))
+			tsend(v, sport, VSOCK_OP_RST, 0);
+		else
+			v->sent += 2;
+		tsend(v, sport, VSOCK_OP_RST, 0);
+		/* The wake-ups others posted to this loop. */
+		vmio_loop_run_once(v->loop, 0);
+		tdrain(v);
+		if (round % 97 == v->idx) {
+			vsock_muxer_reset(v->m);
+			vsock_muxer_set_types(v->m, VSOCK_TYPES_ALL);
+			v->resets++;
+		}
+	}
+	return NULL;
+}
+
+static void test_vms_on_threads(void **state)
+{
+	struct vsock_router *r = vsock_router_new(TVMS, 16);
+	struct tvm v[TVMS];
+	unsigned got = 0, bad = 0;
+
+	assert_non_null(r);
+	for (unsigned i = 0; i < TVMS; i++) {
+		struct vsock_muxer_config c = {
+			.guest_cid = tcids[i],
+			.uds_path = "/nonexistent/u",
+			.buf_size = 4096,
+			.max_conns = 4,
+			.connect_timeout_ms = 1000,
+			.router = r,
+			.vm_index = i,
+		};
+
+		v[i] = (struct tvm){ .r = r, .idx = i };
+		v[i].loop = vmio_loop_new();
+		assert_non_null(v[i].loop);
+		v[i].m = vsock_muxer_new(v[i].loop, &c);
+		assert_non_null(v[i].m);
+		vsock_muxer_set_attached(v[i].m, true);
+		vsock_muxer_set_types(v[i].m, VSOCK_TYPES_ALL);
+		for (unsigned j = 0; j < i; j++)
+			vsock_router_link(r, i, j);
+	}
+	for (unsigned i = 0; i < TVMS; i++)
+		assert_int_equal(pthread_create(&v[i].t, NULL, tvm_main, &v[i]),
+				 0);
+	for (unsigned i = 0; i < TVMS; i++)
+		assert_int_equal(pthread_join(v[i].t, NULL), 0);
+	for (unsigned i = 0; i < TVMS; i++) {
+		vmio_loop_run_once(v[i].loop, 0);
+		tdrain(&v[i]);
+		got += v[i].got;
+		bad += v[i].bad;
+		assert_int_equal(vsock_router_flows(r, i), 0);
+		print_message("# VM %u: %u data packets sent, %u packets "
+			      "taken, %u resets\n",
+			      i, v[i].sent, v[i].got, v[i].resets);
+	}
+	assert_int_equal(bad, 0);
+	assert_true(got > TVMS * TROUNDS);
+	for (unsigned i = 0; i < TVMS; i++) {
+		vsock_muxer_free(v[i].m);
+		vmio_loop_free(v[i].loop);
+	}
+	vsock_router_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +489,7 @@ int main(void)
 		cmocka_unit_test(test_split_to_rx_buffers),
 		cmocka_unit_test(test_pair_bound),
 		cmocka_unit_test(test_flow_limit_and_vm_reset),
+		cmocka_unit_test(test_vms_on_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

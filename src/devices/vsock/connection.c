@@ -915,6 +915,16 @@ uint32_t vsock_conn_rx_batch_bytes(const struct vsock_conn *c)
 						  : VSOCK_CONN_RX_BATCH_BYTES;
 }
 
+uint32_t vsock_conn_rx_want(const struct vsock_conn *c)
+{
+	uint32_t credit;
+
+	if (!conn_next_rx_is_rw(c))
+		return 0;
+	credit = vsock_credit_peer_free(&c->credit);
+	return credit < VSOCK_MAX_PKT_PAYLOAD ? credit : VSOCK_MAX_PKT_PAYLOAD;
+}
+
 /* vsock_conn_fill_rx on rx[0], in the batch's calling convention. */
 static unsigned conn_fill_one(struct vsock_conn *c,
 			      const struct vmio_chain *rx,

@@ -183,6 +183,11 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
  * chains until their capacity covers this. */
 uint32_t vsock_conn_rx_batch_bytes(const struct vsock_conn *c);
 
+/* Payload bytes the next packet may carry when it is RW, of either type:
+ * min(guest credit, VSOCK_MAX_PKT_PAYLOAD); 0 when the next packet is no
+ * RW. A mergeable packet (mrg_rx.h) is given buffers for this much. */
+uint32_t vsock_conn_rx_want(const struct vsock_conn *c);
+
 /* Like vsock_conn_fill_rx over rx[0..n) (chains that passed
  * vsock_pkt_check_rx, in pop order), but when the next packet is RW it
  * reads the host socket once, with one recvmsg over the payload areas of

@@ -102,6 +102,8 @@ static int vs_features_set(void *dev, uint64_t features)
 	struct vsock_device *d = dev;
 
 	vsock_muxer_set_types(d->mux, vsock_types_from_features(features));
+	vsock_muxer_set_mergeable(
+		d->mux, features & VMIO_BIT(VIRTIO_VSOCK_F_MRG_RXBUF));
 	vsock_muxer_set_attached(d->mux, true);
 	return 0;
 }
@@ -115,13 +117,16 @@ static int vs_get_config(void *dev, uint8_t *buf, uint32_t offset,
 }
 
 /* Stream needs no bit (it is implied); seqpacket is offered, and accepted
- * from the guest only once negotiated (vsock_types_from_features). */
+ * from the guest only once negotiated (vsock_types_from_features).
+ * Mergeable rx buffers are offered too: a driver that does not take the
+ * bit sees the plain layout, unchanged. */
 static const struct vmio_device_ops vsock_ops_template = {
 	.name = "vsock",
 	.features = VMIO_BIT(VIRTIO_F_VERSION_1) |
 		    VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
 		    VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC) |
-		    VMIO_BIT(VIRTIO_VSOCK_F_SEQPACKET),
+		    VMIO_BIT(VIRTIO_VSOCK_F_SEQPACKET) |
+		    VMIO_BIT(VIRTIO_VSOCK_F_MRG_RXBUF),
 	.num_queues = 2,
 	.max_queue_size = VIRTQ_MAX_SIZE,
 	.config_size = sizeof(uint64_t),

@@ -49,6 +49,7 @@ struct vsock_muxer {
 	bool tx_stalled; /* tx stopped because rstq was full */
 	bool sib_turn;   /* rx: a sibling packet goes before the next conn */
 	bool attached;   /* a VMM is there (vsock_muxer_set_attached) */
+	bool mrg;        /* mergeable rx buffers negotiated (mrg_rx.h) */
 
 	struct vmio_vq *rx, *tx;
 	struct vmio_mem *mem;
@@ -65,6 +66,7 @@ struct vsock_muxer {
 	struct vmio_chain rxc[VSOCK_MUX_RX_BATCH], txc;
 	const struct vmio_chain *rxp[VSOCK_MUX_RX_BATCH];
 	uint32_t rx_written[VSOCK_MUX_RX_BATCH];
+	struct vsock_mrg mrgv; /* the buffers of one mergeable packet */
 };
 
 /* ---- Re-arming, timer ------------------------------------------------- */
@@ -472,6 +474,150 @@ static bool sib_pending(const struct vsock_muxer *m)
 	       vsock_router_rx_pending(m->cfg.router, m->cfg.vm_index);
 }
 
+/* ---- Mergeable rx buffers (mrg_rx.h) ---- */
+
+enum mrg_what { MRG_RST, MRG_SIBLING, MRG_CONN };
+
+/* Why mrg_gather stopped. */
+enum mrg_stop {
+	MRG_FIT,    /* the view holds the packet */
+	MRG_DRY,    /* the guest has no more buffers posted */
+	MRG_FULL,   /* VSOCK_MUX_RX_BATCH buffers, or the view's iovecs */
+	MRG_BUDGET, /* this callback's budget is spent */
+	MRG_BROKEN, /* a malformed buffer: the queue is broken */
+};
+
+/* Pops buffers behind rxc[0] (popped, checked, in the view) until the
+ * view holds a packet of need payload bytes. *n: the buffers in the
+ * view. */
+static enum mrg_stop mrg_gather(struct vsock_muxer *m, uint32_t need,
+				unsigned *budget, unsigned *n)
+{
+	struct vsock_mrg *v = &m->mrgv;
+	const char *why;
+
+	*n = 1;
+	for (;;) {
+		struct vmio_chain *ch = &m->rxc[*n];
+		int got;
+
+		if (vsock_mrg_fits(v, need))
+			return MRG_FIT;
+		if (*n == VSOCK_MUX_RX_BATCH)
+			return MRG_FULL;
+		if (!*budget)
+			return MRG_BUDGET;
+		got = vmio_vq_pop(m->rx, m->mem, ch);
+		if (got < 0)
+			return MRG_BROKEN;
+		if (!got)
+			return MRG_DRY;
+		if (vsock_pkt_check_rx_buf(ch, &why)) {
+			vmio_vq_set_broken(m->rx, "vsock rx: %s", why);
+			vmio_vq_unpop(m->rx, 1);
+			return MRG_BROKEN;
+		}
+		/* More iovecs than the view has left: the next packet's. */
+		if (!vsock_mrg_add(v, ch)) {
+			vmio_vq_unpop(m->rx, 1);
+			return MRG_FULL;
+		}
+		(*budget)--;
+		m->rxp[(*n)++] = ch;
+	}
+}
+
+/* One packet in the mergeable layout, rxc[0] popped. RSTs first, then
+ * sibling packets in turn with connections, as serve_rx does. An RST or
+ * a sibling packet goes whole: with too few buffers posted the device
+ * waits for more, and a sibling packet is cut only when even
+ * VSOCK_MUX_RX_BATCH buffers cannot hold it. Connection data is read to
+ * the room there is. Returns the buffers pushed, or -1 to stop serving
+ * for now (waiting for buffers or the next turn, or the queue broke). */
+static int mrg_packet(struct vsock_muxer *m, unsigned *budget)
+{
+	struct vsock_mrg *v = &m->mrgv;
+	enum mrg_what what = MRG_CONN;
+	struct mux_conn *mc = NULL;
+	uint32_t need = 0, w = 0;
+	enum mrg_stop stop;
+	unsigned n, k, i;
+	const char *why;
+
+	if (vsock_pkt_check_rx_buf(&m->rxc[0], &why)) {
+		vmio_vq_set_broken(m->rx, "vsock rx: %s", why);
+		return -1;
+	}
+	if (m->rst_len) {
+		what = MRG_RST;
+	} else if (sib_pending(m) && (m->sib_turn || !m->rxq_head)) {
+		what = MRG_SIBLING;
+		need = vsock_router_rx_next_len(m->cfg.router, m->cfg.vm_index);
+	} else {
+		need = vsock_conn_rx_want(&m->rxq_head->c);
+	}
+	vsock_mrg_begin(v);
+	vsock_mrg_add(v, &m->rxc[0]);
+	m->rxp[0] = &m->rxc[0];
+	stop = mrg_gather(m, need, budget, &n);
+	if (stop == MRG_BROKEN) {
+		vmio_vq_unpop(m->rx, n);
+		return -1;
+	}
+	/* Connection data may be cut to the room; a header never, and a
+	 * whole packet only when no more buffers could ever hold it. */
+	if (!vsock_mrg_fits(v, 0) ||
+	    (what != MRG_CONN && stop != MRG_FIT && stop != MRG_FULL)) {
+		vmio_vq_unpop(m->rx, n);
+		if (stop == MRG_FULL) {
+			vmio_vq_set_broken(m->rx, "vsock rx: %u buffers too "
+					   "small for one packet's header",
+					   n);
+			return -1;
+		}
+		if (stop == MRG_BUDGET) {
+			resched(m, true, false);
+			return -1;
+		}
+		/* Dry: wait for more, unless some came meanwhile. */
+		return vmio_vq_enable_kicks(m->rx, true) ? 0 : -1;
+	}
+	switch (what) {
+	case MRG_RST:
+		if (!vsock_pkt_write_hdr(&v->view, &m->rstq[m->rst_head]))
+			w = VSOCK_HDR_SIZE;
+		m->rst_head = (m->rst_head + 1) % VSOCK_MUX_RSTQ_SIZE;
+		m->rst_len--;
+		break;
+	case MRG_SIBLING:
+		m->sib_turn = false;
+		w = vsock_router_fill_rx(m->cfg.router, m->cfg.vm_index,
+					 &v->view);
+		break;
+	case MRG_CONN:
+		m->sib_turn = true;
+		mc = rxq_pop(m);
+		w = (uint32_t)vsock_conn_fill_rx(&mc->c, &v->view,
+						 VSOCK_MAX_PKT_PAYLOAD);
+		break;
+	}
+	if (!w && what == MRG_SIBLING) {
+		/* The whole batch holds the header but no payload byte. */
+		vmio_vq_unpop(m->rx, n);
+		vmio_vq_set_broken(m->rx, "vsock rx: %u buffers with no room "
+				   "for data", n);
+		return -1;
+	}
+	k = w ? vsock_mrg_finish(v, m->rxp, w, m->rx_written) : 0;
+	for (i = 0; i < k; i++)
+		vmio_vq_push(m->rx, m->rxc[i].head, m->rx_written[i]);
+	if (k < n)
+		vmio_vq_unpop(m->rx, n - k);
+	if (mc)
+		conn_update(mc);
+	return (int)k;
+}
+
 static void serve_rx(struct vsock_muxer *m)
 {
 	struct vmio_vq *rx = m->rx;
@@ -498,6 +644,14 @@ static void serve_rx(struct vsock_muxer *m)
 			if (vmio_vq_enable_kicks(rx, true))
 				continue;
 			break;
+		}
+		if (m->mrg) {
+			int k = mrg_packet(m, &budget);
+
+			if (k < 0)
+				break;
+			pushed += (unsigned)k;
+			continue;
 		}
 		if (vsock_pkt_check_rx(&m->rxc[0], &why)) {
 			vmio_vq_set_broken(rx, "vsock rx: %s", why);
@@ -754,6 +908,11 @@ void vsock_muxer_set_types(struct vsock_muxer *m, unsigned types)
 	tell_router(m);
 }
 
+void vsock_muxer_set_mergeable(struct vsock_muxer *m, bool on)
+{
+	m->mrg = on;
+}
+
 void vsock_muxer_reset(struct vsock_muxer *m)
 {
 	while (m->all)
@@ -766,6 +925,7 @@ void vsock_muxer_reset(struct vsock_muxer *m)
 	m->rx = m->tx = NULL;
 	m->mem = NULL;
 	m->types = VSOCK_TYPES_STREAM;
+	m->mrg = false;
 	tell_router(m);
 	timer_arm(m, false);
 }

@@ -32,6 +32,7 @@
 
 #include <stdint.h>
 
+#include "devices/vsock/mrg_rx.h"
 #include "event/loop.h"
 #include "virtio/memory.h"
 #include "virtio/virtqueue.h"
@@ -56,9 +57,10 @@ struct vsock_muxer_config {
 #define VSOCK_MUX_RSTQ_SIZE 256
 /* rx chains filled from one batched host read at most: enough to cover
  * VSOCK_CONN_RX_BATCH_BYTES in the 4 KiB buffers a Linux guest posts
- * (4052 payload bytes each after the header, so 16 take 63.3 KiB). Each
- * is a vmio_chain of 16 KiB kept in the muxer. */
-#define VSOCK_MUX_RX_BATCH 16
+ * (4052 payload bytes each after the header, so 16 take 63.3 KiB), and
+ * the 17 buffers one 64 KiB mergeable packet spans (mrg_rx.h). Each is a
+ * vmio_chain of 16 KiB kept in the muxer. */
+#define VSOCK_MUX_RX_BATCH VSOCK_MRG_MAX_BUFS
 /* A connection the guest closed (SHUTDOWN with both flags) whose buffered
  * data the host will not take is reset after this long. */
 #define VSOCK_MUX_SHUTDOWN_TIMEOUT_MS 2000
@@ -78,6 +80,9 @@ void vsock_muxer_set_queues(struct vsock_muxer *m, struct vmio_vq *rx,
 
 /* Socket types the guest may use (vsock_types_from_features). */
 void vsock_muxer_set_types(struct vsock_muxer *m, unsigned types);
+/* Whether the driver negotiated mergeable rx buffers (mrg_rx.h): every
+ * rx packet is then written in that layout. Off after a reset. */
+void vsock_muxer_set_mergeable(struct vsock_muxer *m, bool on);
 
 /* Serves the queues: called on queue start and on every kick. */
 void vsock_muxer_kick_tx(struct vsock_muxer *m);

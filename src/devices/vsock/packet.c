@@ -208,6 +208,19 @@ int vsock_pkt_check_rx(const struct vmio_chain *c, const char **why)
 	return bad ? -1 : 0;
 }
 
+int vsock_pkt_check_rx_buf(const struct vmio_chain *c, const char **why)
+{
+	const char *bad = NULL;
+
+	if (c->nout)
+		bad = "rx chain has readable descriptors";
+	else if (!c->in_len)
+		bad = "rx chain with no writable byte";
+	if (why)
+		*why = bad;
+	return bad ? -1 : 0;
+}
+
 uint32_t vsock_pkt_rx_capacity(const struct vmio_chain *c,
 			       uint32_t max_payload)
 {

@@ -176,6 +176,9 @@ void vsock_hdr_reply(const struct vsock_hdr *in, uint16_t op,
  * as broken (vmio_vq_set_broken) rather than guess what the driver meant.
  * Returns 0, or -1 with *why set. */
 int vsock_pkt_check_rx(const struct vmio_chain *c, const char **why);
+/* The same for a buffer of a mergeable packet (mrg_rx.h), which may be
+ * any size: no readable descriptor, at least one writable byte. */
+int vsock_pkt_check_rx_buf(const struct vmio_chain *c, const char **why);
 
 /* Payload bytes an rx chain can take: writable bytes after the header,
  * capped at max_payload; 0 if the header does not fit. */

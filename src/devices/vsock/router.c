@@ -437,6 +437,20 @@ static struct pair_use *next_sender(struct vsock_router *r, unsigned idx)
 	return NULL;
 }
 
+uint32_t vsock_router_rx_next_len(struct vsock_router *r, unsigned idx)
+{
+	struct rvm *v = &r->vms[idx];
+	struct pair_use *u;
+	uint32_t len = 0;
+
+	pthread_mutex_lock(&v->lock);
+	u = next_sender(r, idx);
+	if (u)
+		len = u->head->hdr.len - u->head->off;
+	pthread_mutex_unlock(&v->lock);
+	return len;
+}
+
 uint32_t vsock_router_fill_rx(struct vsock_router *r, unsigned idx,
 			      const struct vmio_chain *ch)
 {

@@ -94,6 +94,10 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 /* Whether VM idx has sibling packets waiting for its rx queue. */
 bool vsock_router_rx_pending(const struct vsock_router *r, unsigned idx);
 
+/* Payload bytes left of VM idx's next sibling packet (0 if none, or one
+ * with no payload): how many buffers a mergeable packet of it needs. */
+uint32_t vsock_router_rx_next_len(struct vsock_router *r, unsigned idx);
+
 /* Writes VM idx's next sibling packet (or the next piece of it) into an
  * rx chain checked by vsock_pkt_check_rx. Returns the bytes written
  * (header included), or 0 if the chain has no room for any payload of a

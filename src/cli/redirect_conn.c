@@ -1,0 +1,242 @@
+/* Connections of `vmio redirect` on their workers; see redirect_conn.h. */
+#include "cli/redirect_conn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "redirect/sockmap_relay.h"
+#include "util/log.h"
+
+struct redirect_conn {
+	struct redirect_worker *w;
+	unsigned id;
+	int a, b;        /* a from ADDRESS1; b to ADDRESS2 while connecting */
+	struct redir_relay *relay;
+	struct redir_sockmap_relay *krelay; /* the sockmap engine's instead */
+	struct vmio_defer arrive; /* the hand-over, posted to w's loop */
+	LIST_ENTRY(redirect_conn) link; /* on w->conns */
+};
+
+int redirect_worker_init(struct redirect_worker *w, unsigned index,
+			 struct vmio_loop *loop,
+			 struct redirect_conn_setup *setup)
+{
+	int rc;
+
+	*w = (struct redirect_worker){ .loop = loop, .index = index,
+				       .setup = setup };
+	LIST_INIT(&w->conns);
+	rc = pthread_mutex_init(&w->lock, NULL);
+	if (rc)
+		log_err("worker %u: %s", index, strerror(rc));
+	return rc ? -1 : 0;
+}
+
+void redirect_worker_fini(struct redirect_worker *w)
+{
+	/* Stats of connections cut short are still worth having. */
+	w->closing = true;
+	while (!LIST_EMPTY(&w->conns))
+		redirect_conn_end(LIST_FIRST(&w->conns), 0);
+	pthread_mutex_destroy(&w->lock);
+}
+
+static void count_and_print(struct redirect_conn *c)
+{
+	struct redirect_totals *t = &c->w->totals;
+	struct redir_relay_stats st;
+
+	if (c->krelay)
+		redir_sockmap_relay_get_stats(c->krelay, &st);
+	else
+		redir_relay_get_stats(c->relay, &st);
+	uint64_t total = st.bytes_ab + st.bytes_ba;
+	double secs = (double)(st.end_ns - st.start_ns) / 1e9;
+
+	t->bytes += total;
+	t->dropped += st.dropped;
+	t->conns++;
+	if (c->w->setup->stats)
+		fprintf(stderr,
+			"vmio redirect: connection %u: %llu bytes 1->2, %llu bytes 2->1, %llu messages dropped, %.3f s, %.1f MB/s\n",
+			c->id, (unsigned long long)st.bytes_ab,
+			(unsigned long long)st.bytes_ba,
+			(unsigned long long)st.dropped, secs,
+			secs > 0 ? (double)total / 1e6 / secs : 0.0);
+}
+
+void redirect_conn_end(struct redirect_conn *c, int status)
+{
+	struct redirect_worker *w = c->w;
+
+	vmio_defer_cancel(&c->arrive);
+	if (c->relay || c->krelay) {
+		count_and_print(c);
+		redir_relay_free(c->relay);
+		redir_sockmap_relay_free(c->krelay);
+	} else {
+		vmio_loop_remove(w->loop, c->b);
+		if (c->b >= 0)
+			close(c->b);
+		if (c->a >= 0)
+			close(c->a);
+	}
+	pthread_mutex_lock(&w->lock);
+	LIST_REMOVE(c, link);
+	pthread_mutex_unlock(&w->lock);
+	free(c);
+	if (!w->closing && w->setup->ended)
+		w->setup->ended(w->setup->opaque, status);
+}
+
+static void on_relay_done(void *opaque, struct redir_relay *r, int error)
+{
+	struct redirect_conn *c = opaque;
+
+	log_debug("connection %u: %s", c->id, error ? "failed" : "done");
+	redirect_conn_end(c, error ? 1 : 0);
+}
+
+static void on_sockmap_done(void *opaque, struct redir_sockmap_relay *r,
+			    int error)
+{
+	on_relay_done(opaque, NULL, error);
+}
+
+static void conn_name(const struct redirect_conn *c, char *name, size_t size)
+{
+	snprintf(name, size, "connection %u", c->id);
+}
+
+static void start_relay(struct redirect_conn *c)
+{
+	const struct redirect_conn_setup *s = c->w->setup;
+	char name[32];
+	int a = c->a, b = c->b;
+
+	conn_name(c, name, sizeof(name));
+	c->a = c->b = -1;
+	c->relay = redir_relay_new(c->w->loop, a, b, s->engine, s->buffer, name,
+				   on_relay_done, c);
+	if (!c->relay)
+		redirect_conn_end(c, 1);
+}
+
+static void connect_failed(struct redirect_conn *c, int err)
+{
+	char where[160];
+
+	log_err("connection %u: cannot connect to %s: %s", c->id,
+		redir_endpoint_describe(c->w->setup->to, where, sizeof(where)),
+		strerror(-err));
+	redirect_conn_end(c, 1);
+}
+
+static void on_connected(void *opaque, int fd, uint32_t events)
+{
+	struct redirect_conn *c = opaque;
+	int err = redir_connect_result(fd);
+
+	vmio_loop_remove(c->w->loop, fd);
+	if (err)
+		connect_failed(c, err);
+	else
+		start_relay(c);
+}
+
+/* A connection on w's list with nothing started yet; NULL (logged)
+ * without memory. From any thread: the list is under w's lock. */
+static struct redirect_conn *conn_new(struct redirect_worker *w, int a)
+{
+	struct redirect_conn *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		log_err("out of memory: dropping a connection");
+		return NULL;
+	}
+	*c = (struct redirect_conn){
+		.w = w,
+		.id = atomic_fetch_add_explicit(&w->setup->next_id, 1,
+						memory_order_relaxed) + 1,
+		.a = a,
+		.b = -1,
+	};
+	pthread_mutex_lock(&w->lock);
+	LIST_INSERT_HEAD(&w->conns, c, link);
+	pthread_mutex_unlock(&w->lock);
+	return c;
+}
+
+/* On c's worker: ADDRESS2 is connected, and the relay starts once it
+ * is. */
+static void conn_begin(struct redirect_conn *c)
+{
+	int b, rc;
+
+	log_debug("connection %u: accepted, served by worker %u", c->id,
+		  c->w->index);
+	b = redir_endpoint_connect(c->w->setup->to);
+	if (b < 0) {
+		connect_failed(c, b);
+		return;
+	}
+	c->b = b;
+	rc = vmio_loop_add(c->w->loop, b, EPOLLOUT, on_connected, c);
+	if (rc)
+		connect_failed(c, rc);
+}
+
+static void on_arrival(void *opaque)
+{
+	conn_begin(opaque);
+}
+
+void redirect_conn_start(struct redirect_worker *w, int a)
+{
+	struct redirect_conn *c = conn_new(w, a);
+
+	if (c)
+		conn_begin(c);
+	else
+		close(a);
+}
+
+void redirect_conn_hand_over(struct redirect_worker *w, int a)
+{
+	struct redirect_conn *c = conn_new(w, a);
+
+	if (!c) {
+		close(a);
+		return;
+	}
+	/* From here on only w's thread touches c (or the teardown, once
+	 * every worker is joined). */
+	vmio_defer_init(&c->arrive, w->loop, on_arrival, c);
+	vmio_defer_post(&c->arrive);
+}
+
+struct redirect_conn *redirect_conn_start_sockmap(struct redirect_worker *w,
+						  struct redir_sockmap *sm,
+						  int ingress, int egress,
+						  int sndbuf)
+{
+	struct redirect_conn *c = conn_new(w, -1);
+	char name[32];
+
+	if (!c) {
+		redir_sockmap_free(sm);
+		close(ingress);
+		close(egress);
+		return NULL;
+	}
+	conn_name(c, name, sizeof(name));
+	c->krelay = redir_sockmap_relay_new(w->loop, sm, ingress, egress,
+					    sndbuf, name, on_sockmap_done, c);
+	if (!c->krelay) {
+		redirect_conn_end(c, 1);
+		return NULL;
+	}
+	return c;
+}

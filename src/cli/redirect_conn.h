@@ -1,0 +1,85 @@
+/* The connections of `vmio redirect`, each served by one worker thread
+ * from its start to its end: ADDRESS2 connected without waiting, the
+ * relay, its end and its stats, all on that worker's loop. A connection
+ * accepted on another thread (worker 0 owns the listener) crosses over
+ * once, by the vmio_defer it carries, posted to its worker's loop.
+ *
+ * What threads share here: the setup (read-only while the workers run,
+ * but for its atomic counter of connection ids) and each worker's list,
+ * which the accepting thread adds to and the worker takes from, under
+ * the worker's lock. A worker's totals are its own until it is joined. */
+#ifndef VMIO_CLI_REDIRECT_CONN_H
+#define VMIO_CLI_REDIRECT_CONN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "event/loop.h"
+#include "redirect/endpoint.h"
+#include "redirect/relay.h"
+#include "redirect/sockmap.h"
+
+/* What every connection is made with. */
+struct redirect_conn_setup {
+	const struct redir_endpoint *to; /* ADDRESS2 */
+	enum redir_engine engine;
+	size_t buffer;
+	bool stats;                      /* a line per connection at its end */
+	/* Called, on the connection's worker, when one ends by itself (not
+	 * at teardown) with the exit status it deserves; NULL: nothing to
+	 * do (fork: the others go on). */
+	void (*ended)(void *opaque, int status);
+	void *opaque;
+	atomic_uint next_id;
+};
+
+struct redirect_totals {
+	uint64_t bytes;
+	uint64_t dropped; /* messages; any makes the exit status 1 */
+	unsigned conns;
+};
+
+struct redirect_conn;
+
+struct redirect_worker {
+	struct vmio_loop *loop;
+	unsigned index;
+	struct redirect_conn_setup *setup;
+	pthread_mutex_t lock; /* conns' links: another thread adds to them */
+	LIST_HEAD(, redirect_conn) conns;
+	struct redirect_totals totals; /* of the connections it ended */
+	bool closing; /* tearing down: an end is not the job's end */
+};
+
+/* Worker index, on loop. Returns 0, or -1 (logged). */
+int redirect_worker_init(struct redirect_worker *w, unsigned index,
+			 struct vmio_loop *loop,
+			 struct redirect_conn_setup *setup);
+/* Once its thread is joined (or before it ran): ends every connection
+ * still there, stats counted and printed as for any other end. */
+void redirect_worker_fini(struct redirect_worker *w);
+
+/* Relays a (a connected socket from ADDRESS1, or UNIX-RECV's bound one;
+ * owned from now on) on w, starting now: from w's thread, or before the
+ * workers run. */
+void redirect_conn_start(struct redirect_worker *w, int a);
+/* The same from the accepting thread to another worker: the connection
+ * is made here and starts on w's next turn. */
+void redirect_conn_hand_over(struct redirect_worker *w, int a);
+
+/* The sockmap engine's one connection (UNIX-RECV), on w before the
+ * workers run: ingress joined to egress through sm, with sndbuf-byte
+ * send buffers. Owns all three from now on, even on failure. Returns the
+ * connection, or NULL (logged, and ended). */
+struct redirect_conn *redirect_conn_start_sockmap(struct redirect_worker *w,
+						  struct redir_sockmap *sm,
+						  int ingress, int egress,
+						  int sndbuf);
+/* Ends c on its worker's thread: a failure of the caller's (status 1). */
+void redirect_conn_end(struct redirect_conn *c, int status);
+
+#endif
