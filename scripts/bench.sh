@@ -11,13 +11,14 @@ bytes=${BYTES:-1G}
 dir=$(mktemp -d)
 pid=
 vpid=
+ppid=
 # shellcheck source=bench-stats.sh
 . "$(dirname "$0")/bench-stats.sh"
 # shellcheck source=bench-procs.sh
 . "$(dirname "$0")/bench-procs.sh"
 cleanup() {
 	# shellcheck disable=SC2086 # the empty ones go
-	stop_procs $pid $vpid
+	stop_procs $pid $vpid $ppid
 	rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -49,13 +50,25 @@ fi
 # vmio, direct, vmio, ... For h2g at 64 KiB a third run per round gives
 # the guest 64 KiB rx buffers instead of Linux's 4 KiB, and for h2g of
 # 4 KiB and more a fourth keeps 4 KiB buffers but negotiates mergeable rx
-# buffers (packets of up to 64 KiB spanning them). ----
+# buffers (packets of up to 64 KiB spanning them). At 64 KiB another vmio
+# with --poll-us 50 runs in the same rounds. ----
 if want vsock; then
-"$build/vmio" vsock --guest-cid 3 --socket "$dir/vsock.sock" \
-	--uds-path "$dir/vm.vsock" -q &
-vpid=$!
-wait_sockets "$vpid" "$dir/vsock.sock" || true
-vs=("$build/vmio-vsock-bench" --socket "$dir/vsock.sock" --uds-path "$dir/vm.vsock")
+# A vmio vsock at $dir/NAME.sock and NAME.vsock, with more options; sets
+# started (its pid) once it listens.
+start_vsock() { # name, options...
+	local name=$1
+	shift
+	"$build/vmio" vsock --guest-cid 3 --socket "$dir/$name.sock" \
+		--uds-path "$dir/$name.vsock" -q "$@" &
+	started=$!
+	wait_sockets "$started" "$dir/$name.sock" || true
+}
+start_vsock vsock
+vpid=$started
+vs=("$build/vmio-vsock-bench" --socket "$dir/vsock.sock" --uds-path "$dir/vsock.vsock")
+start_vsock vpoll --poll-us 50
+ppid=$started
+vp=("$build/vmio-vsock-bench" --socket "$dir/vpoll.sock" --uds-path "$dir/vpoll.vsock")
 rows=()
 declare -A res
 # Bytes per run so that each takes about 0.3-2 s.
@@ -65,11 +78,12 @@ declare -A cpu
 # One run: its MB/s into res[key] and, for a vmio run, vmio's own CPU
 # seconds per GiB (from /proc/PID/stat around it) into cpu[key].
 one() { # key, command...
-	local key=$1 line c0 c1
+	local key=$1 line c0 c1 p=$vpid
 	shift
-	c0=$(cpu_ticks "$vpid")
+	[[ $key == *"|poll" ]] && p=$ppid
+	c0=$(cpu_ticks "$p")
 	if line=$("$@" 2>&1); then
-		c1=$(cpu_ticks "$vpid")
+		c1=$(cpu_ticks "$p")
 		res[$key]+="$(sed -n 's/.*MB\/s=\([0-9.]*\).*/\1/p' <<<"$line") "
 		if [[ $key != *"|direct" ]]; then
 			c0=$(s_per_gib "$c0" "$c1" "$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")")
@@ -99,6 +113,9 @@ for msg in 65536 4096 64; do
 				if [ "$d" = h2g ] && [ "$msg" -ge 4096 ]; then
 					one "$cell|mrg" "${vs[@]}" "${args[@]}" --mergeable
 				fi
+				if [ "$msg" = 65536 ]; then
+					one "$cell|poll" "${vp[@]}" "${args[@]}"
+				fi
 			done
 		done
 	done
@@ -106,11 +123,11 @@ done
 
 echo
 echo "vsock: medians over $runs interleaved rounds (MB/s, and vmio's CPU s/GiB); goal vmio/direct >= 0.8 at 64 KiB"
-printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB
+printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB "poll 50us" ratio s/GiB
 for cell in "${rows[@]}"; do
 	dm=$(list_median "${res[$cell|direct]:-}")
 	line=$(printf '%-26s %9s' "$cell" "$dm")
-	for v in vmio rx64k mrg; do
+	for v in vmio rx64k mrg poll; do
 		w=9
 		[ "$v" = rx64k ] && w=11
 		if [ -n "${res[$cell|$v]:-}" ]; then
@@ -122,8 +139,8 @@ for cell in "${rows[@]}"; do
 	done
 	echo "$line"
 done
-stop_procs "$vpid"
-vpid=
+stop_procs "$vpid" "$ppid"
+vpid= ppid=
 fi
 
 # ---- redirect: `vmio redirect` against socat in the same run, each

@@ -24,16 +24,6 @@ static bool wants_capabilities(int argc, char **argv)
 	return false;
 }
 
-/* What an unknown or incomplete option was called: a short one inside a
- * cluster ("-xy") is named by optopt, not by the word it came in. */
-static void option_name(char **argv, char *buf, size_t size)
-{
-	if (optopt && optopt != '?')
-		snprintf(buf, size, "-%c", optopt);
-	else
-		snprintf(buf, size, "%s", argv[optind - 1]);
-}
-
 /* --fd must be a unix stream socket: a file, pipe or datagram socket
  * would fail later with a message about something else. */
 static int check_fd(const char *sub, int fd)
@@ -104,7 +94,7 @@ int vmio_cli_parse_backend(const struct vmio_backend_cmdline *cl, int argc,
 			return 0;
 		}
 		if (c == '?' || c == ':')
-			option_name(argv, name, sizeof(name));
+			vmio_cli_option_name(argv, name, sizeof(name));
 		if (c == '?')
 			return vmio_cli_usage_error(cl->sub, "unknown option '%s'",
 						    name);

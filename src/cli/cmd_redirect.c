@@ -79,11 +79,12 @@ static const char redirect_usage[] =
 	"                    direction with a datagram or seqpacket end\n"
 	"                    otherwise uses the message engine\n"
 	"  -b, --buffer-size N  bytes in flight per direction (default 256k);\n"
-	"                    with a datagram or seqpacket end, the largest\n"
-	"                    message taken: a larger one is dropped and logged,\n"
-	"                    never cut, and the exit status is 1; up to 16\n"
-	"                    messages are held per direction. sockmap: the\n"
-	"                    send buffer of ADDRESS2 (default 4m)\n"
+	"                    from a datagram or seqpacket end into another, the\n"
+	"                    largest message taken: a larger one is dropped and\n"
+	"                    logged, never cut, and the exit status is 1 (into\n"
+	"                    a stream, any datagram up to 256k is taken); up\n"
+	"                    to 16 messages are held per direction. sockmap:\n"
+	"                    the send buffer of ADDRESS2 (default 4m)\n"
 	"  --stats           print bytes and throughput of each connection\n"
 	"                    when it ends, and a total on exit, to stderr\n"
 	"  -v, -d, --verbose log more (repeatable)\n"
@@ -378,7 +379,7 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char err[256];
+	char err[256], name[64];
 	uint64_t v;
 	int c, rc;
 
@@ -420,11 +421,13 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
 				return rc;
 			break;
 		case ':':
+			vmio_cli_option_name(argv, name, sizeof(name));
 			return vmio_cli_usage_error("redirect",
-				"option '%s' needs a value", argv[optind - 1]);
+				"option '%s' needs a value", name);
 		default:
+			vmio_cli_option_name(argv, name, sizeof(name));
 			return vmio_cli_usage_error("redirect",
-				"unknown option '%s'", argv[optind - 1]);
+				"unknown option '%s'", name);
 		}
 	}
 	if (argc - optind != 2)
@@ -572,6 +575,12 @@ int vmio_cmd_redirect(int argc, char **argv)
 	if (rd.engine == REDIR_ENGINE_SOCKMAP)
 		log_debug("engine sockmap, ADDRESS2 send buffer %zu bytes",
 			  rd.buffer_given ? rd.buffer : SOCKMAP_DEFAULT_SNDBUF);
+	else if (rd.ep[0].addr.socktype != SOCK_STREAM ||
+		 rd.ep[1].addr.socktype != SOCK_STREAM)
+		/* What relay.c picks for such a pair, whatever --engine. */
+		log_debug("engine message (a datagram or seqpacket end), %zu "
+			  "bytes per direction",
+			  rd.buffer);
 	else
 		log_debug("engine %s, %zu bytes per direction",
 			  redir_engine_name(rd.engine), rd.buffer);

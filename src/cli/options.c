@@ -48,6 +48,14 @@ int vmio_parse_u64(const char *text, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+void vmio_cli_option_name(char **argv, char *buf, size_t size)
+{
+	if (optopt && optopt != '?')
+		snprintf(buf, size, "-%c", optopt);
+	else
+		snprintf(buf, size, "%s", argv[optind - 1]);
+}
+
 /* One number of a CPU list: digits only, no unit. */
 static int parse_cpu(const char **p, unsigned max_cpu, unsigned *out)
 {

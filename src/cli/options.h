@@ -18,6 +18,11 @@
  * Returns 0, or -EINVAL / -ERANGE. */
 int vmio_parse_u64(const char *text, uint64_t max, uint64_t *out);
 
+/* Names the option getopt_long just refused ('?' or ':'): a short one
+ * inside a cluster ("-xy") by optopt, as "-x", not by the word it came
+ * in; a long one as it was written. */
+void vmio_cli_option_name(char **argv, char *buf, size_t size);
+
 /* Parses a CPU list as taskset and cgroups write it: "0-3,8,10-11",
  * each CPU at most max_cpu and named once, into cpus (room for cap).
  * Returns the count, or -EINVAL (not a list, or a CPU twice) / -ERANGE

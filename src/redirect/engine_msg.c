@@ -7,9 +7,13 @@
  * MSG_SLOTS messages.
  *
  * Nothing is cut silently: the largest message accepted is the buffer size
- * (-b); a larger one is dropped whole, logged with its size (rate-limited)
- * and counted, and so is one the destination refuses as too big
- * (EMSGSIZE). Memory: MSG_SLOTS buffers of that size per direction at
+ * (-b) when the destination keeps boundaries too; a larger one is dropped
+ * whole, logged with its size (rate-limited) and counted, and so is one
+ * the destination refuses as too big (EMSGSIZE). Into a stream, where
+ * boundaries end anyway, -b is what it is for every other engine (bytes
+ * in flight, as the sockmap engine's send buffer): any datagram a unix
+ * socket can carry by default is taken, so that one command line means
+ * the same with either engine. Memory: MSG_SLOTS buffers of that size per direction at
  * most, each allocated when first used and touched only as far as its
  * messages reach. */
 #include <errno.h>
@@ -27,6 +31,10 @@
 /* A read from a stream becomes one datagram: kept below the size every
  * unix datagram socket takes with default buffers. */
 #define STREAM_MSG_MAX (64u * 1024)
+/* Into a stream, messages up to this are taken whatever -b says: the
+ * largest datagram a unix socket sends with the default wmem_max
+ * (212992 bytes). */
+#define INTO_STREAM_MSG_MAX (256u * 1024)
 
 struct msg_slot {
 	uint8_t *buf;   /* max_msg bytes, allocated on first use */
@@ -64,6 +72,9 @@ static int msg_init(struct redir_dir *d)
 		return -ENOMEM;
 	/* Room is counted in slots, not in held bytes. */
 	d->msgs->max_msg = d->capacity;
+	if (!keeps_boundaries(d->dst_type) &&
+	    d->msgs->max_msg < INTO_STREAM_MSG_MAX)
+		d->msgs->max_msg = INTO_STREAM_MSG_MAX;
 	return 0;
 }
 
@@ -94,7 +105,8 @@ static long fill_from_stream(struct redir_dir *d, size_t max)
 {
 	struct redir_msg_ring *m = d->msgs;
 	struct msg_slot *s = slot_at(m, m->count);
-	size_t cap = m->max_msg < STREAM_MSG_MAX ? m->max_msg : STREAM_MSG_MAX;
+	/* -b sizes the datagrams a stream's bytes are cut into. */
+	size_t cap = d->capacity < STREAM_MSG_MAX ? d->capacity : STREAM_MSG_MAX;
 
 	if (!s)
 		return -ENOMEM;

@@ -1572,6 +1572,19 @@ static struct vm vm_g2h, vm_h2g, vm_half_g, vm_half_h, vm_rst, vm_hostile,
 	vm_noanswer = { .extra = { "--connect-timeout", "1000" } };
 /* The same cases with mergeable rx buffers: 4 KiB buffers as Linux posts
  * them, and a ring of odd sizes from 1 byte to 64 KiB. */
+/* --poll-us: the queues are looked at again before kicks go back on;
+ * the streams still arrive whole, and an idle device does not spin. */
+static struct vm vm_poll = { .extra = { "--poll-us", "1000" } };
+
+static void test_poll_us(void **state)
+{
+	struct vm *vm = *state;
+
+	test_guest_to_host_256m(state);
+	test_host_to_guest_256m(state);
+	harness_expect_idle(vm->pid, "after streams with --poll-us 1000");
+}
+
 static struct vm vm_mrg_h2g, vm_mrg_odd_h2g, vm_mrg_g2h, vm_mrg_hostile,
 	vm_mrg_many, vm_mrg_creq, vm_mrg_fair, vm_mrg_big;
 static const uint32_t odd_sizes[] = { 1, 7, 46, 100, 4096, 65536, 3, 45,
@@ -1680,6 +1693,7 @@ int main(void)
 		VM_CASE(test_guest_never_answers, vm_noanswer),
 #define MRG_CASE(f, setup, vm)                                            \
 	cmocka_unit_test_prestate_setup_teardown(f, setup, vm_teardown, &(vm))
+		VM_CASE(test_poll_us, vm_poll),
 		MRG_CASE(test_host_to_guest_256m, mrg_setup, vm_mrg_h2g),
 		MRG_CASE(test_host_to_guest_256m, mrg_odd_setup,
 			 vm_mrg_odd_h2g),

@@ -483,10 +483,23 @@ static void test_no_spoofing(void **state)
 /* VM 1's VMM goes away while VM 0 has a sibling connection to it and a
  * transfer to the host: the sibling connection is reset, the host
  * transfer completes, and a new VMM for VM 1 is served afresh. */
+/* VM 1's VMM comes back: a sibling connection on port carries data
+ * both ways (seeded seed, seed + 1). */
+static void vm1_back(struct fleet *f, uint32_t port, uint64_t seed)
+{
+	struct vg_sock *c, *d;
+
+	f->g[1] = guest_open(f, 1);
+	sib_connect(f, 0, 1, port, &c, &d);
+	pump(c, d, 1u << 20, seed);
+	pump(d, c, 1u << 20, seed + 1);
+	close_pair(f, c, d);
+}
+
 static void test_vmm_gone(void **state)
 {
 	struct fleet *f = *state;
-	struct vg_sock *a, *b, *c, *d;
+	struct vg_sock *a, *b;
 	char x;
 
 	struct host_xfer hx;
@@ -511,10 +524,7 @@ static void test_vmm_gone(void **state)
 		assert_null(vg_connect_cid(f->g[0], cid[1], PORT, WAIT, &err));
 		assert_int_equal(err, -ECONNREFUSED);
 	}
-	f->g[1] = guest_open(f, 1);
-	sib_connect(f, 0, 1, PORT + 2, &c, &d);
-	pump(d, c, 1u << 20, 7);
-	close_pair(f, c, d);
+	vm1_back(f, PORT + 2, 7);
 }
 
 /* VM 1 stops taking packets (its driver is not polled, so its rx ring
@@ -670,7 +680,7 @@ static void test_gone_while_sending(void **state)
 				  .forever = true };
 	struct guest_thread r = { .f = f, .vm = 1, .seed = 10,
 				  .limit = 16u << 20 };
-	struct vg_sock *a, *b, *c, *d;
+	struct vg_sock *a, *b;
 
 	sib_connect(f, 0, 1, PORT, &a, &b);
 	w.s = a;
@@ -689,10 +699,7 @@ static void test_gone_while_sending(void **state)
 	vg_close(a);
 	assert_clean(f, 0);
 	to_host(f, 0, 6003, 4u << 20);
-	f->g[1] = guest_open(f, 1);
-	sib_connect(f, 1, 0, PORT + 3, &c, &d);
-	pump(c, d, 4u << 20, 9);
-	close_pair(f, c, d);
+	vm1_back(f, PORT + 3, 9);
 }
 
 /* VM 1's VMM sends its memory table again, cut another way each time,
@@ -795,7 +802,7 @@ static void test_sigterm_all_busy(void **state)
 }
 
 /* VM i has thread=2-i; workers 1 and 2 are "vmio-w1" and "vmio-w2". VM 0
- * streams 256 MiB to the host: worker 2 does the work, and worker 1,
+ * streams 1 GiB to the host: worker 2 does the work, and worker 1,
  * whose VM is idle, is not woken for it. Ticks are sampled by the
  * kernel, so the idle one may be charged one that it brushed against
  * while setting its VM up. */
@@ -826,7 +833,9 @@ static void test_thread_key(void **state)
 	long busy, idle;
 
 	assert_int_equal(count_workers(before, nb), NVM);
-	to_host(f, 0, 6004, 256u << 20);
+	/* 1 GiB: some 100 ms of vmio's CPU, so that the tick-sampled
+	 * count of the busy worker is far from the idle one's. */
+	to_host(f, 0, 6004, 1024u << 20);
 	na = harness_threads(f->pid, after, 8);
 	busy = harness_thread_ticks(after, na, "vmio-w2") -
 	       harness_thread_ticks(before, nb, "vmio-w2");

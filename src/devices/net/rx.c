@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include "devices/net/queue_wait.h"
 #include "devices/net/rx_posted.h"
 
 #include "util/iov.h"
@@ -195,7 +194,7 @@ static enum rx_stop rx_once(struct vnet_device *d, struct vnet_pair *p)
 	ssize_t n;
 	int got = rx_gather(d, p, &f, rx_room(d));
 
-	while (got == 0 && vnet_poll_avail(d, p->rx))
+	while (got == 0 && vmio_vq_poll_avail(p->rx, d->cfg.poll_ns))
 		got = rx_gather(d, p, &f, rx_room(d));
 	if (got < 0)
 		return RX_BROKEN;

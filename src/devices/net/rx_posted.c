@@ -18,7 +18,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include "devices/net/queue_wait.h"
 
 /* Gives the guest back the rx buffers in done (frames or unused). */
 static void rx_give(struct vnet_pair *p, const struct vnet_done *done,
@@ -118,7 +117,7 @@ enum vnet_posted_wait vnet_rx_posted_run(struct vnet_pair *p)
 		why = rx_post_all(d, p, &budget);
 		if (why != POST_EMPTY)
 			break;
-		if (vnet_poll_avail(d, p->rx))
+		if (vmio_vq_poll_avail(p->rx, d->cfg.poll_ns))
 			continue;
 		/* Out of buffers: kicks on, then look once more. */
 		if (!vmio_vq_enable_kicks(p->rx, true))

@@ -1,7 +1,6 @@
 /* The net device's state, shared by its files; types only (and two
  * questions of the negotiated state). The files, lowest first, each with a
  * header of its own declaring what it defines:
- *   queue_wait.c   the short poll of a ring before kicks go back on
  *   tx.c           guest to backend (and the retry timer)
  *   rx_posted.c    backend to guest into posted buffers (no copy)
  *   rx.c           backend to guest, copying; the backend's rx watch

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "devices/net/queue_wait.h"
 #include "util/iov.h"
 
 /* Fills d->iov with hdr then the chain's readable part from skip bytes
@@ -199,7 +198,7 @@ void vnet_tx_run(struct vnet_pair *p)
 		why = tx_drain(d, p, &budget);
 		if (why != TX_EMPTY)
 			break;
-		if (vnet_poll_avail(d, p->tx))
+		if (vmio_vq_poll_avail(p->tx, d->cfg.poll_ns))
 			continue;
 		if (!vmio_vq_enable_kicks(p->tx, true))
 			break;

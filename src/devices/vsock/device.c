@@ -150,6 +150,7 @@ struct vsock_device *vsock_device_new(struct vmio_loop *loop,
 		.buf_size = cfg->buf_size,
 		.max_conns = cfg->max_conns,
 		.connect_timeout_ms = cfg->connect_timeout_ms,
+		.poll_ns = cfg->poll_ns,
 		.router = cfg->router,
 		.vm_index = cfg->vm_index,
 	};

@@ -25,6 +25,7 @@ struct vsock_device_config {
 	uint16_t max_queue_size;     /* --queue-size */
 	struct vsock_router *router; /* sibling VMs, or NULL (router.h) */
 	unsigned vm_index;           /* this VM's index in the router */
+	uint32_t poll_ns;            /* --poll-us */
 };
 
 struct vsock_device;

@@ -641,7 +641,8 @@ static void serve_rx(struct vsock_muxer *m)
 		if (!got) {
 			/* Out of buffers: wait for the guest to post some,
 			 * unless it did while kicks were off. */
-			if (vmio_vq_enable_kicks(rx, true))
+			if (vmio_vq_poll_avail(rx, m->cfg.poll_ns) ||
+			    vmio_vq_enable_kicks(rx, true))
 				continue;
 			break;
 		}
@@ -736,7 +737,8 @@ static void serve_tx(struct vsock_muxer *m)
 		if (got < 0)
 			break;
 		if (!got) {
-			if (vmio_vq_enable_kicks(tx, true))
+			if (vmio_vq_poll_avail(tx, m->cfg.poll_ns) ||
+			    vmio_vq_enable_kicks(tx, true))
 				continue;
 			break;
 		}

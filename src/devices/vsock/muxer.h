@@ -49,6 +49,9 @@ struct vsock_muxer_config {
 	 * host is reachable. */
 	struct vsock_router *router;
 	unsigned vm_index; /* this VM's index in the router */
+	/* A dry queue is looked at again for this long before its kicks go
+	 * back on (vmio_vq_poll_avail; 0: not). */
+	uint32_t poll_ns;
 };
 
 /* Chains handled per queue per callback, and synthetic RSTs queued at
