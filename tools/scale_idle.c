@@ -24,8 +24,7 @@
 #define FD_PER_GUEST 8
 #define FD_SLACK 64
 
-/* One side of the busy comparison: its guests, vmio and the figures of
- * its runs. */
+/* One side of the busy comparison: its VMs, their guests, its vmio. */
 struct side {
 	const char *name;
 	struct vsock_vm_list vms;
