@@ -26,18 +26,16 @@ read -r -a vmio_opts <<<"${ISO_OPTS:-}"
 dir=$(mktemp -d)
 vpid=
 bpid=
+# shellcheck source=bench-stats.sh
+. "$(dirname "$0")/bench-stats.sh"
+# shellcheck source=bench-procs.sh
+. "$(dirname "$0")/bench-procs.sh"
 cleanup() {
-	for p in $bpid $vpid; do
-		kill "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
+	# shellcheck disable=SC2086 # the empty ones go
+	stop_procs $bpid $vpid
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-
-# shellcheck source=bench-stats.sh
-. "$(dirname "$0")/bench-stats.sh"
-
 
 for t in vmio vmio-vsock-bench vmio-bad-vmm; do
 	if [ ! -x "$build/$t" ]; then
@@ -50,10 +48,7 @@ done
 	--vm "guest-cid=3,socket=$dir/a.sock,uds-path=$dir/a.vsock" \
 	--vm "guest-cid=4,socket=$dir/b.sock,uds-path=$dir/b.vsock" &
 vpid=$!
-for _ in $(seq 200); do
-	[ -S "$dir/a.sock" ] && [ -S "$dir/b.sock" ] && break
-	sleep 0.05
-done
+wait_sockets "$vpid" "$dir/a.sock" "$dir/b.sock" || true
 
 # One timed stream of A: sets mb (MB/s or -) and cpu (vmio s/GiB or -).
 one_run() {

@@ -12,21 +12,20 @@ dir=$(mktemp -d)
 pid=
 vpid=
 ppid=
+# shellcheck source=bench-stats.sh
+. "$(dirname "$0")/bench-stats.sh"
+# shellcheck source=bench-procs.sh
+. "$(dirname "$0")/bench-procs.sh"
 cleanup() {
-	for p in $pid $vpid $ppid; do
-		kill "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
+	# shellcheck disable=SC2086 # the empty ones go
+	stop_procs $pid $vpid $ppid
 	rm -rf "$dir"
 }
 trap cleanup EXIT
 
-# shellcheck source=bench-stats.sh
-. "$(dirname "$0")/bench-stats.sh"
-
 # SECTIONS picks what runs (default all): loopback vsock redirect net
-# isolation (SECTIONS=isolation make bench runs only that one).
-sections=" ${SECTIONS:-loopback vsock redirect net isolation} "
+# isolation scale (SECTIONS=isolation make bench runs only that one).
+sections=" ${SECTIONS:-loopback vsock redirect net isolation scale} "
 want() { [[ "$sections" == *" $1 "* ]]; }
 failed=0
 
@@ -41,8 +40,7 @@ for i in $(seq "$runs"); do
 	results+=("$(sed -n 's/.* \([0-9.]*\) MB\/s.*/\1/p' <<<"$line")")
 done
 echo "loopback: median $(printf '%s\n' "${results[@]}" | median) MB/s over $runs runs of $bytes"
-kill "$pid" 2>/dev/null || true
-wait "$pid" 2>/dev/null || true
+stop_procs "$pid"
 pid=
 fi
 
@@ -63,10 +61,7 @@ start_vsock() { # name, options...
 	"$build/vmio" vsock --guest-cid 3 --socket "$dir/$name.sock" \
 		--uds-path "$dir/$name.vsock" -q "$@" &
 	started=$!
-	for _ in $(seq 100); do
-		[ -S "$dir/$name.sock" ] && break
-		sleep 0.05
-	done
+	wait_sockets "$started" "$dir/$name.sock" || true
 }
 start_vsock vsock
 vpid=$started
@@ -144,10 +139,7 @@ for cell in "${rows[@]}"; do
 	done
 	echo "$line"
 done
-for p in $vpid $ppid; do
-	kill "$p" 2>/dev/null || true
-	wait "$p" 2>/dev/null || true
-done
+stop_procs "$vpid" "$ppid"
 vpid= ppid=
 fi
 
@@ -311,5 +303,13 @@ fi
 # each kind (scripts/bench-isolation.sh) ----
 if want isolation; then
 	BUILD=$build RUNS=$runs "$top/scripts/bench-isolation.sh" || failed=1
+fi
+
+# ---- scale: one `vmio vsock` with 256 VMs and 1024 idle connections each
+# (as many as RLIMIT_NOFILE allows), 8 of them streaming among the rest;
+# two VMs with --threads 2 against 1; head-of-line latency
+# (scripts/bench-scale.sh) ----
+if want scale; then
+	BUILD=$build RUNS=$runs "$top/scripts/bench-scale.sh" || failed=1
 fi
 exit $failed

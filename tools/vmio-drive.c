@@ -5,13 +5,13 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/options.h"
 #include "frontend/stream.h"
+#include "tool_common.h"
 
 #define CONNECT_TIMEOUT_MS 10000
 
@@ -33,20 +33,6 @@ static const char usage[] =
 	"  --indirect          post chains as indirect descriptor tables\n"
 	"  --segs N            buffers per chain (default 1)\n"
 	"  -h, --help          this text\n";
-
-static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "vmio-drive: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry 'vmio-drive --help'.\n");
-	return 2;
-}
 
 struct drive_opts {
 	const char *socket;
@@ -74,19 +60,19 @@ static int handle_size_opt(struct drive_opts *d, int c, const char *arg)
 	uint64_t v;
 
 	if (vmio_parse_u64(arg, UINT64_MAX, &v))
-		return bad_usage("bad size '%s'", arg);
+		return tool_usage_error("bad size '%s'", arg);
 	switch (c) {
 	case OPT_BYTES:
 		d->stream.bytes = v;
 		break;
 	case OPT_CHUNK:
 		if (v == 0 || v > (1u << 30))
-			return bad_usage("--chunk must be 1..1G, not '%s'", arg);
+			return tool_usage_error("--chunk must be 1..1G, not '%s'", arg);
 		d->stream.tx_chunk = d->stream.rx_chunk = (uint32_t)v;
 		break;
 	case OPT_QUEUE_SIZE:
 		if (v == 0 || v > VIRTQ_MAX_SIZE || (v & (v - 1)))
-			return bad_usage("--queue-size must be a power of two up to 32768, not '%s'",
+			return tool_usage_error("--queue-size must be a power of two up to 32768, not '%s'",
 					 arg);
 		d->queue_size = v;
 		break;
@@ -95,7 +81,7 @@ static int handle_size_opt(struct drive_opts *d, int c, const char *arg)
 		break;
 	case OPT_REGIONS:
 		if (v == 0 || v > VHOST_USER_MEM_TABLE_MAX_REGIONS)
-			return bad_usage("--regions must be 1..8, not '%s'", arg);
+			return tool_usage_error("--regions must be 1..8, not '%s'", arg);
 		d->regions = v;
 		break;
 	case OPT_REMAP:
@@ -103,7 +89,7 @@ static int handle_size_opt(struct drive_opts *d, int c, const char *arg)
 		break;
 	case OPT_SEGS:
 		if (v == 0 || v > 64)
-			return bad_usage("--segs must be 1..64, not '%s'", arg);
+			return tool_usage_error("--segs must be 1..64, not '%s'", arg);
 		d->stream.segs = (unsigned)v;
 		break;
 	}
@@ -145,10 +131,10 @@ static int parse_args(int argc, char **argv, struct drive_opts *d)
 			d->stream.indirect = true;
 			break;
 		case ':':
-			return bad_usage("option '%s' needs a value",
+			return tool_usage_error("option '%s' needs a value",
 					 argv[optind - 1]);
 		case '?':
-			return bad_usage("unknown option '%s'", argv[optind - 1]);
+			return tool_usage_error("unknown option '%s'", argv[optind - 1]);
 		default:
 			r = handle_size_opt(d, c, optarg);
 			if (r)
@@ -156,9 +142,9 @@ static int parse_args(int argc, char **argv, struct drive_opts *d)
 		}
 	}
 	if (optind < argc)
-		return bad_usage("unexpected argument '%s'", argv[optind]);
+		return tool_usage_error("unexpected argument '%s'", argv[optind]);
 	if (!d->socket)
-		return bad_usage("%s", "--socket PATH is required");
+		return tool_usage_error("%s", "--socket PATH is required");
 	return -1;
 }
 
@@ -170,6 +156,7 @@ int main(int argc, char **argv)
 	char err[256];
 	int r;
 
+	tool_name = "vmio-drive";
 	vmio_stream_opts_init(&d.stream);
 	r = parse_args(argc, argv, &d);
 	if (r >= 0)

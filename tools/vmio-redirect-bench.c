@@ -582,11 +582,8 @@ static void send_streams(const struct opts *o, int fd, char *err,
  * read. */
 static double proc_cpu_s(pid_t pid)
 {
-	char path[64];
-	long ticks;
+	long ticks = vmio_proc_cpu_ticks(pid);
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	ticks = vmio_proc_stat_ticks(path, NULL, 0);
 	return ticks < 0 ? -1 : (double)ticks / (double)sysconf(_SC_CLK_TCK);
 }
 

@@ -30,14 +30,14 @@
 #include <unistd.h>
 
 #include "cli/options.h"
+#include "cli/vsock_vms.h"
 #include "frontend/vsock_guest.h"
 #include "util/clock.h"
+#include "tool_common.h"
+#include "vsock_transfer.h"
 
-#define MAX_CONNS 64
-#define STALL_MS 10000
 #define G2H_PORT 1234
 #define H2G_PORT 5000
-#define READ_SIZE 65536
 
 static const char usage[] =
 	"Usage: vmio-vsock-bench --socket PATH --uds-path PATH [options]\n"
@@ -55,6 +55,7 @@ static const char usage[] =
 	"  --msg-size N       bytes per write (default 64K)\n"
 	"  --bytes N          bytes in all (default 256M; K, M, G suffixes)\n"
 	"  --conns N          connections, 1-64 (default 1)\n"
+	"  --guest-cid N      the guest's CID: the VM's guest-cid (default 3)\n"
 	"  --rx-buf N         guest rx buffer payload size (default 4K, as\n"
 	"                     Linux; at most 64K)\n"
 	"  --direct           no vmio: AF_UNIX between the two processes\n"
@@ -66,9 +67,10 @@ static const char usage[] =
 struct opts {
 	const char *socket, *uds;
 	bool h2g, direct;
-	uint64_t msg, bytes, per_conn;
-	unsigned conns;
+	struct xfer_plan plan;
+	uint64_t bytes;
 	uint32_t rx_buf;
+	uint64_t cid;
 	bool mergeable;
 };
 
@@ -80,82 +82,8 @@ struct report {
 	char error[160];
 };
 
-static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "vmio-vsock-bench: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry 'vmio-vsock-bench --help'.\n");
-	return 2;
-}
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "vmio-vsock-bench: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-/* ---- the pattern: every message is the same msg bytes ---- */
-
-static uint8_t pat(uint64_t msg, uint64_t off)
-{
-	uint64_t k = off % msg;
-
-	return (uint8_t)((k * 2654435761u) >> 13 ^ k >> 8 ^ 0x5a);
-}
-
-static void pat_fill(uint64_t msg, uint8_t *buf)
-{
-	for (uint64_t i = 0; i < msg; i++)
-		buf[i] = pat(msg, i);
-}
-
-/* Checks the part of buf (at stream offset off) that lies in the first
- * or the last message of a stream of total bytes. */
-static bool pat_check_ends(uint64_t msg, uint64_t total, uint64_t off,
-			   const uint8_t *buf, size_t n)
-{
-	uint64_t tail = total > msg ? total - msg : 0;
-
-	for (size_t i = 0; i < n; i++) {
-		uint64_t o = off + i;
-
-		if (o >= msg && o < tail) {
-			/* Skip to the tail. */
-			if (tail - off >= n)
-				break;
-			i = (size_t)(tail - off);
-			o = tail;
-		}
-		if (buf[i] != pat(msg, o))
-			return false;
-	}
-	return true;
-}
-
 /* ---- plain sockets (the host side always; the guest side with
  * --direct) ---- */
-
-static void set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		die("fcntl: %s", strerror(errno));
-}
 
 static int unix_listen(const char *path)
 {
@@ -163,14 +91,14 @@ static int unix_listen(const char *path)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	if (fd < 0)
-		die("socket: %s", strerror(errno));
+		tool_die("socket: %s", strerror(errno));
 	if (strlen(path) >= sizeof(a.sun_path))
-		die("path too long: %s", path);
+		tool_die("path too long: %s", path);
 	strcpy(a.sun_path, path);
 	unlink(path);
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    listen(fd, 128) < 0)
-		die("listen on %s: %s", path, strerror(errno));
+		tool_die("listen on %s: %s", path, strerror(errno));
 	return fd;
 }
 
@@ -194,14 +122,14 @@ static int unix_connect(const char *path)
 }
 
 /* Reads one '\n'-terminated line byte by byte, so nothing after it is
- * taken; bounded by STALL_MS. */
+ * taken; bounded by XFER_STALL_MS. */
 static int read_line(int fd, char *buf, size_t size)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	size_t n = 0;
 
 	while (n + 1 < size) {
-		if (poll(&p, 1, STALL_MS) != 1 || read(fd, buf + n, 1) != 1)
+		if (poll(&p, 1, XFER_STALL_MS) != 1 || read(fd, buf + n, 1) != 1)
 			return -1;
 		if (buf[n++] == '\n')
 			break;
@@ -209,231 +137,6 @@ static int read_line(int fd, char *buf, size_t size)
 	buf[n] = '\0';
 	return (int)n;
 }
-
-/* ---- the transfer: one round-robin loop over --conns connections of
- * either kind (plain fds, or vg sockets) ---- */
-
-/* What a connection's read or write returns when it cannot move a byte
- * now (not an errno: those come back negated). */
-#define IO_AGAIN ((ssize_t)INT_MIN)
-
-/* How to move bytes on connection c of ctx: write and read return the
- * bytes moved (read: 0 at end of stream), IO_AGAIN, or -errno; wait
- * blocks up to 100 ms for any active connection to be ready, and fills
- * err on a failure. */
-struct conn_ops {
-	const char *write_name; /* for the error message */
-	ssize_t (*write)(void *ctx, unsigned c, const void *buf, size_t n);
-	ssize_t (*read)(void *ctx, unsigned c, void *buf, size_t n);
-	void (*shut_wr)(void *ctx, unsigned c);
-	int (*wait)(void *ctx, const bool *active, unsigned conns, bool out,
-		    char *err, size_t err_size);
-};
-
-struct conns {
-	const struct conn_ops *ops;
-	void *ctx;
-};
-
-/* Sends (send) or receives o->per_conn bytes on each connection, round
- * robin, never blocking in a read or write and waiting when none can
- * move a byte. Sending writes o->msg pattern messages and shuts each
- * connection down for writing when its share is out; receiving checks
- * the first and last message of each. Fills *t with the time of the
- * first write (send) or of the last byte read (receive), *total with the
- * bytes moved. Returns 0, or -1 with err filled. */
-static int transfer_all(const struct opts *o, const struct conns *cs,
-			bool send, int64_t *t, uint64_t *total, char *err,
-			size_t err_size)
-{
-	static uint8_t out[VSOCK_MAX_PKT_PAYLOAD * 16], in[READ_SIZE];
-	uint64_t moved[MAX_CONNS] = { 0 };
-	bool active[MAX_CONNS];
-	unsigned done = 0;
-	int64_t last = (int64_t)vmio_now_ns();
-
-	for (unsigned c = 0; c < o->conns; c++)
-		active[c] = true;
-	if (send) {
-		pat_fill(o->msg, out);
-		*t = (int64_t)vmio_now_ns();
-	}
-	*total = 0;
-	while (done < o->conns) {
-		bool progress = false;
-
-		for (unsigned c = 0; c < o->conns; c++) {
-			ssize_t r;
-
-			if (!active[c])
-				continue;
-			if (send) {
-				uint64_t at = moved[c] % o->msg;
-				uint64_t n = o->msg - at;
-
-				if (n > o->per_conn - moved[c])
-					n = o->per_conn - moved[c];
-				r = cs->ops->write(cs->ctx, c, out + at, n);
-			} else {
-				r = cs->ops->read(cs->ctx, c, in, sizeof(in));
-			}
-			if (r == IO_AGAIN)
-				continue;
-			if (send && r < 0) {
-				snprintf(err, err_size, "%s: %s",
-					 cs->ops->write_name, strerror((int)-r));
-				return -1;
-			}
-			if (!send && r <= 0) {
-				snprintf(err, err_size,
-					 "connection %u: %s after %" PRIu64
-					 " bytes", c,
-					 r ? strerror((int)-r) : "early EOF",
-					 moved[c]);
-				return -1;
-			}
-			if (!send && !pat_check_ends(o->msg, o->per_conn,
-						     moved[c], in, (size_t)r)) {
-				snprintf(err, err_size,
-					 "connection %u: wrong bytes at %"
-					 PRIu64, c, moved[c]);
-				return -1;
-			}
-			moved[c] += (uint64_t)r;
-			*total += (uint64_t)r;
-			progress = true;
-			if (moved[c] > o->per_conn) {
-				snprintf(err, err_size,
-					 "connection %u: %" PRIu64
-					 " bytes, more than sent", c, moved[c]);
-				return -1;
-			}
-			if (moved[c] == o->per_conn) {
-				if (send)
-					cs->ops->shut_wr(cs->ctx, c);
-				active[c] = false;
-				done++;
-			}
-		}
-		if (progress) {
-			last = (int64_t)vmio_now_ns();
-			continue;
-		}
-		if ((int64_t)vmio_now_ns() - last > (int64_t)STALL_MS * 1000000) {
-			snprintf(err, err_size,
-				 "no progress for %d s after %" PRIu64
-				 " bytes %s", STALL_MS / 1000, *total,
-				 send ? "sent" : "received");
-			return -1;
-		}
-		if (cs->ops->wait(cs->ctx, active, o->conns, send, err,
-				  err_size))
-			return -1;
-	}
-	if (!send)
-		*t = (int64_t)vmio_now_ns();
-	return 0;
-}
-
-/* Plain sockets: ctx is the array of fds, non-blocking. */
-
-static ssize_t fd_io_result(ssize_t r)
-{
-	if (r >= 0)
-		return r;
-	if (errno == EAGAIN || errno == EINTR)
-		return IO_AGAIN;
-	return -errno;
-}
-
-static ssize_t fd_conn_write(void *ctx, unsigned c, const void *buf,
-			     size_t n)
-{
-	return fd_io_result(write(((int *)ctx)[c], buf, n));
-}
-
-static ssize_t fd_conn_read(void *ctx, unsigned c, void *buf, size_t n)
-{
-	return fd_io_result(read(((int *)ctx)[c], buf, n));
-}
-
-static void fd_conn_shut_wr(void *ctx, unsigned c)
-{
-	shutdown(((int *)ctx)[c], SHUT_WR);
-}
-
-static int fd_conn_wait(void *ctx, const bool *active, unsigned conns,
-			bool out, char *err, size_t err_size)
-{
-	struct pollfd p[MAX_CONNS];
-
-	for (unsigned c = 0; c < conns; c++)
-		p[c] = (struct pollfd){
-			.fd = active[c] ? ((int *)ctx)[c] : -1,
-			.events = out ? POLLOUT : POLLIN,
-		};
-	poll(p, conns, 100);
-	return 0;
-}
-
-static const struct conn_ops fd_conn_ops = {
-	.write_name = "write",
-	.write = fd_conn_write,
-	.read = fd_conn_read,
-	.shut_wr = fd_conn_shut_wr,
-	.wait = fd_conn_wait,
-};
-
-/* The guest's sockets through vmio. */
-struct vg_conns {
-	struct vg *g;
-	struct vg_sock **s;
-};
-
-/* vg_write and vg_read with no wait move what credit, tx slots and the
- * rx queue allow now, and say -ETIMEDOUT when that is nothing. */
-static ssize_t vg_io_result(ssize_t r)
-{
-	return r == -ETIMEDOUT ? IO_AGAIN : r;
-}
-
-static ssize_t vg_conn_write(void *ctx, unsigned c, const void *buf,
-			     size_t n)
-{
-	return vg_io_result(vg_write(((struct vg_conns *)ctx)->s[c], buf, n,
-				     0));
-}
-
-static ssize_t vg_conn_read(void *ctx, unsigned c, void *buf, size_t n)
-{
-	return vg_io_result(vg_read(((struct vg_conns *)ctx)->s[c], buf, n,
-				    0));
-}
-
-static void vg_conn_shut_wr(void *ctx, unsigned c)
-{
-	vg_shutdown(((struct vg_conns *)ctx)->s[c], VSOCK_SHUTDOWN_SEND);
-}
-
-static int vg_conn_wait(void *ctx, const bool *active, unsigned conns,
-			bool out, char *err, size_t err_size)
-{
-	struct vg *g = ((struct vg_conns *)ctx)->g;
-
-	if (vg_poll(g, 100) < 0) {
-		snprintf(err, err_size, "vg_poll: %s", g->error);
-		return -1;
-	}
-	return 0;
-}
-
-static const struct conn_ops vg_conn_ops = {
-	.write_name = "vg_write",
-	.write = vg_conn_write,
-	.read = vg_conn_read,
-	.shut_wr = vg_conn_shut_wr,
-	.wait = vg_conn_wait,
-};
 
 /* ---- the host side, in the child ---- */
 
@@ -443,19 +146,19 @@ static void host_main(const struct opts *o, int lfd, const int *given,
 		      int report_fd)
 {
 	struct report rep = { 0 };
-	int fds[MAX_CONNS];
+	int fds[XFER_MAX_CONNS];
 	int64_t t;
 
 	if (given) {
-		memcpy(fds, given, sizeof(int) * o->conns);
+		memcpy(fds, given, sizeof(int) * o->plan.conns);
 	} else if (!o->h2g) {
-		for (unsigned c = 0; c < o->conns; c++) {
+		for (unsigned c = 0; c < o->plan.conns; c++) {
 			struct pollfd p = { .fd = lfd, .events = POLLIN };
 
-			if (poll(&p, 1, STALL_MS) != 1) {
+			if (poll(&p, 1, XFER_STALL_MS) != 1) {
 				snprintf(rep.error, sizeof(rep.error),
 					 "no guest connection in %d s",
-					 STALL_MS / 1000);
+					 XFER_STALL_MS / 1000);
 				goto out;
 			}
 			fds[c] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -468,7 +171,7 @@ static void host_main(const struct opts *o, int lfd, const int *given,
 	} else {
 		char line[64];
 
-		for (unsigned c = 0; c < o->conns; c++) {
+		for (unsigned c = 0; c < o->plan.conns; c++) {
 			int n;
 
 			fds[c] = unix_connect(o->uds);
@@ -486,7 +189,7 @@ static void host_main(const struct opts *o, int lfd, const int *given,
 				goto out;
 			}
 		}
-		for (unsigned c = 0; c < o->conns; c++)
+		for (unsigned c = 0; c < o->plan.conns; c++)
 			if (read_line(fds[c], line, sizeof(line)) < 4 ||
 			    strncmp(line, "OK ", 3)) {
 				snprintf(rep.error, sizeof(rep.error),
@@ -494,11 +197,11 @@ static void host_main(const struct opts *o, int lfd, const int *given,
 				goto out;
 			}
 	}
-	for (unsigned c = 0; c < o->conns; c++)
-		set_nonblock(fds[c]);
-	struct conns cs = { &fd_conn_ops, fds };
+	for (unsigned c = 0; c < o->plan.conns; c++)
+		tool_set_nonblock(fds[c]);
+	struct xfer_conns cs = { &xfer_fd_ops, fds };
 
-	if (!transfer_all(o, &cs, o->h2g, &t, &rep.bytes, rep.error,
+	if (!xfer_all(&o->plan, &cs, o->h2g, &t, &rep.bytes, rep.error,
 			  sizeof(rep.error)))
 		rep.ok = 1;
 	rep.t_ns = t;
@@ -510,7 +213,7 @@ out:
 		char b;
 		struct pollfd p = { .fd = report_fd, .events = POLLIN };
 
-		poll(&p, 1, STALL_MS);
+		poll(&p, 1, XFER_STALL_MS);
 		(void)!read(report_fd, &b, 1);
 	}
 	_exit(rep.ok ? 0 : 1);
@@ -543,7 +246,7 @@ static bool read_report(int fd, struct report *rep)
 	while (n < sizeof(*rep)) {
 		ssize_t r;
 
-		if (poll(&p, 1, STALL_MS * 2) != 1)
+		if (poll(&p, 1, XFER_STALL_MS * 2) != 1)
 			return false;
 		r = read(fd, (char *)rep + n, sizeof(*rep) - n);
 		if (r <= 0)
@@ -555,8 +258,8 @@ static bool read_report(int fd, struct report *rep)
 
 static int run(const struct opts *o)
 {
-	int pair[MAX_CONNS][2], mine[MAX_CONNS], theirs[MAX_CONNS];
-	struct vg_sock *s[MAX_CONNS] = { NULL };
+	int pair[XFER_MAX_CONNS][2], mine[XFER_MAX_CONNS], theirs[XFER_MAX_CONNS];
+	struct vg_sock *s[XFER_MAX_CONNS] = { NULL };
 	int rep_sk[2], lfd = -1, st;
 	struct report rep;
 	struct vg *g = NULL;
@@ -566,12 +269,12 @@ static int run(const struct opts *o)
 	pid_t pid;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rep_sk) < 0)
-		die("socketpair: %s", strerror(errno));
+		tool_die("socketpair: %s", strerror(errno));
 	if (o->direct) {
-		for (unsigned c = 0; c < o->conns; c++) {
+		for (unsigned c = 0; c < o->plan.conns; c++) {
 			if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
 				       pair[c]) < 0)
-				die("socketpair: %s", strerror(errno));
+				tool_die("socketpair: %s", strerror(errno));
 			mine[c] = pair[c][0];
 			theirs[c] = pair[c][1];
 		}
@@ -584,12 +287,13 @@ static int run(const struct opts *o)
 		vo.mergeable = o->mergeable;
 		vo.rx_buf_size = o->mergeable ? o->rx_buf
 					      : o->rx_buf + VSOCK_HDR_SIZE;
-		g = vg_open(o->socket, STALL_MS, &vo, err, sizeof(err));
+		vo.guest_cid = o->cid;
+		g = vg_open(o->socket, XFER_STALL_MS, &vo, err, sizeof(err));
 		if (!g)
-			die("%s", err);
+			tool_die("%s", err);
 		if (o->h2g) {
 			if (vg_listen(g, H2G_PORT))
-				die("vg_listen: %s", g->error);
+				tool_die("vg_listen: %s", g->error);
 		} else {
 			char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 
@@ -601,11 +305,11 @@ static int run(const struct opts *o)
 	fflush(stdout);
 	pid = fork();
 	if (pid < 0)
-		die("fork: %s", strerror(errno));
+		tool_die("fork: %s", strerror(errno));
 	if (pid == 0) {
 		close(rep_sk[0]);
 		if (o->direct)
-			for (unsigned c = 0; c < o->conns; c++)
+			for (unsigned c = 0; c < o->plan.conns; c++)
 				close(mine[c]);
 		host_main(o, lfd, o->direct ? theirs : NULL, rep_sk[1]);
 	}
@@ -613,40 +317,40 @@ static int run(const struct opts *o)
 	if (lfd >= 0)
 		close(lfd);
 	if (o->direct) {
-		for (unsigned c = 0; c < o->conns; c++) {
+		for (unsigned c = 0; c < o->plan.conns; c++) {
 			close(theirs[c]);
-			set_nonblock(mine[c]);
+			tool_set_nonblock(mine[c]);
 		}
-		struct conns cs = { &fd_conn_ops, mine };
+		struct xfer_conns cs = { &xfer_fd_ops, mine };
 
-		st = transfer_all(o, &cs, !o->h2g, &t_me, &total, err,
+		st = xfer_all(&o->plan, &cs, !o->h2g, &t_me, &total, err,
 				  sizeof(err));
 	} else {
-		for (unsigned c = 0; c < o->conns; c++) {
+		for (unsigned c = 0; c < o->plan.conns; c++) {
 			int e = 0;
 
 			if (o->h2g)
-				s[c] = vg_accept(g, H2G_PORT, false, STALL_MS,
+				s[c] = vg_accept(g, H2G_PORT, false, XFER_STALL_MS,
 						 &e);
 			else
-				s[c] = vg_connect(g, G2H_PORT, STALL_MS, &e);
+				s[c] = vg_connect(g, G2H_PORT, XFER_STALL_MS, &e);
 			if (!s[c]) {
 				kill(pid, SIGKILL);
 				waitpid(pid, NULL, 0);
-				die("%s: %s", o->h2g ? "accept" : "connect",
+				tool_die("%s: %s", o->h2g ? "accept" : "connect",
 				    strerror(-e));
 			}
 		}
-		struct vg_conns vc = { g, s };
-		struct conns cs = { &vg_conn_ops, &vc };
+		struct xfer_vg vc = { s, &g, 1 };
+		struct xfer_conns cs = { &xfer_vg_ops, &vc };
 
-		st = transfer_all(o, &cs, !o->h2g, &t_me, &total, err,
+		st = xfer_all(&o->plan, &cs, !o->h2g, &t_me, &total, err,
 				  sizeof(err));
 		/* g2h: the host child must still drain what is in flight;
 		 * keep serving the queues until it reports. */
 		if (!st && !o->h2g) {
 			struct pollfd p = { .fd = rep_sk[0], .events = POLLIN };
-			int64_t end = (int64_t)vmio_now_ns() + (int64_t)STALL_MS * 1000000;
+			int64_t end = (int64_t)vmio_now_ns() + (int64_t)XFER_STALL_MS * 1000000;
 
 			while (poll(&p, 1, 0) == 0 && (int64_t)vmio_now_ns() < end)
 				vg_poll(g, 1);
@@ -655,20 +359,20 @@ static int run(const struct opts *o)
 	if (st || !read_report(rep_sk[0], &rep)) {
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
-		die("%s", err[0] ? err : "host side did not report");
+		tool_die("%s", err[0] ? err : "host side did not report");
 	}
 	/* h2g: let the host close now. */
 	(void)!write(rep_sk[0], "x", 1);
 	waitpid(pid, &st, 0);
 	if (!rep.ok)
-		die("host side: %s", rep.error);
-	if (rep.bytes != o->per_conn * o->conns ||
-	    total != o->per_conn * o->conns)
-		die("moved %" PRIu64 "/%" PRIu64 " bytes, expected %" PRIu64,
-		    total, rep.bytes, o->per_conn * o->conns);
+		tool_die("host side: %s", rep.error);
+	if (rep.bytes != o->plan.per_conn * o->plan.conns ||
+	    total != o->plan.per_conn * o->plan.conns)
+		tool_die("moved %" PRIu64 "/%" PRIu64 " bytes, expected %" PRIu64,
+		    total, rep.bytes, o->plan.per_conn * o->plan.conns);
 	if (g) {
 		if (g->violations)
-			die("the device broke the protocol %" PRIu64
+			tool_die("the device broke the protocol %" PRIu64
 			    " times; last: %s", g->violations, g->violation);
 		/* Where the packets went, for a look at why: */
 		if (getenv("VSOCK_BENCH_STATS"))
@@ -682,11 +386,11 @@ static int run(const struct opts *o)
 				g->rx_ops[VSOCK_OP_RW],
 				g->rx_ops[VSOCK_OP_CREDIT_UPDATE],
 				g->rx_ops[VSOCK_OP_CREDIT_REQUEST]);
-		for (unsigned c = 0; c < o->conns; c++)
+		for (unsigned c = 0; c < o->plan.conns; c++)
 			vg_close(s[c]);
 		vg_free(g);
 	} else {
-		for (unsigned c = 0; c < o->conns; c++)
+		for (unsigned c = 0; c < o->plan.conns; c++)
 			close(mine[c]);
 	}
 
@@ -695,14 +399,14 @@ static int run(const struct opts *o)
 	double secs = (double)(t1 - t0) / 1e9;
 
 	printf("%s %s msg=%" PRIu64 " conns=%u", o->direct ? "direct" : "vsock",
-	       o->h2g ? "h2g" : "g2h", o->msg, o->conns);
+	       o->h2g ? "h2g" : "g2h", o->plan.msg, o->plan.conns);
 	if (!o->direct && o->rx_buf != 4096)
 		printf(" rxbuf=%u", o->rx_buf);
 	if (!o->direct && o->mergeable)
 		printf(" mergeable");
 	printf(" bytes=%" PRIu64 " time=%.3f MB/s=%.1f\n",
-	       o->per_conn * o->conns, secs,
-	       (double)(o->per_conn * o->conns) / 1e6 / secs);
+	       o->plan.per_conn * o->plan.conns, secs,
+	       (double)(o->plan.per_conn * o->plan.conns) / 1e6 / secs);
 	return 0;
 }
 
@@ -717,18 +421,20 @@ int main(int argc, char **argv)
 		{ "bytes", required_argument, NULL, 'b' },
 		{ "conns", required_argument, NULL, 'c' },
 		{ "rx-buf", required_argument, NULL, 'r' },
+		{ "guest-cid", required_argument, NULL, 'g' },
 		{ "direct", no_argument, NULL, 'D' },
 		{ "mergeable", no_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = {
-		.msg = 65536, .bytes = 256ull << 20, .conns = 1,
-		.rx_buf = 4096,
+		.plan = { .msg = 65536, .conns = 1 },
+		.bytes = 256ull << 20, .rx_buf = 4096, .cid = 3,
 	};
 	uint64_t v;
 	int c;
 
+	tool_name = "vmio-vsock-bench";
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
@@ -741,29 +447,35 @@ int main(int argc, char **argv)
 			if (!strcmp(optarg, "h2g"))
 				o.h2g = true;
 			else if (strcmp(optarg, "g2h"))
-				return bad_usage("--direction: g2h or h2g");
+				return tool_usage_error("--direction: g2h or h2g");
 			break;
 		case 'm':
-			if (vmio_parse_u64(optarg, VSOCK_MAX_PKT_PAYLOAD * 16,
-					   &o.msg) || !o.msg)
-				return bad_usage("--msg-size: 1 to 1M");
+			if (vmio_parse_u64(optarg, XFER_MAX_MSG,
+					   &o.plan.msg) || !o.plan.msg)
+				return tool_usage_error("--msg-size: 1 to 1M");
 			break;
 		case 'b':
 			if (vmio_parse_u64(optarg, UINT64_MAX, &o.bytes) ||
 			    !o.bytes)
-				return bad_usage("--bytes: a positive size");
+				return tool_usage_error("--bytes: a positive size");
 			break;
 		case 'c':
-			if (vmio_parse_u64(optarg, MAX_CONNS, &v) || !v)
-				return bad_usage("--conns: 1 to %d",
-						 MAX_CONNS);
-			o.conns = (unsigned)v;
+			if (vmio_parse_u64(optarg, XFER_MAX_CONNS, &v) || !v)
+				return tool_usage_error("--conns: 1 to %d",
+						 XFER_MAX_CONNS);
+			o.plan.conns = (unsigned)v;
 			break;
 		case 'r':
 			if (vmio_parse_u64(optarg, VSOCK_MAX_PKT_PAYLOAD, &v) ||
 			    v < 64)
-				return bad_usage("--rx-buf: 64 to 64K");
+				return tool_usage_error("--rx-buf: 64 to 64K");
 			o.rx_buf = (uint32_t)v;
+			break;
+		case 'g':
+			if (vmio_parse_u64(optarg, VSOCK_MAX_GUEST_CID, &o.cid) ||
+			    o.cid < VSOCK_MIN_GUEST_CID)
+				return tool_usage_error("--guest-cid: 3 to "
+							"4294967294");
 			break;
 		case 'D':
 			o.direct = true;
@@ -771,22 +483,19 @@ int main(int argc, char **argv)
 		case 'M':
 			o.mergeable = true;
 			break;
-		case 'h':
-			fputs(usage, stdout);
-			return 0;
 		default:
-			return bad_usage("bad option");
+			return tool_other_option(c, usage);
 		}
 	}
 	if (optind < argc)
-		return bad_usage("unexpected argument: %s", argv[optind]);
+		return tool_usage_error("unexpected argument: %s", argv[optind]);
 	if (!o.direct && (!o.socket || !o.uds))
-		return bad_usage("--socket and --uds-path are needed (or "
-				 "--direct)");
+		return tool_usage_error("--socket and --uds-path are needed "
+					"(or --direct)");
 	/* Whole messages on each connection. */
-	o.per_conn = o.bytes / o.conns / o.msg * o.msg;
-	if (!o.per_conn)
-		o.per_conn = o.msg;
+	o.plan.per_conn = o.bytes / o.plan.conns / o.plan.msg * o.plan.msg;
+	if (!o.plan.per_conn)
+		o.plan.per_conn = o.plan.msg;
 	signal(SIGPIPE, SIG_IGN);
 	return run(&o);
 }

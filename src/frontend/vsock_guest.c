@@ -385,6 +385,7 @@ static void handle_pkt(struct vg *g, const struct vsock_hdr *h,
 		break;
 	case VSOCK_OP_CREDIT_REQUEST:
 		s->ctl |= CTL_CREDIT_UPDATE;
+		g->ctl_owed = true;
 		break;
 	default:
 		violation(g, "%s on port %u", vsock_op_name(h->op),
@@ -489,38 +490,51 @@ static int service(struct vg *g)
 	return events;
 }
 
-/* Services the queues, waiting up to timeout_ms for the device if there
- * was nothing. */
-static int wait_events(struct vg *g, int timeout_ms)
+/* Services the queues of every guest of gs, waiting up to timeout_ms for
+ * any of them if none had anything. */
+static int wait_many(struct vg *const *gs, unsigned n, int timeout_ms)
 {
-	struct vmio_dvq *rxq = vmio_fe_queue(g->fe, RXQ);
-	struct vmio_dvq *txq = vmio_fe_queue(g->fe, TXQ);
-	struct pollfd p[2] = {
-		{ .fd = rxq->call_fd, .events = POLLIN },
-		{ .fd = txq->call_fd, .events = POLLIN },
-	};
-	int n = service(g);
+	struct pollfd p[2 * VG_POLL_MANY_MAX];
+	int events = 0, r;
 	uint64_t v;
-	int r;
 
-	if (n || timeout_ms == 0)
-		return n;
+	if (n > VG_POLL_MANY_MAX)
+		return -E2BIG;
+	for (unsigned i = 0; i < n; i++)
+		events += service(gs[i]);
+	if (events || timeout_ms == 0)
+		return events;
 	/* Ask for a call, then look again: an entry used between the first
 	 * look and the request would otherwise be noticed by neither side. */
-	vmio_dvq_want_interrupt(rxq);
-	vmio_dvq_want_interrupt(txq);
-	n = service(g);
-	if (n)
-		return n;
+	for (unsigned i = 0; i < n; i++) {
+		vmio_dvq_want_interrupt(vmio_fe_queue(gs[i]->fe, RXQ));
+		vmio_dvq_want_interrupt(vmio_fe_queue(gs[i]->fe, TXQ));
+		events += service(gs[i]);
+	}
+	if (events)
+		return events;
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned q = 0; q < 2; q++)
+			p[2 * i + q] = (struct pollfd){
+				.fd = vmio_fe_queue(gs[i]->fe, q)->call_fd,
+				.events = POLLIN,
+			};
 	do
-		r = poll(p, 2, timeout_ms);
+		r = poll(p, 2 * n, timeout_ms);
 	while (r < 0 && errno == EINTR);
 	if (r < 0)
 		return -errno;
-	for (unsigned i = 0; i < 2; i++)
+	for (unsigned i = 0; i < 2 * n; i++)
 		if (p[i].revents & POLLIN)
 			(void)!read(p[i].fd, &v, sizeof(v));
-	return service(g);
+	for (unsigned i = 0; i < n; i++)
+		events += service(gs[i]);
+	return events;
+}
+
+static int wait_events(struct vg *g, int timeout_ms)
+{
+	return wait_many(&g, 1, timeout_ms);
 }
 
 static int get_slot(struct vg *g, int timeout_ms, unsigned *slot)
@@ -780,21 +794,38 @@ static void flush_ctl(struct vg *g)
 		memmove(g->rstq, g->rstq + 1,
 			--g->rstq_len * sizeof(g->rstq[0]));
 	}
-	for (unsigned i = 0; i < g->nsocks && g->tx_nfree; i++) {
+	/* A guest of many idle sockets polls often: look at them only when
+	 * one owes something. */
+	if (!g->ctl_owed)
+		return;
+	g->ctl_owed = false;
+	for (unsigned i = 0; i < g->nsocks; i++) {
 		struct vg_sock *s = g->socks[i];
 
-		if ((s->ctl & CTL_CREDIT_UPDATE) && !s->reset &&
-		    !sock_send(s, VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0, 0))
+		if (!(s->ctl & CTL_CREDIT_UPDATE))
+			continue;
+		if (s->reset) /* nothing more goes to a reset peer */
 			s->ctl &= ~CTL_CREDIT_UPDATE;
+		else if (g->tx_nfree &&
+			 !sock_send(s, VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0, 0))
+			s->ctl &= ~CTL_CREDIT_UPDATE;
+		else
+			g->ctl_owed = true;
 	}
 }
 
 int vg_poll(struct vg *g, int timeout_ms)
 {
-	int r = wait_events(g, timeout_ms);
+	return vg_poll_many(&g, 1, timeout_ms);
+}
+
+int vg_poll_many(struct vg *const *gs, unsigned n, int timeout_ms)
+{
+	int r = wait_many(gs, n, timeout_ms);
 
 	if (r >= 0)
-		flush_ctl(g);
+		for (unsigned i = 0; i < n; i++)
+			flush_ctl(gs[i]);
 	return r;
 }
 
@@ -1184,8 +1215,10 @@ static void sock_consumed(struct vg_sock *s, uint32_t done, int64_t deadline)
 	 * low, so it never stalls on a full buffer we already emptied. */
 	if (s->buf_alloc - (s->rx_cnt - s->adv_fwd_cnt) <
 		    s->g->o.credit_threshold &&
-	    !s->reset)
+	    !s->reset) {
 		s->ctl |= CTL_CREDIT_UPDATE;
+		s->g->ctl_owed = true;
+	}
 	if (s->ctl & CTL_CREDIT_UPDATE) {
 		if (!sock_send(s, VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0,
 			       left_ms(deadline) + 1000))

@@ -96,6 +96,8 @@ struct vg {
 	unsigned last_sock; /* index of the last lookup's hit */
 	uint32_t next_port; /* for vg_connect's local ports */
 
+	bool ctl_owed;      /* some socket owes a control packet */
+
 	/* RSTs owed to REQUESTs that no listener takes. */
 	struct vsock_hdr rstq[64];
 	unsigned rstq_len;
@@ -129,6 +131,12 @@ void vg_free(struct vg *g);
  * of used entries reaped on both queues (0 on timeout), -errno on
  * error. */
 int vg_poll(struct vg *g, int timeout_ms);
+
+/* vg_poll for many guests of one process at once (at most
+ * VG_POLL_MANY_MAX): each is serviced, and the wait, when none had
+ * anything, ends as soon as any of them is signalled. -E2BIG for more. */
+#define VG_POLL_MANY_MAX 1024u
+int vg_poll_many(struct vg *const *gs, unsigned n, int timeout_ms);
 
 /* Sends a packet: hdr (encoded as given, len included: it is not set from
  * payload_len) then payload. Waits up to timeout_ms for a free tx slot.

@@ -27,3 +27,11 @@ long vmio_proc_stat_ticks(const char *path, char *name, size_t name_size)
 		snprintf(name, name_size, "%.*s", (int)(p - o - 1), o + 1);
 	return (long)(ut + st);
 }
+
+long vmio_proc_cpu_ticks(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	return vmio_proc_stat_ticks(path, NULL, 0);
+}

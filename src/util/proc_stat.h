@@ -6,11 +6,15 @@
 #define VMIO_UTIL_PROC_STAT_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* utime + stime in clock ticks (sysconf(_SC_CLK_TCK) a second) from the
  * stat file at path, and the name in it (comm) into name unless it is
  * NULL. Returns -1 if the file cannot be read or parsed (the process is
  * gone). */
 long vmio_proc_stat_ticks(const char *path, char *name, size_t name_size);
+
+/* The same for the whole process pid (/proc/PID/stat). */
+long vmio_proc_cpu_ticks(pid_t pid);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "frontend/stream.h"
 #include "util/proc_stat.h"
+#include "util/proc_status.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -474,27 +475,12 @@ int harness_group_teardown(void **state)
 
 long harness_rss_kib(pid_t pid)
 {
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
+	return vmio_proc_status_kib(pid, "VmRSS");
 }
 
 long harness_cpu_ticks(pid_t pid)
 {
-	char path[64];
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	return vmio_proc_stat_ticks(path, NULL, 0);
+	return vmio_proc_cpu_ticks(pid);
 }
 
 unsigned harness_threads(pid_t pid, struct harness_thread *t, unsigned cap)
