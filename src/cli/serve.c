@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "util/log.h"
@@ -84,6 +86,15 @@ void vmio_cli_unwatch_signals(void)
 	sigwatch.fd = -1;
 }
 
+static bool is_listening(int fd)
+{
+	int on = 0;
+	socklen_t len = sizeof(on);
+
+	return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 &&
+	       on;
+}
+
 static void on_frontend_gone(void *opaque)
 {
 	/* With --fd there is no socket to accept a new front end on. */
@@ -107,6 +118,13 @@ int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
 				rc == -EADDRINUSE ?
 					"another backend is serving that socket" :
 					strerror(-rc));
+	} else if (is_listening(o->fd)) {
+		/* Socket activation: a listener the service manager made,
+		 * served as --socket-path serves its own. */
+		rc = vmio_backend_listen_fd(be, o->fd);
+		if (rc)
+			log_err("cannot accept on --fd %d: %s", o->fd,
+				strerror(-rc));
 	} else {
 		vmio_backend_set_disconnect_cb(be, on_frontend_gone, loop);
 		rc = vmio_backend_serve_fd(be, o->fd);

@@ -142,6 +142,38 @@ int vmio_backend_serve_fd(struct vmio_backend *be, int fd)
 	return start_connection(be, fd);
 }
 
+/* Accepts front ends on fd, a listening socket, from now on. */
+static int adopt_listener(struct vmio_backend *be, int fd)
+{
+	int rc = vmio_timer_init(&be->relisten, be->loop, relisten_cb, be);
+
+	if (rc)
+		return rc;
+	rc = vmio_loop_add(be->loop, fd, EPOLLIN, accept_cb, be);
+	if (rc) {
+		vmio_timer_fini(&be->relisten);
+		return rc;
+	}
+	be->listen_fd = fd;
+	return 0;
+}
+
+int vmio_backend_listen_fd(struct vmio_backend *be, int fd)
+{
+	int rc;
+
+	if (be->listen_fd >= 0 || be->chan.open)
+		return -EBUSY;
+	rc = vmio_fd_set_nonblock(fd);
+	if (!rc)
+		rc = adopt_listener(be, fd);
+	if (!rc)
+		log_info("vhost-user: device %s accepting on inherited "
+			 "socket %d",
+			 be->ops->name, fd);
+	return rc;
+}
+
 int vmio_backend_listen(struct vmio_backend *be, const char *path)
 {
 	struct stat st;
@@ -160,19 +192,13 @@ int vmio_backend_listen(struct vmio_backend *be, const char *path)
 		free(copy);
 		return fd;
 	}
-	rc = vmio_timer_init(&be->relisten, be->loop, relisten_cb, be);
-	if (!rc) {
-		rc = vmio_loop_add(be->loop, fd, EPOLLIN, accept_cb, be);
-		if (rc)
-			vmio_timer_fini(&be->relisten);
-	}
+	rc = adopt_listener(be, fd);
 	if (rc) {
 		unlink(path);
 		close(fd);
 		free(copy);
 		return rc;
 	}
-	be->listen_fd = fd;
 	be->socket_path = copy;
 	be->socket_dev = st.st_dev;
 	be->socket_ino = st.st_ino;

@@ -33,6 +33,11 @@ int vmio_backend_listen(struct vmio_backend *be, const char *path);
 /* Serves an already-connected socket (--fd). When that front end goes
  * away there is no one left to serve: on_gone is called. */
 int vmio_backend_serve_fd(struct vmio_backend *be, int fd);
+/* Accepts front ends on fd, a listening unix stream socket the caller
+ * was given (systemd socket activation), as vmio_backend_listen does on
+ * its own; the socket file is not ours, so it is never removed. The
+ * backend owns fd from now on. Returns 0 or -errno. */
+int vmio_backend_listen_fd(struct vmio_backend *be, int fd);
 
 /* Called whenever a front end disconnects (after the device reset).
  * May be NULL. */

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "frontend/frontend.h"
 #include "harness.h"
 
 static char out[8192], err[8192];
@@ -248,6 +249,36 @@ static void test_fd_mode_exits_when_frontend_leaves(void **state)
 	assert_int_equal(exit_code(harness_wait_exit(pid, 10000)), 0);
 }
 
+/* Socket activation: --fd names a listening socket the caller made.
+ * vmio accepts front ends on it one after another, as on its own
+ * --socket-path, exits 0 on SIGTERM, and leaves the file, which is not
+ * its own. */
+static void test_fd_listening(void **state)
+{
+	const char *sock = harness_path("activated.sock");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	char fdarg[16];
+	pid_t pid;
+
+	strncpy(sa.sun_path, sock, sizeof(sa.sun_path) - 1);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(lfd, 4), 0);
+	snprintf(fdarg, sizeof(fdarg), "%d", lfd);
+	pid = harness_spawn((const char *[]){ "loopback", "--fd", fdarg, NULL });
+	close(lfd);
+	for (int i = 0; i < 2; i++) {
+		struct vmio_fe *fe = vmio_fe_connect(sock, 10000);
+
+		assert_non_null(fe);
+		assert_int_equal(vmio_fe_negotiate(fe, 1ull << 32, 0), 0);
+		vmio_fe_close(fe);
+	}
+	assert_int_equal(kill(pid, 0), 0); /* still serving */
+	assert_int_equal(exit_code(harness_stop(pid, 10000)), 0);
+	assert_int_equal(access(sock, F_OK), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -255,6 +286,7 @@ int main(void)
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_print_capabilities),
 		cmocka_unit_test(test_fd_and_socket_checks),
+		cmocka_unit_test(test_fd_listening),
 		cmocka_unit_test(test_vsock_drop_in),
 		cmocka_unit_test(test_socket_in_use_and_sigterm),
 		cmocka_unit_test(test_live_check_takes_no_connection),
