@@ -557,7 +557,14 @@ static int mrg_packet(struct vsock_muxer *m, unsigned *budget)
 		need = vsock_conn_rx_want(&m->rxq_head->c);
 	}
 	vsock_mrg_begin(v);
-	vsock_mrg_add(v, &m->rxc[0]);
+	/* Refused only for a buffer of VMIO_CHAIN_MAX_IOV descriptors that
+	 * num_buffers would split into one more: no packet fits it. */
+	if (!vsock_mrg_add(v, &m->rxc[0])) {
+		vmio_vq_unpop(m->rx, 1);
+		vmio_vq_set_broken(m->rx, "vsock rx: a buffer of too many "
+				   "descriptors for a mergeable packet");
+		return -1;
+	}
 	m->rxp[0] = &m->rxc[0];
 	stop = mrg_gather(m, need, budget, &n);
 	if (stop == MRG_BROKEN) {
