@@ -305,8 +305,11 @@ static int run_multi(const struct vmio_backend_opts *o,
 		log_err("out of memory setting up the VMs");
 		goto out;
 	}
-	if (assign_workers(l, vmio_workers_count(pool), worker))
+	/* A thread= beyond the workers is the command line's mistake. */
+	if (assign_workers(l, vmio_workers_count(pool), worker)) {
+		status = VMIO_EXIT_USAGE;
 		goto out;
+	}
 	for (i = 0; i < l->n; i++)
 		for (unsigned j = 0; j < i; j++)
 			if (vsock_vms_share_group(&l->vms[i], &l->vms[j]))

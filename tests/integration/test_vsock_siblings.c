@@ -892,6 +892,15 @@ static void test_cli_errors(void **state)
 		 harness_path("b.sock"), harness_path("b.vsock"));
 	snprintf(c, sizeof(c), "guest-cid=4,socket=%s,uds-path=%s",
 		 harness_path("b.sock"), harness_path("a.vsock"));
+	{
+		char t[360];
+
+		/* A worker that is not there. */
+		snprintf(t, sizeof(t), "%s,thread=1", a);
+		expect_usage((const char *const[]){ "vsock", "--threads", "1",
+						    "--vm", t, NULL },
+			     "VM 1: thread=1, but there is 1 worker");
+	}
 	expect_usage((const char *const[]){ "vsock", "--vm", a, "--vm", b,
 					    NULL },
 		     "guest-cid 3 is VM 1's too");
