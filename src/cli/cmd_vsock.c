@@ -4,11 +4,9 @@
 #include "cli/cmd_vsock.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 
 #include "cli/backend_args.h"

@@ -903,18 +903,6 @@ static bool conn_next_rx_is_rw(const struct vsock_conn *c)
 	       vsock_credit_peer_free(&c->credit);
 }
 
-uint32_t vsock_conn_rx_batch_bytes(const struct vsock_conn *c)
-{
-	uint32_t credit;
-
-	/* Seqpacket data goes a packet per turn, from the message buffer. */
-	if (c->type != VSOCK_TYPE_STREAM || !conn_next_rx_is_rw(c))
-		return 0;
-	credit = vsock_credit_peer_free(&c->credit);
-	return credit < VSOCK_CONN_RX_BATCH_BYTES ? credit
-						  : VSOCK_CONN_RX_BATCH_BYTES;
-}
-
 uint32_t vsock_conn_rx_want(const struct vsock_conn *c)
 {
 	uint32_t credit;
@@ -923,6 +911,17 @@ uint32_t vsock_conn_rx_want(const struct vsock_conn *c)
 		return 0;
 	credit = vsock_credit_peer_free(&c->credit);
 	return credit < VSOCK_MAX_PKT_PAYLOAD ? credit : VSOCK_MAX_PKT_PAYLOAD;
+}
+
+/* A batch is at most one packet's worth (VSOCK_CONN_RX_BATCH_BYTES is
+ * VSOCK_MAX_PKT_PAYLOAD), so it is what the next packet may carry. */
+_Static_assert(VSOCK_CONN_RX_BATCH_BYTES == VSOCK_MAX_PKT_PAYLOAD,
+	       "a batch is one packet's worth");
+
+uint32_t vsock_conn_rx_batch_bytes(const struct vsock_conn *c)
+{
+	/* Seqpacket data goes a packet per turn, from the message buffer. */
+	return c->type == VSOCK_TYPE_STREAM ? vsock_conn_rx_want(c) : 0;
 }
 
 /* vsock_conn_fill_rx on rx[0], in the batch's calling convention. */
