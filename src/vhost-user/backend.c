@@ -3,6 +3,7 @@
  * messages handlers.c's, the rings queues.c's. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include "util/unix_socket.h"
 #include "vhost-user/backend.h"
 #include "vhost-user/handlers.h"
+#include "vhost-user/queue_home.h"
 #include "vhost-user/queues.h"
 #include "vhost-user/session.h"
 
@@ -50,12 +52,18 @@ static void listen_again(struct vmio_backend *be)
 		vmio_timer_arm_ns(&be->relisten, next - now);
 }
 
-static int on_message(void *opaque, struct vhost_user_msg *msg)
+/* Handles msg and sends its reply. Returns 0, VMIO_MSG_WAIT (msg is kept
+ * until its queues have stopped), or -errno to close the connection. */
+static int handle(struct vmio_backend *be, struct vhost_user_msg *msg)
 {
-	struct vmio_backend *be = opaque;
 	struct vhost_user_msg reply;
 	int rc = vmio_backend_handle_msg(be, msg, &reply);
 
+	if (rc == VMIO_MSG_WAIT) {
+		be->held = *msg;
+		be->holding = true;
+		return rc;
+	}
 	if (rc <= 0)
 		return rc;
 	rc = vhost_user_channel_reply(&be->chan, &reply);
@@ -66,14 +74,23 @@ static int on_message(void *opaque, struct vhost_user_msg *msg)
 	return rc;
 }
 
-/* The channel has closed: the device goes back to its state before this
- * front end. */
-static void on_closed(void *opaque, const char *why)
+static int on_message(void *opaque, struct vhost_user_msg *msg)
 {
 	struct vmio_backend *be = opaque;
+	int rc = handle(be, msg);
 
-	if (why)
-		be_err(be, "%s; device %s reset", why, be->ops->name);
+	if (rc < 0)
+		return rc;
+	/* Queues on other threads are stopping or starting: the next
+	 * message waits for them. */
+	return vmio_home_busy(be) ? VHOST_USER_CHANNEL_PAUSE : 0;
+}
+
+/* The front end is gone and every queue has stopped: the device goes back
+ * to its state before this front end. */
+static void finish_session(struct vmio_backend *be)
+{
+	be->closing = false;
 	vmio_session_reset(be);
 	log_ratelimited(&be->rl_sessions, VMIO_LOG_INFO,
 			"vhost-user: front end disconnected; device %s reset",
@@ -82,6 +99,61 @@ static void on_closed(void *opaque, const char *why)
 	/* Last: the callback may free the backend. */
 	if (be->disconnect_cb)
 		be->disconnect_cb(be->disconnect_opaque);
+}
+
+/* Stops every queue for good, then finishes the session; with queues on
+ * other threads that is once they answer (homes_idle). */
+static void end_session(struct vmio_backend *be)
+{
+	if (!vmio_home_busy(be) &&
+	    vmio_bq_quiesce(be, 0, be->ops->num_queues, VMIO_QUEUE_HALT))
+		finish_session(be);
+}
+
+static void drop_held(struct vmio_backend *be)
+{
+	if (!be->holding)
+		return;
+	vhost_user_msg_close_fds(&be->held);
+	be->holding = false;
+}
+
+static void on_closed(void *opaque, const char *why)
+{
+	struct vmio_backend *be = opaque;
+
+	if (why)
+		be_err(be, "%s; device %s reset", why, be->ops->name);
+	drop_held(be);
+	be->closing = true;
+	end_session(be);
+}
+
+/* The last command to a queue's home was answered. */
+static void homes_idle(struct vmio_backend *be)
+{
+	if (be->closing) {
+		end_session(be);
+		return;
+	}
+	if (be->holding) {
+		struct vhost_user_msg msg = be->held;
+		int rc;
+
+		be->holding = false;
+		rc = handle(be, &msg);
+		if (rc < 0) {
+			char why[96];
+
+			snprintf(why, sizeof(why),
+				 "closing the connection after a failed %s",
+				 vhost_user_request_name(msg.hdr.request));
+			vhost_user_channel_fail(&be->chan, why);
+			return;
+		}
+	}
+	if (!vmio_home_busy(be) && !be->holding && be->chan.open)
+		vhost_user_channel_resume(&be->chan);
 }
 
 static const struct vhost_user_channel_ops channel_ops = {
@@ -241,6 +313,7 @@ struct vmio_backend *vmio_backend_new(struct vmio_loop *loop,
 	vmio_mem_init(&be->mem);
 	vmio_mem_init(&be->new_mem);
 	vmio_bq_init_all(be);
+	be->homes_idle = homes_idle;
 	return be;
 }
 
@@ -258,6 +331,9 @@ void vmio_backend_free(struct vmio_backend *be)
 {
 	if (!be)
 		return;
+	/* The threads of queues served elsewhere have ended. */
+	vmio_home_gone(be);
+	drop_held(be);
 	vhost_user_channel_close(&be->chan);
 	vmio_session_reset(be);
 	vmio_bq_release_all(be);

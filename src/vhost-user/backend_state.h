@@ -4,11 +4,14 @@
  * speaks the protocol (messages, negotiated state, memory table) and
  * backend.c owns the socket and the connection (channel.c reads and writes
  * its messages). Types only: each file declares its own functions.
- * The split is the seam along which a device's queues can move to a worker
- * thread: only queues.c calls queue_start/queue_stop/queue_kick. */
+ * A device may serve its queues on other threads (ops->queue_loop): then
+ * queue_home.c runs what concerns a queue on the queue's home loop, and
+ * queues.c, on the backend's loop, sends it there; nothing else calls
+ * queue_start/queue_stop/queue_kick. */
 #ifndef VMIO_VHOST_USER_BACKEND_STATE_H
 #define VMIO_VHOST_USER_BACKEND_STATE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -17,11 +20,34 @@
 #include "vhost-user/channel.h"
 #include "vhost-user/device.h"
 
+/* What the backend's loop asks of a queue's home, one at a time. */
+enum vmio_bq_cmd {
+	VMIO_BQ_START,
+	VMIO_BQ_STOP,
+};
+
+/* Ownership, with a home on another thread: the backend's loop touches
+ * the vq only while the queue does not run there and no command is out;
+ * the home touches it only between its start and its stop. Each command
+ * and each answer is a vmio_defer_post, whose lock orders the two. */
 struct vmio_backend_queue {
 	struct vmio_vq vq;
 	struct vmio_backend *be;
-	bool running;      /* queue_start called, queue_stop not yet */
-	bool kick_watched; /* kick_fd is in the loop */
+	struct vmio_loop *home; /* where the device serves it */
+	/* The backend loop's: */
+	bool running;  /* started on the device, not stopped since */
+	bool holds;    /* stopped only by pauses since its start: the device
+			* may still hold chains of it */
+	bool cmd_out;  /* a command is at the home, unanswered */
+	enum vmio_bq_cmd cmd;
+	enum vmio_queue_stop cmd_how;
+	struct vmio_defer at_home; /* runs the command on the home */
+	/* The home's: */
+	bool home_running; /* queue_start called there, queue_stop not yet */
+	bool kick_watched; /* kick_fd is in the home loop */
+	/* From the home to the backend's loop. */
+	atomic_bool cmd_done;    /* the command ran */
+	atomic_bool stopped_itself; /* it found the ring broken */
 };
 
 struct vmio_backend {
@@ -50,6 +76,18 @@ struct vmio_backend {
 	struct vmio_mem mem;
 	struct vmio_mem new_mem; /* a SET_MEM_TABLE being built */
 	struct vmio_backend_queue *queues; /* ops->num_queues of them */
+
+	/* Queues served on other threads (queue_home.c). */
+	unsigned cmds_out;              /* commands not yet answered */
+	struct vmio_defer homes_answer; /* a home answered: count them */
+	/* Called on the backend's loop when the last command is answered. */
+	void (*homes_idle)(struct vmio_backend *be);
+	bool homes_gone; /* the home loops no longer run: serve queues here */
+	/* A message waiting for its queues to stop (its fds still in it),
+	 * and a front end gone whose queues are still stopping. */
+	bool holding;
+	struct vhost_user_msg held;
+	bool closing;
 
 	struct vmio_ratelimit rl;
 	/* Connects and disconnects: a VMM that reconnects in a loop must not

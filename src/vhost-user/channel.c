@@ -75,7 +75,7 @@ static int update(struct vhost_user_channel *ch)
 {
 	uint32_t want = 0;
 
-	if (room_for_reply(ch))
+	if (room_for_reply(ch) && !ch->paused)
 		want |= EPOLLIN;
 	if (!vhost_user_outbox_empty(&ch->out))
 		want |= EPOLLOUT;
@@ -99,8 +99,8 @@ static int update(struct vhost_user_channel *ch)
 /* Returns false if the channel closed. */
 static bool take_messages(struct vhost_user_channel *ch)
 {
-	for (unsigned n = 0; n < CHANNEL_MSG_BUDGET && room_for_reply(ch);
-	     n++) {
+	for (unsigned n = 0;
+	     n < CHANNEL_MSG_BUDGET && room_for_reply(ch) && !ch->paused; n++) {
 		int rc = vhost_user_reader_recv(&ch->in, ch->fd);
 		if (rc == -EAGAIN)
 			return true;
@@ -123,6 +123,8 @@ static bool take_messages(struct vhost_user_channel *ch)
 				      vhost_user_request_name(msg.hdr.request));
 			return false;
 		}
+		if (rc == VHOST_USER_CHANNEL_PAUSE)
+			ch->paused = true;
 	}
 	return true;
 }
@@ -139,6 +141,13 @@ static void fd_cb(void *opaque, int fd, uint32_t events)
 				      strerror(-rc));
 			return;
 		}
+	}
+	/* Paused, the socket is not watched for input, but a hang up is
+	 * reported anyway (and would be again and again): the front end is
+	 * gone, and what it asked for with it. */
+	if (ch->paused && (events & (EPOLLHUP | EPOLLERR))) {
+		close_because(ch, NULL);
+		return;
 	}
 	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !take_messages(ch))
 		return;
@@ -197,4 +206,24 @@ int vhost_user_channel_reply(struct vhost_user_channel *ch,
 		return rc;
 	/* Most replies go out at once; the rest wait for EPOLLOUT. */
 	return vhost_user_outbox_flush(&ch->out, ch->fd);
+}
+
+bool vhost_user_channel_resume(struct vhost_user_channel *ch)
+{
+	int rc;
+
+	ch->paused = false;
+	/* Level-triggered: input that came meanwhile is reported now. */
+	rc = update(ch);
+	if (rc) {
+		close_because(ch, "cannot watch the connection: %s",
+			      strerror(-rc));
+		return false;
+	}
+	return true;
+}
+
+void vhost_user_channel_fail(struct vhost_user_channel *ch, const char *why)
+{
+	close_because(ch, "%s", why);
 }

@@ -18,9 +18,13 @@
 #include "vhost-user/message.h"
 #include "vhost-user/outbox.h"
 
+/* ops->message's answer when the owner needs time before the next
+ * message: nothing more is read until vhost_user_channel_resume. */
+#define VHOST_USER_CHANNEL_PAUSE 1
+
 struct vhost_user_channel_ops {
-	/* A whole message; its fds are the callee's. Returns 0, or -errno to
-	 * close the channel. */
+	/* A whole message; its fds are the callee's. Returns 0,
+	 * VHOST_USER_CHANNEL_PAUSE, or -errno to close the channel. */
 	int (*message)(void *opaque, struct vhost_user_msg *msg);
 	/* The channel has closed (fd out of the loop and closed). why is
 	 * NULL when the front end hung up between messages. Called last: it
@@ -35,6 +39,7 @@ struct vhost_user_channel {
 	void *opaque;
 	unsigned timeout_ms;
 	bool open;
+	bool paused;      /* the owner is not ready for the next message */
 	uint32_t watched; /* the events the loop watches fd for */
 	struct vhost_user_reader in;
 	struct vhost_user_outbox out;
@@ -51,7 +56,12 @@ int vhost_user_channel_open(struct vhost_user_channel *ch,
 			    void *opaque);
 /* Closes it without calling ops->closed (the owner is going away). */
 void vhost_user_channel_close(struct vhost_user_channel *ch);
-/* Sends a reply from within ops->message. Returns 0, or -errno: the
+/* Reads messages again after VHOST_USER_CHANNEL_PAUSE. Returns false if
+ * that closed the channel (ops->closed has run). */
+bool vhost_user_channel_resume(struct vhost_user_channel *ch);
+/* Closes the channel because of what why says, calling ops->closed. */
+void vhost_user_channel_fail(struct vhost_user_channel *ch, const char *why);
+/* Sends a reply (from within ops->message, or while paused). Returns 0, or -errno: the
  * channel reads a message only while there is room for its reply, so
  * -ENOBUFS means a second reply to one message. */
 int vhost_user_channel_reply(struct vhost_user_channel *ch,

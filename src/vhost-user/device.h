@@ -2,10 +2,15 @@
  * through which the core drives it. A device is this table plus its
  * private state; it never sees a vhost-user message.
  *
- * Threading: the core calls every callback from the loop it was given.
- * A device that serves its queues on another thread must make
- * queue_stop and memory_changing synchronous: when they return, that
- * thread no longer touches the queue or guest memory. */
+ * Threading: the core calls every callback from the loop it was given,
+ * except that a device may name another loop for a queue (queue_loop):
+ * queue_start, queue_stop and queue_kick of that queue then run on that
+ * loop's thread. The core sends them there and waits for the answer
+ * without blocking (it reads no further message meanwhile), so every
+ * other callback (features_set, memory_changing, reset) runs on the
+ * core's loop only while every queue they concern has stopped on its
+ * own thread; a message that changes a queue takes effect there before
+ * its reply is sent. */
 #ifndef VMIO_VHOST_USER_DEVICE_H
 #define VMIO_VHOST_USER_DEVICE_H
 
@@ -25,6 +30,10 @@
 enum vmio_queue_stop {
 	VMIO_QUEUE_PAUSE,
 	VMIO_QUEUE_HALT,
+	/* The memory table is about to change: give back every chain (the
+	 * queue restarts on the new table, its ring unchanged). Sent also
+	 * to a queue that was only paused, since it may hold chains. */
+	VMIO_QUEUE_MEMORY,
 };
 
 struct vmio_device_ops {
@@ -62,6 +71,11 @@ struct vmio_device_ops {
 	void (*queue_stop)(void *dev, struct vmio_vq *vq,
 			   enum vmio_queue_stop how);
 	void (*queue_kick)(void *dev, struct vmio_vq *vq);
+
+	/* The loop that serves queue index with the negotiated features, or
+	 * NULL for the core's own. Asked at each start; the queue stays
+	 * there until it stops. May be NULL: every queue on the core's. */
+	struct vmio_loop *(*queue_loop)(void *dev, unsigned index);
 
 	/* The memory table is about to be replaced: drop every pointer into
 	 * guest memory (give held chains back with vmio_vq_unpop, or push

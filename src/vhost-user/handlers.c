@@ -614,47 +614,121 @@ enum fd_rule {
 	F_VRING,      /* one unless VHOST_USER_VRING_NOFD_MASK */
 };
 
+/* The queues a request changes, which stop (on their own threads, for a
+ * device that serves queues elsewhere) before its handler runs. */
+enum stop_rule {
+	S_NONE,
+	S_ALL,        /* features: every queue pauses */
+	S_ALL_MEMORY, /* the memory table: every chain comes back */
+	S_ALL_HALT,   /* RESET_OWNER */
+	S_STATE,      /* the queue of payload.state.index pauses */
+	S_ADDR,       /* of payload.addr.index */
+	S_FD,         /* of the index in payload.u64 */
+	S_BASE_GET,   /* GET_VRING_BASE: the queue stops for good */
+	S_ENABLE,     /* SET_VRING_ENABLE: a disable stops it for good */
+};
+
 struct handler {
 	int (*fn)(struct vmio_backend *be, struct vhost_user_msg *msg,
 		  struct vhost_user_msg *reply);
 	uint8_t payload;
 	uint8_t fds;
 	bool has_reply;
+	uint8_t stops;
 };
 
 static const struct handler handlers[VHOST_USER_REQUEST_MAX] = {
 	[VHOST_USER_GET_FEATURES] = { get_features, P_NONE, F_NONE, true },
-	[VHOST_USER_SET_FEATURES] = { set_features, P_U64, F_NONE, false },
+	[VHOST_USER_SET_FEATURES] = { set_features, P_U64, F_NONE, false,
+				      S_ALL },
 	[VHOST_USER_SET_OWNER] = { set_owner, P_NONE, F_NONE, false },
-	[VHOST_USER_RESET_OWNER] = { reset_owner, P_NONE, F_NONE, false },
+	[VHOST_USER_RESET_OWNER] = { reset_owner, P_NONE, F_NONE, false,
+				     S_ALL_HALT },
 	[VHOST_USER_SET_MEM_TABLE] = { set_mem_table, P_MEM_TABLE,
-				       F_PER_REGION, false },
-	[VHOST_USER_SET_VRING_NUM] = { set_vring_num, P_STATE, F_NONE, false },
-	[VHOST_USER_SET_VRING_ADDR] = { set_vring_addr, P_ADDR, F_NONE, false },
-	[VHOST_USER_SET_VRING_BASE] = { set_vring_base, P_STATE, F_NONE, false },
-	[VHOST_USER_GET_VRING_BASE] = { get_vring_base, P_STATE, F_NONE, true },
-	[VHOST_USER_SET_VRING_KICK] = { set_vring_kick, P_U64, F_VRING, false },
-	[VHOST_USER_SET_VRING_CALL] = { set_vring_call, P_U64, F_VRING, false },
-	[VHOST_USER_SET_VRING_ERR] = { set_vring_err, P_U64, F_VRING, false },
+				       F_PER_REGION, false, S_ALL_MEMORY },
+	[VHOST_USER_SET_VRING_NUM] = { set_vring_num, P_STATE, F_NONE, false,
+				       S_STATE },
+	[VHOST_USER_SET_VRING_ADDR] = { set_vring_addr, P_ADDR, F_NONE, false,
+					S_ADDR },
+	[VHOST_USER_SET_VRING_BASE] = { set_vring_base, P_STATE, F_NONE, false,
+					S_STATE },
+	[VHOST_USER_GET_VRING_BASE] = { get_vring_base, P_STATE, F_NONE, true,
+					S_BASE_GET },
+	[VHOST_USER_SET_VRING_KICK] = { set_vring_kick, P_U64, F_VRING, false,
+					S_FD },
+	[VHOST_USER_SET_VRING_CALL] = { set_vring_call, P_U64, F_VRING, false,
+					S_FD },
+	[VHOST_USER_SET_VRING_ERR] = { set_vring_err, P_U64, F_VRING, false,
+				       S_FD },
 	[VHOST_USER_GET_PROTOCOL_FEATURES] = { get_protocol_features, P_NONE,
 					       F_NONE, true },
 	[VHOST_USER_SET_PROTOCOL_FEATURES] = { set_protocol_features, P_U64,
 					       F_NONE, false },
 	[VHOST_USER_GET_QUEUE_NUM] = { get_queue_num, P_NONE, F_NONE, true },
 	[VHOST_USER_SET_VRING_ENABLE] = { set_vring_enable, P_STATE, F_NONE,
-					  false },
+					  false, S_ENABLE },
 	[VHOST_USER_SET_BACKEND_REQ_FD] = { set_backend_req_fd, P_NONE, F_ONE,
 					    false },
 	[VHOST_USER_GET_CONFIG] = { get_config, P_CONFIG, F_NONE, true },
 	[VHOST_USER_SET_CONFIG] = { set_config, P_CONFIG, F_NONE, false },
 	[VHOST_USER_GET_MAX_MEM_SLOTS] = { get_max_mem_slots, P_NONE, F_NONE,
 					   true },
-	[VHOST_USER_ADD_MEM_REG] = { add_mem_reg, P_MEM_REG, F_ONE, false },
+	[VHOST_USER_ADD_MEM_REG] = { add_mem_reg, P_MEM_REG, F_ONE, false,
+				     S_ALL_MEMORY },
 	[VHOST_USER_REM_MEM_REG] = { rem_mem_reg, P_MEM_REG, F_MAYBE_ONE,
-				     false },
+				     false, S_ALL_MEMORY },
 	[VHOST_USER_SET_STATUS] = { set_status, P_U64, F_NONE, false },
 	[VHOST_USER_GET_STATUS] = { get_status, P_NONE, F_NONE, true },
 };
+
+/* The queues [*first, *first + *n) that msg changes, and how they stop
+ * for it. An index out of range names none: the handler refuses it. */
+static void stops_of(const struct vmio_backend *be,
+		     const struct vhost_user_msg *msg, enum stop_rule rule,
+		     unsigned *first, unsigned *n, enum vmio_queue_stop *how)
+{
+	uint64_t index = 0;
+
+	*first = 0;
+	*n = 0;
+	*how = VMIO_QUEUE_PAUSE;
+	switch (rule) {
+	case S_NONE:
+		return;
+	case S_ALL_HALT:
+		*how = VMIO_QUEUE_HALT;
+		/* fall through */
+	case S_ALL:
+		*n = be->ops->num_queues;
+		return;
+	case S_ALL_MEMORY:
+		*how = VMIO_QUEUE_MEMORY;
+		*n = be->ops->num_queues;
+		return;
+	case S_STATE:
+		index = msg->payload.state.index;
+		break;
+	case S_BASE_GET:
+		index = msg->payload.state.index;
+		*how = VMIO_QUEUE_HALT;
+		break;
+	case S_ENABLE:
+		index = msg->payload.state.index;
+		if (!msg->payload.state.num)
+			*how = VMIO_QUEUE_HALT;
+		break;
+	case S_ADDR:
+		index = msg->payload.addr.index;
+		break;
+	case S_FD:
+		index = msg->payload.u64 & VHOST_USER_VRING_IDX_MASK;
+		break;
+	}
+	if (index < be->ops->num_queues) {
+		*first = (unsigned)index;
+		*n = 1;
+	}
+}
 
 static int check_payload(struct vmio_backend *be,
 			 const struct vhost_user_msg *msg, enum payload_rule rule)
@@ -795,9 +869,6 @@ int vmio_backend_handle_msg(struct vmio_backend *be, struct vhost_user_msg *msg,
 		vhost_user_msg_close_fds(msg);
 		return rc;
 	}
-	log_debug("vhost-user: %s (%u bytes, %u fds)",
-		  vhost_user_request_name(msg->hdr.request), msg->hdr.size,
-		  msg->nfds);
 	/* Whether an ack is due is decided by what was negotiated when the
 	 * request arrived, not by what the request changes. */
 	ack = (msg->hdr.flags & VHOST_USER_NEED_REPLY_MASK) &&
@@ -814,8 +885,22 @@ int vmio_backend_handle_msg(struct vmio_backend *be, struct vhost_user_msg *msg,
 		rc = check_payload(be, msg, h->payload);
 	if (!rc)
 		rc = check_fds(be, msg, h->fds);
-	if (!rc)
+	if (!rc) {
+		unsigned first, n;
+		enum vmio_queue_stop how;
+
+		stops_of(be, msg, h->stops, &first, &n, &how);
+		if (!vmio_bq_quiesce(be, first, n, how))
+			return VMIO_MSG_WAIT;
+		log_debug("vhost-user: %s (%u bytes, %u fds)",
+			  vhost_user_request_name(msg->hdr.request),
+			  msg->hdr.size, msg->nfds);
 		rc = h->fn(be, msg, reply);
+		/* Whatever the handler made of them (even if it refused the
+		 * request), the queues run again if they can. */
+		for (unsigned i = first; i < first + n; i++)
+			vmio_bq_sync(&be->queues[i]);
+	}
 	vhost_user_msg_close_fds(msg);
 	return finish(h, msg, reply, ack, rc);
 }

@@ -14,6 +14,12 @@ void vmio_bq_pause(struct vmio_backend_queue *q);
 void vmio_bq_sync(struct vmio_backend_queue *q);
 void vmio_bq_pause_all(struct vmio_backend *be);
 void vmio_bq_sync_all(struct vmio_backend *be);
+/* Stops queues [first, first + n) for a change (how: see
+ * vmio_queue_stop; a queue that only paused gets a stop that is not a
+ * pause too). Returns true when they have stopped, false while some are
+ * stopping on their own threads (vmio_home_busy). */
+bool vmio_bq_quiesce(struct vmio_backend *be, unsigned first, unsigned n,
+		     enum vmio_queue_stop how);
 /* Maps the rings against the current memory table if they are fully
  * described, else leaves them unmapped. Returns vmio_vq_map's result, or 0
  * when there was nothing to map yet. The queue must be paused. */
