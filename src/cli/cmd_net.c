@@ -10,6 +10,7 @@
 
 #include "cli/backend_args.h"
 #include "cli/serve.h"
+#include "cli/workers_args.h"
 #include "devices/net/backend_null.h"
 #include "devices/net/backend_tap.h"
 #include "devices/net/backend_xdp.h"
@@ -59,6 +60,10 @@ static const char net_usage[] =
 	"                       (0 to 1000, default 0)\n"
 	"  --stats              print the frame counters on exit\n"
 	"\n"
+	"Threads (queue pair P runs on worker P mod N; vhost-user messages and\n"
+	"the control queue on worker 0; --xdp runs on one thread):\n"
+	VMIO_WORKERS_OPTS_HELP
+	"\n"
 	"Common options (--queue-size defaults to 1024):\n";
 
 enum {
@@ -72,6 +77,8 @@ enum {
 	OPT_MTU,
 	OPT_STATS,
 	OPT_POLL_US,
+	OPT_THREADS,
+	OPT_CPUS,
 };
 
 struct net_opts {
@@ -86,6 +93,7 @@ struct net_opts {
 	uint64_t poll_us;
 	uint8_t mac[6];
 	bool stats;
+	struct vmio_workers_opts workers;
 };
 
 /* XX:XX:XX:XX:XX:XX, hex, a unicast address. */
@@ -179,6 +187,10 @@ static int handle_opt(void *opaque, int c, const char *arg)
 	case OPT_STATS:
 		n->stats = true;
 		return 0;
+	case OPT_THREADS:
+		return vmio_workers_parse_threads("net", arg, &n->workers);
+	case OPT_CPUS:
+		return vmio_workers_parse_cpus("net", arg, &n->workers);
 	}
 	return -1;
 }
@@ -218,7 +230,10 @@ static void print_stats(const struct vnet_device *dev,
 {
 	char line[1024];
 
-	vnet_stats_format(vnet_device_stats(dev), line, sizeof(line));
+	struct vnet_stats st;
+
+	vnet_device_stats(dev, &st);
+	vnet_stats_format(&st, line, sizeof(line));
 	fprintf(stderr, "vmio net: stats: %s\n", line);
 	for (unsigned i = 0; b->ops->pair_mode && i < b->pairs; i++) {
 		char counters[256] = "";
@@ -238,14 +253,40 @@ static const char *backend_name(const struct net_opts *n)
 	return n->tap ? "tap backend " : "xdp backend ";
 }
 
+/* The workers for the pairs: AF_XDP's attach finishes from timers on the
+ * device's loop and hands the pair guest memory there, so --xdp keeps
+ * every pair on one. */
+static struct vmio_workers *net_workers(const struct net_opts *n,
+					struct vmio_loop **pair_loops)
+{
+	unsigned pairs = (unsigned)n->queues;
+	struct vmio_workers *pool =
+		vmio_workers_from_opts(&n->workers, n->xdp[0] ? 1 : pairs);
+	unsigned count;
+
+	if (!pool)
+		return NULL;
+	count = vmio_workers_count(pool);
+	for (unsigned i = 0; i < pairs; i++) {
+		pair_loops[i] = vmio_workers_loop(pool, i % count);
+		if (count > 1)
+			log_debug("net: queue pair %u on worker %u", i,
+				  i % count);
+	}
+	return pool;
+}
+
 static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 {
+	static struct vmio_loop *pair_loops[VNET_MAX_PAIRS];
 	struct vnet_device_config cfg = {
 		.mtu = (uint16_t)n->mtu,
 		.pairs = (unsigned)n->queues,
 		.max_queue_size = o->queue_size,
 		.poll_ns = (uint32_t)n->poll_us * 1000,
+		.pair_loops = pair_loops,
 	};
+	struct vmio_workers *pool = NULL;
 	struct vmio_loop *loop = NULL;
 	struct vnet_device *dev = NULL;
 	struct vmio_backend *be = NULL;
@@ -255,7 +296,9 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 	cfg.backend = open_backend(n);
 	if (!cfg.backend)
 		return 1;
-	loop = vmio_loop_new();
+	pool = net_workers(n, pair_loops);
+	if (pool)
+		loop = vmio_workers_loop(pool, 0);
 	if (loop)
 		dev = vnet_device_new(loop, &cfg);
 	if (dev)
@@ -263,15 +306,20 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 	if (!be) {
 		log_err("out of memory setting up the device");
 	} else {
-		log_info("net: %u queue pair(s), %s%s, mtu %u", cfg.pairs,
-			 backend_name(n), n->tap ? n->tap : n->xdp, cfg.mtu);
-		status = vmio_cli_serve(loop, be, o);
+		unsigned workers = vmio_workers_count(pool);
+
+		log_info("net: %u queue pair(s), %s%s, mtu %u, %u worker "
+			 "thread%s",
+			 cfg.pairs, backend_name(n), n->tap ? n->tap : n->xdp,
+			 cfg.mtu, workers, workers == 1 ? "" : "s");
+		status = vmio_cli_serve_workers(pool, be, o);
 	}
+	/* The workers have stopped: what they served is this thread's. */
 	vmio_backend_free(be);
 	if (dev && n->stats)
 		print_stats(dev, cfg.backend);
 	vnet_device_free(dev);
-	vmio_loop_free(loop);
+	vmio_workers_free(pool);
 	vnet_backend_free(cfg.backend);
 	return status;
 }
@@ -289,6 +337,8 @@ int vmio_cmd_net(int argc, char **argv)
 		{ "mtu", required_argument, NULL, OPT_MTU },
 		{ "stats", no_argument, NULL, OPT_STATS },
 		{ "poll-us", required_argument, NULL, OPT_POLL_US },
+		{ "threads", required_argument, NULL, OPT_THREADS },
+		{ "cpus", required_argument, NULL, OPT_CPUS },
 		VMIO_BACKEND_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
@@ -331,5 +381,9 @@ int vmio_cmd_net(int argc, char **argv)
 		return vmio_cli_usage_error(
 			"net", "--mtu: at most %d with --xdp (one 4 KiB UMEM "
 			       "frame per packet)", VNET_XDP_MAX_MTU);
+	if (n.xdp[0] && n.workers.threads > 1)
+		return vmio_cli_usage_error(
+			"net", "--threads %u: --xdp serves every queue pair "
+			       "from one thread", n.workers.threads);
 	return run(&o, &n);
 }

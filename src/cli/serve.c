@@ -95,17 +95,51 @@ static bool is_listening(int fd)
 	       on;
 }
 
-static void on_frontend_gone(void *opaque)
+/* What serves: one loop, or a pool of workers whose loop 0 is the
+ * backend's. */
+struct serve_run {
+	struct vmio_loop *loop;
+	struct vmio_workers *pool;
+};
+
+static void stop_workers(void *opaque)
 {
-	/* With --fd there is no socket to accept a new front end on. */
-	log_info("front end closed the inherited socket, exiting");
-	vmio_loop_stop(opaque);
+	struct serve_run *r = opaque;
+
+	if (r->pool)
+		vmio_workers_stop(r->pool);
 }
 
-int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
-		   const struct vmio_backend_opts *o)
+static void on_frontend_gone(void *opaque)
 {
-	if (vmio_cli_watch_signals(loop, NULL, NULL))
+	struct serve_run *r = opaque;
+
+	/* With --fd there is no socket to accept a new front end on. */
+	log_info("front end closed the inherited socket, exiting");
+	stop_workers(r);
+	vmio_loop_stop(r->loop);
+}
+
+static int run_until_stopped(struct serve_run *r)
+{
+	int rc;
+
+	if (!r->pool)
+		return vmio_loop_run(r->loop);
+	rc = vmio_workers_start(r->pool);
+	if (rc) {
+		log_err("cannot start the worker threads: %s", strerror(-rc));
+		return rc;
+	}
+	return vmio_workers_run(r->pool);
+}
+
+static int serve(struct serve_run *r, struct vmio_backend *be,
+		 const struct vmio_backend_opts *o)
+{
+	/* Before any worker thread starts: they inherit the blocked
+	 * signals, so that only the signalfd sees them. */
+	if (vmio_cli_watch_signals(r->loop, stop_workers, r))
 		return 1;
 
 	int rc;
@@ -126,17 +160,34 @@ int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
 			log_err("cannot accept on --fd %d: %s", o->fd,
 				strerror(-rc));
 	} else {
-		vmio_backend_set_disconnect_cb(be, on_frontend_gone, loop);
+		vmio_backend_set_disconnect_cb(be, on_frontend_gone, r);
 		rc = vmio_backend_serve_fd(be, o->fd);
 		if (rc)
 			log_err("cannot serve --fd %d: %s", o->fd, strerror(-rc));
 	}
 	if (!rc) {
-		rc = vmio_loop_run(loop);
+		rc = run_until_stopped(r);
 		if (rc)
 			log_err("event loop failed: %s", strerror(-rc));
 	}
 
 	vmio_cli_unwatch_signals();
 	return rc ? 1 : 0;
+}
+
+int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
+		   const struct vmio_backend_opts *o)
+{
+	struct serve_run r = { .loop = loop };
+
+	return serve(&r, be, o);
+}
+
+int vmio_cli_serve_workers(struct vmio_workers *pool, struct vmio_backend *be,
+			   const struct vmio_backend_opts *o)
+{
+	struct serve_run r = { .loop = vmio_workers_loop(pool, 0),
+			       .pool = pool };
+
+	return serve(&r, be, o);
 }

@@ -5,6 +5,7 @@
 
 #include "cli/options.h"
 #include "event/loop.h"
+#include "event/workers.h"
 #include "vhost-user/backend.h"
 
 /* Applies -v/-q to the log level. */
@@ -22,6 +23,12 @@ void vmio_cli_unwatch_signals(void);
  * away. Returns the exit status. */
 int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
 		   const struct vmio_backend_opts *o);
+
+/* The same with a pool of workers (not started yet): the backend lives on
+ * loop 0, the workers start once signals are watched, and a stop stops
+ * them all. */
+int vmio_cli_serve_workers(struct vmio_workers *pool, struct vmio_backend *be,
+			   const struct vmio_backend_opts *o);
 
 /* Reports a usage error: "vmio SUB: MESSAGE" and a hint to --help.
  * Returns VMIO_EXIT_USAGE. */

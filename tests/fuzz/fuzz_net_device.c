@@ -248,6 +248,7 @@ static void touch(void *p, size_t len, bool write)
 struct hq {
 	struct vmio_vq vq;
 	bool running;
+	bool holds; /* only paused since its start: may hold chains */
 	bool kick_watched;
 	uint64_t desc_gpa, avail_gpa, used_gpa;
 };
@@ -421,19 +422,30 @@ static void start_queue(struct hq *q)
 		FAIL("cannot watch a kick fd: %d", rc);
 	q->kick_watched = true;
 	q->running = true;
+	q->holds = true;
 	ops->queue_start(dev, &q->vq, &mem);
 }
 
-static void stop_queue(struct hq *q)
+/* As the core does it (src/vhost-user/queue_home.c): a queue only paused
+ * gets a stop that wants its chains back too. */
+static void stop_queue_for(struct hq *q, enum vmio_queue_stop how)
 {
+	if (!q->running && !(q->holds && how != VMIO_QUEUE_PAUSE))
+		return;
 	if (q->kick_watched)
 		vmio_loop_remove(loop, q->vq.kick_fd);
 	q->kick_watched = false;
 	q->running = false;
-	/* As the core decides it (src/vhost-user/queues.c). */
-	ops->queue_stop(dev, &q->vq,
-			q->vq.started && q->vq.enabled ? VMIO_QUEUE_PAUSE :
-							 VMIO_QUEUE_HALT);
+	if (how != VMIO_QUEUE_PAUSE)
+		q->holds = false;
+	ops->queue_stop(dev, &q->vq, how);
+}
+
+/* As the core decides it (src/vhost-user/queues.c). */
+static void stop_queue(struct hq *q)
+{
+	stop_queue_for(q, q->vq.started && q->vq.enabled ? VMIO_QUEUE_PAUSE
+							 : VMIO_QUEUE_HALT);
 }
 
 static void sync_queue(struct hq *q)
@@ -526,6 +538,7 @@ static void close_queue(unsigned i)
 	close(vq->kick_fd);
 	close(vq->call_fd);
 	vmio_vq_release(vq);
+	queues[i].holds = false;
 	vmio_vq_init(vq, i);
 }
 
@@ -1018,7 +1031,7 @@ static void op_stop(unsigned i)
 	struct hq *q = &queues[i];
 
 	q->vq.started = false;
-	pause_queue(q);
+	stop_queue_for(q, VMIO_QUEUE_HALT);
 	check_none_out(i, "GET_VRING_BASE");
 }
 
@@ -1027,7 +1040,7 @@ static void op_stop(unsigned i)
 static void op_reset(bool again)
 {
 	for (unsigned i = 0; i < nq; i++)
-		pause_queue(&queues[i]);
+		stop_queue_for(&queues[i], VMIO_QUEUE_HALT);
 	ops->reset(dev);
 	for (unsigned i = 0; i < nq; i++)
 		check_none_out(i, "reset");
@@ -1067,10 +1080,10 @@ static void op_set_features(uint8_t flip)
 
 static void op_mem_change(uint8_t cut)
 {
-	if (mem.nregions)
-		ops->memory_changing(dev);
 	for (unsigned i = 0; i < nq; i++)
-		pause_queue(&queues[i]);
+		stop_queue_for(&queues[i], VMIO_QUEUE_MEMORY);
+	if (mem.nregions && ops->memory_changing)
+		ops->memory_changing(dev);
 	for (unsigned i = 0; i < nq; i++)
 		check_none_out(i, "a memory table change");
 	for (unsigned pair = 0; pair < fk.b.pairs; pair++)
@@ -1312,7 +1325,8 @@ static void op(uint8_t b)
 		break;
 	case 3: /* SET_VRING_ENABLE, in the core's order */
 		queues[qi].vq.enabled = a & 8;
-		pause_queue(&queues[qi]);
+		stop_queue_for(&queues[qi], a & 8 ? VMIO_QUEUE_PAUSE
+						  : VMIO_QUEUE_HALT);
 		sync_queue(&queues[qi]);
 		break;
 	case 4:
@@ -1459,7 +1473,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (verbose) {
 		char line[512];
 
-		vnet_stats_format(vnet_device_stats(dev), line, sizeof(line));
+		struct vnet_stats st;
+
+		vnet_device_stats(dev, &st);
+		vnet_stats_format(&st, line, sizeof(line));
 		fprintf(stderr, "fuzz_net_device: %s pops=%u loop_rounds=%u "
 			"tx_flushes=%u\n", line, pops, loop_rounds, tx_flushes);
 	}

@@ -19,8 +19,14 @@
 
 void testpmd_start(struct testpmd *t, const char *sock, const char *mode)
 {
+	testpmd_start_queues(t, sock, mode, 1);
+}
+
+void testpmd_start_queues(struct testpmd *t, const char *sock,
+			  const char *mode, unsigned queues)
+{
 	static unsigned seq;
-	char vdev[512], fwd[64];
+	char vdev[512], fwd[64], rxq[32], txq[32];
 	int fd;
 
 	if (access(TESTPMD_BIN, X_OK))
@@ -30,7 +36,12 @@ void testpmd_start(struct testpmd *t, const char *sock, const char *mode)
 		 seq);
 	snprintf(t->log, sizeof(t->log), "%s", harness_path(t->prefix));
 	seq++;
-	snprintf(vdev, sizeof(vdev), "net_virtio_user0,path=%s,queues=1", sock);
+	/* More than one pair: virtio-user answers the control queue itself
+	 * (VQ_PAIRS_SET enables the pairs' queues). */
+	snprintf(vdev, sizeof(vdev), "net_virtio_user0,path=%s,queues=%u%s",
+		 sock, queues, queues > 1 ? ",cq=1" : "");
+	snprintf(rxq, sizeof(rxq), "--rxq=%u", queues);
+	snprintf(txq, sizeof(txq), "--txq=%u", queues);
 	snprintf(fwd, sizeof(fwd), "--forward-mode=%s", mode);
 	fd = open(t->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	assert_true(fd >= 0);
@@ -55,7 +66,7 @@ void testpmd_start(struct testpmd *t, const char *sock, const char *mode)
 		      "--vdev", vdev, "--no-huge", "-m", "256", prefix_arg,
 		      "--log-level", "lib.eal:error", "--", fwd,
 		      "--stats-period", "1", "--total-num-mbufs", "4096",
-		      (char *)NULL);
+		      rxq, txq, (char *)NULL);
 		_exit(127);
 	}
 	close(fd);

@@ -21,6 +21,9 @@ struct testpmd {
 /* Starts testpmd on the vhost-user socket sock in mode ("txonly",
  * "rxonly", "io"). Fails the test if testpmd is not installed. */
 void testpmd_start(struct testpmd *t, const char *sock, const char *mode);
+/* The same with `queues` queue pairs, all on its one forwarding core. */
+void testpmd_start_queues(struct testpmd *t, const char *sock,
+			  const char *mode, unsigned queues);
 
 /* The last value testpmd printed for counter ("TX-packets",
  * "RX-packets"), from its periodic or final statistics; -1 if none. */

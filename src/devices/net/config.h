@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "devices/net/backend.h"
+#include "event/loop.h"
 
 /* The most queue pairs a device may have: the virtio-net limit is
  * 0x8000; this keeps a typo from opening thousands of TAP queues, and
@@ -21,6 +22,10 @@ struct vnet_device_config {
 	 * device waits for a notification (0: not at all). */
 	uint32_t poll_ns;
 	struct vnet_backend *backend; /* the caller's; outlives the device */
+	/* The loop each pair runs on (NULL: all on the device's loop). A
+	 * backend that keeps guest buffers (attach) needs them all on the
+	 * device's loop. */
+	struct vmio_loop **pair_loops;
 };
 
 #endif

@@ -48,21 +48,22 @@ static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 				   vq->size, d->cfg.max_queue_size);
 		return;
 	}
-	d->mem = mem;
 	/* The driver may have posted buffers before the start and will not
 	 * kick for them again: serve each queue once now. */
 	switch (queue_role(d, vq->index, &p)) {
 	case ROLE_RX:
 		vq->name = "rx";
 		p->rx = vq;
+		p->mem = mem;
 		p->served = true;
 		vnet_pair_attach(p, mem);
-		vnet_update_steering(d);
+		vnet_steer_pair(p);
 		vnet_rx_run(p);
 		break;
 	case ROLE_TX:
 		vq->name = "tx";
 		p->tx = vq;
+		p->mem = mem;
 		vnet_pair_attach(p, mem);
 		vnet_rx_run(p); /* attach dropped the rx watch (and may post) */
 		vnet_tx_run(p);
@@ -70,6 +71,7 @@ static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 	case ROLE_CTRL:
 		vq->name = "ctrl";
 		d->ctrl = vq;
+		d->mem = mem;
 		vnet_ctrl_run(d);
 		break;
 	case ROLE_NONE:
@@ -79,37 +81,52 @@ static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 	}
 }
 
+/* On the queue's loop. A pause (the VMM changing a call fd, say) keeps
+ * what a no-copy backend holds: the rings and the memory stay. A stop for
+ * good (GET_VRING_BASE, or SET_VRING_ENABLE 0 from a VMM that answers the
+ * control queue itself dropping pairs) or for a memory table change gives
+ * the guest every chain back; a stop for good also takes the pair's flows
+ * elsewhere. A queue only paused may be stopped again for the chains. */
 static void net_queue_stop(void *dev, struct vmio_vq *vq,
 			   enum vmio_queue_stop how)
 {
 	struct vnet_device *d = dev;
-	bool halt = how == VMIO_QUEUE_HALT;
+	struct vnet_pair *p = NULL;
 
-	for (unsigned i = 0; i < d->npairs; i++) {
-		struct vnet_pair *p = &d->pairs[i];
-
-		if (p->rx != vq && p->tx != vq)
-			continue;
-		/* Disabled (SET_VRING_ENABLE 0: a VMM that answers the
-		 * control queue itself dropping pairs) or stopped
-		 * (GET_VRING_BASE), not merely paused for a change: the
-		 * guest gets every chain back, and its flows must go to the
-		 * pairs served. */
-		if (halt)
+	switch (queue_role(d, vq->index, &p)) {
+	case ROLE_RX:
+	case ROLE_TX:
+		if (how != VMIO_QUEUE_PAUSE)
 			vnet_pair_detach(p);
 		if (p->rx == vq) {
 			vnet_rx_unwatch(p);
 			p->rx = NULL;
-			if (halt) {
-				p->served = false;
-				vnet_update_steering(d);
-			}
 		}
 		if (p->tx == vq)
 			p->tx = NULL;
+		if (how == VMIO_QUEUE_HALT && vq->index % 2 == 0 &&
+		    p->served) {
+			p->served = false;
+			vnet_steer_pair(p);
+		}
+		break;
+	case ROLE_CTRL:
+		if (d->ctrl == vq)
+			d->ctrl = NULL;
+		break;
+	case ROLE_NONE:
+		break;
 	}
-	if (d->ctrl == vq)
-		d->ctrl = NULL;
+}
+
+/* Pair i's queues on pair i's loop; the control queue on the device's. */
+static struct vmio_loop *net_queue_loop(void *dev, unsigned index)
+{
+	struct vnet_device *d = dev;
+	struct vnet_pair *p = NULL;
+	enum vnet_role role = queue_role(d, index, &p);
+
+	return role == ROLE_RX || role == ROLE_TX ? p->loop : NULL;
 }
 
 static void net_queue_kick(void *dev, struct vmio_vq *vq)
@@ -135,13 +152,11 @@ static void net_queue_kick(void *dev, struct vmio_vq *vq)
 	}
 }
 
-/* Drops every pointer into guest memory; the queues come back through
- * queue_start. With give_back, held chains first go back to the guest. */
-static void forget_queues(struct vnet_device *d, bool give_back)
+/* At the device's end (no loop runs any more): every pointer into guest
+ * memory goes, nothing goes back. */
+static void forget_queues(struct vnet_device *d)
 {
 	for (unsigned i = 0; i < d->npairs; i++) {
-		if (give_back)
-			vnet_pair_detach(&d->pairs[i]);
 		vnet_rx_unwatch(&d->pairs[i]);
 		d->pairs[i].rx = d->pairs[i].tx = NULL;
 	}
@@ -149,43 +164,34 @@ static void forget_queues(struct vnet_device *d, bool give_back)
 	d->mem = NULL;
 }
 
-static void net_memory_changing(void *dev)
-{
-	forget_queues(dev, true);
-}
-
+/* Every queue has stopped for good on its loop (and given back what the
+ * backend held); what is left is the negotiated state. */
 static void net_reset(void *dev)
 {
 	struct vnet_device *d = dev;
 
-	forget_queues(d, true);
 	d->features = 0;
 	d->hdr_len = vnet_hdr_len(0);
 	vnet_ctrl_init(&d->ctrl_state, 0, (uint16_t)d->npairs, d->cfg.mac);
-	for (unsigned i = 0; i < d->npairs; i++)
-		d->pairs[i].served = false;
 	vnet_update_steering(d);
 }
 
 /* Feature dependencies the spec states (5.1.3.1): an offload needs the
- * checksum offload under it. */
+ * checksum offload under it. Not those of the control queue's users
+ * (CTRL_RX, CTRL_MAC_ADDR, MQ) on CTRL_VQ: QEMU and DPDK's virtio-user
+ * answer the control queue themselves, keep CTRL_VQ to themselves and
+ * pass the rest on to a vhost-user device. */
 static const char *bad_feature_combination(uint64_t f)
 {
 	uint64_t host_tso = VMIO_BIT(VIRTIO_NET_F_HOST_TSO4) |
 			    VMIO_BIT(VIRTIO_NET_F_HOST_TSO6);
 	uint64_t guest_tso = VMIO_BIT(VIRTIO_NET_F_GUEST_TSO4) |
 			     VMIO_BIT(VIRTIO_NET_F_GUEST_TSO6);
-	/* Not MQ: QEMU keeps the control queue (and CTRL_VQ) to itself but
-	 * passes MQ on to a vhost-user device. */
-	uint64_t ctrl_users = VMIO_BIT(VIRTIO_NET_F_CTRL_RX) |
-			      VMIO_BIT(VIRTIO_NET_F_CTRL_MAC_ADDR);
 
 	if ((f & host_tso) && !(f & VMIO_BIT(VIRTIO_NET_F_CSUM)))
 		return "HOST_TSO without CSUM";
 	if ((f & guest_tso) && !(f & VMIO_BIT(VIRTIO_NET_F_GUEST_CSUM)))
 		return "GUEST_TSO without GUEST_CSUM";
-	if ((f & ctrl_users) && !(f & VMIO_BIT(VIRTIO_NET_F_CTRL_VQ)))
-		return "CTRL_RX or CTRL_MAC_ADDR without CTRL_VQ";
 	return NULL;
 }
 
@@ -249,7 +255,7 @@ static const struct vmio_device_ops net_ops_template = {
 	.queue_start = net_queue_start,
 	.queue_stop = net_queue_stop,
 	.queue_kick = net_queue_kick,
-	.memory_changing = net_memory_changing,
+	.queue_loop = net_queue_loop,
 	.reset = net_reset,
 };
 
@@ -286,8 +292,11 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 
 		p->d = d;
 		p->index = i;
+		p->loop = cfg->pair_loops ? cfg->pair_loops[i] : loop;
 		p->rx_fd = -1;
+		p->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(5);
 		vnet_rx_init(p);
+		vnet_steering_init(p);
 	}
 	for (unsigned i = 0; i < d->npairs; i++) {
 		int rc = vnet_tx_init(&d->pairs[i]);
@@ -307,7 +316,7 @@ void vnet_device_free(struct vnet_device *d)
 	if (!d)
 		return;
 	/* The core (and its queues) may be gone: nothing goes back. */
-	forget_queues(d, false);
+	forget_queues(d);
 	/* An attach still under way gives up: it touches no queue. */
 	for (unsigned i = 0; i < d->npairs; i++)
 		if (d->pairs[i].attaching && d->be->ops->detach)
@@ -318,6 +327,7 @@ void vnet_device_free(struct vnet_device *d)
 	for (unsigned i = 0; i < d->npairs; i++) {
 		vnet_tx_fini(&d->pairs[i]);
 		vnet_rx_fini(&d->pairs[i]);
+		vnet_steering_fini(&d->pairs[i]);
 	}
 	free(d);
 }
@@ -327,7 +337,15 @@ const struct vmio_device_ops *vnet_device_ops(const struct vnet_device *d)
 	return &d->ops;
 }
 
-const struct vnet_stats *vnet_device_stats(const struct vnet_device *d)
+void vnet_device_stats(const struct vnet_device *d, struct vnet_stats *out)
 {
-	return &d->stats;
+	*out = d->stats;
+	for (unsigned i = 0; i < d->npairs; i++)
+		vnet_stats_add(out, &d->pairs[i].stats);
+}
+
+const struct vnet_stats *vnet_pair_stats(const struct vnet_device *d,
+					 unsigned pair)
+{
+	return pair < d->npairs ? &d->pairs[pair].stats : NULL;
 }

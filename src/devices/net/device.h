@@ -18,6 +18,11 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 				    const struct vnet_device_config *cfg);
 void vnet_device_free(struct vnet_device *d);
 const struct vmio_device_ops *vnet_device_ops(const struct vnet_device *d);
-const struct vnet_stats *vnet_device_stats(const struct vnet_device *d);
+/* The counters of the whole device, and of one pair (NULL beyond the
+ * last). A pair's are written on its loop: read them there, or once no
+ * loop runs. */
+void vnet_device_stats(const struct vnet_device *d, struct vnet_stats *out);
+const struct vnet_stats *vnet_pair_stats(const struct vnet_device *d,
+					 unsigned pair);
 
 #endif

@@ -32,7 +32,7 @@ void vnet_rx_unwatch(struct vnet_pair *p)
 {
 	if (!p->rx_watched)
 		return;
-	vmio_loop_remove(p->d->loop, p->rx_fd);
+	vmio_loop_remove(p->loop, p->rx_fd);
 	p->rx_watched = false;
 }
 
@@ -49,7 +49,7 @@ static void on_again(void *opaque)
 
 void vnet_rx_init(struct vnet_pair *p)
 {
-	vmio_defer_init(&p->rx_again, p->d->loop, on_again, p);
+	vmio_defer_init(&p->rx_again, p->loop, on_again, p);
 }
 
 void vnet_rx_fini(struct vnet_pair *p)
@@ -69,7 +69,7 @@ static void rx_watch(struct vnet_pair *p)
 	p->rx_fd = p->d->be->ops->rx_fd(p->d->be, p->index);
 	if (p->rx_fd < 0)
 		return;
-	rc = vmio_loop_add(p->d->loop, p->rx_fd, EPOLLIN, on_rx_ready, p);
+	rc = vmio_loop_add(p->loop, p->rx_fd, EPOLLIN, on_rx_ready, p);
 	if (rc)
 		log_err("net: cannot watch the backend of queue pair %u: %s",
 			p->index, strerror(-rc));
@@ -84,17 +84,17 @@ struct rx_frame {
 	size_t room;
 };
 
-/* Pops chains into d->iov until they hold `want` bytes (one chain only
+/* Pops chains into p->iov until they hold `want` bytes (one chain only
  * without MRG_RXBUF). Returns 1 with room for a frame, 0 if the ring ran
  * out first (the chains popped are still held), -1 if the queue broke. */
 static int rx_gather(struct vnet_device *d, struct vnet_pair *p,
 		     struct rx_frame *f, size_t want)
 {
 	bool mrg = vnet_has(d, VIRTIO_NET_F_MRG_RXBUF);
-	const struct vmio_chain *c = &d->chain;
+	const struct vmio_chain *c = &p->chain;
 
 	while (f->room < want) {
-		int got = vmio_vq_pop(p->rx, d->mem, &d->chain);
+		int got = vmio_vq_pop(p->rx, p->mem, &p->chain);
 
 		if (got <= 0)
 			return got;
@@ -110,14 +110,14 @@ static int rx_gather(struct vnet_device *d, struct vnet_pair *p,
 				return 1;
 			}
 			vmio_vq_push(p->rx, c->head, 0);
-			d->stats.rx_errors++;
+			p->stats.rx_errors++;
 			continue;
 		}
-		memcpy(&d->iov[f->niov], vmio_chain_in(&d->chain),
+		memcpy(&p->iov[f->niov], vmio_chain_in(&p->chain),
 		       c->nin * sizeof(struct iovec));
 		f->niov += c->nin;
-		d->rx_heads[f->nchains] = c->head;
-		d->rx_sizes[f->nchains] = (uint32_t)c->in_len;
+		p->rx_heads[f->nchains] = c->head;
+		p->rx_sizes[f->nchains] = (uint32_t)c->in_len;
 		f->nchains++;
 		f->room += c->in_len;
 		if (!mrg)
@@ -127,10 +127,10 @@ static int rx_gather(struct vnet_device *d, struct vnet_pair *p,
 }
 
 /* Writes len bytes at offset of the gathered buffers. */
-static void rx_patch(struct vnet_device *d, const struct rx_frame *f,
+static void rx_patch(struct vnet_pair *p, const struct rx_frame *f,
 		     size_t offset, const void *src, size_t len)
 {
-	vmio_iov_from_buf(d->iov, f->niov, offset, src, len);
+	vmio_iov_from_buf(p->iov, f->niov, offset, src, len);
 }
 
 /* Pushes the chains the len-byte frame filled, gives the others back, and
@@ -144,7 +144,7 @@ static void rx_deliver(struct vnet_device *d, struct vnet_pair *p,
 	uint16_t nb;
 
 	while (used < f->nchains && (left || used == 0)) {
-		size_t n = left < d->rx_sizes[used] ? left : d->rx_sizes[used];
+		size_t n = left < p->rx_sizes[used] ? left : p->rx_sizes[used];
 
 		left -= n;
 		used++;
@@ -152,22 +152,22 @@ static void rx_deliver(struct vnet_device *d, struct vnet_pair *p,
 	if (!vnet_has(d, VIRTIO_NET_F_GUEST_CSUM)) {
 		uint8_t zero = 0;
 
-		rx_patch(d, f, 0, &zero, 1);
+		rx_patch(p, f, 0, &zero, 1);
 	}
 	if (d->hdr_len == VIRTIO_NET_HDR_LEN) {
 		nb = htole16((uint16_t)used);
-		rx_patch(d, f, VIRTIO_NET_HDR_NUM_BUFFERS_OFFSET, &nb, 2);
+		rx_patch(p, f, VIRTIO_NET_HDR_NUM_BUFFERS_OFFSET, &nb, 2);
 	}
 	vmio_vq_unpop(p->rx, f->nchains - used);
 	left = len;
 	for (unsigned i = 0; i < used; i++) {
-		size_t n = left < d->rx_sizes[i] ? left : d->rx_sizes[i];
+		size_t n = left < p->rx_sizes[i] ? left : p->rx_sizes[i];
 
-		vmio_vq_push(p->rx, d->rx_heads[i], (uint32_t)n);
+		vmio_vq_push(p->rx, p->rx_heads[i], (uint32_t)n);
 		left -= n;
 	}
-	d->stats.rx_frames++;
-	d->stats.rx_bytes += len - d->hdr_len;
+	p->stats.rx_frames++;
+	p->stats.rx_bytes += len - d->hdr_len;
 }
 
 enum rx_stop {
@@ -200,7 +200,7 @@ static enum rx_stop rx_once(struct vnet_device *d, struct vnet_pair *p)
 		return RX_BROKEN;
 	if (got == 0)
 		return rx_wait_buffers(p, &f) ? RX_BUDGET : RX_NO_BUFFERS;
-	n = d->be->ops->rx(d->be, p->index, d->iov, f.niov);
+	n = d->be->ops->rx(d->be, p->index, p->iov, f.niov);
 	if (n == -EAGAIN || n == -EWOULDBLOCK) {
 		vmio_vq_unpop(p->rx, f.nchains);
 		return RX_NO_FRAME;
@@ -209,8 +209,8 @@ static enum rx_stop rx_once(struct vnet_device *d, struct vnet_pair *p)
 		/* Lost in the backend (a buffer too small for it, say):
 		 * the buffers are untouched and go back. */
 		vmio_vq_unpop(p->rx, f.nchains);
-		d->stats.rx_errors++;
-		log_ratelimited(&d->rl, VMIO_LOG_WARN,
+		p->stats.rx_errors++;
+		log_ratelimited(&p->rl, VMIO_LOG_WARN,
 				"net: rx queue %u: %s backend lost a frame: %s",
 				p->rx->index, d->be->ops->name,
 				n < 0 ? strerror((int)-n) : "shorter than a header");
@@ -227,10 +227,11 @@ void vnet_rx_run(struct vnet_pair *p)
 	unsigned budget = VNET_RX_BUDGET;
 	unsigned pushed_before;
 
-	if (!p->rx || !d->mem || p->attaching)
+	if (!p->rx || !p->mem || p->attaching)
 		return;
 	/* 5.1.6.5.5: no frames on pairs beyond what VQ_PAIRS_SET chose. */
-	if (p->index >= vnet_active_pairs(d)) {
+	if (p->index >= atomic_load_explicit(&d->steer_pairs,
+					     memory_order_relaxed)) {
 		vnet_rx_unwatch(p);
 		return;
 	}

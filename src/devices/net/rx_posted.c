@@ -39,8 +39,8 @@ static void rx_give(struct vnet_pair *p, const struct vnet_done *done,
 		memcpy(e->buf, &hdr, d->hdr_len);
 		vmio_vq_push(vq, (uint16_t)e->cookie,
 			     (uint32_t)(d->hdr_len + e->len));
-		d->stats.rx_frames++;
-		d->stats.rx_bytes += e->len;
+		p->stats.rx_frames++;
+		p->stats.rx_bytes += e->len;
 	}
 	p->rx_held -= n < p->rx_held ? n : p->rx_held;
 }
@@ -48,21 +48,21 @@ static void rx_give(struct vnet_pair *p, const struct vnet_done *done,
 unsigned vnet_rx_reap(struct vnet_pair *p)
 {
 	struct vnet_device *d = p->d;
-	unsigned n = d->be->ops->rx_reap(d->be, p->index, d->done,
+	unsigned n = d->be->ops->rx_reap(d->be, p->index, p->done,
 					 VNET_RX_BUDGET);
 
-	rx_give(p, d->done, n);
+	rx_give(p, p->done, n);
 	return n;
 }
 
 /* A chain no frame can be written into without a copy: back, empty. */
 static void rx_refuse(struct vnet_device *d, struct vnet_pair *p, int rc)
 {
-	const struct vmio_chain *c = &d->chain;
+	const struct vmio_chain *c = &p->chain;
 
 	vmio_vq_push(p->rx, c->head, 0);
-	d->stats.rx_errors++;
-	log_ratelimited(&d->rl, VMIO_LOG_WARN,
+	p->stats.rx_errors++;
+	log_ratelimited(&p->rl, VMIO_LOG_WARN,
 			"net: rx queue %u: a %llu-byte receive buffer cannot "
 			"take a frame in place (%s): given back empty",
 			p->rx->index, (unsigned long long)c->in_len,
@@ -76,17 +76,17 @@ enum post_stop { POST_EMPTY, POST_FULL, POST_BUDGET, POST_BROKEN };
 static enum post_stop rx_post_all(struct vnet_device *d, struct vnet_pair *p,
 				  unsigned *budget)
 {
-	const struct vmio_chain *c = &d->chain;
+	const struct vmio_chain *c = &p->chain;
 
 	while (*budget) {
-		int got = vmio_vq_pop(p->rx, d->mem, &d->chain);
+		int got = vmio_vq_pop(p->rx, p->mem, &p->chain);
 		const struct iovec *in;
 		int rc;
 
 		if (got <= 0)
 			return got < 0 ? POST_BROKEN : POST_EMPTY;
 		(*budget)--;
-		in = vmio_chain_in(&d->chain);
+		in = vmio_chain_in(&p->chain);
 		rc = c->nin ? d->be->ops->rx_post(d->be, p->index,
 						   in[0].iov_base,
 						   in[0].iov_len, c->head)

@@ -6,6 +6,11 @@
  *   rx.c           backend to guest, copying; the backend's rx watch
  *   held_chains.c  attach and detach: chains a no-copy backend keeps
  *   steering.c     which pairs get frames
+ * Each pair runs on a loop of its own (vnet_device_config.pair_loops),
+ * perhaps another thread's: its queues' callbacks come there (the core
+ * asks device.c's queue_loop), and its state is that loop's. The
+ * control queue and the device-wide callbacks run on the device's
+ * loop.
  *   ctrl_queue.c   the control queue
  *   device.c       the device callbacks and queue roles (device.h)
  * With a backend that copies (or hands buffers over only for a call), no
@@ -16,6 +21,7 @@
 #ifndef VMIO_DEVICES_NET_STATE_H
 #define VMIO_DEVICES_NET_STATE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/uio.h>
 
@@ -54,11 +60,32 @@ struct vnet_pair {
 	 * (the core's, alive as long as the device). */
 	unsigned tx_held, rx_held;
 	struct vmio_vq *tx_held_vq, *rx_held_vq;
+	/* The loop that serves the pair (both queues), and what it owns:
+	 * everything below, which nothing on another thread touches. */
+	struct vmio_loop *loop;
+	struct vmio_mem *mem; /* guest memory its queues run on */
+	struct vnet_stats stats;
+	struct vmio_ratelimit rl;
+	struct vmio_defer steer; /* apply the steering on the pair's loop */
 	struct vmio_timer retry; /* look at tx again */
 	/* Serve rx or tx again on the loop's next turn, as a kick would: a
 	 * queue that stopped at its budget lets the rest of the loop go
 	 * first. */
 	struct vmio_defer rx_again, tx_again;
+
+	/* Large: kept here, not on the stack. One chain being served (by
+	 * one queue at a time: nothing that serves a queue may be called
+	 * while another of the pair holds it), and the segments handed to
+	 * the backend (a header and a chain's). */
+	struct vmio_chain chain;
+	struct iovec iov[VNET_MAX_IOV];
+	/* rx with MRG_RXBUF: the heads and sizes of the chains one frame
+	 * is spread over. */
+	uint16_t rx_heads[VNET_MAX_IOV];
+	uint32_t rx_sizes[VNET_MAX_IOV];
+	/* What a no-copy backend gives back, a batch at a time. */
+	struct vnet_done done[VNET_RX_BUDGET];
+	uint32_t cookies[VNET_TX_BUDGET];
 };
 
 struct vnet_device {
@@ -67,29 +94,23 @@ struct vnet_device {
 	struct vnet_device_config cfg;
 	struct vnet_backend *be;
 
+	/* Written on the device's loop only while every queue is stopped
+	 * (features_set, reset), so the pairs' loops read them freely. */
 	uint64_t features; /* negotiated */
 	size_t hdr_len;    /* virtio-net header size for them */
+	/* How many pairs get frames (vnet_active_pairs), for the pairs'
+	 * loops: the control queue changes it while they run. */
+	atomic_uint steer_pairs;
+
+	/* The control queue's, on the device's loop. */
 	struct vmio_mem *mem;
 	struct vmio_vq *ctrl;
 	struct vmio_defer ctrl_again; /* the control queue's next turn */
 	struct vnet_ctrl_state ctrl_state;
-	struct vnet_stats stats;
+	struct vnet_stats stats; /* ctrl_ok, ctrl_err */
 	struct vmio_ratelimit rl;
-
-	/* Large: kept here, not on the stack. One chain being served (by
-	 * one queue at a time: nothing that serves a queue may be called
-	 * while another holds it), and the segments handed to the backend
-	 * (a header and a chain's). */
 	struct vmio_chain chain;
-	struct iovec iov[VNET_MAX_IOV];
 	uint8_t ctrl_buf[VNET_CTRL_MAX_LEN];
-	/* rx with MRG_RXBUF: the heads and sizes of the chains one frame
-	 * is spread over. */
-	uint16_t rx_heads[VNET_MAX_IOV];
-	uint32_t rx_sizes[VNET_MAX_IOV];
-	/* What a no-copy backend gives back, a batch at a time. */
-	struct vnet_done done[VNET_RX_BUDGET];
-	uint32_t cookies[VNET_TX_BUDGET];
 
 	unsigned npairs;
 	struct vnet_pair pairs[];

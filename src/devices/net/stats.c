@@ -30,3 +30,18 @@ void vnet_stats_format(const struct vnet_stats *s, char *buf, size_t size)
 		 s->tx_backend_errors, s->rx_frames, s->rx_bytes, s->rx_errors,
 		 s->ctrl_ok, s->ctrl_err, invalid);
 }
+
+void vnet_stats_add(struct vnet_stats *sum, const struct vnet_stats *s)
+{
+	sum->tx_frames += s->tx_frames;
+	sum->tx_bytes += s->tx_bytes;
+	for (unsigned v = 0; v < VNET_HDR_NVERDICTS; v++)
+		sum->tx_invalid[v] += s->tx_invalid[v];
+	sum->tx_bad_chain += s->tx_bad_chain;
+	sum->tx_backend_errors += s->tx_backend_errors;
+	sum->rx_frames += s->rx_frames;
+	sum->rx_bytes += s->rx_bytes;
+	sum->rx_errors += s->rx_errors;
+	sum->ctrl_ok += s->ctrl_ok;
+	sum->ctrl_err += s->ctrl_err;
+}

@@ -18,7 +18,11 @@ struct vnet_stats {
 	uint64_t rx_errors;                /* lost between backend and guest */
 	uint64_t ctrl_ok, ctrl_err;
 };
+/* Each pair counts its frames on its own loop, the control queue its
+ * commands on the device's (vnet_device_stats adds them up). */
 
+/* Adds s to sum, counter by counter. */
+void vnet_stats_add(struct vnet_stats *sum, const struct vnet_stats *s);
 /* The counters on one line, "name=N" each (the tests read it). */
 void vnet_stats_format(const struct vnet_stats *s, char *buf, size_t size);
 

@@ -4,8 +4,13 @@
 
 #include "devices/net/state.h"
 
-/* Tells the backend which pairs' channels should get frames: the active
- * ones whose rx queue the guest serves. */
+void vnet_steering_init(struct vnet_pair *p);
+void vnet_steering_fini(struct vnet_pair *p);
+/* On the device's loop, after the active pairs changed: tells the backend,
+ * on each pair's loop, which pairs' channels should get frames (the
+ * active ones whose rx queue the guest serves). */
 void vnet_update_steering(struct vnet_device *d);
+/* The same for one pair, on its loop (its rx queue started or stopped). */
+void vnet_steer_pair(struct vnet_pair *p);
 
 #endif

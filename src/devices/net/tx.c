@@ -12,17 +12,17 @@
 
 #include "util/iov.h"
 
-/* Fills d->iov with hdr then the chain's readable part from skip bytes
+/* Fills p->iov with hdr then the chain's readable part from skip bytes
  * on. Returns the number of segments, or 0 if they do not fit writev. */
-static unsigned tx_segments(struct vnet_device *d, struct virtio_net_hdr *hdr,
-			    size_t skip)
+static unsigned tx_segments(struct vnet_device *d, struct vnet_pair *p,
+			    struct virtio_net_hdr *hdr, size_t skip)
 {
-	const struct vmio_chain *c = &d->chain;
+	const struct vmio_chain *c = &p->chain;
 	size_t covered;
 	unsigned n;
 
-	d->iov[0] = (struct iovec){ .iov_base = hdr, .iov_len = d->hdr_len };
-	n = vmio_iov_slice(c->iov, c->nout, skip, UINT64_MAX, d->iov + 1,
+	p->iov[0] = (struct iovec){ .iov_base = hdr, .iov_len = d->hdr_len };
+	n = vmio_iov_slice(c->iov, c->nout, skip, UINT64_MAX, p->iov + 1,
 			   VNET_MAX_IOV - 1, &covered);
 	if (covered < c->out_len - skip)
 		return 0;
@@ -32,8 +32,8 @@ static unsigned tx_segments(struct vnet_device *d, struct virtio_net_hdr *hdr,
 static void tx_drop(struct vnet_device *d, struct vnet_pair *p,
 		    enum vnet_hdr_verdict v, size_t frame_len)
 {
-	d->stats.tx_invalid[v]++;
-	log_ratelimited(&d->rl, VMIO_LOG_WARN,
+	p->stats.tx_invalid[v]++;
+	log_ratelimited(&p->rl, VMIO_LOG_WARN,
 			"net: tx queue %u: dropped a %zu-byte frame: %s",
 			p->tx->index, frame_len, vnet_hdr_verdict_name(v));
 }
@@ -47,7 +47,7 @@ enum tx_fate {
 /* One chain: validate, hand over, count. */
 static enum tx_fate tx_one(struct vnet_device *d, struct vnet_pair *p)
 {
-	const struct vmio_chain *c = &d->chain;
+	const struct vmio_chain *c = &p->chain;
 	struct virtio_net_hdr hdr = { 0 };
 	enum vnet_hdr_verdict v;
 	size_t frame_len;
@@ -55,7 +55,7 @@ static enum tx_fate tx_one(struct vnet_device *d, struct vnet_pair *p)
 	int rc;
 
 	if (c->out_len < d->hdr_len) {
-		d->stats.tx_bad_chain++;
+		p->stats.tx_bad_chain++;
 		return TX_DONE;
 	}
 	/* Drivers put the header in one descriptor (or in front of the
@@ -73,23 +73,23 @@ static enum tx_fate tx_one(struct vnet_device *d, struct vnet_pair *p)
 	/* Meaningless on tx (5.1.6.2); the backend need not see the
 	 * guest's value. */
 	hdr.num_buffers = 0;
-	n = tx_segments(d, &hdr, d->hdr_len);
+	n = tx_segments(d, p, &hdr, d->hdr_len);
 	if (!n) {
-		d->stats.tx_bad_chain++;
+		p->stats.tx_bad_chain++;
 		return TX_DONE;
 	}
-	rc = d->be->ops->tx(d->be, p->index, d->iov, n, c->head);
+	rc = d->be->ops->tx(d->be, p->index, p->iov, n, c->head);
 	if (rc == -EAGAIN)
 		return TX_BLOCKED;
 	if (rc < 0) {
-		d->stats.tx_backend_errors++;
-		log_ratelimited(&d->rl, VMIO_LOG_WARN,
+		p->stats.tx_backend_errors++;
+		log_ratelimited(&p->rl, VMIO_LOG_WARN,
 				"net: tx queue %u: %s backend dropped a frame: %s",
 				p->tx->index, d->be->ops->name, strerror(-rc));
 		return TX_DONE;
 	}
-	d->stats.tx_frames++;
-	d->stats.tx_bytes += frame_len;
+	p->stats.tx_frames++;
+	p->stats.tx_bytes += frame_len;
 	if (rc != VNET_TX_HELD)
 		return TX_DONE;
 	p->tx_held++;
@@ -104,9 +104,9 @@ unsigned vnet_tx_reap(struct vnet_pair *p)
 
 	if (!d->be->ops->tx_reap || !p->tx_held)
 		return 0;
-	n = d->be->ops->tx_reap(d->be, p->index, d->cookies, VNET_TX_BUDGET);
+	n = d->be->ops->tx_reap(d->be, p->index, p->cookies, VNET_TX_BUDGET);
 	for (unsigned i = 0; i < n; i++)
-		vmio_vq_push(p->tx_held_vq, (uint16_t)d->cookies[i], 0);
+		vmio_vq_push(p->tx_held_vq, (uint16_t)p->cookies[i], 0);
 	p->tx_held -= n < p->tx_held ? n : p->tx_held;
 	if (n)
 		vmio_vq_flush_and_notify(p->tx_held_vq);
@@ -122,7 +122,7 @@ static enum tx_stop tx_drain(struct vnet_device *d, struct vnet_pair *p,
 	unsigned handed = 0;
 
 	while (*budget) {
-		int got = vmio_vq_pop(p->tx, d->mem, &d->chain);
+		int got = vmio_vq_pop(p->tx, p->mem, &p->chain);
 		enum tx_fate fate;
 
 		if (got <= 0) {
@@ -138,7 +138,7 @@ static enum tx_stop tx_drain(struct vnet_device *d, struct vnet_pair *p,
 		(*budget)--;
 		handed++;
 		if (fate == TX_DONE)
-			vmio_vq_push(p->tx, d->chain.head, 0);
+			vmio_vq_push(p->tx, p->chain.head, 0);
 	}
 	if (handed && d->be->ops->tx_flush)
 		d->be->ops->tx_flush(d->be, p->index);
@@ -171,8 +171,8 @@ static void on_again(void *opaque)
 
 int vnet_tx_init(struct vnet_pair *p)
 {
-	vmio_defer_init(&p->tx_again, p->d->loop, on_again, p);
-	return vmio_timer_init(&p->retry, p->d->loop, on_retry, p);
+	vmio_defer_init(&p->tx_again, p->loop, on_again, p);
+	return vmio_timer_init(&p->retry, p->loop, on_retry, p);
 }
 
 void vnet_tx_fini(struct vnet_pair *p)
@@ -191,7 +191,7 @@ void vnet_tx_run(struct vnet_pair *p)
 	unsigned budget = VNET_TX_BUDGET;
 	enum tx_stop why;
 
-	if (!p->tx || !d->mem || p->attaching)
+	if (!p->tx || !p->mem || p->attaching)
 		return;
 	for (;;) {
 		vmio_vq_enable_kicks(p->tx, false);
