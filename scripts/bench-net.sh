@@ -15,6 +15,11 @@
 #    that row). Each row also shows what was offered (testpmd's Tx rate;
 #    the generator's), and vmio's CPU time per frame delivered: what the
 #    no-copy path saves is vmio's work, whatever the rate.
+# 3. `vmio net --null --queues 2` with testpmd on both pairs (one
+#    forwarding lcore, on CPU 1): --threads 1 (A) against --threads 2 (B),
+#    vmio unpinned, its CPU time per frame beside each rate. The front end
+#    shares the machine's two cores with vmio's two workers, which bounds
+#    what a second worker can add here. THREADS_ROWS=0 skips it.
 # Rates swing between about 2 and 20 Mpps on this shared 2-core machine:
 # compare figures of one run. XDP=0 skips table 2, NULL_ROWS=0 table 1;
 # NET_OPTS adds options to vmio in table 1 (NET_OPTS="--poll-us 50").
@@ -72,12 +77,16 @@ stop_run() {
 }
 
 eal=(--no-pci --no-huge -m 256)
-# testpmd's virtio-user port on sock, in the background, for secs.
-front() { # sock, txonly|rxonly, frame size, run number
+# testpmd's virtio-user port on sock, in the background, for secs; with
+# more than one queue pair virtio-user answers the control queue itself.
+front() { # sock, txonly|rxonly, frame size, run number[, queue pairs]
+	local q=${5:-1} cq=
+	((q > 1)) && cq=,cq=1
 	timeout -s INT "$secs" dpdk-testpmd "${eal[@]}" --single-file-segments \
 		--file-prefix=vmio-bench-$$-f$4 --lcores '0@1,1@1' \
-		--vdev "net_virtio_user0,path=$1,queues=1" -- \
+		--vdev "net_virtio_user0,path=$1,queues=$q$cq" -- \
 		--forward-mode="$2" --txpkts="$3" --stats-period 1 \
+		--rxq="$q" --txq="$q" \
 		--total-num-mbufs 4096 >"$dir/front.log" 2>&1 </dev/null &
 }
 
@@ -172,6 +181,41 @@ if [ "${NULL_ROWS:-1}" = 1 ]; then
 	print_pairs vhost vmio 0
 fi
 
+# One run of `vmio net --null --queues 2 --threads N`, unpinned. Prints
+# testpmd's mean Tx-pps or Rx-pps, "-" for offered, and vmio's CPU time
+# per frame in ns over the run.
+threads_one() { # txonly|rxonly, threads, frame size, run number
+	local sock=$dir/threads-$2-$1-$3-$4.sock src=() t0 t1 mpps
+	[ "$1" = rxonly ] && src=(--null-source "$3")
+	"$build/vmio" net --null "${src[@]}" --queues 2 --threads "$2" -q \
+		--socket "$sock" &
+	bpid=$!
+	wait_socket "$sock"
+	t0=$(cpu_ticks "$bpid")
+	front "$sock" "$1" "$3" "$4" 2
+	wait $! || true
+	t1=$(cpu_ticks "$bpid")
+	stop_run
+	if [ "$1" = txonly ]; then
+		mpps=$(mean_pps Tx "$dir/front.log")
+	else
+		mpps=$(mean_pps Rx "$dir/front.log")
+	fi
+	echo "$mpps - $(ns_per_frame "$t0" "$t1" "$mpps" "$secs")"
+}
+
+# vmio's CPU time per frame in ns: ticks a to b over Mpps for s seconds.
+ns_per_frame() { # ticks a, ticks b, Mpps, seconds
+	awk -v a="$1" -v b="$2" -v m="$3" -v s="$4" -v hz="$(getconf CLK_TCK)" \
+		'BEGIN {if (a == "-" || b == "-" || m == "-" || m == 0) print "-"; else printf "%.0f\n", (b - a) / hz * 1e3 / (m * s)}'
+}
+
+if [ "${THREADS_ROWS:-1}" = 1 ]; then
+	run_pairs threads_one 1 2
+	echo "vmio net --null --queues 2: --threads 1 against --threads 2, Mpps and vmio ns of CPU per frame, $runs pairs of $secs s"
+	print_pairs threads1 threads2 1
+fi
+
 [ "$xdp" = 1 ] || exit 0
 if [ "$(id -u)" -ne 0 ]; then
 	echo "bench-net: the AF_XDP rows need root (a namespace and a veth pair); XDP=0 skips them" >&2
@@ -183,11 +227,6 @@ ip -n "$ns" link set xa up
 ip -n "$ns" link set xb up
 xbstat() { ip netns exec "$ns" cat "/sys/class/net/xb/statistics/$1"; }
 rate() { awk -v a="$1" -v b="$2" -v s="$3" 'BEGIN {printf "%.2f\n", (b - a) / s / 1e6}'; }
-# vmio's CPU time per frame in ns: ticks a to b over Mpps for s seconds.
-ns_per_frame() { # ticks a, ticks b, Mpps, seconds
-	awk -v a="$1" -v b="$2" -v m="$3" -v s="$4" -v hz="$(getconf CLK_TCK)" \
-		'BEGIN {if (a == "-" || b == "-" || m == "-" || m == 0) print "-"; else printf "%.0f\n", (b - a) / hz * 1e3 / (m * s)}'
-}
 
 # One AF_XDP run: vmio on CPU 0, testpmd (and the rxonly generator) on
 # CPU 1. Prints two Mpps: delivered and offered, and vmio's CPU time per
