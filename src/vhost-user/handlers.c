@@ -22,6 +22,7 @@
 
 #include "util/fd.h"
 #include "virtio/features.h"
+#include "virtio/packed_ring.h"
 #include "vhost-user/handlers.h"
 #include "vhost-user/message.h"
 #include "vhost-user/queues.h"
@@ -125,6 +126,7 @@ static void apply_ring_features(struct vmio_backend *be)
 			be->acked_features & VMIO_BIT(VIRTIO_RING_F_EVENT_IDX);
 		vq->indirect =
 			be->acked_features & VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC);
+		vq->packed = be->acked_features & VMIO_BIT(VIRTIO_F_RING_PACKED);
 	}
 }
 
@@ -339,6 +341,24 @@ static int set_vring_addr(struct vmio_backend *be, struct vhost_user_msg *msg,
 	return rc;
 }
 
+/* A packed ring's base: the next descriptor to make available, and
+ * (bits 16-31, when the front end sends them) the next to use, each an
+ * offset and a wrap counter (vmio_packed_position). Nothing is in flight
+ * across a stop, so without the second half used is where avail is. */
+static void set_packed_base(struct vmio_vq *vq, uint32_t num)
+{
+	uint16_t avail = (uint16_t)num, used = (uint16_t)(num >> 16);
+
+	if (!used)
+		used = avail;
+	vq->last_avail_idx = avail & (PVIRTQ_MAX_SIZE - 1);
+	vq->avail_wrap = avail >> VIRTQ_EVENT_WRAP_SHIFT;
+	vq->used_idx = used & (PVIRTQ_MAX_SIZE - 1);
+	vq->used_wrap = used >> VIRTQ_EVENT_WRAP_SHIFT;
+	vq->pops = 0;
+	vq->unflushed = 0;
+}
+
 static int set_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 			  struct vhost_user_msg *reply)
 {
@@ -347,7 +367,7 @@ static int set_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 
 	if (!q)
 		return -EINVAL;
-	if (s->num > UINT16_MAX) {
+	if (s->num > UINT16_MAX && !q->vq.packed) {
 		be_err(be, "SET_VRING_BASE: queue %u: base %u does not fit a split "
 		       "ring index",
 		       s->index, s->num);
@@ -356,9 +376,13 @@ static int set_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 	vmio_bq_pause(q);
 	/* Nothing is in flight across a stop, so used catches up with avail;
 	 * a queue the guest broke gets a fresh start. */
-	q->vq.last_avail_idx = (uint16_t)s->num;
-	q->vq.used_idx = (uint16_t)s->num;
-	q->vq.published_used = (uint16_t)s->num;
+	if (q->vq.packed) {
+		set_packed_base(&q->vq, s->num);
+	} else {
+		q->vq.last_avail_idx = (uint16_t)s->num;
+		q->vq.used_idx = (uint16_t)s->num;
+		q->vq.published_used = (uint16_t)s->num;
+	}
 	q->vq.signalled_used_valid = false;
 	q->vq.broken = false;
 	vmio_bq_sync(q);
@@ -370,16 +394,25 @@ static int get_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 {
 	const struct vhost_user_vring_state *s = &msg->payload.state;
 	struct vmio_backend_queue *q = queue_at(be, msg, s->index);
+	const struct vmio_vq *vq;
 
 	if (!q)
 		return -EINVAL;
+	vq = &q->vq;
 	/* Not started first: the device sees VMIO_QUEUE_HALT, not a pause, and
 	 * gives back every chain it holds before we read the index. */
 	q->vq.started = false;
 	vmio_bq_pause(q);
 	vmio_bq_set_kick_fd(q, -1);
 	reply->payload.state.index = s->index;
-	reply->payload.state.num = q->vq.last_avail_idx;
+	if (vq->packed)
+		reply->payload.state.num =
+			vmio_packed_position(vq->last_avail_idx, vq->avail_wrap) |
+			(uint32_t)vmio_packed_position(vq->used_idx,
+						       vq->used_wrap)
+				<< 16;
+	else
+		reply->payload.state.num = vq->last_avail_idx;
 	reply->hdr.size = sizeof(reply->payload.state);
 	return 0;
 }

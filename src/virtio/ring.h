@@ -1,6 +1,6 @@
-/* The split virtqueue's memory layout (virtio 1.x, section 2.7), shared by
- * the device side (virtqueue.c) and the in-tree driver (frontend/). All
- * fields are little-endian in guest memory. */
+/* The virtqueues' memory layouts (virtio 1.x, sections 2.7 split and 2.8
+ * packed), shared by the device side (src/virtio) and the in-tree driver
+ * (frontend/). All fields are little-endian in guest memory. */
 #ifndef VMIO_VIRTIO_RING_H
 #define VMIO_VIRTIO_RING_H
 
@@ -64,5 +64,32 @@ static inline int virtq_need_event(uint16_t event_idx, uint16_t new_idx,
 	return (uint16_t)(new_idx - event_idx - 1) <
 	       (uint16_t)(new_idx - old_idx);
 }
+
+/* ---- Packed (2.8) ------------------------------------------------------ */
+
+#define VIRTQ_DESC_F_AVAIL (1u << 7)
+#define VIRTQ_DESC_F_USED (1u << 15)
+
+/* Event suppression flags (both directions). */
+#define VIRTQ_EVENT_F_ENABLE 0
+#define VIRTQ_EVENT_F_DISABLE 1
+#define VIRTQ_EVENT_F_DESC 2 /* at off_wrap; only with EVENT_IDX */
+/* off_wrap: the ring offset in bits 0-14, the wrap counter in bit 15. */
+#define VIRTQ_EVENT_WRAP_SHIFT 15
+
+struct pvirtq_desc {
+	uint64_t addr;
+	uint32_t len;
+	uint16_t id;
+	uint16_t flags;
+};
+
+struct pvirtq_event_suppress {
+	uint16_t off_wrap;
+	uint16_t flags;
+};
+
+/* The largest packed queue (2.8: up to 2^15 entries). */
+#define PVIRTQ_MAX_SIZE 32768
 
 #endif

@@ -1,6 +1,7 @@
-/* A split virtqueue seen from the device: pop a descriptor chain from the
- * avail ring as scatter lists, push it used, notify the driver under
- * EVENT_IDX. The vhost-user core (vhost-user/backend.c) fills in the
+/* A virtqueue seen from the device, split or packed (vq->packed, from the
+ * negotiated features): pop a descriptor chain as scatter lists, push it
+ * used, notify the driver under EVENT_IDX. Devices do not know which
+ * layout is under them: only split_ring.c and packed_ring.c do. The vhost-user core (vhost-user/backend.c) fills in the
  * configuration; devices only pop, push and notify.
  *
  * Everything the ring holds was written by the guest and may change under
@@ -20,63 +21,8 @@
 
 #include "virtio/memory.h"
 #include "virtio/ring.h"
-
-/* Scatter entries one chain may produce. A descriptor that crosses a
- * region boundary takes more than one. */
-#define VMIO_CHAIN_MAX_IOV 1024
-
-struct vmio_chain {
-	uint16_t head;     /* descriptor index to push back as used */
-	unsigned nout;     /* iov[0..nout): readable by the device */
-	unsigned nin;      /* iov[nout..nout+nin): writable by the device */
-	uint64_t out_len;  /* total bytes of the readable part */
-	uint64_t in_len;   /* total bytes of the writable part */
-	struct iovec iov[VMIO_CHAIN_MAX_IOV];
-};
-
-static inline struct iovec *vmio_chain_out(struct vmio_chain *c)
-{
-	return c->iov;
-}
-static inline struct iovec *vmio_chain_in(struct vmio_chain *c)
-{
-	return c->iov + c->nout;
-}
-
-struct vmio_vq {
-	unsigned index;     /* queue number, for log lines */
-	const char *name;   /* device's name of the queue, may be NULL */
-
-	/* Set by the vhost-user core from SET_VRING_* messages. */
-	uint16_t size;          /* SET_VRING_NUM; 0 until set */
-	uint64_t desc_uva, avail_uva, used_uva; /* SET_VRING_ADDR */
-	bool addr_set;
-	int kick_fd, call_fd, err_fd; /* -1 when absent */
-	bool started;  /* SET_VRING_KICK seen, not yet stopped */
-	bool enabled;  /* SET_VRING_ENABLE (or implied) */
-	bool event_idx; /* VIRTIO_RING_F_EVENT_IDX negotiated */
-	bool indirect;  /* VIRTIO_RING_F_INDIRECT_DESC negotiated */
-
-	/* Local views of the rings; NULL until vmio_vq_map succeeds. */
-	struct virtq_desc *desc;
-	struct virtq_avail *avail;
-	struct virtq_used *used;
-
-	/* Device-side indices. */
-	uint16_t last_avail_idx;  /* next avail entry to pop */
-	uint16_t used_idx;        /* shadow of used->idx incl. unflushed */
-	uint16_t published_used;  /* used->idx as last written */
-	uint16_t signalled_used;  /* used idx at the last notification */
-	bool signalled_used_valid;
-	bool broken;
-	/* vmio_vq_enable_kicks(false) in force: under EVENT_IDX, pop stops
-	 * moving avail_event so the driver stops kicking. */
-	bool kicks_disabled;
-
-	/* Scratch for indirect tables that cross a region boundary. */
-	struct virtq_desc *indirect_scratch;
-	unsigned indirect_scratch_len; /* in descriptors */
-};
+#include "virtio/vq_signal.h"
+#include "virtio/vq_state.h"
 
 /* Resets everything to the state of a queue the VMM has not touched. */
 void vmio_vq_init(struct vmio_vq *vq, unsigned index);
@@ -99,10 +45,13 @@ bool vmio_vq_ready(const struct vmio_vq *vq);
 int vmio_vq_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 		struct vmio_chain *chain);
 
-/* Gives back the last n popped chains, unused, in reverse order of pop. */
+/* Gives back the last n popped chains, unused, in reverse order of pop
+ * (at most the queue size, and none pushed since). */
 void vmio_vq_unpop(struct vmio_vq *vq, unsigned n);
 
-/* Writes a used element (id, written bytes) without publishing it. */
+/* Writes a used element (head: the chain's head, or its buffer id on a
+ * packed ring; written bytes). A split ring publishes it at the flush; a
+ * packed ring's driver may see it at once. */
 void vmio_vq_push(struct vmio_vq *vq, uint16_t head, uint32_t written);
 
 /* Publishes the pushed elements (used->idx) and, if the driver wants a
@@ -126,10 +75,6 @@ bool vmio_vq_poll_avail(const struct vmio_vq *vq, uint64_t poll_ns);
  * before sleeping (the race the spec describes in 2.7.10). */
 bool vmio_vq_enable_kicks(struct vmio_vq *vq, bool enable);
 
-/* Marks the queue broken and logs why (once). Devices call it too, for
- * chains whose layout they cannot accept. */
-void vmio_vq_set_broken(struct vmio_vq *vq, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
 
 /* Copies from a chain's readable part, starting `offset` bytes in. Returns
  * bytes copied (short if the chain is shorter). */

@@ -240,6 +240,7 @@ static int net_get_config(void *dev, uint8_t *buf, uint32_t offset,
 #define VNET_BASE_FEATURES                                                    \
 	(VMIO_BIT(VIRTIO_F_VERSION_1) | VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |   \
 	 VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC) |                              \
+	 VMIO_BIT(VIRTIO_F_RING_PACKED) |                                     \
 	 VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF) | VMIO_BIT(VIRTIO_NET_F_MAC) |      \
 	 VMIO_BIT(VIRTIO_NET_F_MTU) | VMIO_BIT(VIRTIO_NET_F_STATUS) |         \
 	 VMIO_BIT(VIRTIO_NET_F_CTRL_VQ) | VMIO_BIT(VIRTIO_NET_F_CTRL_RX) |    \

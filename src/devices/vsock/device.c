@@ -125,6 +125,7 @@ static const struct vmio_device_ops vsock_ops_template = {
 	.features = VMIO_BIT(VIRTIO_F_VERSION_1) |
 		    VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
 		    VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC) |
+		    VMIO_BIT(VIRTIO_F_RING_PACKED) |
 		    VMIO_BIT(VIRTIO_VSOCK_F_SEQPACKET) |
 		    VMIO_BIT(VIRTIO_VSOCK_F_MRG_RXBUF),
 	.num_queues = 2,

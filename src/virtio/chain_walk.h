@@ -1,0 +1,42 @@
+/* Turning the descriptors of one chain into scatter lists, whatever ring
+ * they came from: each buffer checked against guest memory and against
+ * the order readable-then-writable, and at most one indirect table
+ * entered (mapped, or gathered when it crosses regions). The rings' own
+ * walks (split_ring.c, packed_ring.c) decide which descriptor comes
+ * next. */
+#ifndef VMIO_VIRTIO_CHAIN_WALK_H
+#define VMIO_VIRTIO_CHAIN_WALK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "virtio/memory.h"
+#include "virtio/vq_state.h"
+
+struct vmio_walk {
+	struct vmio_vq *vq;
+	const struct vmio_mem *mem;
+	struct vmio_chain *c;
+	const uint8_t *table; /* the indirect table (may be unaligned) */
+	unsigned table_size;  /* its entries */
+	bool in_indirect;
+	bool seen_write;
+};
+
+/* Starts an empty chain c, to be pushed back as head. */
+void vmio_walk_begin(struct vmio_walk *w, struct vmio_vq *vq,
+		     const struct vmio_mem *mem, struct vmio_chain *c,
+		     uint16_t head);
+/* "descriptor" or "indirect descriptor", for messages. */
+const char *vmio_walk_where(const struct vmio_walk *w);
+/* Adds descriptor i's buffer. Returns 0, or -1 with the queue broken. */
+int vmio_walk_add(struct vmio_walk *w, uint64_t addr, uint32_t len,
+		  bool writable, unsigned i);
+/* Descriptor i points to an indirect table at addr, len bytes: checks it
+ * may (INDIRECT_DESC negotiated, not from within a table, a whole number
+ * of 16-byte entries) and makes it w->table. Returns 0, or -1 with the
+ * queue broken. */
+int vmio_walk_enter_table(struct vmio_walk *w, uint64_t addr, uint32_t len,
+			  unsigned i);
+
+#endif

@@ -1,0 +1,297 @@
+/* A packed ring as the device sees it. The driver makes a chain
+ * available by writing its descriptors in ring order and the first one's
+ * flags last; we read those flags with acquire, then snapshot each
+ * descriptor once. A used descriptor goes where the next one is due,
+ * carries the buffer id, and skips as many ring slots as the chain took
+ * (remembered per id at pop). Everything the guest wrote is checked: a
+ * chain longer than the ring, a descriptor in a chain that is not
+ * available, an indirect descriptor in a chain of several, or a buffer id
+ * beyond the queue breaks the queue. */
+#include "virtio/packed_ring.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "virtio/chain_walk.h"
+#include "virtio/ring_access.h"
+#include "virtio/vq_signal.h"
+
+static bool aligned(const void *p, uint64_t uva, uintptr_t align)
+{
+	return !((uintptr_t)p & (align - 1)) && !(uva & (align - 1));
+}
+
+static int grow(uint16_t **array, unsigned n)
+{
+	uint16_t *p = realloc(*array, n * sizeof(**array));
+
+	if (!p)
+		return -ENOMEM;
+	*array = p;
+	return 0;
+}
+
+int vmio_packed_map(struct vmio_vq *vq, const struct vmio_mem *mem)
+{
+	unsigned n = vq->size;
+	void *desc, *driver, *device;
+
+	if (!n || n > PVIRTQ_MAX_SIZE)
+		return -EFAULT;
+	desc = vmio_mem_uva_ptr(mem, vq->desc_uva,
+				(uint64_t)n * sizeof(struct pvirtq_desc));
+	driver = vmio_mem_uva_ptr(mem, vq->avail_uva,
+				  sizeof(struct pvirtq_event_suppress));
+	device = vmio_mem_uva_ptr(mem, vq->used_uva,
+				  sizeof(struct pvirtq_event_suppress));
+	if (!desc || !driver || !device)
+		return -EFAULT;
+	if (!aligned(desc, vq->desc_uva, 16) ||
+	    !aligned(driver, vq->avail_uva, 4) ||
+	    !aligned(device, vq->used_uva, 4))
+		return -EFAULT;
+	/* Kept across a remap: chains still out keep their counts. */
+	if (grow(&vq->buf_ndesc, n) || grow(&vq->pop_from, n))
+		return -ENOMEM;
+	vq->pdesc = desc;
+	vq->driver_event = driver;
+	vq->device_event = device;
+	return 0;
+}
+
+static bool is_avail(uint16_t flags, bool wrap)
+{
+	return !!(flags & VIRTQ_DESC_F_AVAIL) == wrap &&
+	       !!(flags & VIRTQ_DESC_F_USED) != wrap;
+}
+
+static void read_desc(struct pvirtq_desc *d, const struct pvirtq_desc *src)
+{
+	struct pvirtq_desc raw;
+
+	memcpy(&raw, src, sizeof(raw));
+	/* Once, here: see split_ring.c's read_desc. */
+	__asm__ __volatile__("" ::: "memory");
+	d->addr = le64toh(raw.addr);
+	d->len = le32toh(raw.len);
+	d->id = le16toh(raw.id);
+	d->flags = le16toh(raw.flags);
+}
+
+static void advance(uint16_t *pos, bool *wrap, unsigned by, unsigned size)
+{
+	unsigned p = *pos + by;
+
+	if (p >= size) {
+		p -= size;
+		*wrap = !*wrap;
+	}
+	*pos = (uint16_t)p;
+}
+
+/* An indirect table: its entries in order, only WRITE meaning anything. */
+static int walk_table(struct vmio_walk *w, const struct pvirtq_desc *d,
+		      unsigned at)
+{
+	if (vmio_walk_enter_table(w, d->addr, d->len, at))
+		return -1;
+	for (unsigned k = 0; k < w->table_size; k++) {
+		struct pvirtq_desc e;
+
+		read_desc(&e, (const struct pvirtq_desc *)w->table + k);
+		if (vmio_walk_add(w, e.addr, e.len, e.flags & VIRTQ_DESC_F_WRITE,
+				  k))
+			return -1;
+	}
+	return 0;
+}
+
+/* Walks the chain at the queue's next position into w's chain. Returns
+ * the ring descriptors it took, 0 if none is available, -1 if broken; the
+ * buffer id in *id. */
+static int walk_chain(struct vmio_walk *w, uint16_t *id)
+{
+	struct vmio_vq *vq = w->vq;
+	uint16_t pos = vq->last_avail_idx;
+	bool wrap = vq->avail_wrap;
+	unsigned n = 0;
+	struct pvirtq_desc d;
+
+	/* Acquire: the chain's other descriptors were written before the
+	 * driver made the first one available. */
+	if (!is_avail(vmio_ld16_acquire(&vq->pdesc[pos].flags), wrap))
+		return 0;
+	for (;;) {
+		read_desc(&d, &vq->pdesc[pos]);
+		if (!is_avail(d.flags, wrap)) {
+			vmio_vq_set_broken(vq, "descriptor %u: part of a chain but not available (flags 0x%x)",
+					   pos, d.flags);
+			return -1;
+		}
+		if (++n > vq->size) {
+			vmio_vq_set_broken(vq, "chain at %u is longer than the queue of %u",
+					   vq->last_avail_idx, vq->size);
+			return -1;
+		}
+		if (d.flags & VIRTQ_DESC_F_INDIRECT) {
+			if (n > 1 || (d.flags & VIRTQ_DESC_F_NEXT)) {
+				vmio_vq_set_broken(vq, "descriptor %u: an indirect descriptor in a chain of several",
+						   pos);
+				return -1;
+			}
+			if (walk_table(w, &d, pos))
+				return -1;
+		} else if (vmio_walk_add(w, d.addr, d.len,
+					 d.flags & VIRTQ_DESC_F_WRITE, pos)) {
+			return -1;
+		}
+		if (!(d.flags & VIRTQ_DESC_F_NEXT))
+			break;
+		advance(&pos, &wrap, 1, vq->size);
+	}
+	if (d.id >= vq->size) {
+		vmio_vq_set_broken(vq, "descriptor %u: buffer id %u beyond the queue size %u",
+				   pos, d.id, vq->size);
+		return -1;
+	}
+	*id = d.id;
+	return (int)n;
+}
+
+int vmio_packed_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
+		    struct vmio_chain *chain)
+{
+	struct vmio_walk w;
+	uint16_t id = 0;
+	int n;
+
+	/* SET_VRING_BASE may have named any offset. */
+	if (vq->last_avail_idx >= vq->size || vq->used_idx >= vq->size) {
+		vmio_vq_set_broken(vq, "ring positions %u and %u: beyond the queue of %u",
+				   vq->last_avail_idx, vq->used_idx, vq->size);
+		return -1;
+	}
+	vmio_walk_begin(&w, vq, mem, chain, vq->last_avail_idx);
+	n = walk_chain(&w, &id);
+	if (n <= 0)
+		return n;
+	chain->head = id;
+	vq->buf_ndesc[id] = (uint16_t)n;
+	vq->pop_from[vq->pops % vq->size] =
+		vmio_packed_position(vq->last_avail_idx, vq->avail_wrap);
+	vq->pops++;
+	advance(&vq->last_avail_idx, &vq->avail_wrap, (unsigned)n, vq->size);
+	if (vq->event_idx && !vq->kicks_disabled)
+		vmio_st16(&vq->device_event->off_wrap,
+			  vmio_packed_position(vq->last_avail_idx,
+					       vq->avail_wrap));
+	return 1;
+}
+
+void vmio_packed_unpop(struct vmio_vq *vq, unsigned n)
+{
+	uint16_t from;
+
+	if (!n || n > vq->pops || n > vq->size)
+		return;
+	vq->pops -= n;
+	from = vq->pop_from[vq->pops % vq->size];
+	vq->last_avail_idx = from & (PVIRTQ_MAX_SIZE - 1);
+	vq->avail_wrap = from >> VIRTQ_EVENT_WRAP_SHIFT;
+}
+
+void vmio_packed_push(struct vmio_vq *vq, uint16_t id, uint32_t written)
+{
+	struct pvirtq_desc *d;
+	uint16_t flags = vq->used_wrap ? VIRTQ_DESC_F_AVAIL | VIRTQ_DESC_F_USED
+				       : 0;
+	unsigned skip = id < vq->size && vq->buf_ndesc[id] ? vq->buf_ndesc[id]
+							    : 1;
+
+	if (vq->used_idx >= vq->size)
+		return; /* a base no pop accepted */
+	d = &vq->pdesc[vq->used_idx];
+	if (written)
+		flags |= VIRTQ_DESC_F_WRITE;
+	d->id = htole16(id);
+	d->len = htole32(written);
+	/* Release: id and len are there before the driver sees it used. */
+	vmio_st16_release(&d->flags, flags);
+	advance(&vq->used_idx, &vq->used_wrap, skip, vq->size);
+	vq->unflushed++;
+}
+
+/* Whether the driver asked to hear of used descriptors up to new_pos,
+ * given that it was last told of those up to old (2.8.21.3.1). */
+static bool need_notify(struct vmio_vq *vq)
+{
+	uint16_t flags = vmio_ld16(&vq->driver_event->flags);
+	int old = vq->signalled_used, new_pos = vq->used_idx;
+	bool valid = vq->signalled_used_valid;
+	uint16_t off_wrap;
+	int off;
+
+	vq->signalled_used = vq->used_idx;
+	vq->signalled_used_valid = true;
+	if (flags == VIRTQ_EVENT_F_DISABLE)
+		return false;
+	if (flags != VIRTQ_EVENT_F_DESC || !vq->event_idx || !valid)
+		return true;
+	off_wrap = vmio_ld16(&vq->driver_event->off_wrap);
+	off = off_wrap & (PVIRTQ_MAX_SIZE - 1);
+	/* Positions on one scale: what lies before a wrap counts from
+	 * -size. */
+	if (new_pos <= old)
+		old -= vq->size;
+	if ((bool)(off_wrap >> VIRTQ_EVENT_WRAP_SHIFT) != vq->used_wrap)
+		off -= vq->size;
+	return virtq_need_event((uint16_t)off, (uint16_t)new_pos,
+				(uint16_t)old);
+}
+
+void vmio_packed_flush_and_notify(struct vmio_vq *vq)
+{
+	if (!vq->unflushed)
+		return;
+	vq->unflushed = 0;
+	/* Our used flags against the driver's event suppression: the
+	 * store-then-load race of split_ring.c's flush, the same barrier. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (need_notify(vq))
+		vmio_vq_signal(vq->call_fd);
+}
+
+/* Whether a chain waits at the next position (none where SET_VRING_BASE
+ * named one beyond the ring: pop breaks the queue for it). */
+static bool next_avail(const struct vmio_vq *vq)
+{
+	return vq->last_avail_idx < vq->size &&
+	       is_avail(vmio_ld16(&vq->pdesc[vq->last_avail_idx].flags),
+			vq->avail_wrap);
+}
+
+uint16_t vmio_packed_avail_pending(const struct vmio_vq *vq)
+{
+	/* Counting would mean walking; one is what callers ask about. */
+	return next_avail(vq);
+}
+
+bool vmio_packed_enable_kicks(struct vmio_vq *vq, bool enable)
+{
+	if (!enable) {
+		vmio_st16(&vq->device_event->flags, VIRTQ_EVENT_F_DISABLE);
+		return false;
+	}
+	if (vq->event_idx) {
+		vmio_st16(&vq->device_event->off_wrap,
+			  vmio_packed_position(vq->last_avail_idx,
+					       vq->avail_wrap));
+		vmio_st16(&vq->device_event->flags, VIRTQ_EVENT_F_DESC);
+	} else {
+		vmio_st16(&vq->device_event->flags, VIRTQ_EVENT_F_ENABLE);
+	}
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return next_avail(vq);
+}

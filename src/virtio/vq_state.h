@@ -1,0 +1,86 @@
+/* A virtqueue's state, seen from the device: the types the files of
+ * src/virtio share (virtqueue.h is the interface devices use). */
+#ifndef VMIO_VIRTIO_VQ_STATE_H
+#define VMIO_VIRTIO_VQ_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "virtio/ring.h"
+
+/* Scatter entries one chain may produce. A descriptor that crosses a
+ * region boundary takes more than one. */
+#define VMIO_CHAIN_MAX_IOV 1024
+
+struct vmio_chain {
+	uint16_t head;     /* descriptor index to push back as used */
+	unsigned nout;     /* iov[0..nout): readable by the device */
+	unsigned nin;      /* iov[nout..nout+nin): writable by the device */
+	uint64_t out_len;  /* total bytes of the readable part */
+	uint64_t in_len;   /* total bytes of the writable part */
+	struct iovec iov[VMIO_CHAIN_MAX_IOV];
+};
+
+static inline struct iovec *vmio_chain_out(struct vmio_chain *c)
+{
+	return c->iov;
+}
+static inline struct iovec *vmio_chain_in(struct vmio_chain *c)
+{
+	return c->iov + c->nout;
+}
+
+struct vmio_vq {
+	unsigned index;     /* queue number, for log lines */
+	const char *name;   /* device's name of the queue, may be NULL */
+
+	/* Set by the vhost-user core from SET_VRING_* messages. */
+	uint16_t size;          /* SET_VRING_NUM; 0 until set */
+	/* Split: the three rings. Packed: the descriptor ring, the driver's
+	 * event suppression area, the device's. */
+	uint64_t desc_uva, avail_uva, used_uva; /* SET_VRING_ADDR */
+	bool addr_set;
+	int kick_fd, call_fd, err_fd; /* -1 when absent */
+	bool started;  /* SET_VRING_KICK seen, not yet stopped */
+	bool enabled;  /* SET_VRING_ENABLE (or implied) */
+	bool event_idx; /* VIRTIO_RING_F_EVENT_IDX negotiated */
+	bool indirect;  /* VIRTIO_RING_F_INDIRECT_DESC negotiated */
+	bool packed;    /* VIRTIO_F_RING_PACKED negotiated */
+
+	/* Local views of the rings; NULL until vmio_vq_map succeeds (desc
+	 * or pdesc says whether it did). */
+	struct virtq_desc *desc;
+	struct virtq_avail *avail;
+	struct virtq_used *used;
+	struct pvirtq_desc *pdesc;
+	struct pvirtq_event_suppress *driver_event; /* we read it */
+	struct pvirtq_event_suppress *device_event; /* we write it */
+
+	/* Device-side indices. Split: free-running 16-bit counters. Packed:
+	 * positions in the ring (below size) with a wrap counter each. */
+	uint16_t last_avail_idx;  /* next avail entry to pop */
+	uint16_t used_idx;        /* shadow of used->idx incl. unflushed */
+	uint16_t published_used;  /* used->idx as last written */
+	uint16_t signalled_used;  /* used idx at the last notification */
+	bool signalled_used_valid;
+	bool avail_wrap, used_wrap; /* packed: the wrap counters */
+	/* Packed, per buffer id: how many ring descriptors its chain took
+	 * (a used descriptor skips that many); and the position (offset |
+	 * wrap << 15) before each of the last pops, for unpop. Both have
+	 * size entries, allocated at map. */
+	uint16_t *buf_ndesc;
+	uint16_t *pop_from;
+	unsigned pops;
+	unsigned unflushed; /* packed: pushed since the last flush */
+	bool broken;
+	/* vmio_vq_enable_kicks(false) in force: under EVENT_IDX, pop stops
+	 * moving avail_event so the driver stops kicking. */
+	bool kicks_disabled;
+
+	/* Scratch for indirect tables that cross a region boundary. */
+	struct virtq_desc *indirect_scratch;
+	unsigned indirect_scratch_len; /* in descriptors */
+};
+
+#endif
