@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "frontend/driver_packed.h"
+
 /* The ring is shared with a device in another process: every index the
  * other side reads or writes goes through an atomic access so that the
  * compiler neither tears nor caches it, and the barriers below order the
@@ -63,14 +65,49 @@ int vmio_dvq_init(struct vmio_dvq *q, unsigned index, uint16_t size,
 	return 0;
 }
 
+int vmio_dvq_init_packed(struct vmio_dvq *q, unsigned index, uint16_t size,
+			 void *desc_mem, uint64_t desc_gpa, void *driver_mem,
+			 uint64_t driver_gpa, void *device_mem,
+			 uint64_t device_gpa)
+{
+	memset(q, 0, sizeof(*q));
+	q->index = index;
+	q->size = size;
+	q->kick_fd = -1;
+	q->call_fd = -1;
+	q->packed = true;
+	if (size == 0)
+		return -EINVAL;
+	q->pdesc = desc_mem;
+	q->driver_event = driver_mem;
+	q->device_event = device_mem;
+	q->desc_gpa = desc_gpa;
+	q->avail_gpa = driver_gpa;
+	q->used_gpa = device_gpa;
+	q->next_free = calloc(size, sizeof(*q->next_free));
+	q->tokens = calloc(size, sizeof(*q->tokens));
+	q->chain_len = calloc(size, sizeof(*q->chain_len));
+	if (!q->next_free || !q->tokens || !q->chain_len ||
+	    vmio_dvq_packed_setup(q)) {
+		vmio_dvq_release(q);
+		return -ENOMEM;
+	}
+	free_list_init(q);
+	return 0;
+}
+
 void vmio_dvq_release(struct vmio_dvq *q)
 {
 	free(q->next_free);
 	free(q->tokens);
 	free(q->chain_len);
+	free(q->unpublished);
+	free(q->unpublished_flags);
 	q->next_free = NULL;
 	q->tokens = NULL;
 	q->chain_len = NULL;
+	q->unpublished = NULL;
+	q->unpublished_flags = NULL;
 	q->num_free = 0;
 }
 
@@ -84,6 +121,8 @@ int vmio_dvq_add(struct vmio_dvq *q, const struct vmio_dbuf *bufs, unsigned n,
 	uint16_t head = q->free_head;
 	uint16_t i = head;
 
+	if (q->packed)
+		return vmio_dvq_packed_add(q, bufs, n, token);
 	if (n == 0)
 		return -EINVAL;
 	if (n > q->num_free)
@@ -131,6 +170,8 @@ bool vmio_dvq_kick(struct vmio_dvq *q)
 	uint16_t new_idx = q->avail_idx;
 	uint64_t one = 1;
 
+	if (q->packed)
+		return vmio_dvq_packed_kick(q);
 	if (old_idx == new_idx)
 		return false;
 	/* Release: the device must see the ring entries and descriptors
@@ -164,6 +205,8 @@ void *vmio_dvq_get_used(struct vmio_dvq *q, uint32_t *len)
 {
 	uint16_t used_idx;
 
+	if (q->packed)
+		return vmio_dvq_packed_get_used(q, len);
 	/* Acquire: the used element must be read after the index that
 	 * published it. */
 	used_idx = le16toh(__atomic_load_n(&q->used->idx, __ATOMIC_ACQUIRE));
@@ -190,6 +233,10 @@ void *vmio_dvq_get_used(struct vmio_dvq *q, uint32_t *len)
 
 void vmio_dvq_want_interrupt(struct vmio_dvq *q)
 {
+	if (q->packed) {
+		vmio_dvq_packed_want_interrupt(q);
+		return;
+	}
 	if (q->event_idx)
 		__atomic_store_n(used_event_ptr(q), htole16(q->last_used_idx),
 				 __ATOMIC_RELAXED);
@@ -219,4 +266,43 @@ int vmio_dvq_wait(struct vmio_dvq *q, int timeout_ms)
 	if (read(q->call_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		return -errno;
 	return 1;
+}
+
+int vmio_dvq_add_indirect(struct vmio_dvq *q, void *table, uint64_t table_gpa,
+			  const struct vmio_dbuf *bufs, unsigned n, void *token)
+{
+	const struct vmio_dbuf one = { .gpa = table_gpa, .len = 16 * n };
+	struct virtq_desc *t = table;
+	int head;
+
+	if (q->packed)
+		vmio_dvq_packed_fill_table(table, bufs, n);
+	for (unsigned k = 0; !q->packed && k < n; k++) {
+		uint16_t flags = bufs[k].writable ? VIRTQ_DESC_F_WRITE : 0;
+
+		if (k + 1 < n)
+			flags |= VIRTQ_DESC_F_NEXT;
+		t[k].addr = htole64(bufs[k].gpa);
+		t[k].len = htole32(bufs[k].len);
+		t[k].flags = htole16(flags);
+		t[k].next = htole16(k + 1 < n ? k + 1 : 0);
+	}
+	head = vmio_dvq_add(q, &one, 1, token);
+	if (head < 0)
+		return head;
+	/* The chain is not visible before the kick: its one descriptor
+	 * still ours to mark. */
+	if (q->packed)
+		vmio_dvq_packed_mark_indirect(q);
+	else
+		q->desc[head].flags = htole16(VIRTQ_DESC_F_INDIRECT);
+	return head;
+}
+
+bool vmio_dvq_used_pending(struct vmio_dvq *q)
+{
+	if (q->packed)
+		return vmio_dvq_packed_used_pending(q);
+	return __atomic_load_n(&q->used->idx, __ATOMIC_ACQUIRE) !=
+	       htole16(q->last_used_idx);
 }

@@ -1,6 +1,7 @@
-/* The driver side of a split virtqueue, as a guest's virtio driver runs it:
- * post buffers (guest physical addresses) as descriptor chains, publish
- * them, kick, and reap used entries. Test and benchmark equipment: the
+/* The driver side of a virtqueue, split or packed, as a guest's virtio
+ * driver runs it: post buffers (guest physical addresses) as descriptor
+ * chains, publish them, kick, and reap used entries (driver_packed.c has
+ * the packed layout's side). Test and benchmark equipment: the
  * fields are public so a test can also write a malformed ring by hand. */
 #ifndef VMIO_FRONTEND_DRIVER_VQ_H
 #define VMIO_FRONTEND_DRIVER_VQ_H
@@ -40,6 +41,21 @@ struct vmio_dvq {
 
 	int kick_fd; /* we write it to notify the device */
 	int call_fd; /* the device writes it to notify us */
+
+	/* Packed (desc_gpa the ring, avail_gpa the driver's event area,
+	 * used_gpa the device's). Buffer ids come from the free list above;
+	 * chain_len counts the ring descriptors of each. */
+	bool packed;
+	struct pvirtq_desc *pdesc;
+	struct pvirtq_event_suppress *driver_event; /* we write it */
+	struct pvirtq_event_suppress *device_event; /* we read it */
+	uint16_t next_avail, next_used, kicked_pos;
+	bool avail_wrap, used_wrap, kicked_wrap;
+	/* Chains added, not yet made available: their first descriptor and
+	 * the flags that will make it so, at the next kick. */
+	uint16_t *unpublished;
+	uint16_t *unpublished_flags;
+	unsigned n_unpublished;
 };
 
 /* Lays out the rings in memory the caller provides: desc at desc_mem,
@@ -48,6 +64,13 @@ struct vmio_dvq {
 int vmio_dvq_init(struct vmio_dvq *q, unsigned index, uint16_t size,
 		  void *desc_mem, uint64_t desc_gpa, void *avail_mem,
 		  uint64_t avail_gpa, void *used_mem, uint64_t used_gpa);
+/* The same for a packed ring: the descriptor ring at desc_mem, the
+ * driver's event suppression area at driver_mem, the device's at
+ * device_mem. */
+int vmio_dvq_init_packed(struct vmio_dvq *q, unsigned index, uint16_t size,
+			 void *desc_mem, uint64_t desc_gpa, void *driver_mem,
+			 uint64_t driver_gpa, void *device_mem,
+			 uint64_t device_gpa);
 void vmio_dvq_release(struct vmio_dvq *q);
 
 /* Adds one chain of n buffers (readable ones first), remembering token.
@@ -55,6 +78,16 @@ void vmio_dvq_release(struct vmio_dvq *q);
  * free. The chain is not visible to the device until vmio_dvq_kick. */
 int vmio_dvq_add(struct vmio_dvq *q, const struct vmio_dbuf *bufs, unsigned n,
 		 void *token);
+
+/* Adds one chain of n buffers through an indirect table: the table (16 *
+ * n bytes at table, guest address table_gpa) is written in the ring's
+ * layout and one descriptor points to it. Returns as vmio_dvq_add. */
+int vmio_dvq_add_indirect(struct vmio_dvq *q, void *table, uint64_t table_gpa,
+			  const struct vmio_dbuf *bufs, unsigned n,
+			  void *token);
+
+/* Whether a used entry waits to be reaped. */
+bool vmio_dvq_used_pending(struct vmio_dvq *q);
 
 /* Publishes added chains and writes kick_fd if the device asked for a
  * notification (used->flags or avail_event). Returns true if it kicked. */

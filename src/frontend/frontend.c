@@ -191,6 +191,14 @@ static int get_u64(struct vmio_fe *fe, uint32_t request, uint64_t *v)
 			       sizeof(*v));
 }
 
+uint64_t vmio_fe_ring_layout(void)
+{
+	const char *ring = getenv("VMIO_RING");
+
+	return ring && !strcmp(ring, "packed") ? VMIO_BIT(VIRTIO_F_RING_PACKED)
+					       : 0;
+}
+
 int vmio_fe_negotiate(struct vmio_fe *fe, uint64_t want_features,
 		      uint64_t want_protocol_features)
 {
@@ -200,6 +208,7 @@ int vmio_fe_negotiate(struct vmio_fe *fe, uint64_t want_features,
 	r = get_u64(fe, VHOST_USER_GET_FEATURES, &fe->device_features);
 	if (r < 0)
 		return r;
+	want_features |= vmio_fe_ring_layout();
 	fe->features = fe->device_features & want_features & ~proto_bit;
 
 	/* Protocol features come first, as QEMU sends them, so that every
@@ -328,9 +337,27 @@ static int send_vring_state(struct vmio_fe *fe, uint32_t request,
 			       0);
 }
 
+/* A packed ring (2.8): the descriptor ring (16-aligned) and the two
+ * 4-byte event suppression areas. */
+static int alloc_packed_rings(struct vmio_fe *fe, unsigned idx, uint16_t size)
+{
+	uint64_t d = vmio_fe_alloc(fe, (uint64_t)size * sizeof(struct pvirtq_desc),
+				   16);
+	uint64_t drv = vmio_fe_alloc(fe, sizeof(struct pvirtq_event_suppress), 4);
+	uint64_t dev = vmio_fe_alloc(fe, sizeof(struct pvirtq_event_suppress), 4);
+
+	if (d == UINT64_MAX || drv == UINT64_MAX || dev == UINT64_MAX)
+		return -ENOMEM;
+	return vmio_dvq_init_packed(&fe->queues[idx], idx, size,
+				    vmio_fe_ptr(fe, d), d, vmio_fe_ptr(fe, drv),
+				    drv, vmio_fe_ptr(fe, dev), dev);
+}
+
 /* Ring alignment from virtio 1.x 2.7: descriptors 16, avail 2, used 4. */
 static int alloc_rings(struct vmio_fe *fe, unsigned idx, uint16_t size)
 {
+	if (fe->features & VMIO_BIT(VIRTIO_F_RING_PACKED))
+		return alloc_packed_rings(fe, idx, size);
 	uint64_t d = vmio_fe_alloc(fe, virtq_desc_bytes(size), 16);
 	uint64_t a = vmio_fe_alloc(fe, virtq_avail_bytes(size), 2);
 	uint64_t u = vmio_fe_alloc(fe, virtq_used_bytes(size), 4);
@@ -354,7 +381,9 @@ static int send_ring_setup(struct vmio_fe *fe, unsigned idx)
 
 	r = send_vring_state(fe, VHOST_USER_SET_VRING_NUM, idx, q->size);
 	if (!r)
-		r = send_vring_state(fe, VHOST_USER_SET_VRING_BASE, idx, 0);
+		/* Packed: offset 0 with both wrap counters at 1. */
+		r = send_vring_state(fe, VHOST_USER_SET_VRING_BASE, idx,
+				     q->packed ? 0x80008000u : 0);
 	if (!r)
 		r = vmio_fe_request(fe, VHOST_USER_SET_VRING_ADDR, &addr,
 				    sizeof(addr), NULL, 0, true, NULL, 0);

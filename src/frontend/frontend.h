@@ -47,6 +47,11 @@ int vmio_fe_request(struct vmio_fe *fe, uint32_t request, const void *payload,
 		    uint32_t len, const int *fds, unsigned nfds, bool need_reply,
 		    void *reply, uint32_t reply_len);
 
+/* VIRTIO_F_RING_PACKED when the environment says VMIO_RING=packed, else
+ * 0: every front end of ours asks for it then, so that a whole test run
+ * or benchmark can go over packed rings. */
+uint64_t vmio_fe_ring_layout(void);
+
 /* GET_FEATURES, GET/SET_PROTOCOL_FEATURES, SET_OWNER, SET_FEATURES with
  * the intersection of what is offered and wanted. Returns 0 or -errno. */
 int vmio_fe_negotiate(struct vmio_fe *fe, uint64_t want_features,

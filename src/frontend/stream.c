@@ -256,31 +256,11 @@ static unsigned split(struct stream *s, uint64_t gpa, uint32_t len,
 	return n;
 }
 
-/* Writes the buffers into the slot's indirect table and makes the chain's
- * one descriptor point to it: the driver_vq API adds direct chains only,
- * and its descriptor table is ours to rewrite until the kick. */
-static void make_indirect(struct stream *s, struct vmio_dvq *q, int head,
-			  const struct slot *sl, const struct vmio_dbuf *bufs,
-			  unsigned n)
+/* Counts the chains whose indirect table crosses a region boundary. */
+static void note_table(struct stream *s, const struct slot *sl, unsigned n)
 {
-	struct virtq_desc *t = vmio_fe_ptr(s->fe, sl->table_gpa);
-
-	for (unsigned k = 0; k < n; k++) {
-		uint16_t flags = bufs[k].writable ? VIRTQ_DESC_F_WRITE : 0;
-
-		if (k + 1 < n)
-			flags |= VIRTQ_DESC_F_NEXT;
-		t[k].addr = htole64(bufs[k].gpa);
-		t[k].len = htole32(bufs[k].len);
-		t[k].flags = htole16(flags);
-		t[k].next = htole16(k + 1 < n ? k + 1 : 0);
-	}
 	if (crosses_region(s->fe, sl->table_gpa, 16 * n))
 		s->r->crossing_bufs++;
-	q->desc[head].addr = htole64(sl->table_gpa);
-	q->desc[head].len = htole32(16 * n);
-	q->desc[head].flags = htole16(VIRTQ_DESC_F_INDIRECT);
-	q->desc[head].next = 0;
 }
 
 static int post(struct stream *s, unsigned qidx, struct slot *sl,
@@ -292,12 +272,10 @@ static int post(struct stream *s, unsigned qidx, struct slot *sl,
 	int head;
 
 	if (s->o->indirect) {
-		struct vmio_dbuf one = { .gpa = sl->table_gpa,
-					 .len = 16 * n };
-
-		head = vmio_dvq_add(q, &one, 1, token);
+		head = vmio_dvq_add_indirect(q, vmio_fe_ptr(s->fe, sl->table_gpa),
+					     sl->table_gpa, bufs, n, token);
 		if (head >= 0)
-			make_indirect(s, q, head, sl, bufs, n);
+			note_table(s, sl, n);
 		return head;
 	}
 	return vmio_dvq_add(q, bufs, n, token);
@@ -434,11 +412,6 @@ static int reap_rx(struct stream *s)
 	return n;
 }
 
-static bool used_pending(struct vmio_dvq *q)
-{
-	return __atomic_load_n(&q->used->idx, __ATOMIC_ACQUIRE) !=
-	       htole16(q->last_used_idx);
-}
 
 static void drain_eventfd(int fd)
 {
@@ -467,7 +440,7 @@ static int wait_device(struct stream *s, int timeout_ms)
 
 	vmio_dvq_want_interrupt(rx);
 	vmio_dvq_want_interrupt(tx);
-	if (used_pending(rx) || used_pending(tx))
+	if (vmio_dvq_used_pending(rx) || vmio_dvq_used_pending(tx))
 		return 0;
 	if (poll(p, 3, timeout_ms) <= 0)
 		return 0;
