@@ -197,6 +197,8 @@ static void test_cli(void **state)
 /* testpmd in mode on `vmio net --null` (and extra, if not NULL) until its
  * counter passes TX_FRAMES; returns that counter, and vmio's stat in
  * *vmio. */
+static bool null_packed; /* testpmd on a packed ring (packed_vq=1) */
+
 static long long null_testpmd(const char *extra, const char *mode,
 			      const char *counter, const char *stat,
 			      long long *vmio)
@@ -206,7 +208,10 @@ static long long null_testpmd(const char *extra, const char *mode,
 	struct testpmd t;
 	long long front;
 
-	testpmd_start(&t, sock, mode);
+	if (null_packed)
+		testpmd_start_packed(&t, sock, mode);
+	else
+		testpmd_start(&t, sock, mode);
 	if (!testpmd_wait_counter(&t, counter, TX_FRAMES, HARNESS_WAIT_MS))
 		printf("# testpmd %s: %s below %d in time\n", mode, counter,
 		       TX_FRAMES);
@@ -245,7 +250,7 @@ static void test_null_txonly_poll(void **state)
 
 /* testpmd rxonly on `--null --null-source 64`: frames come as fast as it
  * posts buffers; only those in the ring when it stopped are not seen. */
-static void test_null_source_rxonly(void **state)
+static void null_source_rxonly(void)
 {
 	long long delivered, received = null_testpmd(
 		"--null-source=64", "rxonly", "RX-packets", "rx_frames",
@@ -257,6 +262,35 @@ static void test_null_source_rxonly(void **state)
 	assert_true(delivered >= received);
 	assert_true(delivered - received <= 1024 + received / 50);
 	assert_int_equal(vmio_stat("rx_errors"), 0);
+}
+
+static void test_null_source_rxonly(void **state)
+{
+	null_source_rxonly();
+}
+
+/* The same two ways on a packed ring: testpmd's virtio-user with
+ * packed_vq=1. */
+static int use_packed(void **state)
+{
+	null_packed = true;
+	return 0;
+}
+
+static int use_split(void **state)
+{
+	null_packed = false;
+	return 0;
+}
+
+static void test_null_packed_txonly(void **state)
+{
+	null_txonly(NULL);
+}
+
+static void test_null_packed_rxonly(void **state)
+{
+	null_source_rxonly();
 }
 
 /* ---- hostile input, through the in-tree front end ---------------------- */
@@ -1592,6 +1626,10 @@ int main(void)
 		cmocka_unit_test(test_null_txonly_poll),
 		cmocka_unit_test(test_null_source_rxonly),
 		cmocka_unit_test(test_null_source_idle),
+		cmocka_unit_test_setup_teardown(test_null_packed_txonly,
+						use_packed, use_split),
+		cmocka_unit_test_setup_teardown(test_null_packed_rxonly,
+						use_packed, use_split),
 		cmocka_unit_test(test_null_hostile_guest),
 		cmocka_unit_test(test_threads_two_pairs),
 		cmocka_unit_test(test_threads_sigterm_busy),

@@ -17,13 +17,28 @@
 
 #include "harness.h"
 
+static void start(struct testpmd *t, const char *sock, const char *mode,
+		  unsigned queues, bool packed);
+
 void testpmd_start(struct testpmd *t, const char *sock, const char *mode)
 {
-	testpmd_start_queues(t, sock, mode, 1);
+	start(t, sock, mode, 1, false);
 }
 
 void testpmd_start_queues(struct testpmd *t, const char *sock,
 			  const char *mode, unsigned queues)
+{
+	start(t, sock, mode, queues, false);
+}
+
+void testpmd_start_packed(struct testpmd *t, const char *sock,
+			  const char *mode)
+{
+	start(t, sock, mode, 1, true);
+}
+
+static void start(struct testpmd *t, const char *sock, const char *mode,
+		  unsigned queues, bool packed)
 {
 	static unsigned seq;
 	char vdev[512], fwd[64], rxq[32], txq[32];
@@ -38,8 +53,9 @@ void testpmd_start_queues(struct testpmd *t, const char *sock,
 	seq++;
 	/* More than one pair: virtio-user answers the control queue itself
 	 * (VQ_PAIRS_SET enables the pairs' queues). */
-	snprintf(vdev, sizeof(vdev), "net_virtio_user0,path=%s,queues=%u%s",
-		 sock, queues, queues > 1 ? ",cq=1" : "");
+	snprintf(vdev, sizeof(vdev), "net_virtio_user0,path=%s,queues=%u%s%s",
+		 sock, queues, queues > 1 ? ",cq=1" : "",
+		 packed ? ",packed_vq=1" : "");
 	snprintf(rxq, sizeof(rxq), "--rxq=%u", queues);
 	snprintf(txq, sizeof(txq), "--txq=%u", queues);
 	snprintf(fwd, sizeof(fwd), "--forward-mode=%s", mode);
