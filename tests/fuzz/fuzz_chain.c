@@ -5,7 +5,10 @@
  * guest memory from gpa 0 (zero-padded to MEM_SIZE).
  *   [0]    queue size = 1 << ([0] % 9), so 1..256
  *   [1]    bit 0 INDIRECT_DESC, bit 1 EVENT_IDX, bit 2 leave a hole between
- *          regions, bit 3 start with kicks off, bit 4 unpop once
+ *          regions, bit 3 start with kicks off, bit 4 unpop once, bit 5 a
+ *          packed ring (the descriptor ring from gpa 0, then the driver's
+ *          and the device's event suppression areas; [6..9] are then
+ *          offset | wrap << 15 of avail and used)
  *   [2]    regions = 1 + [2] % 3
  *   [3..4] region boundaries, in units of 256 bytes
  *   [5]    flush after every 1 + [5] % 8 chains
@@ -39,6 +42,7 @@
 #define F_HOLE 0x04
 #define F_KICKS_OFF 0x08
 #define F_UNPOP 0x10
+#define F_PACKED 0x20
 
 struct layout {
 	unsigned nregions;
@@ -137,8 +141,12 @@ static void setup_vq(struct vmio_vq *vq, const uint8_t *h,
 		     const struct layout *l)
 {
 	unsigned size = 1u << (h[0] % 9);
+	bool packed = h[1] & F_PACKED;
 	uint64_t avail = virtq_desc_bytes(size);
-	uint64_t used = (avail + virtq_avail_bytes(size) + 3) & ~3ull;
+	uint64_t used = packed ? avail + sizeof(struct pvirtq_event_suppress)
+			       : (avail + virtq_avail_bytes(size) + 3) & ~3ull;
+	uint16_t avail_pos = (uint16_t)(h[6] | h[7] << 8);
+	uint16_t used_pos = (uint16_t)(h[8] | h[9] << 8);
 
 	vmio_vq_init(vq, 0);
 	vq->name = "fuzz";
@@ -152,8 +160,16 @@ static void setup_vq(struct vmio_vq *vq, const uint8_t *h,
 	vq->indirect = h[1] & F_INDIRECT;
 	vq->event_idx = h[1] & F_EVENT_IDX;
 	vq->call_fd = call_fd;
-	vq->last_avail_idx = (uint16_t)(h[6] | h[7] << 8);
-	vq->used_idx = (uint16_t)(h[8] | h[9] << 8);
+	vq->packed = packed;
+	if (packed) {
+		vq->last_avail_idx = avail_pos & (PVIRTQ_MAX_SIZE - 1);
+		vq->avail_wrap = avail_pos >> VIRTQ_EVENT_WRAP_SHIFT;
+		vq->used_idx = used_pos & (PVIRTQ_MAX_SIZE - 1);
+		vq->used_wrap = used_pos >> VIRTQ_EVENT_WRAP_SHIFT;
+		return;
+	}
+	vq->last_avail_idx = avail_pos;
+	vq->used_idx = used_pos;
 	vq->published_used = vq->used_idx;
 }
 
