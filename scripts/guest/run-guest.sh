@@ -16,7 +16,7 @@
 #   --mem SIZE          guest RAM, MiB (default 256)
 #   --cpus N            vCPUs (default 1; Linux's virtio_net uses at most
 #                       one queue pair a vCPU)
-#   --append ARGS       more kernel command line
+#   --append ARGS       more kernel command line (may be given again)
 #   --name NAME         prefix for messages (default run-guest)
 #   -- QEMU_ARGS        passed to QEMU as they are, e.g.
 #                       -chardev socket,id=c,path=SOCK -device vhost-user-vsock-pci,chardev=c
@@ -62,7 +62,7 @@ while (($#)); do
 	--log) logfile=$2; shift 2 ;;
 	--mem) mem=$2; shift 2 ;;
 	--cpus) cpus=$2; shift 2 ;;
-	--append) append=$2; shift 2 ;;
+	--append) append+="${append:+ }$2"; shift 2 ;;
 	--name) name=$2; shift 2 ;;
 	--) shift; break ;;
 	-h | --help) usage ;;

@@ -37,3 +37,15 @@ check_reply() { # step, exit status, output, bytes sent
 	elif [ "$reply" != "$want" ]; then fail "$1" "reply '$reply', expected '$want'"
 	else pass "$1"; fi
 }
+
+# With RING=packed on the kernel command line (the host's --packed):
+# every device bound to driver negotiated VIRTIO_F_RING_PACKED, feature
+# bit 34, the 35th character of its features file.
+check_ring() { # driver
+	[ "${RING:-split}" = packed ] || return 0
+	for d in /sys/bus/virtio/drivers/"$1"/virtio*; do
+		f=$(cat "$d/features" 2>/dev/null)
+		if [ "$(echo "$f" | cut -c35)" = 1 ]; then pass ring-packed
+		else fail ring-packed "${d##*/}: features $f without RING_PACKED"; fi
+	done
+}

@@ -17,6 +17,7 @@ for d in /sys/bus/virtio/drivers/virtio_net/*/net/*; do
 	[ -e "$d" ] && nic=${d##*/}
 done
 [ -n "$nic" ] || { echo "STEP setup FAIL virtio_net bound no device"; exit 1; }
+check_ring virtio_net
 ip link set lo up
 if ! { ip addr add 10.0.88.2/24 dev "$nic" && ip link set "$nic" up; }; then
 	echo "STEP setup FAIL cannot configure $nic"

@@ -127,7 +127,7 @@ mq=
 # MSI-X works and mq=on,vectors=2N+2 is the usual line.
 # shellcheck disable=SC2054 # QEMU's commas
 dev_qemu=(-chardev "socket,id=c,path=$sock" -netdev "vhost-user,chardev=c,id=n$mq"
-	-device "virtio-net-pci,netdev=n,mac=52:54:00:00:88:02,vectors=0${mq:+,mq=on}")
+	-device "virtio-net-pci,netdev=n,mac=52:54:00:00:88:02,vectors=0${mq:+,mq=on}${packed:+,packed=on}")
 # One vCPU a pair: Linux's virtio_net enables min(pairs, CPUs) pairs.
 vh_boot "$top/tests/guest/net-guest.sh" --cpus "$queues" --append "NT_QUEUES=$queues"
 

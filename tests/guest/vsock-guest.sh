@@ -10,6 +10,7 @@
 # shellcheck source=tests/guest/guest-steps.sh
 . /lib/guest-steps.sh
 need_vsock
+check_ring vmw_vsock_virtio_transport
 # The CID comes from the backend's config space (GET_CONFIG).
 cid=$($T cid)
 if [ "$cid" = 3 ]; then pass cid; else fail cid "local CID is '$cid', expected 3"; fi

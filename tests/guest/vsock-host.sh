@@ -49,6 +49,7 @@ pids=()
 vpid=
 gpid=
 tmp=
+packed= # --packed: the devices on packed rings (QEMU packed=on)
 # shellcheck disable=SC2317 # called from the EXIT trap
 vh_cleanup() {
 	# Whatever ended the script: no backend, QEMU or peer left behind
@@ -71,7 +72,8 @@ vh_setup() {
 		--vmio) vmio=$2; shift 2 ;;
 		--vsock-tool) tool=$2; shift 2 ;;
 		--uds-peer) peer=$2; shift 2 ;;
-		*) echo "usage: $0 [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]" >&2; exit 2 ;;
+		--packed) packed=1; shift ;;
+		*) echo "usage: $0 [--packed] [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]" >&2; exit 2 ;;
 		esac
 	done
 	command -v qemu-system-x86_64 >/dev/null ||
@@ -138,7 +140,9 @@ vh_boot() { # guest script, more run-guest.sh options... [-- QEMU options...]
 	local script=$1 opts=() devq=("${dev_qemu[@]}")
 	shift
 	# shellcheck disable=SC2054 # QEMU's commas
-	((${#devq[@]})) || devq=(-chardev "socket,id=vs,path=$sock" -device vhost-user-vsock-pci,chardev=vs)
+	((${#devq[@]})) || devq=(-chardev "socket,id=vs,path=$sock" -device "vhost-user-vsock-pci,chardev=vs${packed:+,packed=on}")
+	# The guest checks what its driver negotiated (check_ring).
+	[[ -z $packed ]] || opts+=(--append RING=packed)
 	while (($#)) && [[ $1 != -- ]]; do
 		opts+=("$1")
 		shift
