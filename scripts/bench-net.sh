@@ -20,6 +20,9 @@
 #    vmio unpinned, its CPU time per frame beside each rate. The front end
 #    shares the machine's two cores with vmio's two workers, which bounds
 #    what a second worker can add here. THREADS_ROWS=0 skips it.
+# 4. `vmio net --null` with testpmd on a split ring (A) against a packed
+#    ring (B, packed_vq=1), vmio's CPU per frame beside. PACKED_ROWS=0
+#    skips it.
 # Rates swing between about 2 and 20 Mpps on this shared 2-core machine:
 # compare figures of one run. XDP=0 skips table 2, NULL_ROWS=0 table 1;
 # NET_OPTS adds options to vmio in table 1 (NET_OPTS="--poll-us 50").
@@ -79,9 +82,10 @@ stop_run() {
 eal=(--no-pci --no-huge -m 256)
 # testpmd's virtio-user port on sock, in the background, for secs; with
 # more than one queue pair virtio-user answers the control queue itself.
-front() { # sock, txonly|rxonly, frame size, run number[, queue pairs]
+front() { # sock, txonly|rxonly, frame size, run number[, queue pairs[, packed]]
 	local q=${5:-1} cq=
 	((q > 1)) && cq=,cq=1
+	[ "${6:-}" = packed ] && cq+=,packed_vq=1
 	timeout -s INT "$secs" dpdk-testpmd "${eal[@]}" --single-file-segments \
 		--file-prefix=vmio-bench-$$-f$4 --lcores '0@1,1@1' \
 		--vdev "net_virtio_user0,path=$1,queues=$q$cq" -- \
@@ -209,6 +213,34 @@ ns_per_frame() { # ticks a, ticks b, Mpps, seconds
 	awk -v a="$1" -v b="$2" -v m="$3" -v s="$4" -v hz="$(getconf CLK_TCK)" \
 		'BEGIN {if (a == "-" || b == "-" || m == "-" || m == 0) print "-"; else printf "%.0f\n", (b - a) / hz * 1e3 / (m * s)}'
 }
+
+# One run of `vmio net --null` on CPU 0 with testpmd on a split or a
+# packed ring. Prints testpmd's mean Tx-pps or Rx-pps, "-", and vmio's CPU
+# time per frame in ns.
+layout_one() { # txonly|rxonly, split|packed, frame size, run number
+	local sock=$dir/layout-$2-$1-$3-$4.sock src=() t0 t1 mpps
+	[ "$1" = rxonly ] && src=(--null-source "$3")
+	taskset -c 0 "$build/vmio" net --null "${src[@]}" -q --socket "$sock" &
+	bpid=$!
+	wait_socket "$sock"
+	t0=$(cpu_ticks "$bpid")
+	front "$sock" "$1" "$3" "$4" 1 "$2"
+	wait $! || true
+	t1=$(cpu_ticks "$bpid")
+	stop_run
+	if [ "$1" = txonly ]; then
+		mpps=$(mean_pps Tx "$dir/front.log")
+	else
+		mpps=$(mean_pps Rx "$dir/front.log")
+	fi
+	echo "$mpps - $(ns_per_frame "$t0" "$t1" "$mpps" "$secs")"
+}
+
+if [ "${PACKED_ROWS:-1}" = 1 ]; then
+	run_pairs layout_one split packed
+	echo "vmio net --null: testpmd on a split ring against a packed one (packed_vq=1), Mpps and vmio ns of CPU per frame, $runs pairs of $secs s"
+	print_pairs split packed 1
+fi
 
 if [ "${THREADS_ROWS:-1}" = 1 ]; then
 	run_pairs threads_one 1 2

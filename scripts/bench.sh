@@ -51,7 +51,8 @@ fi
 # the guest 64 KiB rx buffers instead of Linux's 4 KiB, and for h2g of
 # 4 KiB and more a fourth keeps 4 KiB buffers but negotiates mergeable rx
 # buffers (packets of up to 64 KiB spanning them). At 64 KiB another vmio
-# with --poll-us 50 runs in the same rounds. ----
+# with --poll-us 50 runs in the same rounds, and the same vmio with the
+# front end on packed rings (VMIO_RING=packed). ----
 if want vsock; then
 # A vmio vsock at $dir/NAME.sock and NAME.vsock, with more options; sets
 # started (its pid) once it listens.
@@ -115,6 +116,7 @@ for msg in 65536 4096 64; do
 				fi
 				if [ "$msg" = 65536 ]; then
 					one "$cell|poll" "${vp[@]}" "${args[@]}"
+					one "$cell|packed" env VMIO_RING=packed "${vs[@]}" "${args[@]}"
 				fi
 			done
 		done
@@ -123,11 +125,11 @@ done
 
 echo
 echo "vsock: medians over $runs interleaved rounds (MB/s, and vmio's CPU s/GiB); goal vmio/direct >= 0.8 at 64 KiB"
-printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB "poll 50us" ratio s/GiB
+printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s %9s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB "poll 50us" ratio s/GiB packed ratio s/GiB
 for cell in "${rows[@]}"; do
 	dm=$(list_median "${res[$cell|direct]:-}")
 	line=$(printf '%-26s %9s' "$cell" "$dm")
-	for v in vmio rx64k mrg poll; do
+	for v in vmio rx64k mrg poll packed; do
 		w=9
 		[ "$v" = rx64k ] && w=11
 		if [ -n "${res[$cell|$v]:-}" ]; then
