@@ -53,6 +53,7 @@
 
 struct fuzz_dev {
 	bool running[NQ];
+	bool holds[NQ]; /* started, and only paused since */
 	struct vmio_mem *mem[NQ];
 	uint8_t config[8];
 };
@@ -80,6 +81,7 @@ static void dev_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 	if (vq->index >= NQ || d->running[vq->index] || !vmio_vq_ready(vq))
 		abort();
 	d->running[vq->index] = true;
+	d->holds[vq->index] = true;
 	d->mem[vq->index] = mem;
 	serve(d, vq);
 }
@@ -88,9 +90,15 @@ static void dev_stop(void *dev, struct vmio_vq *vq, enum vmio_queue_stop how)
 {
 	struct fuzz_dev *d = dev;
 
-	if (vq->index >= NQ || !d->running[vq->index])
+	/* A queue only paused since its start may be stopped again, for
+	 * good or for a memory table change (device.h). */
+	if (vq->index >= NQ ||
+	    (!d->running[vq->index] &&
+	     !(d->holds[vq->index] && how != VMIO_QUEUE_PAUSE)))
 		abort();
 	d->running[vq->index] = false;
+	if (how != VMIO_QUEUE_PAUSE)
+		d->holds[vq->index] = false;
 	d->mem[vq->index] = NULL;
 }
 
