@@ -17,6 +17,7 @@
 # shellcheck source=tests/guest/guest-steps.sh
 . /lib/guest-steps.sh
 need_vsock
+check_ring vmw_vsock_virtio_transport
 cid=$($T cid)
 [ "$cid" = "$VT_CID" ] || { fail "$VT_ROLE" "local CID is '$cid', expected $VT_CID"; exit 1; }
 if ! { ip addr add "$VT_IP/24" dev eth0 && ip link set eth0 up; }; then

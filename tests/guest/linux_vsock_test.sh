@@ -96,6 +96,7 @@ side_con[server]=$con
 # pids held only the server guest, now waited for: nothing to kill later.
 pids=()
 vh_expect_steps "${suites[@]}"
+[[ -z $packed ]] || vh_expect_steps ring-packed
 
 echo "$name: the kernel's vsock tests (Linux $(cat "$image/kernel-release" 2>/dev/null), from linux-source-6.1) between CID 4 (client) and CID 3 (server) through vmio:"
 summary=()

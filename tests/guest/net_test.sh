@@ -149,6 +149,7 @@ fi
 # --- verdicts -------------------------------------------------------------
 vh_finish_guest
 vh_expect_steps queues ping-g2h tcp-g2h tcp-echo tcp-h2g
+[[ -z $packed ]] || vh_expect_steps ring-packed
 vh_wait_services
 
 fnv16=$("$tool" fnv 16M)

@@ -67,6 +67,8 @@ fi
 # --- verdicts -------------------------------------------------------------
 vh_finish_guest
 vh_expect_steps cid rst g2h half-close concurrent64 slow-reader h2g h2g-echo seq-g2h seq-h2g
+# --packed: the guest saw its driver negotiate packed rings.
+[[ -z $packed ]] || vh_expect_steps ring-packed
 vh_wait_services
 
 # The checksum of the pattern is computed here, independently of both ends.
