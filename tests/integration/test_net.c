@@ -197,8 +197,6 @@ static void test_cli(void **state)
 /* testpmd in mode on `vmio net --null` (and extra, if not NULL) until its
  * counter passes TX_FRAMES; returns that counter, and vmio's stat in
  * *vmio. */
-static bool null_packed; /* testpmd on a packed ring (packed_vq=1) */
-
 static long long null_testpmd(const char *extra, const char *mode,
 			      const char *counter, const char *stat,
 			      long long *vmio)
@@ -208,10 +206,7 @@ static long long null_testpmd(const char *extra, const char *mode,
 	struct testpmd t;
 	long long front;
 
-	if (null_packed)
-		testpmd_start_packed(&t, sock, mode);
-	else
-		testpmd_start(&t, sock, mode);
+	testpmd_start(&t, sock, mode);
 	if (!testpmd_wait_counter(&t, counter, TX_FRAMES, HARNESS_WAIT_MS))
 		printf("# testpmd %s: %s below %d in time\n", mode, counter,
 		       TX_FRAMES);
@@ -270,16 +265,16 @@ static void test_null_source_rxonly(void **state)
 }
 
 /* The same two ways on a packed ring: testpmd's virtio-user with
- * packed_vq=1. */
+ * packed_vq=1 (the tap and xdp cases below run again so too). */
 static int use_packed(void **state)
 {
-	null_packed = true;
+	testpmd_use_packed(true);
 	return 0;
 }
 
 static int use_split(void **state)
 {
-	null_packed = false;
+	testpmd_use_packed(false);
 	return 0;
 }
 
@@ -1618,6 +1613,27 @@ static void test_xdp_errors(void **state)
 		expect_failure(i, args[i], 1, expect[i]);
 }
 
+/* testpmd on packed rings (use_packed) through --tap and --xdp. */
+static void test_tap_guest_to_host_packed(void **state)
+{
+	test_tap_guest_to_host(state);
+}
+
+static void test_tap_host_to_guest_packed(void **state)
+{
+	test_tap_host_to_guest(state);
+}
+
+static void test_xdp_guest_to_host_packed(void **state)
+{
+	test_xdp_guest_to_host(state);
+}
+
+static void test_xdp_host_to_guest_packed(void **state)
+{
+	test_xdp_host_to_guest(state);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1636,15 +1652,23 @@ int main(void)
 		cmocka_unit_test(test_threads_reconnect),
 		cmocka_unit_test(test_threads_mem_table_under_traffic),
 		cmocka_unit_test(test_tap_guest_to_host),
+		cmocka_unit_test_setup_teardown(test_tap_guest_to_host_packed, use_packed,
+						use_split),
 		cmocka_unit_test(test_tap_host_to_guest),
+		cmocka_unit_test_setup_teardown(test_tap_host_to_guest_packed, use_packed,
+						use_split),
 		cmocka_unit_test(test_tap_multiqueue_one_served),
 		cmocka_unit_test(test_tap_mrg_rxbuf),
 		cmocka_unit_test(test_tap_offloads),
 		cmocka_unit_test(test_tap_no_rx_buffers_idle),
 		cmocka_unit_test(test_tap_mq_pairs_set),
 		cmocka_unit_test(test_xdp_guest_to_host),
+		cmocka_unit_test_setup_teardown(test_xdp_guest_to_host_packed, use_packed,
+						use_split),
 		cmocka_unit_test(test_xdp_guest_to_host_copy),
 		cmocka_unit_test(test_xdp_host_to_guest),
+		cmocka_unit_test_setup_teardown(test_xdp_host_to_guest_packed, use_packed,
+						use_split),
 		cmocka_unit_test(test_xdp_host_to_guest_copy),
 		cmocka_unit_test(test_xdp_nocopy_rx_buffers),
 		cmocka_unit_test(test_xdp_nocopy_tx_layouts),

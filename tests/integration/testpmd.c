@@ -20,21 +20,22 @@
 static void start(struct testpmd *t, const char *sock, const char *mode,
 		  unsigned queues, bool packed);
 
+static bool packed_rings;
+
+void testpmd_use_packed(bool on)
+{
+	packed_rings = on;
+}
+
 void testpmd_start(struct testpmd *t, const char *sock, const char *mode)
 {
-	start(t, sock, mode, 1, false);
+	start(t, sock, mode, 1, packed_rings);
 }
 
 void testpmd_start_queues(struct testpmd *t, const char *sock,
 			  const char *mode, unsigned queues)
 {
-	start(t, sock, mode, queues, false);
-}
-
-void testpmd_start_packed(struct testpmd *t, const char *sock,
-			  const char *mode)
-{
-	start(t, sock, mode, 1, true);
+	start(t, sock, mode, queues, packed_rings);
 }
 
 static void start(struct testpmd *t, const char *sock, const char *mode,

@@ -24,9 +24,8 @@ void testpmd_start(struct testpmd *t, const char *sock, const char *mode);
 /* The same with `queues` queue pairs, all on its one forwarding core. */
 void testpmd_start_queues(struct testpmd *t, const char *sock,
 			  const char *mode, unsigned queues);
-/* The same on a packed ring (packed_vq=1). */
-void testpmd_start_packed(struct testpmd *t, const char *sock,
-			  const char *mode);
+/* Whether the testpmds started from now on use packed rings (packed_vq=1). */
+void testpmd_use_packed(bool on);
 
 /* The last value testpmd printed for counter ("TX-packets",
  * "RX-packets"), from its periodic or final statistics; -1 if none. */
