@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -597,6 +598,70 @@ static void test_nested_indirect(void **state)
 	ring_case_done(c, fe, "virtqueue 1 (tx) broken");
 }
 
+/* ---- The same attacks on packed rings ---------------------------------- */
+
+/* A session whose front end asks for packed rings. */
+static struct vmio_fe *packed_session(struct harness_loopback *c)
+{
+	struct vmio_fe *fe;
+
+	setenv("VMIO_RING", "packed", 1);
+	fe = ring_session(c);
+	unsetenv("VMIO_RING");
+	assert_true(fe->features & VMIO_BIT(VIRTIO_F_RING_PACKED));
+	assert_true(vmio_fe_queue(fe, 1)->packed);
+	return fe;
+}
+
+/* The last descriptor of a chain says NEXT: the chain runs into a slot
+ * the driver never made available. */
+static void test_packed_chain_runs_on(void **state)
+{
+	struct harness_loopback *c = *state;
+	struct vmio_fe *fe = packed_session(c);
+	struct vmio_dvq *tx = vmio_fe_queue(fe, 1);
+	uint64_t gpa = tx_data(fe, 200);
+	struct vmio_dbuf b[2] = { { .gpa = gpa, .len = 100 },
+				  { .gpa = gpa + 100, .len = 100 } };
+	uint16_t at = tx->next_avail;
+
+	post_rx(fe, 4096);
+	assert_true(vmio_dvq_add(tx, b, 2, (void *)1) >= 0);
+	tx->pdesc[(at + 1) % tx->size].flags |= htole16(VIRTQ_DESC_F_NEXT);
+	vmio_dvq_kick(tx);
+	ring_case_done(c, fe, "virtqueue 1 (tx) broken");
+}
+
+/* A buffer id the queue cannot have. */
+static void test_packed_bad_buffer_id(void **state)
+{
+	struct harness_loopback *c = *state;
+	struct vmio_fe *fe = packed_session(c);
+	struct vmio_dvq *tx = vmio_fe_queue(fe, 1);
+	struct vmio_dbuf t = { .gpa = tx_data(fe, 100), .len = 100 };
+	uint16_t at = tx->next_avail;
+
+	post_rx(fe, 4096);
+	assert_true(vmio_dvq_add(tx, &t, 1, (void *)1) >= 0);
+	tx->pdesc[at].id = htole16(0xffff);
+	vmio_dvq_kick(tx);
+	ring_case_done(c, fe, "virtqueue 1 (tx) broken");
+}
+
+/* A packed buffer outside guest memory. */
+static void test_packed_descriptor_outside_memory(void **state)
+{
+	struct harness_loopback *c = *state;
+	struct vmio_fe *fe = packed_session(c);
+	struct vmio_dvq *tx = vmio_fe_queue(fe, 1);
+	struct vmio_dbuf t = { .gpa = fe->mem_size + (1 << 20), .len = 100 };
+
+	post_rx(fe, 4096);
+	assert_true(vmio_dvq_add(tx, &t, 1, (void *)1) >= 0);
+	vmio_dvq_kick(tx);
+	ring_case_done(c, fe, "virtqueue 1 (tx) broken");
+}
+
 #define CASE(f)                                                              \
 	cmocka_unit_test_prestate_setup_teardown(f, setup,                   \
 						 harness_loopback_teardown, &lb)
@@ -618,6 +683,9 @@ int main(void)
 		CASE(test_descriptor_outside_memory),
 		CASE(test_descriptor_straddles_end),
 		CASE(test_nested_indirect),
+		CASE(test_packed_chain_runs_on),
+		CASE(test_packed_bad_buffer_id),
+		CASE(test_packed_descriptor_outside_memory),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
