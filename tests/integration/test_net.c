@@ -578,15 +578,15 @@ static void test_threads_two_pairs(void **state)
 	struct harness_thread th[8];
 	struct testpmd t;
 	pid_t pid = threads_start(sock, &t, "txonly");
+	long long sent = testpmd_stop(&t, "TX-packets"), got;
+	/* After testpmd (which must not outlive a failed assertion). */
 	unsigned n = harness_threads(pid, th, 8), workers = 0;
-	long long sent, got;
 
 	/* (A sanitizer may add a thread of its own.) */
 	for (unsigned i = 0; i < n; i++)
 		workers += !strncmp(th[i].name, "vmio-w", 6);
 	assert_int_equal(workers, 1);
 	assert_true(harness_thread_ticks(th, n, "vmio-w1") > 0);
-	sent = testpmd_stop(&t, "TX-packets");
 	stop_net(pid);
 	got = vmio_stat("tx_frames");
 	printf("# testpmd sent %lld on two queues, vmio counted %lld\n", sent,
