@@ -565,9 +565,11 @@ static pid_t threads_start(const char *sock, struct testpmd *t,
 	pid_t pid = start_net_queues(sock, "--null", NULL, "2", "--threads=2");
 
 	testpmd_start_queues(t, sock, mode, 2);
-	if (!testpmd_wait_counter(t, "TX-packets", TX_FRAMES, HARNESS_WAIT_MS))
+	if (!testpmd_wait_counter(t, "TX-packets", TX_FRAMES, HARNESS_WAIT_MS)) {
+		testpmd_stop(t, "TX-packets");
 		fail_msg("testpmd sent fewer than %d frames in time",
 			 TX_FRAMES);
+	}
 	return pid;
 }
 
@@ -619,9 +621,11 @@ static void test_threads_reconnect(void **state)
 
 	first = testpmd_stop(&t, "TX-packets");
 	testpmd_start_queues(&t, sock, "txonly", 2);
-	if (!testpmd_wait_counter(&t, "TX-packets", TX_FRAMES, HARNESS_WAIT_MS))
+	if (!testpmd_wait_counter(&t, "TX-packets", TX_FRAMES, HARNESS_WAIT_MS)) {
+		testpmd_stop(&t, "TX-packets");
 		fail_msg("the second testpmd sent fewer than %d frames",
 			 TX_FRAMES);
+	}
 	second = testpmd_stop(&t, "TX-packets");
 	stop_net(pid);
 	got = vmio_stat("tx_frames");
