@@ -1,6 +1,7 @@
 /* Connections of `vmio redirect` on their workers; see redirect_conn.h. */
 #include "cli/redirect_conn.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,9 @@
 struct redirect_conn {
 	struct redirect_worker *w;
 	unsigned id;
-	int a, b;        /* a from ADDRESS1; b to ADDRESS2 while connecting */
+	struct redir_side a; /* from ADDRESS1 */
+	int b;           /* to ADDRESS2 while connecting */
+	struct vmio_timer timeout; /* connect-timeout= on ADDRESS2 */
 	struct redir_relay *relay;
 	struct redir_sockmap_relay *krelay; /* the sockmap engine's instead */
 	struct vmio_defer arrive; /* the hand-over, posted to w's loop */
@@ -72,6 +75,7 @@ void redirect_conn_end(struct redirect_conn *c, int status)
 	struct redirect_worker *w = c->w;
 
 	vmio_defer_cancel(&c->arrive);
+	vmio_timer_fini(&c->timeout);
 	if (c->relay || c->krelay) {
 		count_and_print(c);
 		redir_relay_free(c->relay);
@@ -80,8 +84,10 @@ void redirect_conn_end(struct redirect_conn *c, int status)
 		vmio_loop_remove(w->loop, c->b);
 		if (c->b >= 0)
 			close(c->b);
-		if (c->a >= 0)
-			close(c->a);
+		if (c->a.in >= 0)
+			close(c->a.in);
+		if (c->a.out >= 0 && c->a.out != c->a.in)
+			close(c->a.out);
 	}
 	pthread_mutex_lock(&w->lock);
 	LIST_REMOVE(c, link);
@@ -110,16 +116,18 @@ static void conn_name(const struct redirect_conn *c, char *name, size_t size)
 	snprintf(name, size, "connection %u", c->id);
 }
 
-static void start_relay(struct redirect_conn *c)
+static void start_relay(struct redirect_conn *c, struct redir_side b)
 {
 	const struct redirect_conn_setup *s = c->w->setup;
+	struct redir_side a = c->a;
 	char name[32];
-	int a = c->a, b = c->b;
 
 	conn_name(c, name, sizeof(name));
-	c->a = c->b = -1;
-	c->relay = redir_relay_new(c->w->loop, a, b, s->engine, s->buffer, name,
-				   on_relay_done, c);
+	c->a = (struct redir_side){ -1, -1 };
+	c->b = -1;
+	c->relay = redir_relay_new_sides(c->w->loop, a, b, s->engine,
+					 s->buffer, s->dirs, name,
+					 on_relay_done, c);
 	if (!c->relay)
 		redirect_conn_end(c, 1);
 }
@@ -140,15 +148,22 @@ static void on_connected(void *opaque, int fd, uint32_t events)
 	int err = redir_connect_result(fd);
 
 	vmio_loop_remove(c->w->loop, fd);
+	vmio_timer_fini(&c->timeout);
 	if (err)
 		connect_failed(c, err);
 	else
-		start_relay(c);
+		start_relay(c, (struct redir_side){ fd, fd });
+}
+
+static void on_connect_timeout(void *opaque)
+{
+	connect_failed(opaque, -ETIMEDOUT);
 }
 
 /* A connection on w's list with nothing started yet; NULL (logged)
  * without memory. From any thread: the list is under w's lock. */
-static struct redirect_conn *conn_new(struct redirect_worker *w, int a)
+static struct redirect_conn *conn_new(struct redirect_worker *w,
+				      struct redir_side a)
 {
 	struct redirect_conn *c = calloc(1, sizeof(*c));
 
@@ -177,13 +192,29 @@ static void conn_begin(struct redirect_conn *c)
 
 	log_debug("connection %u: accepted, served by worker %u", c->id,
 		  c->w->index);
-	b = redir_endpoint_connect(c->w->setup->to);
+	const struct redir_endpoint *to = c->w->setup->to;
+
+	if (to->addr.kind == REDIR_STDIO) {
+		start_relay(c, (struct redir_side){ STDIN_FILENO,
+						    STDOUT_FILENO });
+		return;
+	}
+	b = redir_endpoint_connect(to);
 	if (b < 0) {
 		connect_failed(c, b);
 		return;
 	}
 	c->b = b;
 	rc = vmio_loop_add(c->w->loop, b, EPOLLOUT, on_connected, c);
+	/* The connect waits on the loop like any event, bounded by a
+	 * timer of its own when asked. */
+	if (!rc && to->addr.connect_timeout_ns) {
+		rc = vmio_timer_init(&c->timeout, c->w->loop,
+				     on_connect_timeout, c);
+		if (!rc)
+			vmio_timer_arm_ns(&c->timeout,
+					  to->addr.connect_timeout_ns);
+	}
 	if (rc)
 		connect_failed(c, rc);
 }
@@ -193,19 +224,27 @@ static void on_arrival(void *opaque)
 	conn_begin(opaque);
 }
 
-void redirect_conn_start(struct redirect_worker *w, int a)
+void redirect_conn_start_side(struct redirect_worker *w, struct redir_side a)
 {
 	struct redirect_conn *c = conn_new(w, a);
 
-	if (c)
+	if (c) {
 		conn_begin(c);
-	else
-		close(a);
+		return;
+	}
+	close(a.in);
+	if (a.out != a.in)
+		close(a.out);
+}
+
+void redirect_conn_start(struct redirect_worker *w, int a)
+{
+	redirect_conn_start_side(w, (struct redir_side){ a, a });
 }
 
 void redirect_conn_hand_over(struct redirect_worker *w, int a)
 {
-	struct redirect_conn *c = conn_new(w, a);
+	struct redirect_conn *c = conn_new(w, (struct redir_side){ a, a });
 
 	if (!c) {
 		close(a);
@@ -222,7 +261,7 @@ struct redirect_conn *redirect_conn_start_sockmap(struct redirect_worker *w,
 						  int ingress, int egress,
 						  int sndbuf)
 {
-	struct redirect_conn *c = conn_new(w, -1);
+	struct redirect_conn *c = conn_new(w, (struct redir_side){ -1, -1 });
 	char name[32];
 
 	if (!c) {

@@ -490,7 +490,7 @@ static void refuse_keyword(const char *text, size_t len, char *err,
 		if (strlen(socat_only[i]) == len &&
 		    !strncasecmp(text, socat_only[i], len)) {
 			snprintf(err, err_size,
-				 "socat's address type %s is not supported by vmio redirect (see ADDRESSES in --help)",
+				 "socat's address type %s is not supported by vmio redirect (--help lists those it takes)",
 				 socat_only[i]);
 			return;
 		}

@@ -58,6 +58,32 @@ struct redir_relay *redir_relay_new(struct vmio_loop *loop, int a, int b,
 				    const char *name, redir_relay_done_fn done,
 				    void *opaque);
 
+/* One end of a relay: the fd read and the fd written, the same socket
+ * or two descriptors (STDIO: 0 and 1). An end that is no socket (a pipe,
+ * a tty, a file) is relayed by the copy engine; its EOF is passed on by
+ * closing its written fd, and its file flags are restored at the end. One
+ * that epoll cannot watch (a regular file, /dev/null) is taken as always
+ * ready, and served on each turn of the loop while there is work. */
+struct redir_side {
+	int in, out;
+};
+
+/* Which directions are relayed; one not relayed is never read. */
+#define REDIR_A_TO_B 1u
+#define REDIR_B_TO_A 2u
+#define REDIR_BOTH (REDIR_A_TO_B | REDIR_B_TO_A)
+
+/* redir_relay_new for two ends and the directions in dirs (socat's -u:
+ * REDIR_A_TO_B, -U: REDIR_B_TO_A). */
+struct redir_relay *redir_relay_new_sides(struct vmio_loop *loop,
+					  struct redir_side a,
+					  struct redir_side b,
+					  enum redir_engine engine,
+					  size_t buffer, unsigned dirs,
+					  const char *name,
+					  redir_relay_done_fn done,
+					  void *opaque);
+
 /* The same, from a to b only: b is never read, and its EOF goes nowhere. */
 struct redir_relay *redir_relay_new_one_way(struct vmio_loop *loop, int a,
 					    int b, enum redir_engine engine,
