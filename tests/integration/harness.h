@@ -26,6 +26,9 @@ const char *harness_path(const char *name);
  * stderr goes to harness_path("vmio.log") (appended). Returns the pid, or
  * -1 (and fails the test) if it cannot be started. */
 pid_t harness_spawn(const char *const args[]);
+/* The same with stdin from in_fd and stdout to out_fd (-1: the test's
+ * stdin, the log); both stay the caller's to close. */
+pid_t harness_spawn_stdio(const char *const args[], int in_fd, int out_fd);
 
 /* Waits until a unix socket at path accepts connections. Returns true on
  * success, false after timeout_ms. */
