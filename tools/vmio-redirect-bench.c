@@ -675,13 +675,20 @@ static int cmd_run_direct(const struct opts *o)
 	if (read(report_fd, &r, sizeof(r)) != sizeof(r))
 		r = (struct sink_result){ .error = "no data sent" };
 	double busy = machine_busy_s() - busy0, gib = (double)r.bytes / GIB;
+	struct rusage self, children;
+
 	waitpid(sink, NULL, 0);
 	if (o->to.kind != KIND_TCP)
 		vmio_unix_unlink_if_same(o->to.path, &lst);
+	/* As in cmd_run: what neither the sender nor the sink used. */
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &children);
+	double others = busy - tv_s(&self.ru_utime) - tv_s(&self.ru_stime) -
+			tv_s(&children.ru_utime) - tv_s(&children.ru_stime);
 	print_sink_result(&r);
 	printf(" relay_cpu=0.000 relay_s/GiB=0.000 machine_cpu=%.3f "
-	       "machine_s/GiB=%.3f others_cpu=0.00 quiet=%d", busy,
-	       gib > 0 ? busy / gib : 0, quiet);
+	       "machine_s/GiB=%.3f others_cpu=%.2f quiet=%d", busy,
+	       gib > 0 ? busy / gib : 0, others > 0 ? others : 0, quiet);
 	if (!r.intact)
 		printf(" error=\"sink: %s\"", r.error);
 	if (err[0])

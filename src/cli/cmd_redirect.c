@@ -25,6 +25,7 @@
 #include "redirect/endpoint.h"
 #include "redirect/relay.h"
 #include "redirect/sockmap.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 static const char redirect_usage[] =
@@ -221,18 +222,45 @@ static void on_accept(void *opaque, int fd, uint32_t events)
 		redirect_conn_hand_over(&rd->workers[k], a);
 }
 
-/* Connects to ep, waiting for it: fine while nothing else runs yet.
- * Returns the fd, or -1 (logged). */
+/* The milliseconds left until deadline_ns (0: none), rounded up: -1 for
+ * no deadline, 0 once it has passed. */
+static int ms_left(uint64_t deadline_ns)
+{
+	uint64_t now = vmio_now_ns();
+
+	if (!deadline_ns)
+		return -1;
+	if (now >= deadline_ns)
+		return 0;
+	return (int)((deadline_ns - now + 999999) / 1000000);
+}
+
+/* Connects to ep, waiting for it: fine while nothing else runs yet. A
+ * unix listener with a full queue is retried (as socat's blocking
+ * connect waits). Returns the fd, or -1 (logged). */
 static int connect_now(const struct redir_endpoint *ep)
 {
+	uint64_t ns = ep->addr.connect_timeout_ns;
+	uint64_t deadline = ns ? vmio_now_ns() + ns : 0;
+	unsigned retry_ms = 5;
 	char where[160];
-	int fd = redir_endpoint_connect(ep);
+	int fd;
 
+	while ((fd = redir_endpoint_connect(ep)) == -EAGAIN &&
+	       ep->addr.family == AF_UNIX) {
+		int left = ms_left(deadline);
+
+		if (left == 0) {
+			fd = -ETIMEDOUT;
+			break;
+		}
+		poll(NULL, 0, left > 0 && left < (int)retry_ms ? left :
+								 (int)retry_ms);
+		retry_ms = retry_ms < 100 ? retry_ms * 2 : retry_ms;
+	}
 	if (fd >= 0) {
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		uint64_t ns = ep->addr.connect_timeout_ns;
-		/* Rounded up: 1 us waits 1 ms, never 0 (no wait at all). */
-		int ms = ns ? (int)((ns + 999999) / 1000000) : -1;
+		int ms = ms_left(deadline);
 		int n, err;
 
 		while ((n = poll(&p, 1, ms)) < 0 && errno == EINTR)

@@ -74,7 +74,7 @@ static socklen_t loop_sa(int family, uint16_t port, struct sockaddr_storage *ss)
 	return sizeof(*s4);
 }
 
-static int listen_unix(const char *path)
+static int listen_unix_backlog(const char *path, int backlog)
 {
 	struct sockaddr_un sa = unix_sa(path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -82,8 +82,13 @@ static int listen_unix(const char *path)
 	unlink(path);
 	assert_true(fd >= 0);
 	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(listen(fd, backlog), 0);
 	return fd;
+}
+
+static int listen_unix(const char *path)
+{
+	return listen_unix_backlog(path, 8);
 }
 
 /* A TCP listener on loopback; *port 0 picks one. */
@@ -732,6 +737,60 @@ static void test_connect_timeout(void **state)
 	close(lfd);
 }
 
+/* A unix listener whose accept queue is full refuses a non-blocking
+ * connect at once (EAGAIN); socat's blocking connect waits for room, and
+ * so does vmio, retrying on a timer: bounded by connect-timeout=, and
+ * through once the listener accepts. */
+static void test_unix_queue_full(void **state)
+{
+	const char *a = harness_path("a.sock"), *b = harness_path("b.sock");
+	char a1[200], a2[200];
+	uint8_t buf[16];
+	int end;
+
+	/* Backlog 0 holds one connection: the test's own. */
+	int lfd = listen_unix_backlog(b, 0), queued = connect_unix(b);
+
+	harness_log_clear();
+	snprintf(a1, sizeof(a1), "UNIX-LISTEN:%s", a);
+	snprintf(a2, sizeof(a2), "UNIX:%s,connect-timeout=0.3", b);
+	pid_t pid = harness_spawn((const char *[]){ "redirect", a1, a2, NULL });
+	int fd = connect_unix(a);
+	int64_t t0 = now_ms();
+
+	assert_int_equal(read_to_end(fd, buf, sizeof(buf), &end), 0);
+	assert_true(now_ms() - t0 >= 250);
+	close(fd);
+	expect_exit(pid, 1);
+	assert_true(harness_log_contains("timed out"));
+
+	/* No timeout: vmio waits until the queue has room, then relays. */
+	harness_log_clear();
+	snprintf(a2, sizeof(a2), "UNIX-CONNECT:%s", b);
+	pid = harness_spawn((const char *[]){ "redirect", "-d", a1, a2, NULL });
+	fd = connect_unix(a);
+	write_all(fd, "late", 4);
+	shutdown(fd, SHUT_WR);
+	for (int64_t end2 = now_ms() + HARNESS_WAIT_MS;
+	     !harness_log_contains("accept queue is full: retrying") &&
+	     now_ms() < end2;)
+		usleep(10000);
+	assert_true(harness_log_contains("accept queue is full: retrying"));
+	/* vmio is retrying: make room, then serve it. */
+	int first = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(first >= 0);
+	close(first);
+	close(queued);
+	struct server s = { .lfd = lfd, .conns = 1, .echo = true };
+	server_start(&s);
+	assert_int_equal(read_to_end(fd, buf, sizeof(buf), &end), 4);
+	assert_int_equal(end, 0);
+	assert_memory_equal(buf, "late", 4);
+	close(fd);
+	server_join(&s);
+	expect_exit(pid, 0);
+}
+
 /* What `ss` says of the established TCP sockets on port (as source if
  * sport, else as destination). */
 static void ss_line(uint16_t port, bool sport, char *out, size_t size)
@@ -841,6 +900,7 @@ int main(void)
 		cmocka_unit_test(test_stdio_files),
 		cmocka_unit_test(test_unix_perms),
 		cmocka_unit_test(test_connect_timeout),
+		cmocka_unit_test(test_unix_queue_full),
 		cmocka_unit_test(test_keepalive_nodelay),
 		cmocka_unit_test(test_tcp_listen_families),
 	};
