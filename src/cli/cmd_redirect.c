@@ -92,7 +92,8 @@ static const char redirect_usage[] =
 	"                    which), else splice for stream to stream; a\n"
 	"                    direction with a datagram or seqpacket end\n"
 	"                    otherwise uses the message engine\n"
-	"  -b, --buffer-size N  bytes in flight per direction (default 256k);\n"
+	"  -b, --buffer-size N  bytes in flight per direction (default 256k;\n"
+	"                    splice: 1m, its pipe growing to it as data flows);\n"
 	"                    from a datagram or seqpacket end into another, the\n"
 	"                    largest message taken: a larger one is dropped and\n"
 	"                    logged, never cut, and the exit status is 1 (into\n"
@@ -650,7 +651,7 @@ int vmio_cmd_redirect(int argc, char **argv)
 {
 	struct redirect rd = {
 		.engine = REDIR_ENGINE_AUTO,
-		.buffer = REDIR_DEFAULT_BUFFER,
+		.buffer = 0, /* each engine's default */
 		.dirs = REDIR_BOTH,
 		.listen_fd = -1,
 		.rl = VMIO_RATELIMIT_INIT(5),
@@ -672,9 +673,13 @@ int vmio_cmd_redirect(int argc, char **argv)
 		/* What relay.c picks for such a pair, whatever --engine. */
 		log_debug("engine message (a datagram or seqpacket end), %zu "
 			  "bytes per direction",
-			  rd.buffer);
+			  rd.buffer ? rd.buffer : (size_t)REDIR_DEFAULT_BUFFER);
 	else
 		log_debug("engine %s, %zu bytes per direction",
-			  redir_engine_name(rd.engine), rd.buffer);
+			  redir_engine_name(rd.engine),
+			  rd.buffer ? rd.buffer :
+			  rd.engine == REDIR_ENGINE_SPLICE ?
+				  (size_t)REDIR_SPLICE_DEFAULT_BUFFER :
+				  (size_t)REDIR_DEFAULT_BUFFER);
 	return run(&rd);
 }

@@ -323,6 +323,10 @@ static int dir_init(struct redir_relay *r, int i, enum redir_engine engine,
 		.dst_type = dst_type ? dst_type : SOCK_STREAM,
 		.capacity = buffer, .pipe_r = -1, .pipe_w = -1,
 	};
+	if (!buffer)
+		d->capacity = d->ops == &redir_engine_splice ?
+				      REDIR_SPLICE_DEFAULT_BUFFER :
+				      REDIR_DEFAULT_BUFFER;
 	if (!relayed || has_nowhere_to_send(d->dst, dst_type))
 		d->eof = d->done = true;
 	return d->ops->init(d);

@@ -19,8 +19,15 @@ enum redir_engine {
 	REDIR_ENGINE_SOCKMAP,
 };
 
-/* Largest amount in flight per direction by default. */
+/* Largest amount in flight per direction by default (buffer 0): the
+ * copy and message engines' ... */
 #define REDIR_DEFAULT_BUFFER (256u * 1024)
+/* ... and the splice engine's, whose pipe starts at the kernel's default
+ * size and grows to this as data flows: an idle connection keeps a
+ * small pipe (pipe pages are counted per user, fs.pipe-user-pages-soft),
+ * a busy one takes fewer, larger splices (at 1 MiB, TCP into a unix
+ * stream cost a third of the relay CPU per GiB it cost at 256 KiB). */
+#define REDIR_SPLICE_DEFAULT_BUFFER (1024u * 1024)
 
 /* Parses "auto", "copy", "splice" or "sockmap". Returns 0 or -1. */
 int redir_engine_parse(const char *name, enum redir_engine *out);
@@ -44,7 +51,7 @@ typedef void (*redir_relay_done_fn)(void *opaque, struct redir_relay *r,
 
 /* Starts relaying between the connected sockets a and b (made
  * non-blocking here), with engine COPY or SPLICE between streams and
- * buffer bytes per direction. A direction with a datagram or seqpacket
+ * buffer bytes per direction (0: the engine's default). A direction with a datagram or seqpacket
  * end uses the message engine instead, whatever engine says: it keeps
  * message boundaries, and buffer is then the largest message accepted
  * (16 of them held at most). A direction into a datagram socket with no

@@ -30,8 +30,11 @@ struct redir_dir {
 	uint8_t *ring;
 	size_t head;
 
-	/* splice engine: the pipe data passes through */
+	/* splice engine: the pipe data passes through, pipe_size bytes now
+	 * (growing to capacity), filled since it last grew */
 	int pipe_r, pipe_w;
+	size_t pipe_size;
+	uint64_t filled;
 
 	/* message engine */
 	struct redir_msg_ring *msgs;
