@@ -780,7 +780,7 @@ static void test_bad_arguments(void **state)
 		"unknown option '-y'",
 	};
 	const char *a = harness_path("bad-a.sock");
-	char err[4096], out[4096], arg[256];
+	char err[4096], out[8192], arg[256];
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *args[6];
