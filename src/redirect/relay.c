@@ -352,11 +352,14 @@ static int add_fd(struct redir_relay *r, int fd)
 	return 0;
 }
 
-static struct redir_relay *relay_start(struct vmio_loop *loop,
-				       struct redir_side a, struct redir_side b,
-				       enum redir_engine engine, size_t buffer,
-				       unsigned dirs, const char *name,
-				       redir_relay_done_fn done, void *opaque)
+struct redir_relay *redir_relay_new_sides(struct vmio_loop *loop,
+					  struct redir_side a,
+					  struct redir_side b,
+					  enum redir_engine engine,
+					  size_t buffer, unsigned dirs,
+					  const char *name,
+					  redir_relay_done_fn done,
+					  void *opaque)
 {
 	struct redir_relay *r = calloc(1, sizeof(*r));
 	int rc = 0;
@@ -399,25 +402,12 @@ static struct redir_relay *relay_start(struct vmio_loop *loop,
 	return r;
 }
 
-struct redir_relay *redir_relay_new_sides(struct vmio_loop *loop,
-					  struct redir_side a,
-					  struct redir_side b,
-					  enum redir_engine engine,
-					  size_t buffer, unsigned dirs,
-					  const char *name,
-					  redir_relay_done_fn done,
-					  void *opaque)
-{
-	return relay_start(loop, a, b, engine, buffer, dirs, name, done,
-			   opaque);
-}
-
 struct redir_relay *redir_relay_new(struct vmio_loop *loop, int a, int b,
 				    enum redir_engine engine, size_t buffer,
 				    const char *name, redir_relay_done_fn done,
 				    void *opaque)
 {
-	return relay_start(loop, (struct redir_side){ a, a },
+	return redir_relay_new_sides(loop, (struct redir_side){ a, a },
 			   (struct redir_side){ b, b }, engine, buffer,
 			   REDIR_BOTH, name, done, opaque);
 }
@@ -428,7 +418,7 @@ struct redir_relay *redir_relay_new_one_way(struct vmio_loop *loop, int a,
 					    redir_relay_done_fn done,
 					    void *opaque)
 {
-	return relay_start(loop, (struct redir_side){ a, a },
+	return redir_relay_new_sides(loop, (struct redir_side){ a, a },
 			   (struct redir_side){ b, b }, engine, buffer,
 			   REDIR_A_TO_B, name, done, opaque);
 }

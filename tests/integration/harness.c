@@ -264,6 +264,19 @@ int harness_wait_exit(pid_t pid, int timeout_ms)
 	return status;
 }
 
+void harness_expect_exit(pid_t pid, int status)
+{
+	int st = harness_wait_exit(pid, HARNESS_WAIT_MS);
+
+	if (st == -1) {
+		harness_stop(pid, 1000);
+		fail_msg("vmio did not exit by itself");
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != status)
+		fail_msg("vmio ended with wait status 0x%x, not exit %d", st,
+			 status);
+}
+
 int harness_stop(pid_t pid, int timeout_ms)
 {
 	int status;

@@ -38,6 +38,10 @@ bool harness_wait_socket(const char *path, int timeout_ms);
  * on timeout (the process is left running). */
 int harness_wait_exit(pid_t pid, int timeout_ms);
 
+/* Waits (HARNESS_WAIT_MS) for pid to exit by itself with status; fails
+ * the test otherwise, killing it if it is still running. */
+void harness_expect_exit(pid_t pid, int status);
+
 /* SIGTERM, then SIGKILL after timeout_ms; returns the wait status. */
 int harness_stop(pid_t pid, int timeout_ms);
 

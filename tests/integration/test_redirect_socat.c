@@ -302,18 +302,6 @@ static void server_join(struct server *s)
 
 /* ---- vmio ---- */
 
-static void expect_exit(pid_t pid, int status)
-{
-	int st = harness_wait_exit(pid, HARNESS_WAIT_MS);
-
-	if (st == -1) {
-		harness_stop(pid, 1000);
-		fail_msg("vmio redirect did not exit by itself");
-	}
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), status);
-}
-
 /* text with {A} and {B} (the unix paths), {P} (the relay's port) and {Q}
  * (the server's) filled in. */
 static const char *fill(char *out, size_t size, const char *text,
@@ -395,7 +383,7 @@ static void test_aliases(void **state)
 		snprintf(msg, sizeof(msg), "alias %s %s", cases[i].a1, cases[i].a2);
 		roundtrip(fd, msg);
 		server_join(&s);
-		expect_exit(pid, 0);
+		harness_expect_exit(pid, 0);
 	}
 }
 
@@ -468,7 +456,7 @@ static void test_one_way_u(void **state)
 	/* The end came after the data, as EOF, or as a reset for the
 	 * greeting vmio left unread. */
 	assert_true(s.got_end == 0 || s.got_end == ECONNRESET);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 }
 
 /* -U: ADDRESS2 to ADDRESS1 only. The client's bytes are never read: the
@@ -499,7 +487,7 @@ static void test_one_way_U(void **state)
 	close(fd);
 	server_join(&s);
 	assert_int_equal(s.got_n, 0);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 }
 
 /* Writes in to wfd (then closes it) while reading rfd to EOF into out;
@@ -570,7 +558,7 @@ static void test_stdio_pipes(void **state)
 	assert_int_equal(got, BIG);
 	assert_memory_equal(out, pattern, BIG);
 	server_join(&s);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 }
 
 /* STDIO as ADDRESS2: a unix client's bytes come out on stdout, and what
@@ -604,7 +592,7 @@ static void test_stdio_address2(void **state)
 	assert_memory_equal(buf, "xyz", 3);
 	close(fd);
 	close(o[0]);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 }
 
 /* Files epoll will not watch: stdin from a regular file (and from
@@ -627,7 +615,7 @@ static void test_stdio_files(void **state)
 	server_start(&s);
 	pid_t pid = harness_spawn_stdio((const char *[]){ "redirect", "-", a2,
 							  NULL }, in, o);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 	server_join(&s);
 	assert_int_equal(pread(o, out, sizeof(out), 0), BIG);
 	assert_memory_equal(out, pattern, BIG);
@@ -641,7 +629,7 @@ static void test_stdio_files(void **state)
 	server_start(&s2);
 	pid = harness_spawn_stdio((const char *[]){ "redirect", "-", a2, NULL },
 				  null, null);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 	server_join(&s2);
 	assert_int_equal(s2.got_n, 0);
 	assert_int_equal(s2.got_end, 0);
@@ -700,37 +688,44 @@ static int full_listener(uint16_t *port, int *queued)
 	return lfd;
 }
 
-static void test_connect_timeout(void **state)
+/* ADDRESS2 a2 (connect-timeout=0.3) cannot be reached: the timer ends
+ * the client's connection, and vmio exits 1 naming the timeout. */
+static void address2_times_out(const char *a2)
 {
-	const char *a = harness_path("a.sock");
-	uint16_t port = 0;
-	int queued, lfd = full_listener(&port, &queued);
-	char a1[200], a2[200];
+	char a1[200];
 	uint8_t buf[16];
 	int end;
 
-	/* ADDRESS2, on the loop's timer: the client sees its connection
-	 * end, and vmio exits 1 naming the timeout. */
 	harness_log_clear();
-	snprintf(a1, sizeof(a1), "UNIX-LISTEN:%s", a);
-	snprintf(a2, sizeof(a2), "TCP:127.0.0.1:%u,connect-timeout=0.3", port);
+	snprintf(a1, sizeof(a1), "UNIX-LISTEN:%s", harness_path("a.sock"));
 	pid_t pid = harness_spawn((const char *[]){ "redirect", a1, a2, NULL });
-	int fd = connect_unix(a);
+	int fd = connect_unix(harness_path("a.sock"));
 	int64_t t0 = now_ms();
 
 	assert_int_equal(read_to_end(fd, buf, sizeof(buf), &end), 0);
 	assert_true(now_ms() - t0 >= 250);
 	close(fd);
-	expect_exit(pid, 1);
+	harness_expect_exit(pid, 1);
 	assert_true(harness_log_contains("timed out"));
+}
+
+static void test_connect_timeout(void **state)
+{
+	uint16_t port = 0;
+	int queued, lfd = full_listener(&port, &queued);
+	char a1[200], a2[200];
+	int64_t t0;
+
+	snprintf(a2, sizeof(a2), "TCP:127.0.0.1:%u,connect-timeout=0.3", port);
+	address2_times_out(a2);
 
 	/* ADDRESS1: before anything else runs. */
 	harness_log_clear();
 	snprintf(a1, sizeof(a1), "TCP4:127.0.0.1:%u,connect-timeout=0.3", port);
 	snprintf(a2, sizeof(a2), "UNIX:%s", harness_path("nobody.sock"));
 	t0 = now_ms();
-	pid = harness_spawn((const char *[]){ "redirect", a1, a2, NULL });
-	expect_exit(pid, 1);
+	pid_t pid = harness_spawn((const char *[]){ "redirect", a1, a2, NULL });
+	harness_expect_exit(pid, 1);
 	assert_true(now_ms() - t0 >= 250);
 	assert_true(harness_log_contains("timed out"));
 	close(queued);
@@ -751,24 +746,16 @@ static void test_unix_queue_full(void **state)
 	/* Backlog 0 holds one connection: the test's own. */
 	int lfd = listen_unix_backlog(b, 0), queued = connect_unix(b);
 
-	harness_log_clear();
-	snprintf(a1, sizeof(a1), "UNIX-LISTEN:%s", a);
 	snprintf(a2, sizeof(a2), "UNIX:%s,connect-timeout=0.3", b);
-	pid_t pid = harness_spawn((const char *[]){ "redirect", a1, a2, NULL });
-	int fd = connect_unix(a);
-	int64_t t0 = now_ms();
-
-	assert_int_equal(read_to_end(fd, buf, sizeof(buf), &end), 0);
-	assert_true(now_ms() - t0 >= 250);
-	close(fd);
-	expect_exit(pid, 1);
-	assert_true(harness_log_contains("timed out"));
+	address2_times_out(a2);
 
 	/* No timeout: vmio waits until the queue has room, then relays. */
 	harness_log_clear();
+	snprintf(a1, sizeof(a1), "UNIX-LISTEN:%s", a);
 	snprintf(a2, sizeof(a2), "UNIX-CONNECT:%s", b);
-	pid = harness_spawn((const char *[]){ "redirect", "-d", a1, a2, NULL });
-	fd = connect_unix(a);
+	pid_t pid = harness_spawn((const char *[]){ "redirect", "-d", a1, a2,
+						    NULL });
+	int fd = connect_unix(a);
 	write_all(fd, "late", 4);
 	shutdown(fd, SHUT_WR);
 	for (int64_t end2 = now_ms() + HARNESS_WAIT_MS;
@@ -788,7 +775,7 @@ static void test_unix_queue_full(void **state)
 	assert_memory_equal(buf, "late", 4);
 	close(fd);
 	server_join(&s);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 }
 
 /* What `ss` says of the established TCP sockets on port (as source if
@@ -845,7 +832,7 @@ static void test_keepalive_nodelay(void **state)
 		fail_msg("no keepalive timer on the connected socket: %s", ss);
 	roundtrip(fd, "rest");
 	server_join(&s);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 }
 
 /* TCP-LISTEN serves IPv6 and IPv4 on one socket; TCP4-LISTEN and
