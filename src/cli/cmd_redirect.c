@@ -406,6 +406,8 @@ static const char *sockmap_misfit(const struct redirect *rd)
 {
 	const struct redir_addr *in = &rd->ep[0].addr, *out = &rd->ep[1].addr;
 
+	if (in->kind == REDIR_STDIO || out->kind == REDIR_STDIO)
+		return "STDIO is no socket the kernel could forward between";
 	if (out->socktype != SOCK_STREAM)
 		return "the kernel splits messages on their way into a datagram or seqpacket socket";
 	if (out->family == AF_VSOCK)

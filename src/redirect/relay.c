@@ -70,10 +70,11 @@ const char *redir_engine_name(enum redir_engine e)
 const struct redir_engine_ops *redir_engine_for(int src_type, int dst_type,
 						enum redir_engine requested)
 {
+	if ((src_type && src_type != SOCK_STREAM) ||
+	    (dst_type && dst_type != SOCK_STREAM))
+		return &redir_engine_msg;
 	if (!src_type || !dst_type)
 		return &redir_engine_copy;
-	if (src_type != SOCK_STREAM || dst_type != SOCK_STREAM)
-		return &redir_engine_msg;
 	return requested == REDIR_ENGINE_COPY ? &redir_engine_copy :
 						&redir_engine_splice;
 }
@@ -105,10 +106,8 @@ static int pass_eof(struct redir_relay *r, int i)
 	struct redir_dir *d = &r->dir[i];
 	struct watch *w = watch_of(r, d->dst);
 
-	if (d->ops->end)
-		return d->ops->end(d);
 	if (!w || w->is_socket)
-		return redir_end_shutdown(d);
+		return d->ops->end ? d->ops->end(d) : redir_end_shutdown(d);
 	if (w->watched)
 		vmio_loop_remove(r->loop, w->fd);
 	fcntl(w->fd, F_SETFL, w->flags);

@@ -64,8 +64,9 @@ extern const struct redir_engine_ops redir_engine_msg;
 
 /* The engine for one direction: copy or splice (as requested; AUTO is
  * splice) between streams, the message engine when either end keeps
- * message boundaries (datagram or seqpacket). A non-socket end is given
- * as type 0: copy, since splice does not take a tty. */
+ * message boundaries (datagram or seqpacket). A non-socket end (type 0)
+ * is a stream to the message engine, and takes copy otherwise, since
+ * splice does not take a tty. */
 const struct redir_engine_ops *redir_engine_for(int src_type, int dst_type,
 						enum redir_engine requested);
 

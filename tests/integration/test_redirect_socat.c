@@ -595,6 +595,41 @@ static void test_stdio_address2(void **state)
 	harness_expect_exit(pid, 0);
 }
 
+/* Datagrams to stdout (the message engine into a pipe): each one's
+ * bytes in order, and the empty datagram (EOF) closes stdout. */
+static void test_stdio_datagrams(void **state)
+{
+	const char *r = harness_path("r.sock");
+	struct sockaddr_un sa = unix_sa(r);
+	char a1[200];
+	uint8_t buf[64];
+	int o[2], end, fd = -1;
+
+	assert_int_equal(pipe2(o, O_CLOEXEC), 0);
+	snprintf(a1, sizeof(a1), "UNIX-RECV:%s", r);
+	pid_t pid = harness_spawn_stdio((const char *[]){ "redirect", a1, "-",
+							  NULL }, -1, o[1]);
+	close(o[1]);
+	for (int64_t t = now_ms() + HARNESS_WAIT_MS; now_ms() < t; usleep(10000)) {
+		fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+			break;
+		close(fd);
+		fd = -1;
+	}
+	assert_true(fd >= 0);
+	assert_int_equal(send(fd, "a", 1, 0), 1);
+	assert_int_equal(send(fd, "bb", 2, 0), 2);
+	assert_int_equal(send(fd, "ccc", 3, 0), 3);
+	assert_int_equal(send(fd, "", 0, 0), 0);
+	assert_int_equal(read_to_end(o[0], buf, sizeof(buf), &end), 6);
+	assert_int_equal(end, 0);
+	assert_memory_equal(buf, "abbccc", 6);
+	close(fd);
+	close(o[0]);
+	harness_expect_exit(pid, 0);
+}
+
 /* Files epoll will not watch: stdin from a regular file (and from
  * /dev/null), stdout into one. */
 static void test_stdio_files(void **state)
@@ -885,6 +920,7 @@ int main(void)
 		cmocka_unit_test(test_stdio_pipes),
 		cmocka_unit_test(test_stdio_address2),
 		cmocka_unit_test(test_stdio_files),
+		cmocka_unit_test(test_stdio_datagrams),
 		cmocka_unit_test(test_unix_perms),
 		cmocka_unit_test(test_connect_timeout),
 		cmocka_unit_test(test_unix_queue_full),
