@@ -178,7 +178,17 @@ int vmio_unix_bind_socket_perms(int fd, const char *path, int type,
 		return -ENAMETOOLONG;
 	}
 	strcpy(sa.sun_path, path);
-	rc = bind_path(fd, path, type, &sa, who);
+	if (perms && perms->mode >= 0) {
+		/* The file is born with the mode asked (less any bits
+		 * umask cannot give), so no peer gets in between bind and
+		 * chmod. */
+		mode_t old = umask((mode_t)~perms->mode & 0777);
+
+		rc = bind_path(fd, path, type, &sa, who);
+		umask(old);
+	} else {
+		rc = bind_path(fd, path, type, &sa, who);
+	}
 	if (rc) {
 		if (rc != -EADDRINUSE && rc != -EEXIST)
 			log_err("%s: cannot bind %s: %s", who, path,

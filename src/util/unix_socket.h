@@ -32,7 +32,9 @@ struct vmio_unix_perms {
 };
 
 /* vmio_unix_bind_socket, with the file's mode and owner set from perms
- * (NULL: left as bind made them). */
+ * (NULL: left as bind made them). A mode is applied through the umask
+ * while binding, so that the file never has a wider one: call it before
+ * other threads run (the umask is the process's). */
 int vmio_unix_bind_socket_perms(int fd, const char *path, int type,
 				int backlog, const char *who,
 				const struct vmio_unix_perms *perms,
