@@ -255,7 +255,9 @@ read:
 		}
 		r->bytes += (uint64_t)n;
 		r->last_ns = (int64_t)vmio_now_ns();
-		if (want && r->bytes >= want) {
+		/* A datagram sink reads on to the empty datagram: its
+		 * sender has no other way to end. */
+		if (want && r->bytes >= want && (!dgram || r->bytes > want)) {
 			/* Whatever is already there past the end is too
 			 * much; waiting for more would only slow every run. */
 			if (r->bytes > want ||
