@@ -149,7 +149,9 @@ fi
 # relaying a checked pattern from a sender into a unix stream sink
 # (vmio-redirect-bench run). Shapes: udg->ust (unix datagrams in, the
 # shape of the sockmap work), ust->ust and tcp->ust. Rounds interleave
-# socat, vmio (default engine), then vmio with each engine forced. A relay
+# socat, vmio (default engine), then vmio with each engine forced, and
+# the direct path: the sender straight into a sink on the ingress socket
+# type, no relay (the limit). A relay
 # that refuses its command line (exit 2 at start: an address or engine
 # not supported yet) gets "n/a" for the row, not a failed bench. The
 # machine's CPU counts everything that ran, the sender and sink too; each
@@ -162,7 +164,7 @@ rlimit=${REDIR_TIMEOUT:-120}
 declare -A rin=([udg]="UNIX-RECV:$dir/in" [ust]="UNIX-LISTEN:$dir/in"
 	[tcp]="TCP-LISTEN:$rport,reuseaddr")
 declare -A rto=([udg]="udg:$dir/in" [ust]="ust:$dir/in" [tcp]="tcp:$rport")
-relays=(socat vmio "vmio copy" "vmio splice" "vmio sockmap")
+relays=(socat vmio "vmio copy" "vmio splice" "vmio sockmap" direct)
 # Per "shape|relay": space-separated MB/s, relay and machine s/GiB, the
 # ratio to socat in the same round; or why it was refused.
 declare -A rmb rcpu rmcpu rother rratio refused
@@ -172,6 +174,7 @@ relay_cmd() { # shape relay: sets cmd to the relay's command line
 	case $2 in
 	socat) cmd=(socat -b 1048576 "$in" "$out") ;;
 	vmio) cmd=("$build/vmio" redirect -q "$in" "$out") ;;
+	direct) cmd=() ;;
 	"vmio "*) cmd=("$build/vmio" redirect -q --engine "${2#vmio }" "$in" "$out") ;;
 	esac
 }
@@ -189,9 +192,15 @@ for shape in udg ust tcp; do
 			[ -n "${refused[$key]:-}" ] && continue
 			relay_cmd "$shape" "$relay"
 			rc=0
-			line=$(timeout "$rlimit" "$build/vmio-redirect-bench" run \
-				--sink "$dir/out" --to "${rto[$shape]}" \
-				--bytes "$rbytes" -- "${cmd[@]}" 2>&1) || rc=$?
+			if [ "$relay" = direct ]; then
+				line=$(timeout "$rlimit" "$build/vmio-redirect-bench" run \
+					--direct --to "${rto[$shape]}" \
+					--bytes "$rbytes" 2>&1) || rc=$?
+			else
+				line=$(timeout "$rlimit" "$build/vmio-redirect-bench" run \
+					--sink "$dir/out" --to "${rto[$shape]}" \
+					--bytes "$rbytes" -- "${cmd[@]}" 2>&1) || rc=$?
+			fi
 			if [ $rc -eq 0 ]; then
 				echo "  $relay: $line"
 				mb=$(field MB/s "$line")
@@ -219,6 +228,7 @@ done
 echo
 echo "redirect: medians over $runs interleaved rounds of $rbytes into a unix stream sink"
 echo "(MB/s at the sink; CPU s/GiB of the relay process and of the whole machine;"
+echo " direct: no relay, the sender straight into a sink on the ingress type;"
 echo " others: CPU s other jobs took during a run, in machine already;"
 echo " x socat: vmio MB/s over socat MB/s of the same round, median, then each round)"
 printf '%-9s %-13s %8s %8s %8s %7s %8s  %s\n' shape relay MB/s relay machine others "x socat" "each round"
@@ -236,7 +246,7 @@ for shape in udg ust tcp; do
 			"$(list_median "$r")" "${r:--}"
 	done
 done
-echo "goal: vmio >= 3.5x socat on udg->ust; relay CPU < 0.05 s/GiB on sockmap"
+echo "goal: vmio >= 3.5x socat on udg->ust, >= 1.0x on every shape; relay CPU < 0.05 s/GiB on sockmap"
 
 # ---- redirect --threads: a forking UNIX-LISTEN carrying two streams at
 # once (two clients, each to a sink of its own), --threads 2 (A) against

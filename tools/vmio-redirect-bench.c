@@ -68,6 +68,8 @@ static const char usage[] =
 	"       vmio-redirect-bench run --sink PATH --to KIND:WHERE --bytes N\n"
 	"                               [--msg N] [--timeout S] [--streams N]\n"
 	"                               [--term] -- RELAY...\n"
+	"       vmio-redirect-bench run --direct --to KIND:WHERE --bytes N\n"
+	"                               [--msg N] [--timeout S]\n"
 	"\n"
 	"Moves N bytes of a checked pattern through a relay into a unix stream\n"
 	"sink. KIND:WHERE is udg:PATH (unix datagrams, an empty one at the end),\n"
@@ -90,6 +92,9 @@ static const char usage[] =
 	"         --term: the relay keeps serving (a forking listener): send it\n"
 	"         SIGTERM once the sinks have everything; its CPU is its\n"
 	"         utime+stime in /proc/PID/stat just before, and it must exit 0.\n"
+	"         --direct: no relay: the sink itself listens on (or binds)\n"
+	"         KIND:WHERE and the sender sends straight to it, the limit a\n"
+	"         relay from that socket type is measured against.\n"
 	"\n"
 	"Sizes take K, M, G suffixes. --timeout: seconds without progress\n"
 	"before giving up (default 10).\n";
@@ -182,13 +187,18 @@ static int wait_readable(int fd, int timeout_ms)
  * socat (1.7.4) does not take the sender's empty datagram for an EOF, and
  * only ends once the sink has closed. The listener may be non-blocking:
  * the accepted socket is blocking, reads bounded by poll. */
-static void sink_run(int lfd, uint64_t want, int timeout_ms, int accept_ms,
-		     struct sink_result *r)
+static void sink_run(int lfd, bool dgram, uint64_t want, int timeout_ms,
+		     int accept_ms, struct sink_result *r)
 {
 	static uint8_t buf[MAX_MSG];
 	int fd;
 
 	*r = (struct sink_result){ 0 };
+	/* A datagram socket is read as it is: an empty datagram is EOF. */
+	if (dgram) {
+		fd = dup(lfd);
+		goto read;
+	}
 	/* Sinks of other streams wait on the same listener: one that woke
 	 * for a connection another took waits again. */
 	do {
@@ -204,6 +214,7 @@ static void sink_run(int lfd, uint64_t want, int timeout_ms, int accept_ms,
 			 strerror(errno));
 		return;
 	}
+read:
 	for (;;) {
 		ssize_t n;
 
@@ -244,7 +255,9 @@ static void sink_run(int lfd, uint64_t want, int timeout_ms, int accept_ms,
 		}
 		r->bytes += (uint64_t)n;
 		r->last_ns = (int64_t)vmio_now_ns();
-		if (want && r->bytes >= want) {
+		/* A datagram sink reads on to the empty datagram: its
+		 * sender has no other way to end. */
+		if (want && r->bytes >= want && (!dgram || r->bytes > want)) {
 			/* Whatever is already there past the end is too
 			 * much; waiting for more would only slow every run. */
 			if (r->bytes > want ||
@@ -388,6 +401,7 @@ struct opts {
 	int timeout_ms;
 	unsigned streams;   /* run: connections at once */
 	bool term;          /* run: SIGTERM the relay once the data is in */
+	bool direct;        /* run: no relay, the sink on the target */
 	char **relay;       /* run: the command after -- */
 };
 
@@ -407,7 +421,8 @@ static pid_t start_sink(const struct opts *o, int lfd, int *report_fd)
 		close(p[0]);
 		/* The relay connects to the sink only once the sender is in:
 		 * give it the time for both. */
-		sink_run(lfd, o->bytes, o->timeout_ms, 3 * o->timeout_ms, &r);
+		sink_run(lfd, o->direct && o->to.kind == KIND_UDG, o->bytes,
+			 o->timeout_ms, 3 * o->timeout_ms, &r);
 		(void)!write(p[1], &r, sizeof(r));
 		_exit(0);
 	}
@@ -587,6 +602,103 @@ static double proc_cpu_s(pid_t pid)
 	return ticks < 0 ? -1 : (double)ticks / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* --direct: the sink's socket on the target itself. Returns the fd, or
+ * -errno. */
+static int listen_direct(const struct target *t, struct stat *st)
+{
+	struct sockaddr_in in = {
+		.sin_family = AF_INET,
+		.sin_port = htons(t->port),
+		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+	};
+	int one = 1, fd;
+
+	if (t->kind == KIND_UST)
+		return vmio_unix_listen(t->path, 1, "sink", st);
+	if (t->kind == KIND_UDG) {
+		fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		unlink(t->path);
+		int rc = vmio_unix_bind_socket(fd, t->path, SOCK_DGRAM, 0,
+					       "sink", st);
+		if (rc) {
+			close(fd);
+			return rc;
+		}
+		return fd;
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&in, sizeof(in)) < 0 ||
+	    listen(fd, 1) < 0) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+/* --direct: the sender straight into the sink, no relay between. */
+static int cmd_run_direct(const struct opts *o)
+{
+	struct sink_result r = { .error = "sink died" };
+	char err[300] = "";
+	struct stat lst = { 0 };
+	int lfd = listen_direct(&o->to, &lst), report_fd, fd;
+	pid_t sink;
+
+	if (lfd < 0) {
+		fprintf(stderr, "vmio-redirect-bench: listen on the target: %s\n",
+			strerror(-lfd));
+		return 1;
+	}
+	sink = start_sink(o, lfd, &report_fd);
+	if (sink < 0) {
+		fprintf(stderr, "vmio-redirect-bench: fork: %s\n",
+			strerror(errno));
+		return 1;
+	}
+	bool quiet = wait_quiet(QUIET_WAIT_MS);
+	double busy0 = machine_busy_s();
+	fd = target_open(&o->to);
+	close(lfd);
+	if (fd < 0) {
+		snprintf(err, sizeof(err), "connect: %s", strerror(errno));
+		kill(sink, SIGKILL);
+	} else {
+		send_all(fd, &o->to, o->bytes, o->msg, o->timeout_ms, err,
+			 sizeof(err));
+		close(fd);
+	}
+	if (read(report_fd, &r, sizeof(r)) != sizeof(r))
+		r = (struct sink_result){ .error = "no data sent" };
+	double busy = machine_busy_s() - busy0, gib = (double)r.bytes / GIB;
+	struct rusage self, children;
+
+	waitpid(sink, NULL, 0);
+	if (o->to.kind != KIND_TCP)
+		vmio_unix_unlink_if_same(o->to.path, &lst);
+	/* As in cmd_run: what neither the sender nor the sink used. */
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &children);
+	double others = busy - tv_s(&self.ru_utime) - tv_s(&self.ru_stime) -
+			tv_s(&children.ru_utime) - tv_s(&children.ru_stime);
+	print_sink_result(&r);
+	printf(" relay_cpu=0.000 relay_s/GiB=0.000 machine_cpu=%.3f "
+	       "machine_s/GiB=%.3f others_cpu=%.2f quiet=%d", busy,
+	       gib > 0 ? busy / gib : 0, others > 0 ? others : 0, quiet);
+	if (!r.intact)
+		printf(" error=\"sink: %s\"", r.error);
+	if (err[0])
+		printf(" %s=\"%s\"", r.intact ? "error" : "then", err);
+	printf("\n");
+	return r.intact && !err[0] ? 0 : 1;
+}
+
 static int cmd_run(const struct opts *o)
 {
 	struct sink_result r = { .error = "sink died" }, rs[MAX_STREAMS];
@@ -715,7 +827,7 @@ static int cmd_sink(const struct opts *o)
 			o->path, strerror(-lfd));
 		return 1;
 	}
-	sink_run(lfd, o->bytes, o->timeout_ms, o->timeout_ms, &r);
+	sink_run(lfd, false, o->bytes, o->timeout_ms, o->timeout_ms, &r);
 	close(lfd);
 	vmio_unix_unlink_if_same(o->path, &st);
 	print_sink_result(&r);
@@ -774,6 +886,7 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "streams", required_argument, NULL, 'S' },
 		{ "term", no_argument, NULL, 'K' },
+		{ "direct", no_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -827,6 +940,9 @@ int main(int argc, char **argv)
 		case 'K':
 			o.term = true;
 			break;
+		case 'D':
+			o.direct = true;
+			break;
 		default:
 			return bad_usage("unknown option or missing value",
 					 argv[optind - 1]);
@@ -844,6 +960,12 @@ int main(int argc, char **argv)
 			return bad_usage("send takes --to KIND:WHERE --bytes N",
 					 NULL);
 		return cmd_send(&o);
+	}
+	if (!strcmp(role, "run") && o.direct) {
+		if (!o.have_to || !o.bytes || optind != argc || o.streams > 1)
+			return bad_usage("run --direct takes --to KIND:WHERE "
+					 "--bytes N, and no relay", NULL);
+		return cmd_run_direct(&o);
 	}
 	if (!strcmp(role, "run")) {
 		if (!o.path || !o.have_to || !o.bytes || optind >= argc)

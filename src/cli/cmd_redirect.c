@@ -25,6 +25,7 @@
 #include "redirect/endpoint.h"
 #include "redirect/relay.h"
 #include "redirect/sockmap.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 static const char redirect_usage[] =
@@ -45,10 +46,16 @@ static const char redirect_usage[] =
 	"                           empty datagram is EOF, as in socat\n"
 	"  UNIX-SENDTO:path         send datagrams to the socket at path\n"
 	"                           (bind=path: where replies come back)\n"
-	"  TCP-LISTEN:port          listen on TCP (IPv4; TCP4-/TCP6-LISTEN)\n"
+	"  TCP-LISTEN:port          listen on TCP, IPv6 and IPv4 (dual-stack on\n"
+	"                           ::, IPv4 alone without IPv6); TCP4-LISTEN:\n"
+	"                           IPv4 only, TCP6-LISTEN: IPv6 only\n"
 	"  TCP:host:port            connect over TCP (TCP4:, TCP6:[addr]:port)\n"
 	"  VSOCK-LISTEN:port        listen on a vsock stream socket (any CID)\n"
 	"  VSOCK-CONNECT:cid:port   connect over vsock (CID 2: the host)\n"
+	"  STDIO, -                 read stdin, write stdout (one connection)\n"
+	"socat's aliases are taken: UNIX-L, UNIX (UNIX-CLIENT), TCP-L, TCP4-L,\n"
+	"TCP6-L, TCP-CONNECT, TCP4-CONNECT, TCP6-CONNECT, VSOCK-L; socat's other\n"
+	"address types are refused by name.\n"
 	"\n"
 	"Datagram and seqpacket ends keep message boundaries: each message\n"
 	"goes on as one message, or as bytes to a stream; each read from a\n"
@@ -67,6 +74,14 @@ static const char redirect_usage[] =
 	"  backlog=N     listen queue length\n"
 	"  type=5        seqpacket unix socket (UNIX-LISTEN, -CONNECT, -CLIENT;\n"
 	"                on vsock, type=5 and type=2 are refused)\n"
+	"  nodelay       TCP_NODELAY on each TCP connection\n"
+	"  keepalive     SO_KEEPALIVE on each TCP connection\n"
+	"  connect-timeout=SECONDS  give up a connect after SECONDS (0.5: half\n"
+	"                a second; the kernel's limit otherwise)\n"
+	"  mode=OCTAL, user=NAME, group=NAME  the socket file of UNIX-LISTEN\n"
+	"                or UNIX-RECV: the mode from its creation on, the\n"
+	"                owner before it listens\n"
+	"Any other option is refused by name.\n"
 	"\n"
 	"Options:\n"
 	"  --engine E        auto, copy, splice or sockmap. sockmap: the\n"
@@ -78,13 +93,18 @@ static const char redirect_usage[] =
 	"                    which), else splice for stream to stream; a\n"
 	"                    direction with a datagram or seqpacket end\n"
 	"                    otherwise uses the message engine\n"
-	"  -b, --buffer-size N  bytes in flight per direction (default 256k);\n"
+	"  -b, --buffer-size N  bytes in flight per direction (default 256k;\n"
+	"                    splice: 1m, its pipe growing to it as data flows);\n"
 	"                    from a datagram or seqpacket end into another, the\n"
 	"                    largest message taken: a larger one is dropped and\n"
 	"                    logged, never cut, and the exit status is 1 (into\n"
 	"                    a stream, any datagram up to 256k is taken); up\n"
 	"                    to 16 messages are held per direction. sockmap:\n"
 	"                    the send buffer of ADDRESS2 (default 4m)\n"
+	"  -u                one way only, ADDRESS1 to ADDRESS2: ADDRESS2 is\n"
+	"                    never read\n"
+	"  -U                one way only, ADDRESS2 to ADDRESS1: ADDRESS1 is\n"
+	"                    never read\n"
 	"  --stats           print bytes and throughput of each connection\n"
 	"                    when it ends, and a total on exit, to stderr\n"
 	"  -v, -d, --verbose log more (repeatable)\n"
@@ -116,6 +136,7 @@ struct redirect {
 	enum redir_engine engine;
 	size_t buffer;
 	bool buffer_given;
+	unsigned dirs;            /* REDIR_BOTH; -u, -U: one */
 	struct redir_sockmap *sm; /* loaded for the sockmap engine until used */
 	bool stats;
 	struct vmio_workers_opts threads;
@@ -180,6 +201,15 @@ static void on_accept(void *opaque, int fd, uint32_t events)
 		pause_accepting(rd);
 		return;
 	}
+	int rc = redir_endpoint_tune(&rd->ep[0], a);
+
+	if (rc) {
+		log_ratelimited(&rd->rl, VMIO_LOG_WARN,
+				"cannot set the options of an accepted connection: %s",
+				strerror(-rc));
+		close(a);
+		return;
+	}
 	/* Without fork, socat serves exactly one peer. */
 	if (!rd->ep[0].addr.fork)
 		stop_listening(rd);
@@ -194,20 +224,50 @@ static void on_accept(void *opaque, int fd, uint32_t events)
 		redirect_conn_hand_over(&rd->workers[k], a);
 }
 
-/* Connects to ep, waiting for it: fine while nothing else runs yet.
- * Returns the fd, or -1 (logged). */
+/* The milliseconds left until deadline_ns (0: none), rounded up: -1 for
+ * no deadline, 0 once it has passed. */
+static int ms_left(uint64_t deadline_ns)
+{
+	uint64_t now = vmio_now_ns();
+
+	if (!deadline_ns)
+		return -1;
+	if (now >= deadline_ns)
+		return 0;
+	return (int)((deadline_ns - now + 999999) / 1000000);
+}
+
+/* Connects to ep, waiting for it: fine while nothing else runs yet. A
+ * unix listener with a full queue is retried (as socat's blocking
+ * connect waits). Returns the fd, or -1 (logged). */
 static int connect_now(const struct redir_endpoint *ep)
 {
+	uint64_t ns = ep->addr.connect_timeout_ns;
+	uint64_t deadline = ns ? vmio_now_ns() + ns : 0;
+	unsigned retry_ms = 5;
 	char where[160];
-	int fd = redir_endpoint_connect(ep);
+	int fd;
 
+	while ((fd = redir_endpoint_connect(ep)) == -EAGAIN &&
+	       ep->addr.family == AF_UNIX) {
+		int left = ms_left(deadline);
+
+		if (left == 0) {
+			fd = -ETIMEDOUT;
+			break;
+		}
+		poll(NULL, 0, left > 0 && left < (int)retry_ms ? left :
+								 (int)retry_ms);
+		retry_ms = retry_ms < 100 ? retry_ms * 2 : retry_ms;
+	}
 	if (fd >= 0) {
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		int err;
+		int ms = ms_left(deadline);
+		int n, err;
 
-		while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		while ((n = poll(&p, 1, ms)) < 0 && errno == EINTR)
 			;
-		err = redir_connect_result(fd);
+		err = n == 0 ? -ETIMEDOUT : redir_connect_result(fd);
 		if (err) {
 			close(fd);
 			fd = err;
@@ -225,6 +285,13 @@ static int connect_now(const struct redir_endpoint *ep)
 /* ADDRESS1 connects: one connection, made before the loop starts. */
 static int connect_first(struct redirect *rd)
 {
+	if (rd->ep[0].addr.kind == REDIR_STDIO) {
+		redirect_conn_start_side(&rd->workers[0],
+					 (struct redir_side){ STDIN_FILENO,
+							      STDOUT_FILENO });
+		return 0;
+	}
+
 	int a = connect_now(&rd->ep[0]);
 
 	if (a < 0)
@@ -309,6 +376,22 @@ static int check_supported(const struct redirect *rd, char *err, size_t size)
 			 "UNIX-RECV: option 'fork' does not apply (no connections to accept)");
 		return -1;
 	}
+	if (rd->ep[0].addr.kind == REDIR_STDIO &&
+	    rd->ep[1].addr.kind == REDIR_STDIO) {
+		snprintf(err, size, "STDIO on both sides: there is one stdin and one stdout");
+		return -1;
+	}
+	if (rd->ep[1].addr.kind == REDIR_STDIO && rd->ep[0].addr.fork) {
+		snprintf(err, size,
+			 "ADDRESS2 STDIO with fork: one stdin and stdout cannot serve several connections");
+		return -1;
+	}
+	if (rd->ep[0].addr.kind == REDIR_UNIX_RECV &&
+	    rd->dirs == REDIR_B_TO_A) {
+		snprintf(err, size,
+			 "-U with UNIX-RECV: it only receives, so nothing could flow from ADDRESS2 to it");
+		return -1;
+	}
 	if (redir_addr_is_passive(&rd->ep[1].addr)) {
 		snprintf(err, size,
 			 "ADDRESS2 %s must connect: listening on both sides is not supported",
@@ -324,6 +407,8 @@ static const char *sockmap_misfit(const struct redirect *rd)
 {
 	const struct redir_addr *in = &rd->ep[0].addr, *out = &rd->ep[1].addr;
 
+	if (in->kind == REDIR_STDIO || out->kind == REDIR_STDIO)
+		return "STDIO is no socket the kernel could forward between";
 	if (out->socktype != SOCK_STREAM)
 		return "the kernel splits messages on their way into a datagram or seqpacket socket";
 	if (out->family == AF_VSOCK)
@@ -380,12 +465,21 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
 		{ NULL, 0, NULL, 0 },
 	};
 	char err[256], name[64];
+	unsigned dirs;
 	uint64_t v;
 	int c, rc;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":hvdqb:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hvdqb:uU", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'u':
+		case 'U':
+			dirs = c == 'u' ? REDIR_A_TO_B : REDIR_B_TO_A;
+			if (rd->dirs != REDIR_BOTH && rd->dirs != dirs)
+				return vmio_cli_usage_error("redirect",
+					"-u and -U: one direction or the other, not both");
+			rd->dirs = dirs;
+			break;
 		case 'h':
 			printf("%s", redirect_usage);
 			return 1;
@@ -479,6 +573,7 @@ static int make_workers(struct redirect *rd)
 		.to = &rd->ep[1],
 		.engine = rd->engine,
 		.buffer = rd->buffer,
+		.dirs = rd->dirs,
 		.stats = rd->stats,
 		.ended = forks ? NULL : on_only_conn_ended,
 		.opaque = rd,
@@ -559,7 +654,8 @@ int vmio_cmd_redirect(int argc, char **argv)
 {
 	struct redirect rd = {
 		.engine = REDIR_ENGINE_AUTO,
-		.buffer = REDIR_DEFAULT_BUFFER,
+		.buffer = 0, /* each engine's default */
+		.dirs = REDIR_BOTH,
 		.listen_fd = -1,
 		.rl = VMIO_RATELIMIT_INIT(5),
 	};
@@ -580,9 +676,13 @@ int vmio_cmd_redirect(int argc, char **argv)
 		/* What relay.c picks for such a pair, whatever --engine. */
 		log_debug("engine message (a datagram or seqpacket end), %zu "
 			  "bytes per direction",
-			  rd.buffer);
+			  rd.buffer ? rd.buffer : (size_t)REDIR_DEFAULT_BUFFER);
 	else
 		log_debug("engine %s, %zu bytes per direction",
-			  redir_engine_name(rd.engine), rd.buffer);
+			  redir_engine_name(rd.engine),
+			  rd.buffer ? rd.buffer :
+			  rd.engine == REDIR_ENGINE_SPLICE ?
+				  (size_t)REDIR_SPLICE_DEFAULT_BUFFER :
+				  (size_t)REDIR_DEFAULT_BUFFER);
 	return run(&rd);
 }

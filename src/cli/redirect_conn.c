@@ -1,18 +1,26 @@
 /* Connections of `vmio redirect` on their workers; see redirect_conn.h. */
 #include "cli/redirect_conn.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "redirect/sockmap_relay.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 struct redirect_conn {
 	struct redirect_worker *w;
 	unsigned id;
-	int a, b;        /* a from ADDRESS1; b to ADDRESS2 while connecting */
+	struct redir_side a; /* from ADDRESS1 */
+	int b;           /* to ADDRESS2 while connecting */
+	/* ADDRESS2's connect: retried while a unix listener's queue is
+	 * full, given up at connect-timeout='s deadline (0: none). */
+	struct vmio_timer timer;
+	uint64_t deadline_ns;
+	unsigned retry_ms;
 	struct redir_relay *relay;
 	struct redir_sockmap_relay *krelay; /* the sockmap engine's instead */
 	struct vmio_defer arrive; /* the hand-over, posted to w's loop */
@@ -72,6 +80,7 @@ void redirect_conn_end(struct redirect_conn *c, int status)
 	struct redirect_worker *w = c->w;
 
 	vmio_defer_cancel(&c->arrive);
+	vmio_timer_fini(&c->timer);
 	if (c->relay || c->krelay) {
 		count_and_print(c);
 		redir_relay_free(c->relay);
@@ -80,8 +89,10 @@ void redirect_conn_end(struct redirect_conn *c, int status)
 		vmio_loop_remove(w->loop, c->b);
 		if (c->b >= 0)
 			close(c->b);
-		if (c->a >= 0)
-			close(c->a);
+		if (c->a.in >= 0)
+			close(c->a.in);
+		if (c->a.out >= 0 && c->a.out != c->a.in)
+			close(c->a.out);
 	}
 	pthread_mutex_lock(&w->lock);
 	LIST_REMOVE(c, link);
@@ -110,16 +121,18 @@ static void conn_name(const struct redirect_conn *c, char *name, size_t size)
 	snprintf(name, size, "connection %u", c->id);
 }
 
-static void start_relay(struct redirect_conn *c)
+static void start_relay(struct redirect_conn *c, struct redir_side b)
 {
 	const struct redirect_conn_setup *s = c->w->setup;
+	struct redir_side a = c->a;
 	char name[32];
-	int a = c->a, b = c->b;
 
 	conn_name(c, name, sizeof(name));
-	c->a = c->b = -1;
-	c->relay = redir_relay_new(c->w->loop, a, b, s->engine, s->buffer, name,
-				   on_relay_done, c);
+	c->a = (struct redir_side){ -1, -1 };
+	c->b = -1;
+	c->relay = redir_relay_new_sides(c->w->loop, a, b, s->engine,
+					 s->buffer, s->dirs, name,
+					 on_relay_done, c);
 	if (!c->relay)
 		redirect_conn_end(c, 1);
 }
@@ -140,15 +153,17 @@ static void on_connected(void *opaque, int fd, uint32_t events)
 	int err = redir_connect_result(fd);
 
 	vmio_loop_remove(c->w->loop, fd);
+	vmio_timer_fini(&c->timer);
 	if (err)
 		connect_failed(c, err);
 	else
-		start_relay(c);
+		start_relay(c, (struct redir_side){ fd, fd });
 }
 
 /* A connection on w's list with nothing started yet; NULL (logged)
  * without memory. From any thread: the list is under w's lock. */
-static struct redirect_conn *conn_new(struct redirect_worker *w, int a)
+static struct redirect_conn *conn_new(struct redirect_worker *w,
+				      struct redir_side a)
 {
 	struct redirect_conn *c = calloc(1, sizeof(*c));
 
@@ -169,23 +184,95 @@ static struct redirect_conn *conn_new(struct redirect_worker *w, int a)
 	return c;
 }
 
-/* On c's worker: ADDRESS2 is connected, and the relay starts once it
- * is. */
-static void conn_begin(struct redirect_conn *c)
+static void try_connect(struct redirect_conn *c);
+
+/* A connect in progress has met its deadline, or a retry is due. */
+static void on_timer(void *opaque)
 {
+	struct redirect_conn *c = opaque;
+
+	if (c->b >= 0)
+		connect_failed(c, -ETIMEDOUT);
+	else
+		try_connect(c);
+}
+
+/* Arms c's timer in ns, but never past the deadline. Returns 0 or
+ * -ENOMEM. */
+static int arm_timer(struct redirect_conn *c, uint64_t ns)
+{
+	if (!c->timer.initialised &&
+	    vmio_timer_init(&c->timer, c->w->loop, on_timer, c))
+		return -ENOMEM;
+	if (c->deadline_ns) {
+		uint64_t now = vmio_now_ns();
+		uint64_t left = c->deadline_ns > now ? c->deadline_ns - now : 0;
+
+		if (!ns || left < ns)
+			ns = left;
+	}
+	vmio_timer_arm_ns(&c->timer, ns ? ns : 1);
+	return 0;
+}
+
+#define CONNECT_RETRY_FIRST_MS 5
+#define CONNECT_RETRY_MAX_MS 100
+
+static void try_connect(struct redirect_conn *c)
+{
+	const struct redir_endpoint *to = c->w->setup->to;
 	int b, rc;
 
-	log_debug("connection %u: accepted, served by worker %u", c->id,
-		  c->w->index);
-	b = redir_endpoint_connect(c->w->setup->to);
+	if (c->deadline_ns && vmio_now_ns() >= c->deadline_ns) {
+		connect_failed(c, -ETIMEDOUT);
+		return;
+	}
+	b = redir_endpoint_connect(to);
+	/* A unix listener with a full accept queue refuses a non-blocking
+	 * connect at once, where socat's blocking one waits for room: wait
+	 * too, on a timer, backing off. */
+	if (b == -EAGAIN && to->addr.family == AF_UNIX) {
+		if (c->retry_ms == CONNECT_RETRY_FIRST_MS)
+			log_debug("connection %u: ADDRESS2's accept queue is full: retrying",
+				  c->id);
+		rc = arm_timer(c, (uint64_t)c->retry_ms * 1000000u);
+		if (c->retry_ms < CONNECT_RETRY_MAX_MS)
+			c->retry_ms *= 2;
+		if (rc)
+			connect_failed(c, rc);
+		return;
+	}
 	if (b < 0) {
 		connect_failed(c, b);
 		return;
 	}
 	c->b = b;
 	rc = vmio_loop_add(c->w->loop, b, EPOLLOUT, on_connected, c);
+	/* The connect waits on the loop like any event, bounded by the
+	 * timer when asked. */
+	if (!rc && c->deadline_ns)
+		rc = arm_timer(c, 0);
 	if (rc)
 		connect_failed(c, rc);
+}
+
+/* On c's worker: ADDRESS2 is connected, and the relay starts once it
+ * is. */
+static void conn_begin(struct redirect_conn *c)
+{
+	const struct redir_endpoint *to = c->w->setup->to;
+
+	log_debug("connection %u: accepted, served by worker %u", c->id,
+		  c->w->index);
+	if (to->addr.kind == REDIR_STDIO) {
+		start_relay(c, (struct redir_side){ STDIN_FILENO,
+						    STDOUT_FILENO });
+		return;
+	}
+	c->retry_ms = CONNECT_RETRY_FIRST_MS;
+	if (to->addr.connect_timeout_ns)
+		c->deadline_ns = vmio_now_ns() + to->addr.connect_timeout_ns;
+	try_connect(c);
 }
 
 static void on_arrival(void *opaque)
@@ -193,19 +280,27 @@ static void on_arrival(void *opaque)
 	conn_begin(opaque);
 }
 
-void redirect_conn_start(struct redirect_worker *w, int a)
+void redirect_conn_start_side(struct redirect_worker *w, struct redir_side a)
 {
 	struct redirect_conn *c = conn_new(w, a);
 
-	if (c)
+	if (c) {
 		conn_begin(c);
-	else
-		close(a);
+		return;
+	}
+	close(a.in);
+	if (a.out != a.in)
+		close(a.out);
+}
+
+void redirect_conn_start(struct redirect_worker *w, int a)
+{
+	redirect_conn_start_side(w, (struct redir_side){ a, a });
 }
 
 void redirect_conn_hand_over(struct redirect_worker *w, int a)
 {
-	struct redirect_conn *c = conn_new(w, a);
+	struct redirect_conn *c = conn_new(w, (struct redir_side){ a, a });
 
 	if (!c) {
 		close(a);
@@ -222,7 +317,7 @@ struct redirect_conn *redirect_conn_start_sockmap(struct redirect_worker *w,
 						  int ingress, int egress,
 						  int sndbuf)
 {
-	struct redirect_conn *c = conn_new(w, -1);
+	struct redirect_conn *c = conn_new(w, (struct redir_side){ -1, -1 });
 	char name[32];
 
 	if (!c) {

@@ -28,6 +28,7 @@ struct redirect_conn_setup {
 	const struct redir_endpoint *to; /* ADDRESS2 */
 	enum redir_engine engine;
 	size_t buffer;
+	unsigned dirs;                   /* REDIR_BOTH, or one (-u, -U) */
 	bool stats;                      /* a line per connection at its end */
 	/* Called, on the connection's worker, when one ends by itself (not
 	 * at teardown) with the exit status it deserves; NULL: nothing to
@@ -67,6 +68,8 @@ void redirect_worker_fini(struct redirect_worker *w);
  * owned from now on) on w, starting now: from w's thread, or before the
  * workers run. */
 void redirect_conn_start(struct redirect_worker *w, int a);
+/* The same for an end that may be two descriptors (STDIO). */
+void redirect_conn_start_side(struct redirect_worker *w, struct redir_side a);
 /* The same from the accepting thread to another worker: the connection
  * is made here and starts on w's next turn. */
 void redirect_conn_hand_over(struct redirect_worker *w, int a);

@@ -19,6 +19,7 @@ enum redir_kind {
 	REDIR_TCP_CONNECT,
 	REDIR_VSOCK_LISTEN,
 	REDIR_VSOCK_CONNECT,
+	REDIR_STDIO,           /* reads fd 0, writes fd 1 */
 };
 
 /* Longest host name or numeric address accepted (DNS's limit). */
@@ -41,7 +42,19 @@ struct redir_addr {
 	bool has_bind;
 	char bind[REDIR_HOST_MAX + 1]; /* unix path, or host[:port] for TCP */
 	int backlog;           /* 0: the default */
+	bool nodelay;          /* TCP_NODELAY on the connection */
+	bool keepalive;        /* SO_KEEPALIVE on the connection */
+	uint64_t connect_timeout_ns; /* 0: the kernel's */
+	/* The socket file a unix listener makes: chmod'ed, chown'ed
+	 * before it listens. */
+	bool has_mode;
+	unsigned mode;
+	char user[64];         /* name or number; empty: not asked */
+	char group[64];
 };
+
+/* True for the kinds that connect (connect-timeout applies). */
+bool redir_addr_connects(const struct redir_addr *a);
 
 /* True for the kinds that wait for a peer (the listeners and UNIX-RECV). */
 bool redir_addr_is_passive(const struct redir_addr *a);

@@ -3,7 +3,10 @@
 #include <errno.h>
 #include <linux/vm_sockets.h>
 #include <netdb.h>
+#include <grp.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,11 +122,67 @@ static int vsock_sa(struct redir_endpoint *ep, const struct redir_addr *a,
 	return 0;
 }
 
+/* A number, or a name the user or group database knows. */
+static int lookup_id(const char *text, bool user, int *id, char *err,
+		     size_t err_size)
+{
+	uint64_t v;
+	char *end;
+
+	if (!text[0]) {
+		*id = -1;
+		return 0;
+	}
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (!*end && !errno && text[0] >= '0' && text[0] <= '9' &&
+	    v < (uint64_t)INT32_MAX) {
+		*id = (int)v;
+		return 0;
+	}
+	if (user) {
+		struct passwd *pw = getpwnam(text);
+
+		if (pw) {
+			*id = (int)pw->pw_uid;
+			return 0;
+		}
+	} else {
+		struct group *gr = getgrnam(text);
+
+		if (gr) {
+			*id = (int)gr->gr_gid;
+			return 0;
+		}
+	}
+	snprintf(err, err_size, "option '%s': no such %s '%s'",
+		 user ? "user" : "group", user ? "user" : "group", text);
+	return -1;
+}
+
+/* TCP-LISTEN with no version and no bind=: ::, dual-stack (IPv4 too),
+ * or 0.0.0.0 where IPv6 is missing (redir_endpoint_listen). */
+static void any_inet6(struct redir_endpoint *ep, unsigned port)
+{
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ep->sa;
+
+	memset(&ep->sa, 0, sizeof(ep->sa));
+	s6->sin6_family = AF_INET6;
+	s6->sin6_addr = in6addr_any;
+	s6->sin6_port = htons((uint16_t)port);
+	ep->sa_len = sizeof(*s6);
+}
+
 int redir_endpoint_resolve(struct redir_endpoint *ep, const struct redir_addr *a,
 			   char *err, size_t err_size)
 {
 	memset(ep, 0, sizeof(*ep));
 	ep->addr = *a;
+	if (lookup_id(a->user, true, &ep->uid, err, err_size) ||
+	    lookup_id(a->group, false, &ep->gid, err, err_size))
+		return -1;
+	if (a->kind == REDIR_STDIO)
+		return 0;
 	switch (a->family) {
 	case AF_UNIX:
 		unix_sa(&ep->sa, &ep->sa_len, a->path);
@@ -139,6 +198,10 @@ int redir_endpoint_resolve(struct redir_endpoint *ep, const struct redir_addr *a
 							 a->port, &ep->sa,
 							 &ep->sa_len, err,
 							 err_size);
+			if (a->family == AF_UNSPEC) {
+				any_inet6(ep, a->port);
+				return 0;
+			}
 			return resolve_inet(NULL, a->port, a->family, true,
 					    &ep->sa, &ep->sa_len, err, err_size);
 		}
@@ -175,14 +238,62 @@ int redir_endpoint_bind_socket(struct redir_endpoint *ep, int fd)
 		log_err("cannot unlink %s: %s", a->path, strerror(errno));
 		return rc;
 	}
-	rc = vmio_unix_bind_socket(fd, a->path, a->socktype,
-				   a->backlog ? a->backlog : DEFAULT_BACKLOG,
-				   "redirect", &ep->st);
+	struct vmio_unix_perms perms = {
+		.mode = a->has_mode ? (int)a->mode : -1,
+		.uid = ep->uid,
+		.gid = ep->gid,
+	};
+	rc = vmio_unix_bind_socket_perms(fd, a->path, a->socktype,
+					 a->backlog ? a->backlog : DEFAULT_BACKLOG,
+					 "redirect", &perms, &ep->st);
 	if (!rc)
 		ep->made_file = true;
 	else if (rc == -EADDRINUSE)
 		log_err("%s is in use by a live listener", a->path);
 	return rc;
+}
+
+static void any_inet4(struct redir_endpoint *ep, unsigned port)
+{
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ep->sa;
+
+	memset(&ep->sa, 0, sizeof(ep->sa));
+	s4->sin_family = AF_INET;
+	s4->sin_addr.s_addr = htonl(INADDR_ANY);
+	s4->sin_port = htons((uint16_t)port);
+	ep->sa_len = sizeof(*s4);
+}
+
+/* TCP6-LISTEN is IPv6 only; TCP-LISTEN on an IPv6 address takes IPv4
+ * too (mapped), whatever net.ipv6.bindv6only says. */
+static int set_v6only(int fd, bool only)
+{
+	int v = only;
+
+	return setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v, sizeof(v)) < 0 ?
+		       -errno : 0;
+}
+
+static int listen_inet(const struct redir_endpoint *ep, int backlog)
+{
+	const struct redir_addr *a = &ep->addr;
+	int fd = socket(ep->sa.ss_family,
+			SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int rc;
+
+	if (fd < 0)
+		return -errno;
+	rc = a->reuseaddr ? set_reuseaddr(fd) : 0;
+	if (!rc && ep->sa.ss_family == AF_INET6)
+		rc = set_v6only(fd, a->family == AF_INET6);
+	if (!rc && (bind(fd, (const struct sockaddr *)&ep->sa, ep->sa_len) < 0 ||
+		    listen(fd, backlog) < 0))
+		rc = -errno;
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
 }
 
 int redir_endpoint_listen(struct redir_endpoint *ep)
@@ -203,20 +314,20 @@ int redir_endpoint_listen(struct redir_endpoint *ep)
 		}
 		return fd;
 	}
-	fd = socket(ep->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    0);
-	if (fd < 0)
-		return -errno;
-	rc = a->reuseaddr ? set_reuseaddr(fd) : 0;
-	if (!rc && (bind(fd, (struct sockaddr *)&ep->sa, ep->sa_len) < 0 ||
-		    listen(fd, backlog) < 0))
-		rc = -errno;
-	if (rc) {
-		log_err("cannot listen on %s port %u: %s", a->keyword, a->port,
-			strerror(-rc));
-		close(fd);
-		return rc;
+	fd = listen_inet(ep, backlog);
+	if (fd == -EAFNOSUPPORT || fd == -EADDRNOTAVAIL) {
+		if (a->family == AF_UNSPEC && !a->has_bind) {
+			/* No IPv6 here: IPv4 is all a dual-stack listener
+			 * can serve. */
+			log_debug("%s: no IPv6 (%s), listening on IPv4 only",
+				  a->keyword, strerror(-fd));
+			any_inet4(ep, a->port);
+			fd = listen_inet(ep, backlog);
+		}
 	}
+	if (fd < 0)
+		log_err("cannot listen on %s port %u: %s", a->keyword, a->port,
+			strerror(-fd));
 	return fd;
 }
 
@@ -237,6 +348,8 @@ static int connect_as(const struct redir_endpoint *ep, int socktype)
 		return -errno;
 	if (a->reuseaddr)
 		rc = set_reuseaddr(fd);
+	if (!rc)
+		rc = redir_endpoint_tune(ep, fd);
 	if (!rc && ep->bind_len &&
 	    bind(fd, (const struct sockaddr *)&ep->bind_sa, ep->bind_len) < 0)
 		rc = -errno;
@@ -262,6 +375,20 @@ int redir_endpoint_connect(const struct redir_endpoint *ep)
 	return fd;
 }
 
+int redir_endpoint_tune(const struct redir_endpoint *ep, int fd)
+{
+	const struct redir_addr *a = &ep->addr;
+	int one = 1;
+
+	if (a->nodelay &&
+	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+		return -errno;
+	if (a->keepalive &&
+	    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0)
+		return -errno;
+	return 0;
+}
+
 int redir_connect_result(int fd)
 {
 	int err = 0;
@@ -277,7 +404,9 @@ const char *redir_endpoint_describe(const struct redir_endpoint *ep,
 {
 	const struct redir_addr *a = &ep->addr;
 
-	if (a->family == AF_UNIX)
+	if (a->kind == REDIR_STDIO)
+		snprintf(buf, size, "%s", a->keyword);
+	else if (a->family == AF_UNIX)
 		snprintf(buf, size, "%s:%s", a->keyword, a->path);
 	else if (a->kind == REDIR_TCP_LISTEN || a->kind == REDIR_VSOCK_LISTEN)
 		snprintf(buf, size, "%s:%u", a->keyword, a->port);

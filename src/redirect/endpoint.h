@@ -20,6 +20,7 @@ struct redir_endpoint {
 	socklen_t bind_len;
 	struct stat st;                  /* the unix socket file we made */
 	bool made_file;
+	int uid, gid;                    /* user=, group=; -1: not asked */
 };
 
 /* Resolves a's socket addresses into ep. Returns 0, or -1 with a message
@@ -44,6 +45,11 @@ void redir_endpoint_unlink(struct redir_endpoint *ep);
  * -errno. UNIX-CLIENT falls back to a datagram socket when the peer is
  * one; the relay learns the type from the fd (SO_TYPE). */
 int redir_endpoint_connect(const struct redir_endpoint *ep);
+
+/* Sets the address's options that belong to each connection (nodelay,
+ * keepalive) on fd, one accepted from or connected to it. Returns 0 or
+ * -errno. */
+int redir_endpoint_tune(const struct redir_endpoint *ep, int fd);
 
 /* The outcome of a connect that was in progress: 0 or -errno. */
 int redir_connect_result(int fd);

@@ -6,6 +6,24 @@
 
 #include "redirect/relay_internal.h"
 
+/* The pipe starts at the kernel's default size (or capacity, if that
+ * is smaller) and doubles once it has carried GROW_AFTER times its size,
+ * up to capacity: an idle connection holds few pipe pages, a busy one
+ * soon moves capacity per splice. */
+#define GROW_AFTER 4
+
+/* Sets the pipe to size bytes. Returns 0, or -1 if the kernel refuses
+ * (above fs.pipe-max-size, or the user's pipe pages). */
+static int set_pipe_size(struct redir_dir *d, size_t size)
+{
+	int sz = fcntl(d->pipe_w, F_SETPIPE_SZ, (int)size);
+
+	if (sz < 0)
+		return -1;
+	d->pipe_size = (size_t)sz;
+	return 0;
+}
+
 static int splice_init(struct redir_dir *d)
 {
 	int p[2];
@@ -14,20 +32,35 @@ static int splice_init(struct redir_dir *d)
 		return -errno;
 	d->pipe_r = p[0];
 	d->pipe_w = p[1];
-	/* The pipe is the direction's buffer; if the size asked for is
-	 * refused (above fs.pipe-max-size), keep what the kernel gives and
-	 * bound held by that instead. */
-	int sz = fcntl(d->pipe_w, F_SETPIPE_SZ, (int)d->capacity);
-	if (sz < 0)
-		sz = fcntl(d->pipe_w, F_GETPIPE_SZ);
-	if (sz > 0 && (size_t)sz < d->capacity)
-		d->capacity = (size_t)sz;
+	int sz = fcntl(d->pipe_w, F_GETPIPE_SZ);
+	if (sz <= 0)
+		return -errno;
+	d->pipe_size = (size_t)sz;
+	/* Smaller than the default: what -b asks (the kernel rounds up to
+	 * pages; fills are bounded by capacity all the same). */
+	if (d->pipe_size > d->capacity)
+		set_pipe_size(d, d->capacity);
 	return 0;
+}
+
+static void maybe_grow(struct redir_dir *d)
+{
+	size_t next = d->pipe_size * 2;
+
+	if (d->pipe_size >= d->capacity || d->filled < GROW_AFTER * d->pipe_size)
+		return;
+	d->filled = 0;
+	if (next > d->capacity)
+		next = d->capacity;
+	/* Refused: stay at this size from now on. */
+	if (set_pipe_size(d, next))
+		d->capacity = d->pipe_size;
 }
 
 static long splice_fill(struct redir_dir *d, size_t max)
 {
-	size_t room = d->capacity - d->held;
+	size_t room = (d->pipe_size < d->capacity ? d->pipe_size : d->capacity) -
+		      d->held;
 
 	if (room > max)
 		room = max;
@@ -36,6 +69,8 @@ static long splice_fill(struct redir_dir *d, size_t max)
 	if (r < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	d->held += (size_t)r;
+	d->filled += (uint64_t)r;
+	maybe_grow(d);
 	return r;
 }
 

@@ -20,10 +20,21 @@
  * epoll brings it back for the rest. */
 #define PUMP_BUDGET (4u * 1024 * 1024)
 
+/* One descriptor of the relay's (a socket is both ends' in and out). */
+struct watch {
+	int fd;             /* -1: closed (a non-socket's out, at its EOF) */
+	uint32_t watched;   /* events it is registered for; 0: not */
+	bool unpollable;    /* epoll refused it: always ready */
+	bool is_socket;
+	int flags;          /* F_GETFL before, restored on a non-socket */
+};
+
 struct redir_relay {
 	struct vmio_loop *loop;
-	int fd[2];                 /* a, b */
-	uint32_t watched[2];       /* events each fd is registered for; 0: not */
+	struct redir_side side[2]; /* a, b */
+	struct watch w[4];
+	unsigned nw;
+	struct vmio_defer kick;    /* serves the unpollable ones */
 	struct redir_dir dir[2];   /* [0] a -> b, [1] b -> a */
 	char name[32];
 	uint64_t start_ns, end_ns;
@@ -59,8 +70,11 @@ const char *redir_engine_name(enum redir_engine e)
 const struct redir_engine_ops *redir_engine_for(int src_type, int dst_type,
 						enum redir_engine requested)
 {
-	if (src_type != SOCK_STREAM || dst_type != SOCK_STREAM)
+	if ((src_type && src_type != SOCK_STREAM) ||
+	    (dst_type && dst_type != SOCK_STREAM))
 		return &redir_engine_msg;
+	if (!src_type || !dst_type)
+		return &redir_engine_copy;
 	return requested == REDIR_ENGINE_COPY ? &redir_engine_copy :
 						&redir_engine_splice;
 }
@@ -77,39 +91,84 @@ static bool wants_fill(const struct redir_dir *d)
 	return !d->eof && d->ops->can_fill(d);
 }
 
-static int pass_eof(struct redir_dir *d)
+static struct watch *watch_of(struct redir_relay *r, int fd)
 {
-	return d->ops->end ? d->ops->end(d) : redir_end_shutdown(d);
+	for (unsigned k = 0; k < r->nw; k++)
+		if (r->w[k].fd == fd)
+			return &r->w[k];
+	return NULL;
+}
+
+/* A stream reader sees EOF at shutdown; a pipe's or a tty's only once
+ * its writer is closed. */
+static int pass_eof(struct redir_relay *r, int i)
+{
+	struct redir_dir *d = &r->dir[i];
+	struct watch *w = watch_of(r, d->dst);
+
+	if (!w || w->is_socket)
+		return d->ops->end ? d->ops->end(d) : redir_end_shutdown(d);
+	if (w->watched)
+		vmio_loop_remove(r->loop, w->fd);
+	fcntl(w->fd, F_SETFL, w->flags);
+	close(w->fd);
+	w->fd = -1;
+	w->watched = 0;
+	r->side[!i].out = -1;
+	d->dst = -1;
+	return 0;
 }
 
 static void relay_on_event(void *opaque, int fd, uint32_t events);
 
-/* The events fd i needs: readable while its outgoing direction can take
- * more, writable while its incoming direction holds data or has an EOF
- * still to pass on (an empty datagram can meet a full queue). A socket needing
+/* The events w needs: readable while a direction out of it can take
+ * more, writable while one into it holds data or has an EOF still to
+ * pass on (an empty datagram can meet a full queue). A socket needing
  * nothing is taken off the loop, because epoll reports a hang-up whether
  * asked or not and a level-triggered hang-up we cannot act on yet would
  * spin. */
-static int update_watch(struct redir_relay *r, int i)
+static uint32_t wanted(const struct redir_relay *r, const struct watch *w)
 {
-	const struct redir_dir *out = &r->dir[i], *in = &r->dir[!i];
 	uint32_t want = 0;
+
+	for (int i = 0; i < 2; i++) {
+		const struct redir_dir *out = &r->dir[i], *in = &r->dir[!i];
+
+		if (r->side[i].in == w->fd && wants_fill(out))
+			want |= EPOLLIN;
+		if (r->side[i].out == w->fd &&
+		    (in->held || (in->eof && !in->done)))
+			want |= EPOLLOUT;
+	}
+	return want;
+}
+
+static int update_watch(struct redir_relay *r, struct watch *w)
+{
+	uint32_t want = w->fd < 0 ? 0 : wanted(r, w);
 	int rc = 0;
 
-	if (wants_fill(out))
-		want |= EPOLLIN;
-	if (in->held || (in->eof && !in->done))
-		want |= EPOLLOUT;
-	if (want == r->watched[i])
+	if (w->unpollable) {
+		/* A file is always ready: come back on the next turn. */
+		if (want)
+			vmio_defer_schedule(&r->kick);
+		return 0;
+	}
+	if (want == w->watched)
 		return 0;
 	if (!want)
-		vmio_loop_remove(r->loop, r->fd[i]);
-	else if (!r->watched[i])
-		rc = vmio_loop_add(r->loop, r->fd[i], want, relay_on_event, r);
+		vmio_loop_remove(r->loop, w->fd);
+	else if (!w->watched)
+		rc = vmio_loop_add(r->loop, w->fd, want, relay_on_event, r);
 	else
-		rc = vmio_loop_modify(r->loop, r->fd[i], want);
+		rc = vmio_loop_modify(r->loop, w->fd, want);
+	if (rc == -EPERM && !w->watched) {
+		w->unpollable = true;
+		vmio_defer_schedule(&r->kick);
+		return 0;
+	}
 	if (!rc)
-		r->watched[i] = want;
+		w->watched = want;
 	return rc;
 }
 
@@ -161,7 +220,7 @@ static int pump(struct redir_relay *r, int i)
 		if (d->eof && !d->held) {
 			/* The far reader sees EOF only once everything
 			 * before it has been written. */
-			int rc = pass_eof(d);
+			int rc = pass_eof(r, i);
 
 			if (rc == -EAGAIN)
 				break;
@@ -180,10 +239,11 @@ static void finish(struct redir_relay *r, int error)
 {
 	r->finished = true;
 	r->end_ns = vmio_now_ns();
-	for (int i = 0; i < 2; i++) {
-		if (r->watched[i])
-			vmio_loop_remove(r->loop, r->fd[i]);
-		r->watched[i] = 0;
+	vmio_defer_cancel(&r->kick);
+	for (unsigned k = 0; k < r->nw; k++) {
+		if (r->w[k].watched)
+			vmio_loop_remove(r->loop, r->w[k].fd);
+		r->w[k].watched = 0;
 	}
 	r->done(r->opaque, r, error);
 }
@@ -203,8 +263,8 @@ static void relay_on_event(void *opaque, int fd, uint32_t events)
 		finish(r, 0);
 		return;
 	}
-	for (int i = 0; i < 2 && !rc; i++) {
-		rc = update_watch(r, i);
+	for (unsigned k = 0; k < r->nw && !rc; k++) {
+		rc = update_watch(r, &r->w[k]);
 		if (rc)
 			log_err("%s: cannot watch socket: %s", r->name,
 				strerror(-rc));
@@ -213,22 +273,19 @@ static void relay_on_event(void *opaque, int fd, uint32_t events)
 		finish(r, rc);
 }
 
-static int set_nonblock(int fd)
+static void on_kick(void *opaque)
 {
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -errno;
-	return 0;
+	relay_on_event(opaque, -1, 0);
 }
 
+/* The socket type of fd; 0 for a descriptor that is no socket. */
 static int sock_type(int fd)
 {
 	int type = 0;
 	socklen_t len = sizeof(type);
 
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0)
-		return -errno;
+		return errno == ENOTSOCK ? 0 : -errno;
 	return type;
 }
 
@@ -245,13 +302,14 @@ static bool has_nowhere_to_send(int fd, int type)
 	       errno == ENOTCONN;
 }
 
-/* Sets up direction i (fd[i] -> fd[!i]) with the engine its socket types
- * call for. Returns 0 or -errno. */
+/* Sets up direction i (side i's in -> side !i's out) with the engine
+ * their types call for. Returns 0 or -errno. */
 static int dir_init(struct redir_relay *r, int i, enum redir_engine engine,
 		    size_t buffer, bool relayed)
 {
 	struct redir_dir *d = &r->dir[i];
-	int src_type = sock_type(r->fd[i]), dst_type = sock_type(r->fd[!i]);
+	int src = r->side[i].in, dst = r->side[!i].out;
+	int src_type = sock_type(src), dst_type = sock_type(dst);
 
 	if (src_type < 0)
 		return src_type;
@@ -259,44 +317,82 @@ static int dir_init(struct redir_relay *r, int i, enum redir_engine engine,
 		return dst_type;
 	*d = (struct redir_dir){
 		.ops = redir_engine_for(src_type, dst_type, engine),
-		.name = r->name, .src = r->fd[i], .dst = r->fd[!i],
-		.src_type = src_type, .dst_type = dst_type,
+		.name = r->name, .src = src, .dst = dst,
+		.src_type = src_type ? src_type : SOCK_STREAM,
+		.dst_type = dst_type ? dst_type : SOCK_STREAM,
 		.capacity = buffer, .pipe_r = -1, .pipe_w = -1,
 	};
+	if (!buffer)
+		d->capacity = d->ops == &redir_engine_splice ?
+				      REDIR_SPLICE_DEFAULT_BUFFER :
+				      REDIR_DEFAULT_BUFFER;
 	if (!relayed || has_nowhere_to_send(d->dst, dst_type))
 		d->eof = d->done = true;
 	return d->ops->init(d);
 }
 
-static struct redir_relay *relay_start(struct vmio_loop *loop, int a, int b,
-				       enum redir_engine engine, size_t buffer,
-				       bool both_ways, const char *name,
-				       redir_relay_done_fn done, void *opaque)
+/* Registers fd as one of the relay's descriptors (once) and makes it
+ * non-blocking. Returns 0 or -errno. */
+static int add_fd(struct redir_relay *r, int fd)
+{
+	struct watch *w;
+	int fl;
+
+	if (watch_of(r, fd))
+		return 0;
+	w = &r->w[r->nw++];
+	*w = (struct watch){ .fd = fd, .is_socket = sock_type(fd) > 0 };
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return -errno;
+	w->flags = fl;
+	if (fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+struct redir_relay *redir_relay_new_sides(struct vmio_loop *loop,
+					  struct redir_side a,
+					  struct redir_side b,
+					  enum redir_engine engine,
+					  size_t buffer, unsigned dirs,
+					  const char *name,
+					  redir_relay_done_fn done,
+					  void *opaque)
 {
 	struct redir_relay *r = calloc(1, sizeof(*r));
-	int rc;
+	int rc = 0;
 
 	if (!r) {
-		close(a);
-		close(b);
+		int fds[4] = { a.in, a.out, b.in, b.out };
+
+		for (int k = 0; k < 4; k++)
+			if (k % 2 == 0 || fds[k] != fds[k - 1])
+				close(fds[k]);
 		return NULL;
 	}
 	r->loop = loop;
-	r->fd[0] = a;
-	r->fd[1] = b;
+	r->side[0] = a;
+	r->side[1] = b;
 	r->done = done;
 	r->opaque = opaque;
 	r->start_ns = vmio_now_ns();
+	vmio_defer_init(&r->kick, loop, on_kick, r);
 	snprintf(r->name, sizeof(r->name), "%s", name);
 	for (int i = 0; i < 2; i++)
 		r->dir[i] = (struct redir_dir){ .pipe_r = -1, .pipe_w = -1 };
-	rc = set_nonblock(a);
-	if (!rc)
-		rc = set_nonblock(b);
+	int fds[4] = { a.in, a.out, b.in, b.out };
+	/* Every one is registered, so that each is closed whatever fails. */
+	for (int k = 0; k < 4; k++) {
+		int err = add_fd(r, fds[k]);
+
+		rc = rc ? rc : err;
+	}
 	for (int i = 0; i < 2 && !rc; i++)
-		rc = dir_init(r, i, engine, buffer, i == 0 || both_ways);
-	for (int i = 0; i < 2 && !rc; i++)
-		rc = update_watch(r, i);
+		rc = dir_init(r, i, engine, buffer,
+			      dirs & (i ? REDIR_B_TO_A : REDIR_A_TO_B));
+	for (unsigned k = 0; k < r->nw && !rc; k++)
+		rc = update_watch(r, &r->w[k]);
 	if (rc) {
 		log_err("%s: cannot start relay: %s", name, strerror(-rc));
 		redir_relay_free(r);
@@ -310,8 +406,9 @@ struct redir_relay *redir_relay_new(struct vmio_loop *loop, int a, int b,
 				    const char *name, redir_relay_done_fn done,
 				    void *opaque)
 {
-	return relay_start(loop, a, b, engine, buffer, true, name, done,
-			   opaque);
+	return redir_relay_new_sides(loop, (struct redir_side){ a, a },
+			   (struct redir_side){ b, b }, engine, buffer,
+			   REDIR_BOTH, name, done, opaque);
 }
 
 struct redir_relay *redir_relay_new_one_way(struct vmio_loop *loop, int a,
@@ -320,8 +417,9 @@ struct redir_relay *redir_relay_new_one_way(struct vmio_loop *loop, int a,
 					    redir_relay_done_fn done,
 					    void *opaque)
 {
-	return relay_start(loop, a, b, engine, buffer, false, name, done,
-			   opaque);
+	return redir_relay_new_sides(loop, (struct redir_side){ a, a },
+			   (struct redir_side){ b, b }, engine, buffer,
+			   REDIR_A_TO_B, name, done, opaque);
 }
 
 void redir_relay_get_stats(const struct redir_relay *r,
@@ -340,12 +438,21 @@ void redir_relay_free(struct redir_relay *r)
 {
 	if (!r)
 		return;
-	for (int i = 0; i < 2; i++) {
-		if (r->watched[i])
-			vmio_loop_remove(r->loop, r->fd[i]);
+	vmio_defer_cancel(&r->kick);
+	for (int i = 0; i < 2; i++)
 		if (r->dir[i].ops)
 			r->dir[i].ops->fini(&r->dir[i]);
-		close(r->fd[i]);
+	for (unsigned k = 0; k < r->nw; k++) {
+		struct watch *w = &r->w[k];
+
+		if (w->fd < 0)
+			continue;
+		if (w->watched)
+			vmio_loop_remove(r->loop, w->fd);
+		/* stdin and stdout are shared with whoever started us. */
+		if (!w->is_socket)
+			fcntl(w->fd, F_SETFL, w->flags);
+		close(w->fd);
 	}
 	free(r);
 }

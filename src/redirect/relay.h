@@ -19,8 +19,15 @@ enum redir_engine {
 	REDIR_ENGINE_SOCKMAP,
 };
 
-/* Largest amount in flight per direction by default. */
+/* Largest amount in flight per direction by default (buffer 0): the
+ * copy and message engines' ... */
 #define REDIR_DEFAULT_BUFFER (256u * 1024)
+/* ... and the splice engine's, whose pipe starts at the kernel's default
+ * size and grows to this as data flows: an idle connection keeps a
+ * small pipe (pipe pages are counted per user, fs.pipe-user-pages-soft),
+ * a busy one takes fewer, larger splices (at 1 MiB, TCP into a unix
+ * stream cost a third of the relay CPU per GiB it cost at 256 KiB). */
+#define REDIR_SPLICE_DEFAULT_BUFFER (1024u * 1024)
 
 /* Parses "auto", "copy", "splice" or "sockmap". Returns 0 or -1. */
 int redir_engine_parse(const char *name, enum redir_engine *out);
@@ -44,7 +51,7 @@ typedef void (*redir_relay_done_fn)(void *opaque, struct redir_relay *r,
 
 /* Starts relaying between the connected sockets a and b (made
  * non-blocking here), with engine COPY or SPLICE between streams and
- * buffer bytes per direction. A direction with a datagram or seqpacket
+ * buffer bytes per direction (0: the engine's default). A direction with a datagram or seqpacket
  * end uses the message engine instead, whatever engine says: it keeps
  * message boundaries, and buffer is then the largest message accepted
  * (16 of them held at most). A direction into a datagram socket with no
@@ -57,6 +64,32 @@ struct redir_relay *redir_relay_new(struct vmio_loop *loop, int a, int b,
 				    enum redir_engine engine, size_t buffer,
 				    const char *name, redir_relay_done_fn done,
 				    void *opaque);
+
+/* One end of a relay: the fd read and the fd written, the same socket
+ * or two descriptors (STDIO: 0 and 1). An end that is no socket (a pipe,
+ * a tty, a file) is relayed by the copy engine; its EOF is passed on by
+ * closing its written fd, and its file flags are restored at the end. One
+ * that epoll cannot watch (a regular file, /dev/null) is taken as always
+ * ready, and served on each turn of the loop while there is work. */
+struct redir_side {
+	int in, out;
+};
+
+/* Which directions are relayed; one not relayed is never read. */
+#define REDIR_A_TO_B 1u
+#define REDIR_B_TO_A 2u
+#define REDIR_BOTH (REDIR_A_TO_B | REDIR_B_TO_A)
+
+/* redir_relay_new for two ends and the directions in dirs (socat's -u:
+ * REDIR_A_TO_B, -U: REDIR_B_TO_A). */
+struct redir_relay *redir_relay_new_sides(struct vmio_loop *loop,
+					  struct redir_side a,
+					  struct redir_side b,
+					  enum redir_engine engine,
+					  size_t buffer, unsigned dirs,
+					  const char *name,
+					  redir_relay_done_fn done,
+					  void *opaque);
 
 /* The same, from a to b only: b is never read, and its EOF goes nowhere. */
 struct redir_relay *redir_relay_new_one_way(struct vmio_loop *loop, int a,

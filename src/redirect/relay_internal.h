@@ -17,7 +17,8 @@ struct redir_dir {
 	const struct redir_engine_ops *ops;
 	const char *name;   /* the relay's, for log lines */
 	int src, dst;
-	int src_type, dst_type; /* SOCK_STREAM, SOCK_DGRAM or SOCK_SEQPACKET */
+	int src_type, dst_type; /* SOCK_STREAM, SOCK_DGRAM or SOCK_SEQPACKET;
+				 * a non-socket counts as a stream */
 	size_t held;        /* read from src, not yet written to dst */
 	size_t capacity;    /* most that may be held */
 	bool eof;           /* src reached EOF */
@@ -29,8 +30,11 @@ struct redir_dir {
 	uint8_t *ring;
 	size_t head;
 
-	/* splice engine: the pipe data passes through */
+	/* splice engine: the pipe data passes through, pipe_size bytes now
+	 * (growing to capacity), filled since it last grew */
 	int pipe_r, pipe_w;
+	size_t pipe_size;
+	uint64_t filled;
 
 	/* message engine */
 	struct redir_msg_ring *msgs;
@@ -60,7 +64,9 @@ extern const struct redir_engine_ops redir_engine_msg;
 
 /* The engine for one direction: copy or splice (as requested; AUTO is
  * splice) between streams, the message engine when either end keeps
- * message boundaries (datagram or seqpacket). */
+ * message boundaries (datagram or seqpacket). A non-socket end (type 0)
+ * is a stream to the message engine, and takes copy otherwise, since
+ * splice does not take a tty. */
 const struct redir_engine_ops *redir_engine_for(int src_type, int dst_type,
 						enum redir_engine requested);
 

@@ -151,6 +151,25 @@ int vmio_unix_listen(const char *path, int backlog, const char *who,
 int vmio_unix_bind_socket(int fd, const char *path, int type, int backlog,
 			  const char *who, struct stat *st)
 {
+	return vmio_unix_bind_socket_perms(fd, path, type, backlog, who, NULL,
+					   st);
+}
+
+static int apply_perms(const char *path, const struct vmio_unix_perms *p)
+{
+	if (p->mode >= 0 && chmod(path, (mode_t)p->mode) < 0)
+		return -errno;
+	if ((p->uid >= 0 || p->gid >= 0) &&
+	    chown(path, (uid_t)p->uid, (gid_t)p->gid) < 0)
+		return -errno;
+	return 0;
+}
+
+int vmio_unix_bind_socket_perms(int fd, const char *path, int type,
+				int backlog, const char *who,
+				const struct vmio_unix_perms *perms,
+				struct stat *st)
+{
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int rc;
 
@@ -159,12 +178,31 @@ int vmio_unix_bind_socket(int fd, const char *path, int type, int backlog,
 		return -ENAMETOOLONG;
 	}
 	strcpy(sa.sun_path, path);
-	rc = bind_path(fd, path, type, &sa, who);
+	if (perms && perms->mode >= 0) {
+		/* The file is born with the mode asked (less any bits
+		 * umask cannot give), so no peer gets in between bind and
+		 * chmod. */
+		mode_t old = umask((mode_t)~perms->mode & 0777);
+
+		rc = bind_path(fd, path, type, &sa, who);
+		umask(old);
+	} else {
+		rc = bind_path(fd, path, type, &sa, who);
+	}
 	if (rc) {
 		if (rc != -EADDRINUSE && rc != -EEXIST)
 			log_err("%s: cannot bind %s: %s", who, path,
 				strerror(-rc));
 		return rc;
+	}
+	if (perms) {
+		rc = apply_perms(path, perms);
+		if (rc) {
+			log_err("%s: cannot set the mode or owner of %s: %s",
+				who, path, strerror(-rc));
+			unlink(path);
+			return rc;
+		}
 	}
 	/* A datagram socket has no connections to listen for. */
 	if ((type != SOCK_DGRAM && listen(fd, backlog) < 0) ||

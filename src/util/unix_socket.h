@@ -23,6 +23,23 @@ int vmio_unix_listen(const char *path, int backlog, const char *who,
 int vmio_unix_bind_socket(int fd, const char *path, int type, int backlog,
 			  const char *who, struct stat *st);
 
+/* Who may connect to the socket file: set between bind and listen, so
+ * that no peer gets in before. */
+struct vmio_unix_perms {
+	int mode;  /* -1: the umask's */
+	int uid;   /* -1: ours */
+	int gid;   /* -1: ours */
+};
+
+/* vmio_unix_bind_socket, with the file's mode and owner set from perms
+ * (NULL: left as bind made them). A mode is applied through the umask
+ * while binding, so that the file never has a wider one: call it before
+ * other threads run (the umask is the process's). */
+int vmio_unix_bind_socket_perms(int fd, const char *path, int type,
+				int backlog, const char *who,
+				const struct vmio_unix_perms *perms,
+				struct stat *st);
+
 /* Unlinks path if it is still the file described by st (nobody replaced
  * it since we bound it). */
 void vmio_unix_unlink_if_same(const char *path, const struct stat *st);

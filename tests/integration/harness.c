@@ -91,7 +91,7 @@ static const char *vmio_bin(void)
  * assertion cannot leave a backend running. If exec fails, errno goes to
  * err_fd, which exec would otherwise have closed (O_CLOEXEC). */
 static void exec_vmio(const char *bin, const char *const args[], int log_fd,
-		      int err_fd)
+		      int err_fd, int in_fd, int out_fd)
 {
 	size_t n = 0;
 	int e;
@@ -104,7 +104,9 @@ static void exec_vmio(const char *bin, const char *const args[], int log_fd,
 		_exit(127);
 	argv[0] = bin;
 	memcpy(argv + 1, args, n * sizeof(*argv));
-	if (dup2(log_fd, STDERR_FILENO) < 0 || dup2(log_fd, STDOUT_FILENO) < 0)
+	if (dup2(log_fd, STDERR_FILENO) < 0 ||
+	    dup2(out_fd >= 0 ? out_fd : log_fd, STDOUT_FILENO) < 0 ||
+	    (in_fd >= 0 && dup2(in_fd, STDIN_FILENO) < 0))
 		_exit(127);
 	execv(bin, (char *const *)argv);
 	e = errno;
@@ -114,6 +116,11 @@ static void exec_vmio(const char *bin, const char *const args[], int log_fd,
 }
 
 pid_t harness_spawn(const char *const args[])
+{
+	return harness_spawn_stdio(args, -1, -1);
+}
+
+pid_t harness_spawn_stdio(const char *const args[], int in_fd, int out_fd)
 {
 	const char *bin = vmio_bin();
 	int log_fd = open(harness_path("vmio.log"),
@@ -127,7 +134,7 @@ pid_t harness_spawn(const char *const args[])
 		fail_msg("pipe: %s", strerror(errno));
 	pid = fork();
 	if (pid == 0)
-		exec_vmio(bin, args, log_fd, p[1]);
+		exec_vmio(bin, args, log_fd, p[1], in_fd, out_fd);
 	close(log_fd);
 	close(p[1]);
 	if (pid < 0)
@@ -255,6 +262,19 @@ int harness_wait_exit(pid_t pid, int timeout_ms)
 	if (pidfd >= 0)
 		close(pidfd);
 	return status;
+}
+
+void harness_expect_exit(pid_t pid, int status)
+{
+	int st = harness_wait_exit(pid, HARNESS_WAIT_MS);
+
+	if (st == -1) {
+		harness_stop(pid, 1000);
+		fail_msg("vmio did not exit by itself");
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != status)
+		fail_msg("vmio ended with wait status 0x%x, not exit %d", st,
+			 status);
 }
 
 int harness_stop(pid_t pid, int timeout_ms)

@@ -26,6 +26,9 @@ const char *harness_path(const char *name);
  * stderr goes to harness_path("vmio.log") (appended). Returns the pid, or
  * -1 (and fails the test) if it cannot be started. */
 pid_t harness_spawn(const char *const args[]);
+/* The same with stdin from in_fd and stdout to out_fd (-1: the test's
+ * stdin, the log); both stay the caller's to close. */
+pid_t harness_spawn_stdio(const char *const args[], int in_fd, int out_fd);
 
 /* Waits until a unix socket at path accepts connections. Returns true on
  * success, false after timeout_ms. */
@@ -34,6 +37,10 @@ bool harness_wait_socket(const char *path, int timeout_ms);
 /* Waits for pid to exit, up to timeout_ms. Returns its wait status, or -1
  * on timeout (the process is left running). */
 int harness_wait_exit(pid_t pid, int timeout_ms);
+
+/* Waits (HARNESS_WAIT_MS) for pid to exit by itself with status; fails
+ * the test otherwise, killing it if it is still running. */
+void harness_expect_exit(pid_t pid, int status);
 
 /* SIGTERM, then SIGKILL after timeout_ms; returns the wait status. */
 int harness_stop(pid_t pid, int timeout_ms);

@@ -421,19 +421,6 @@ static pid_t spawn_unix(const char *engine, const char *a, const char *opts,
 	return pid;
 }
 
-/* Waits for vmio to end by itself, with status. */
-static void expect_exit(pid_t pid, int status)
-{
-	int st = harness_wait_exit(pid, HARNESS_WAIT_MS);
-
-	if (st == -1) {
-		harness_stop(pid, 1000);
-		fail_msg("vmio redirect did not exit by itself");
-	}
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), status);
-}
-
 static void stop_clean(pid_t pid)
 {
 	int st = harness_stop(pid, HARNESS_WAIT_MS);
@@ -648,7 +635,7 @@ static void test_no_fork_exits(void **state)
 	assert_int_equal(read_all(fd, reply, sizeof(reply)), 5);
 	close(fd);
 	server_join(&s);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 	assert_int_equal(access(a, F_OK), -1);
 }
 
@@ -780,7 +767,7 @@ static void test_bad_arguments(void **state)
 		"unknown option '-y'",
 	};
 	const char *a = harness_path("bad-a.sock");
-	char err[4096], out[4096], arg[256];
+	char err[4096], out[8192], arg[256];
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *args[6];
@@ -920,7 +907,7 @@ static void send_through_recv(const char *engine, const char *a,
 	msg_duplex(fd, p, x);
 	close(fd);
 	server_join(s);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 }
 
 /* UNIX-RECV -> UNIX-CONNECT: 64 KiB datagrams become one byte stream in
@@ -1010,7 +997,7 @@ static void test_seqpacket(void **state)
 	check_xfer("server", &s.x, msgs_bytes(N, 2), msgs_bytes(N, 1));
 	assert_int_equal(x.messages, N);
 	assert_int_equal(s.x.messages, N);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 }
 
 /* UNIX-LISTEN -> keyword (UNIX-SENDTO, or UNIX-CLIENT finding a datagram
@@ -1038,7 +1025,7 @@ static void stream_to_dgram_with(const char *keyword)
 	server_join(&s);
 	check_xfer("client", &x, 16 * MIB, 0);
 	check_xfer("receiver", &s.x, 0, 16 * MIB);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 }
 
 static void test_stream_to_dgram(void **state)
@@ -1086,7 +1073,7 @@ static void test_truncation_trap(void **state)
 	assert_int_equal(recv_within(rfd, buf, sizeof(buf)), 0);
 	close(fd);
 	close(rfd);
-	expect_exit(pid, 1);
+	harness_expect_exit(pid, 1);
 	assert_true(harness_log_contains("dropped a 5000-byte message: larger than the buffer (limit 4096 bytes"));
 	assert_true(harness_log_contains("300 bytes 1->2, 0 bytes 2->1, 1 messages dropped"));
 }
@@ -1283,7 +1270,7 @@ static unsigned workers_with(const char *threads, bool fork)
 	if (fork)
 		stop_clean(pid);
 	else
-		expect_exit(pid, 0);
+		harness_expect_exit(pid, 0);
 	return workers;
 }
 
@@ -1383,7 +1370,7 @@ static void test_sockmap_recv_to_stream(void **state)
 	msg_duplex(fd, &p, &x);
 	close(fd);
 	server_join(&s);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 	check_xfer("sender", &x, 64 * MIB, 0);
 	check_xfer("sink", &s.x, 0, 64 * MIB);
 	assert_true(harness_log_contains("engine sockmap"));
@@ -1461,7 +1448,7 @@ static void test_sockmap_sink_dies(void **state)
 			(double)(pu.failed.tv_nsec - closed.tv_nsec) / 1e9;
 	if (waited > 1.0)
 		fail_msg("the sender learnt after %.2f s", waited);
-	expect_exit(pid, 1);
+	harness_expect_exit(pid, 1);
 	assert_true(harness_log_contains("ADDRESS2"));
 }
 
@@ -1529,7 +1516,7 @@ static void test_sockmap_stalled_sink(void **state)
 	assert_true(eof_sent);
 	assert_int_equal(got, sent);
 	assert_true(intact);
-	expect_exit(pid, 0);
+	harness_expect_exit(pid, 0);
 }
 
 int main(void)

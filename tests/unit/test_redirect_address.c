@@ -63,9 +63,11 @@ static void test_unix_keywords(void **state)
 
 static void test_tcp_keywords(void **state)
 {
+	/* No version: dual-stack (resolved to ::, or 0.0.0.0 without
+	 * IPv6). */
 	ok("TCP-LISTEN:8080");
 	assert_int_equal(a.kind, REDIR_TCP_LISTEN);
-	assert_int_equal(a.family, AF_INET);
+	assert_int_equal(a.family, AF_UNSPEC);
 	assert_int_equal(a.port, 8080);
 	ok("tcp4-listen:0");
 	assert_int_equal(a.family, AF_INET);
@@ -111,6 +113,80 @@ static void test_vsock_keywords(void **state)
 	assert_int_equal(a.socktype, SOCK_SEQPACKET);
 }
 
+/* socat's aliases (socat(1), ADDRESS TYPES), messages in the canonical
+ * spelling. */
+static void test_aliases(void **state)
+{
+	static const struct {
+		const char *text;
+		enum redir_kind kind;
+		int family;
+		const char *keyword;
+	} cases[] = {
+		{ "UNIX-L:/x", REDIR_UNIX_LISTEN, AF_UNIX, "UNIX-LISTEN" },
+		{ "unix-l:/x", REDIR_UNIX_LISTEN, AF_UNIX, "UNIX-LISTEN" },
+		{ "UNIX:/x", REDIR_UNIX_CLIENT, AF_UNIX, "UNIX-CLIENT" },
+		{ "unix-client:/x", REDIR_UNIX_CLIENT, AF_UNIX, "UNIX-CLIENT" },
+		{ "Unix-Connect:/x", REDIR_UNIX_CONNECT, AF_UNIX, "UNIX-CONNECT" },
+		{ "TCP-L:1", REDIR_TCP_LISTEN, AF_UNSPEC, "TCP-LISTEN" },
+		{ "tcp-listen:1", REDIR_TCP_LISTEN, AF_UNSPEC, "TCP-LISTEN" },
+		{ "TCP4-L:1", REDIR_TCP_LISTEN, AF_INET, "TCP4-LISTEN" },
+		{ "TCP6-L:1", REDIR_TCP_LISTEN, AF_INET6, "TCP6-LISTEN" },
+		{ "TCP-CONNECT:h:1", REDIR_TCP_CONNECT, AF_UNSPEC, "TCP" },
+		{ "tcp4-connect:h:1", REDIR_TCP_CONNECT, AF_INET, "TCP4" },
+		{ "TCP6-CONNECT:[::1]:1", REDIR_TCP_CONNECT, AF_INET6, "TCP6" },
+		{ "VSOCK-L:1", REDIR_VSOCK_LISTEN, AF_VSOCK, "VSOCK-LISTEN" },
+		{ "STDIO", REDIR_STDIO, AF_UNSPEC, "STDIO" },
+		{ "stdio", REDIR_STDIO, AF_UNSPEC, "STDIO" },
+		{ "-", REDIR_STDIO, AF_UNSPEC, "STDIO" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ok(cases[i].text);
+		if (a.kind != cases[i].kind || a.family != cases[i].family ||
+		    strcmp(a.keyword, cases[i].keyword))
+			fail_msg("'%s': kind %d family %d keyword %s",
+				 cases[i].text, a.kind, a.family, a.keyword);
+	}
+	ok("UNIX-L:/x,fork");
+	assert_true(a.fork);
+	assert_false(redir_addr_is_passive(&(struct redir_addr){ .kind = REDIR_STDIO }));
+	assert_true(redir_addr_connects(&(struct redir_addr){ .kind = REDIR_TCP_CONNECT }));
+	assert_false(redir_addr_connects(&(struct redir_addr){ .kind = REDIR_STDIO }));
+}
+
+static void test_socat_options(void **state)
+{
+	ok("TCP:h:1,nodelay,keepalive,connect-timeout=2.5");
+	assert_true(a.nodelay);
+	assert_true(a.keepalive);
+	assert_int_equal(a.connect_timeout_ns, 2500000000ull);
+	ok("TCP-LISTEN:1,tcp-nodelay,so-keepalive,so-reuseaddr");
+	assert_true(a.nodelay);
+	assert_true(a.keepalive);
+	assert_true(a.reuseaddr);
+	ok("UNIX-CONNECT:/x,connect-timeout=.000001");
+	assert_int_equal(a.connect_timeout_ns, 1000);
+	ok("UNIX-CLIENT:/x,connect-timeout=86400");
+	assert_int_equal(a.connect_timeout_ns, 86400ull * 1000000000u);
+	ok("VSOCK-CONNECT:2:1,connect-timeout=1");
+	ok("UNIX-SENDTO:/x,connect-timeout=1");
+	ok("UNIX-LISTEN:/x,mode=0660,user=nobody,group=0");
+	assert_true(a.has_mode);
+	assert_int_equal(a.mode, 0660);
+	assert_string_equal(a.user, "nobody");
+	assert_string_equal(a.group, "0");
+	ok("UNIX-RECV:/x,perm=7777,owner=1");
+	assert_int_equal(a.mode, 07777);
+	assert_string_equal(a.user, "1");
+	ok("UNIX-LISTEN:/x,mode=0");
+	assert_true(a.has_mode);
+	assert_int_equal(a.mode, 0);
+	ok("UNIX-LISTEN:/x");
+	assert_false(a.has_mode);
+	assert_string_equal(a.user, "");
+}
+
 static void test_options(void **state)
 {
 	ok("UNIX-LISTEN:/x,fork,reuseaddr,unlink-early,backlog=16");
@@ -146,10 +222,17 @@ static void test_options(void **state)
 static void test_bad_keywords(void **state)
 {
 	bad("", "unsupported address ''");
-	bad("OPEN:/etc/passwd", "unsupported address 'OPEN'");
-	bad("EXEC:sh", "'EXEC'");
-	bad("UDP:h:1", "'UDP'");
-	bad("-", "'-'");
+	/* socat's types that vmio does not serve are named as socat's. */
+	bad("OPEN:/etc/passwd", "socat's address type OPEN is not supported");
+	bad("exec:sh", "socat's address type EXEC");
+	bad("UDP:h:1", "address type UDP ");
+	bad("UNIX-RECVFROM:/x", "address type UNIX-RECVFROM ");
+	bad("ABSTRACT-LISTEN:x", "address type ABSTRACT-LISTEN ");
+	bad("STDIN", "address type STDIN ");
+	bad("PIPE", "address type PIPE ");
+	bad("FOO:x", "unsupported address 'FOO'");
+	bad("STDIO:x", "STDIO takes no ':' parameters");
+	bad("-:x", "STDIO takes no ':' parameters");
 	bad("UNIX-LISTEN", "missing ':'");
 	bad("TCP,fork", "missing ':'");
 	bad("UNIX-LISTENX:/a", "'UNIX-LISTENX'");
@@ -185,7 +268,29 @@ static void test_bad_params(void **state)
 static void test_bad_options(void **state)
 {
 	bad("UNIX-LISTEN:/x,nonsense", "unsupported option 'nonsense'");
-	bad("UNIX-LISTEN:/x,mode=600", "unsupported option 'mode'");
+	bad("UNIX-LISTEN:/x,sndbuf=4096", "unsupported option 'sndbuf'");
+	bad("TCP:h:1,crlf", "unsupported option 'crlf'");
+	bad("UNIX-CONNECT:/x,mode=600", "'mode' does not apply to UNIX-CONNECT");
+	bad("UNIX-LISTEN:/x,mode=800", "'mode': '800' is not an octal mode");
+	bad("UNIX-LISTEN:/x,mode=17777", "is not an octal mode");
+	bad("UNIX-LISTEN:/x,mode=", "is not an octal mode");
+	bad("UNIX-LISTEN:/x,mode", "'mode' needs '=value'");
+	bad("TCP-LISTEN:1,user=root", "'user' does not apply to TCP-LISTEN");
+	bad("UNIX-CONNECT:/x,group=0", "'group' does not apply");
+	bad("UNIX-LISTEN:/x,user=", "'user': '' is not a user or group name");
+	bad("UNIX-LISTEN:/x,nodelay", "'nodelay' does not apply to UNIX-LISTEN");
+	bad("UNIX-CONNECT:/x,keepalive", "'keepalive' does not apply");
+	bad("TCP:h:1,nodelay=1", "'nodelay' takes no value");
+	bad("TCP-LISTEN:1,connect-timeout=1", "'connect-timeout' does not apply to TCP-LISTEN");
+	bad("TCP:h:1,connect-timeout", "'connect-timeout' needs '=value'");
+	bad("TCP:h:1,connect-timeout=0", "'connect-timeout': '0' is not");
+	bad("TCP:h:1,connect-timeout=-1", "'connect-timeout'");
+	bad("TCP:h:1,connect-timeout=1.", "'connect-timeout'");
+	bad("TCP:h:1,connect-timeout=0.0000001", "'connect-timeout'");
+	bad("TCP:h:1,connect-timeout=86401", "'connect-timeout'");
+	bad("TCP:h:1,connect-timeout=1e3", "'connect-timeout'");
+	bad("STDIO,fork", "'fork' does not apply to STDIO");
+	bad("-,reuseaddr", "'reuseaddr' does not apply to STDIO");
 	bad("UNIX-LISTEN:/x,averyveryveryverylongoptionnamethatdoesnotfit",
 	    "unsupported option");
 	bad("UNIX-LISTEN:/x,", "empty option");
@@ -221,6 +326,8 @@ int main(void)
 		cmocka_unit_test(test_tcp_keywords),
 		cmocka_unit_test(test_vsock_keywords),
 		cmocka_unit_test(test_options),
+		cmocka_unit_test(test_aliases),
+		cmocka_unit_test(test_socat_options),
 		cmocka_unit_test(test_bad_keywords),
 		cmocka_unit_test(test_bad_params),
 		cmocka_unit_test(test_bad_options),

@@ -8,8 +8,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <linux/vm_sockets.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "redirect/endpoint.h"
 
@@ -86,6 +89,70 @@ static void test_unix_and_tcp(void **state)
 	assert_described("TCP4-LISTEN:8080");
 }
 
+/* TCP-LISTEN with no version and no bind= listens on ::, dual-stack;
+ * bind= keeps the family of what it names. */
+static void test_tcp_listen_families(void **state)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&ep.sa;
+
+	assert_int_equal(resolve("TCP-L:8080"), 0);
+	assert_int_equal(ep.sa.ss_family, AF_INET6);
+	assert_int_equal(ntohs(s6->sin6_port), 8080);
+	assert_true(IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr));
+	assert_described("TCP-LISTEN:8080");
+	assert_int_equal(resolve("TCP6-LISTEN:1"), 0);
+	assert_int_equal(ep.sa.ss_family, AF_INET6);
+	assert_int_equal(resolve("TCP-LISTEN:1,bind=127.0.0.1"), 0);
+	assert_int_equal(ep.sa.ss_family, AF_INET);
+}
+
+static void test_user_group(void **state)
+{
+	assert_int_equal(resolve("UNIX-LISTEN:/x,user=root,group=root"), 0);
+	assert_int_equal(ep.uid, 0);
+	assert_int_equal(ep.gid, 0);
+	assert_int_equal(resolve("UNIX-LISTEN:/x,user=1234,group=5678"), 0);
+	assert_int_equal(ep.uid, 1234);
+	assert_int_equal(ep.gid, 5678);
+	assert_int_equal(resolve("UNIX-LISTEN:/x"), 0);
+	assert_int_equal(ep.uid, -1);
+	assert_int_equal(ep.gid, -1);
+	assert_int_equal(resolve("UNIX-LISTEN:/x,user=no-such-user-here"), -1);
+	assert_non_null(strstr(err, "no such user 'no-such-user-here'"));
+	assert_int_equal(resolve("UNIX-RECV:/x,group=no-such-group-here"), -1);
+	assert_non_null(strstr(err, "no such group 'no-such-group-here'"));
+}
+
+static int sockopt(int fd, int level, int name)
+{
+	int v = -1;
+	socklen_t len = sizeof(v);
+
+	assert_int_equal(getsockopt(fd, level, name, &v, &len), 0);
+	return v;
+}
+
+/* nodelay and keepalive reach the socket of each connection (a TCP
+ * socket, never connected: the options are set on any). */
+static void test_tune(void **state)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(resolve("TCP:127.0.0.1:1"), 0);
+	assert_int_equal(redir_endpoint_tune(&ep, fd), 0);
+	assert_int_equal(sockopt(fd, IPPROTO_TCP, TCP_NODELAY), 0);
+	assert_int_equal(sockopt(fd, SOL_SOCKET, SO_KEEPALIVE), 0);
+	assert_int_equal(resolve("TCP:127.0.0.1:1,nodelay"), 0);
+	assert_int_equal(redir_endpoint_tune(&ep, fd), 0);
+	assert_int_not_equal(sockopt(fd, IPPROTO_TCP, TCP_NODELAY), 0);
+	assert_int_equal(sockopt(fd, SOL_SOCKET, SO_KEEPALIVE), 0);
+	assert_int_equal(resolve("TCP-LISTEN:1,keepalive"), 0);
+	assert_int_equal(redir_endpoint_tune(&ep, fd), 0);
+	assert_int_not_equal(sockopt(fd, SOL_SOCKET, SO_KEEPALIVE), 0);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -93,6 +160,9 @@ int main(void)
 		cmocka_unit_test(test_vsock_connect),
 		cmocka_unit_test(test_vsock_refused),
 		cmocka_unit_test(test_unix_and_tcp),
+		cmocka_unit_test(test_tcp_listen_families),
+		cmocka_unit_test(test_user_group),
+		cmocka_unit_test(test_tune),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
