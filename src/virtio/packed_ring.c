@@ -220,12 +220,16 @@ void vmio_packed_push(struct vmio_vq *vq, uint16_t id, uint32_t written)
 	/* Release: id and len are there before the driver sees it used. */
 	vmio_st16_release(&d->flags, flags);
 	advance(&vq->used_idx, &vq->used_wrap, skip, vq->size);
-	vq->unflushed++;
+	vq->unflushed += skip;
 }
 
 /* Whether the driver asked to hear of used descriptors up to new_pos,
- * given that it was last told of those up to old (2.8.21.3.1). */
-static bool need_notify(struct vmio_vq *vq)
+ * given that it was last told of those up to old (2.8.21.3.1). Offsets
+ * wrap at the ring's size, not at 2^16 as a split ring's indices do: a
+ * batch of a whole ring or more since the last decision cannot be placed
+ * against the driver's offset (the driver, reaping as we push, may have
+ * moved on a lap meanwhile), and is told. */
+static bool need_notify(struct vmio_vq *vq, unsigned pushed)
 {
 	uint16_t flags = vmio_ld16(&vq->driver_event->flags);
 	int old = vq->signalled_used, new_pos = vq->used_idx;
@@ -237,7 +241,8 @@ static bool need_notify(struct vmio_vq *vq)
 	vq->signalled_used_valid = true;
 	if (flags == VIRTQ_EVENT_F_DISABLE)
 		return false;
-	if (flags != VIRTQ_EVENT_F_DESC || !vq->event_idx || !valid)
+	if (flags != VIRTQ_EVENT_F_DESC || !vq->event_idx || !valid ||
+	    pushed >= vq->size)
 		return true;
 	off_wrap = vmio_ld16(&vq->driver_event->off_wrap);
 	off = off_wrap & (PVIRTQ_MAX_SIZE - 1);
@@ -253,13 +258,15 @@ static bool need_notify(struct vmio_vq *vq)
 
 void vmio_packed_flush_and_notify(struct vmio_vq *vq)
 {
-	if (!vq->unflushed)
+	unsigned pushed = vq->unflushed;
+
+	if (!pushed)
 		return;
 	vq->unflushed = 0;
 	/* Our used flags against the driver's event suppression: the
 	 * store-then-load race of split_ring.c's flush, the same barrier. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (need_notify(vq))
+	if (need_notify(vq, pushed))
 		vmio_vq_signal(vq->call_fd);
 }
 

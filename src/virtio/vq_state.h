@@ -72,7 +72,7 @@ struct vmio_vq {
 	uint16_t *buf_ndesc;
 	uint16_t *pop_from;
 	unsigned pops;
-	unsigned unflushed; /* packed: pushed since the last flush */
+	unsigned unflushed; /* packed: ring slots used since the last flush */
 	bool broken;
 	/* vmio_vq_enable_kicks(false) in force: under EVENT_IDX, pop stops
 	 * moving avail_event so the driver stops kicking. */

@@ -396,6 +396,31 @@ static void test_driver_event_suppression(void **state)
 	assert_false(use_one(f, 6));
 }
 
+/* More than a ring's worth used between two flushes (the driver reaping
+ * and posting meanwhile, as it does while we run): the offsets alone
+ * cannot say whether the driver's event was passed, so it is told. */
+static void test_more_than_a_ring_between_flushes(void **state)
+{
+	struct fx *f = *state;
+
+	start_at(f, 0);
+	f->vq.event_idx = true;
+	use_one(f, 0); /* the first decision, always told */
+	/* The driver waits at position 5 of the next lap... */
+	f->driver->off_wrap = htole16(5 | 0u << VIRTQ_EVENT_WRAP_SHIFT);
+	f->driver->flags = htole16(VIRTQ_EVENT_F_DESC);
+	/* ...and we use QSIZE + 2 more before flushing: past it, around. */
+	for (unsigned k = 0; k < QSIZE + 2; k++) {
+		uint16_t id = (uint16_t)(k % QSIZE);
+
+		post1(f, 16, id);
+		assert_int_equal(vmio_vq_pop(&f->vq, &f->mem, &f->chain), 1);
+		vmio_vq_push(&f->vq, id, 0);
+	}
+	vmio_vq_flush_and_notify(&f->vq);
+	assert_true(notified(f));
+}
+
 /* Kicks off: DISABLE; on with EVENT_IDX: the next position to look at. */
 static void test_device_event_suppression(void **state)
 {
@@ -429,6 +454,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unpop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_event_suppression, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_device_event_suppression, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_more_than_a_ring_between_flushes, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
