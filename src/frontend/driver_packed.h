@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "frontend/driver_vq.h"
+#include "frontend/dvq_state.h"
 
 /* Lays the ring out (zeroed) and sets the wrap counters; the free list
  * and arrays are the caller's. */
