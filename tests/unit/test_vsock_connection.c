@@ -77,7 +77,7 @@ static void guest_send(uint16_t op, uint32_t flags, size_t at, uint32_t len)
 					    VSOCK_MAX_PKT_PAYLOAD,
 					    VSOCK_TYPES_ALL, &pkt, NULL),
 			 VSOCK_PKT_OK);
-	vsock_conn_recv_pkt(&conn, &pkt, &txc);
+	vsock_conn_recv_pkt(&conn, &pkt, &txc, false);
 }
 
 /* Asks the connection for one packet into a Linux-shaped rx buffer

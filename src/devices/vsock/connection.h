@@ -59,6 +59,8 @@
 
 #include "devices/vsock/credit.h"
 #include "devices/vsock/packet.h"
+#include "devices/vsock/stats.h"
+#include "devices/vsock/tx_splice.h"
 
 enum vsock_conn_state {
 	VSOCK_CONN_LOCAL_INIT,
@@ -76,6 +78,14 @@ enum vsock_conn_state {
 #define VSOCK_RXOP_RW (1u << 4)       /* host socket reported readable */
 #define VSOCK_RXOP_SHUTDOWN (1u << 5) /* host EOF seen: SHUTDOWN(SEND) */
 #define VSOCK_RXOP_CREDIT_REQUEST (1u << 6)
+
+/* A tx chain whose payload went to the host socket by reference
+ * (tx_splice.h): given back once the host read it. */
+struct vsock_tx_held {
+	uint16_t head;  /* the chain, to push used */
+	uint32_t bytes; /* its payload in the socket: consumed on release */
+	uint64_t mark;  /* outq_added just after those bytes went in */
+};
 
 struct vsock_conn {
 	uint64_t guest_cid;
@@ -111,6 +121,16 @@ struct vsock_conn {
 	uint8_t *hmsg;
 	uint32_t hmsg_len, hmsg_off;
 	bool hmsg_eor;
+
+	/* Zero-copy guest->host (stream only; set by the multiplexer after
+	 * init, NULL: the copy path). held is a FIFO of held_cap chains,
+	 * made on the first one, oldest at held_first; outq_added sums the
+	 * measured growth of the socket's SIOCOUTQ (tx_splice.h). */
+	struct vsock_splice *splice;
+	struct vsock_vm_stats *stats; /* may be NULL */
+	struct vsock_tx_held *held;
+	uint16_t held_cap, held_first, held_n;
+	uint64_t outq_added;
 };
 
 /* Host-initiated connection: a host program asked (CONNECT <peer_port>)
@@ -133,17 +153,34 @@ void vsock_conn_init_peer(struct vsock_conn *c, uint64_t guest_cid,
  * to the largest message the host socket takes (see above). */
 void vsock_conn_set_seqpacket(struct vsock_conn *c);
 
-/* Closes the fd and frees the ring. Sends nothing. */
+/* Closes the fd and frees the ring. Sends nothing. Held chains are
+ * forgotten: release them first. */
 void vsock_conn_destroy(struct vsock_conn *c);
 
 /* Handles one packet from the guest for this connection. pkt must be
  * VSOCK_PKT_OK from vsock_pkt_parse_tx over tx (its payload is read from
- * tx's iovecs, written to the host socket without a copy when the socket
- * takes it, else copied into the ring). Any op the state does not allow,
- * or a credit violation, kills the connection with an RST pending; an RST
- * from the guest kills it with nothing pending. */
-void vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
-			 const struct vmio_chain *tx);
+ * tx's iovecs, written to the host socket when the socket takes it, else
+ * copied into the ring). Any op the state does not allow, or a credit
+ * violation, kills the connection with an RST pending; an RST from the
+ * guest kills it with nothing pending.
+ *
+ * With a splice context and may_hold, RW payload goes to the socket by
+ * reference and the connection keeps the chain: returns true, and the
+ * caller must not push it (vsock_conn_tx_release gives it back). Credit
+ * for those bytes is given when the host has read them. Returns false
+ * when the chain may go back at once. */
+bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
+			 const struct vmio_chain *tx, bool may_hold);
+
+/* Sets the bound on held chains (> 0). Before the first hold only. */
+void vsock_conn_set_hold_cap(struct vsock_conn *c, uint16_t cap);
+
+/* Takes up to max held chains the host has read through (all of them,
+ * read or not, with force or once the host socket is closed), oldest
+ * first, into heads[]; counts their bytes consumed. Returns how many: the
+ * caller pushes them used. */
+unsigned vsock_conn_tx_release(struct vsock_conn *c, uint16_t heads[],
+			       unsigned max, bool force);
 
 /* The multiplexer saw EPOLLIN (or HUP/ERR) on the fd: data, EOF or an
  * error waits to be read into an rx chain. */
