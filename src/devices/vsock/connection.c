@@ -595,8 +595,6 @@ static bool conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		conn_kill(c, true, "cannot buffer guest data");
 		return spliced != 0;
 	}
-	if (done < len && c->stats)
-		c->stats->tx_bytes_copied += len - done;
 	conn_credit_check(c);
 	return spliced != 0;
 }
