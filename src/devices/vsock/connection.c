@@ -725,6 +725,8 @@ bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		conn_kill(c, true, "fwd_cnt ahead of what we sent");
 		return false;
 	}
+	if (vsock_credit_peer_free(&c->credit))
+		c->starve_seen = c->starve_due = false;
 	switch (h->op) {
 	case VSOCK_OP_RW:
 		return conn_rx_rw(c, pkt, tx, may_hold);
@@ -772,6 +774,29 @@ void vsock_conn_host_readable(struct vsock_conn *c)
 		c->pending |= VSOCK_RXOP_RW;
 }
 
+/* A CREDIT_REQUEST may go now (see vsock_conn_pending_rx). */
+static bool conn_request_due(const struct vsock_conn *c)
+{
+	return c->starve_due && vsock_credit_request_needed(&c->credit);
+}
+
+bool vsock_conn_credit_starved(const struct vsock_conn *c)
+{
+	return c->state == VSOCK_CONN_ESTABLISHED &&
+	       (c->pending & VSOCK_RXOP_RW) &&
+	       vsock_credit_request_needed(&c->credit);
+}
+
+void vsock_conn_tick(struct vsock_conn *c)
+{
+	if (!vsock_conn_credit_starved(c))
+		c->starve_seen = c->starve_due = false;
+	else if (c->starve_seen)
+		c->starve_due = true;
+	else
+		c->starve_seen = true;
+}
+
 unsigned vsock_conn_pending_rx(const struct vsock_conn *c)
 {
 	unsigned p = c->pending;
@@ -780,7 +805,7 @@ unsigned vsock_conn_pending_rx(const struct vsock_conn *c)
 		p &= ~VSOCK_RXOP_RW;
 		if (vsock_credit_peer_free(&c->credit))
 			p |= VSOCK_RXOP_RW;
-		else if (vsock_credit_request_needed(&c->credit))
+		else if (conn_request_due(c))
 			p |= VSOCK_RXOP_CREDIT_REQUEST;
 	}
 	return p;
@@ -999,10 +1024,11 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
 				c->pending = 0;
 				return conn_emit(c, rx, VSOCK_OP_RST, 0, 0);
 			}
-		} else if (vsock_credit_request_needed(&c->credit)) {
-			/* Data waits and the guest gave no room: ask once;
-			 * RW stays pending for when credit comes. */
+		} else if (conn_request_due(c)) {
+			/* Data waits and the guest gave no room for a tick:
+			 * ask once; RW stays pending for when credit comes. */
 			vsock_credit_mark_requested(&c->credit);
+			c->starve_seen = c->starve_due = false;
 			return conn_emit(c, rx, VSOCK_OP_CREDIT_REQUEST, 0, 0);
 		}
 	}

@@ -100,6 +100,10 @@ struct vsock_conn {
 	bool host_eof;       /* read() on fd returned 0 */
 	bool host_shut_wr;   /* shutdown(fd, SHUT_WR) done */
 	struct vsock_credit credit;
+	/* Out of guest credit with host data waiting, seen at one tick
+	 * (starve_seen) and still at the next (starve_due: a CREDIT_REQUEST
+	 * may go). */
+	bool starve_seen, starve_due;
 
 	/* Guest data the host socket has not taken yet. Its length always
 	 * equals vsock_credit_rx_pending(&credit), so the credit we give
@@ -193,8 +197,16 @@ void vsock_conn_flush(struct vsock_conn *c);
 
 /* VSOCK_RXOP_* bits of packets that vsock_conn_fill_rx would send now.
  * RW appears only while the guest has credit; without credit the pending
- * read turns into a single CREDIT_REQUEST. 0 means: do not pop an rx
- * chain for this connection. */
+ * read turns into a single CREDIT_REQUEST, once the guest stayed without
+ * for a whole tick (vsock_conn_tick). 0 means: do not pop an rx chain for
+ * this connection.
+ *
+ * Why wait: a guest that behaves like Linux sends a CREDIT_UPDATE by
+ * itself whenever it reads while our view of its free space is below 64
+ * KiB, which zero credit always is; asking at once, as we did, cost a
+ * CREDIT_REQUEST and the guest's answer for every 140 KiB of a bulk
+ * transfer (about 7,700 a GiB into 4 KiB buffers) and told it nothing.
+ * The request is for a guest that does not update unprompted. */
 unsigned vsock_conn_pending_rx(const struct vsock_conn *c);
 
 /* Writes one packet for the guest into rx, a chain that passed
@@ -241,6 +253,12 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 				  const struct vmio_chain *const rx[],
 				  unsigned n, uint32_t max_payload,
 				  uint32_t written[]);
+
+/* Out of guest credit, host data waiting, no CREDIT_REQUEST sent: the
+ * multiplexer ticks (vsock_conn_tick) while this holds. */
+bool vsock_conn_credit_starved(const struct vsock_conn *c);
+/* One tick of the multiplexer's timer (about 100 ms). */
+void vsock_conn_tick(struct vsock_conn *c);
 
 /* Epoll events the host fd needs now (EPOLLIN / EPOLLOUT, possibly 0):
  *   EPOLLIN   established, guest may still receive, host not at EOF, the

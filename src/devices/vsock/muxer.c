@@ -289,6 +289,9 @@ static void conn_update(struct mux_conn *mc)
 
 	if (!mc->in_rxq && vsock_conn_pending_rx(c))
 		rxq_append(m, mc);
+	/* Its CREDIT_REQUEST waits for the tick (vsock_conn_pending_rx). */
+	if (vsock_conn_credit_starved(c))
+		timer_arm(m, true);
 }
 
 static struct mux_conn *conn_new(struct vsock_muxer *m)
@@ -1009,6 +1012,12 @@ static void timer_cb(void *opaque)
 
 	for (mc = m->all; mc; mc = next) {
 		next = mc->all_next;
+		if (vsock_conn_credit_starved(&mc->c)) {
+			vsock_conn_tick(&mc->c);
+			waiting = true;
+			if (!mc->in_rxq && vsock_conn_pending_rx(&mc->c))
+				rxq_append(m, mc);
+		}
 		if (!mc->deadline_ns)
 			continue;
 		if (now < mc->deadline_ns || !conn_expire(m, mc))
