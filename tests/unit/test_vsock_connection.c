@@ -313,8 +313,14 @@ static void test_host_to_guest_credit(void **state)
 	assert_int_equal(h.len, 3000);
 	assert_memory_equal(rxbuf + VSOCK_HDR_SIZE, data, 3000);
 
-	/* Credit exhausted: one CREDIT_REQUEST, then silence, and the host
-	 * socket is not watched. */
+	/* Credit exhausted: nothing until the guest stayed without for a
+	 * whole tick (it may update by itself), then one CREDIT_REQUEST,
+	 * then silence, and the host socket is not watched. */
+	assert_true(vsock_conn_credit_starved(&conn));
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	vsock_conn_tick(&conn);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	vsock_conn_tick(&conn);
 	assert_int_equal(vsock_conn_pending_rx(&conn),
 			 VSOCK_RXOP_CREDIT_REQUEST);
 	expect_op(VSOCK_OP_CREDIT_REQUEST);
@@ -400,6 +406,8 @@ static void test_host_to_guest_batch(void **state)
 	expect_batch_rw(2, written, 8192, 1808);
 	assert_int_equal(vsock_credit_peer_free(&conn.credit), 0);
 	assert_int_equal(vsock_conn_rx_batch_bytes(&conn), 0);
+	vsock_conn_tick(&conn);
+	vsock_conn_tick(&conn);
 	assert_int_equal(vsock_conn_pending_rx(&conn),
 			 VSOCK_RXOP_CREDIT_REQUEST);
 	/* Not RW next: one chain, the CREDIT_REQUEST. */
