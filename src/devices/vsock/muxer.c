@@ -444,6 +444,7 @@ static void hold_wake_cb(void *opaque, int fd, uint32_t events)
 
 	(void)fd;
 	(void)events;
+	m->stats.tx_hold_wakes++;
 	hold_release(mc, false);
 	conn_update(mc);
 	serve_rx(m);
@@ -1125,12 +1126,14 @@ static void log_stats(const struct vsock_muxer *m)
 
 	log_debug("vsock: CID %" PRIu64 ": tx spliced %" PRIu64
 		  " B, copied %" PRIu64 " B, chains held %" PRIu64
-		  " (at most %" PRIu64 " at once, %" PRIu64 " found no room); "
+		  " (at most %" PRIu64 " at once, %" PRIu64 " found no room, "
+		  "%" PRIu64 " wake-ups); "
 		  "rx packets %" PRIu64 ", host reads %" PRIu64
 		  ", CREDIT_REQUEST %" PRIu64 ", CREDIT_UPDATE %" PRIu64
 		  ", used-ring flushes %" PRIu64,
 		  m->cfg.guest_cid, st->tx_bytes_spliced, st->tx_bytes_copied,
 		  st->tx_chains_held, st->tx_chains_held_max, st->tx_hold_full,
+		  st->tx_hold_wakes,
 		  st->rx_packets, st->rx_host_reads, st->rx_credit_requests,
 		  st->rx_credit_updates, st->rx_flushes);
 }

@@ -15,6 +15,8 @@ struct vsock_vm_stats {
 	uint64_t tx_chains_held_max;
 	/* tx chains copied because the bound on held chains was reached */
 	uint64_t tx_hold_full;
+	/* wake-ups of the EPOLLOUT watch that looks for read chains */
+	uint64_t tx_hold_wakes;
 	/* host -> guest: CREDIT_REQUESTs and CREDIT_UPDATEs we sent, rx
 	 * packets, host socket reads, and rx used-ring publications (each
 	 * may notify) */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
@@ -37,6 +38,19 @@ bool vsock_splice_supported(const char **why)
 	return true;
 }
 
+/* splice(2) into a socket has no MSG_NOSIGNAL: a host peer that went
+ * away would raise SIGPIPE. vmio ignores it anyway (cli/serve.c); a
+ * program that left it at its default gets it ignored too, so that the
+ * write fails with EPIPE and only that connection ends. */
+static void ignore_sigpipe(void)
+{
+	struct sigaction sa;
+
+	if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL &&
+	    !(sa.sa_flags & SA_SIGINFO))
+		signal(SIGPIPE, SIG_IGN);
+}
+
 struct vsock_splice *vsock_splice_new(void)
 {
 	struct vsock_splice *s = calloc(1, sizeof(*s));
@@ -44,6 +58,7 @@ struct vsock_splice *vsock_splice_new(void)
 
 	if (!s)
 		return NULL;
+	ignore_sigpipe();
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK)) {
 		free(s);
 		return NULL;

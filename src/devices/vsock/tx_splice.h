@@ -34,7 +34,9 @@ bool vsock_splice_supported(const char **why);
 /* One pipe pair per multiplexer (one loop), empty between calls. */
 struct vsock_splice;
 
-/* NULL (with errno) if no pipe could be made. */
+/* NULL (with errno) if no pipe could be made. splice(2) has no
+ * MSG_NOSIGNAL, so this sets SIGPIPE to SIG_IGN if it was SIG_DFL (vmio
+ * ignores it anyway): a host peer gone is EPIPE for its connection. */
 struct vsock_splice *vsock_splice_new(void);
 void vsock_splice_free(struct vsock_splice *s);
 
