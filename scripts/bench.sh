@@ -12,13 +12,14 @@ dir=$(mktemp -d)
 pid=
 vpid=
 ppid=
+cpid=
 # shellcheck source=bench-stats.sh
 . "$(dirname "$0")/bench-stats.sh"
 # shellcheck source=bench-procs.sh
 . "$(dirname "$0")/bench-procs.sh"
 cleanup() {
 	# shellcheck disable=SC2086 # the empty ones go
-	stop_procs $pid $vpid $ppid
+	stop_procs $pid $vpid $ppid $cpid
 	rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -51,8 +52,10 @@ fi
 # the guest 64 KiB rx buffers instead of Linux's 4 KiB, and for h2g of
 # 4 KiB and more a fourth keeps 4 KiB buffers but negotiates mergeable rx
 # buffers (packets of up to 64 KiB spanning them). At 64 KiB another vmio
-# with --poll-us 50 runs in the same rounds, and the same vmio with the
-# front end on packed rings (VMIO_RING=packed). ----
+# with --poll-us 50 runs in the same rounds, the same vmio with the
+# front end on packed rings (VMIO_RING=packed), and for g2h at 64 KiB one
+# with --tx-copy (the copy path against the default, which splices the
+# guest's pages into the host socket). ----
 if want vsock; then
 # A vmio vsock at $dir/NAME.sock and NAME.vsock, with more options; sets
 # started (its pid) once it listens.
@@ -70,8 +73,12 @@ vs=("$build/vmio-vsock-bench" --socket "$dir/vsock.sock" --uds-path "$dir/vsock.
 start_vsock vpoll --poll-us 50
 ppid=$started
 vp=("$build/vmio-vsock-bench" --socket "$dir/vpoll.sock" --uds-path "$dir/vpoll.vsock")
+start_vsock vcopy --tx-copy
+cpid=$started
+vc=("$build/vmio-vsock-bench" --socket "$dir/vcopy.sock" --uds-path "$dir/vcopy.vsock")
 rows=()
 declare -A res
+# VSOCK_MSGS picks the message sizes (default 65536 4096 64).
 # Bytes per run so that each takes about 0.3-2 s.
 declare -A vbytes=([65536]=${VSOCK_BYTES_64K:-2G} [4096]=${VSOCK_BYTES_4K:-512M} [64]=${VSOCK_BYTES_64:-24M})
 
@@ -82,6 +89,7 @@ one() { # key, command...
 	local key=$1 line c0 c1 p=$vpid
 	shift
 	[[ $key == *"|poll" ]] && p=$ppid
+	[[ $key == *"|copy" ]] && p=$cpid
 	c0=$(cpu_ticks "$p")
 	if line=$("$@" 2>&1); then
 		c1=$(cpu_ticks "$p")
@@ -98,7 +106,7 @@ one() { # key, command...
 	fi
 }
 
-for msg in 65536 4096 64; do
+for msg in ${VSOCK_MSGS:-65536 4096 64}; do
 	for d in g2h h2g; do
 		for c in 1 4; do
 			cell="$d msg=$msg conns=$c"
@@ -118,6 +126,9 @@ for msg in 65536 4096 64; do
 					one "$cell|poll" "${vp[@]}" "${args[@]}"
 					one "$cell|packed" env VMIO_RING=packed "${vs[@]}" "${args[@]}"
 				fi
+				if [ "$d" = g2h ] && [ "$msg" = 65536 ]; then
+					one "$cell|copy" "${vc[@]}" "${args[@]}"
+				fi
 			done
 		done
 	done
@@ -125,11 +136,11 @@ done
 
 echo
 echo "vsock: medians over $runs interleaved rounds (MB/s, and vmio's CPU s/GiB); goal vmio/direct >= 0.8 at 64 KiB"
-printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s %9s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB "poll 50us" ratio s/GiB packed ratio s/GiB
+printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s %9s %6s %6s %9s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB "poll 50us" ratio s/GiB packed ratio s/GiB "tx-copy" ratio s/GiB
 for cell in "${rows[@]}"; do
 	dm=$(list_median "${res[$cell|direct]:-}")
 	line=$(printf '%-26s %9s' "$cell" "$dm")
-	for v in vmio rx64k mrg poll packed; do
+	for v in vmio rx64k mrg poll packed copy; do
 		w=9
 		[ "$v" = rx64k ] && w=11
 		if [ -n "${res[$cell|$v]:-}" ]; then
@@ -141,8 +152,8 @@ for cell in "${rows[@]}"; do
 	done
 	echo "$line"
 done
-stop_procs "$vpid" "$ppid"
-vpid= ppid=
+stop_procs "$vpid" "$ppid" "$cpid"
+vpid= ppid= cpid=
 fi
 
 # ---- redirect: `vmio redirect` against socat in the same run, each

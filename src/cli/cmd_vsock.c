@@ -13,6 +13,8 @@
 #include "cli/serve.h"
 #include "devices/vsock/connect_line.h"
 #include "devices/vsock/device.h"
+#include "devices/vsock/muxer.h"
+#include "devices/vsock/tx_splice.h"
 #include "devices/vsock/router.h"
 #include "cli/vsock_vms.h"
 #include "cli/workers_args.h"
@@ -76,6 +78,14 @@ static const char vsock_usage[] =
 	"                           guest's notification: fewer wake-ups, a busier\n"
 	"                           CPU, and the other VMs of that worker wait as\n"
 	"                           long (0 to 1000, default 0)\n"
+	"  --tx-copy                copy guest-to-host data into the host socket\n"
+	"                           (default: splice the guest's pages into it\n"
+	"                           where the kernel takes them by reference,\n"
+	"                           Linux 6.5 and later, stream sockets)\n"
+	"  --tx-hold N              tx chains a VM may have waiting for the host\n"
+	"                           to read their spliced pages (1 to 4096,\n"
+	"                           default 32; one connection at most half);\n"
+	"                           beyond it, data is copied\n"
 	"\n"
 	"Threads (a VM lives on one worker; one VM, one worker):\n"
 	VMIO_WORKERS_OPTS_HELP
@@ -106,6 +116,8 @@ enum {
 	OPT_THREADS,
 	OPT_CPUS,
 	OPT_POLL_US,
+	OPT_TX_COPY,
+	OPT_TX_HOLD,
 	OPT_FORWARD,
 };
 
@@ -120,6 +132,8 @@ struct vsock_opts {
 	uint64_t connect_timeout_ms;
 	uint64_t line_max;
 	uint64_t poll_us;
+	bool tx_copy;
+	uint64_t tx_hold;
 	struct vmio_workers_opts workers;
 };
 
@@ -180,6 +194,12 @@ static int handle_opt(void *vp, int c, const char *arg)
 	case OPT_POLL_US:
 		return vmio_cli_parse_num("vsock", "--poll-us", arg, 0, 1000,
 					  &v->poll_us);
+	case OPT_TX_COPY:
+		v->tx_copy = true;
+		return 0;
+	case OPT_TX_HOLD:
+		return vmio_cli_parse_num("vsock", "--tx-hold", arg, 1,
+					  VSOCK_MUX_TX_HOLD_MAX, &v->tx_hold);
 	case OPT_THREADS:
 		return vmio_workers_parse_threads("vsock", arg, &v->workers);
 	case OPT_CPUS:
@@ -221,6 +241,8 @@ static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
 		.connect_line_max = (size_t)v->line_max,
 		.max_queue_size = o->queue_size,
 		.poll_ns = (uint32_t)v->poll_us * 1000,
+		.tx_copy = v->tx_copy,
+		.tx_hold_max = (unsigned)v->tx_hold,
 	};
 	struct vmio_workers *pool = vmio_workers_from_opts(&v->workers, 1);
 	struct vmio_loop *loop = pool ? vmio_workers_loop(pool, 0) : NULL;
@@ -328,6 +350,8 @@ static int run_multi(const struct vmio_backend_opts *o,
 			.router = router,
 			.vm_index = i,
 			.poll_ns = (uint32_t)v->poll_us * 1000,
+			.tx_copy = v->tx_copy,
+			.tx_hold_max = (unsigned)v->tx_hold,
 		};
 
 		struct vmio_loop *loop = vmio_workers_loop(pool, worker[i]);
@@ -474,6 +498,24 @@ static const char *single_vm_option(int c)
 
 static int vsock_main(int argc, char **argv, struct vsock_opts *vp);
 
+/* Which guest-to-host path runs, said once (-v). */
+static void log_tx_path(const struct vsock_opts *v)
+{
+	const char *why;
+	bool ok = vsock_splice_supported(&why);
+
+	if (v->tx_copy)
+		log_info("vsock: guest-to-host data: copied (--tx-copy)");
+	else if (ok)
+		log_info("vsock: guest-to-host data: spliced by reference on "
+			 "stream sockets (%s), at most %u tx chains held per "
+			 "VM; seqpacket copied",
+			 why, v->tx_hold ? (unsigned)v->tx_hold
+					 : VSOCK_MUX_TX_HOLD_DEFAULT);
+	else
+		log_info("vsock: guest-to-host data: copied (%s)", why);
+}
+
 int vmio_cmd_vsock(int argc, char **argv)
 {
 	struct vsock_opts v = {
@@ -507,6 +549,8 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "cpus", required_argument, NULL, OPT_CPUS },
 		{ "poll-us", required_argument, NULL, OPT_POLL_US },
+		{ "tx-copy", no_argument, NULL, OPT_TX_COPY },
+		{ "tx-hold", required_argument, NULL, OPT_TX_HOLD },
 		/* vhost-device-vsock's AF_VSOCK backend: refused by name. */
 		{ "forward-cid", required_argument, NULL, OPT_FORWARD },
 		{ "forward-listen", required_argument, NULL, OPT_FORWARD },
@@ -528,6 +572,7 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 	rc = vmio_cli_parse_backend(&cl, argc, argv, &o);
 	if (rc >= 0)
 		return rc;
+	log_tx_path(v);
 	multi = has_vm_list(v);
 	if (multi)
 		return main_multi(&o, v);

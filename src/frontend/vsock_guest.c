@@ -452,7 +452,12 @@ static int service(struct vg *g)
 	void *tok;
 
 	while ((tok = vmio_dvq_get_used(txq, &len))) {
-		g->tx_free[g->tx_nfree++] = (unsigned)((uintptr_t)tok - 1);
+		unsigned slot = (unsigned)((uintptr_t)tok - 1);
+
+		if (g->o.tx_scribble)
+			memset(vmio_fe_ptr(g->fe, g->tx_gpa[slot]), 0xa5,
+			       TX_SLOT_SIZE);
+		g->tx_free[g->tx_nfree++] = slot;
 		events++;
 	}
 	while ((tok = vmio_dvq_get_used(rxq, &len))) {

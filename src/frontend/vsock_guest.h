@@ -66,6 +66,10 @@ struct vg_opts {
 				   * rx_sizes[i % n_rx_sizes] bytes (any
 				   * size from 1), not rx_buf_size */
 	unsigned n_rx_sizes;
+	bool tx_scribble;        /* overwrite every tx buffer (0xa5) the
+				  * moment it comes back used: a device that
+				  * gives a buffer back before the host read
+				  * it shows as wrong bytes on the host */
 };
 
 void vg_opts_init(struct vg_opts *o);

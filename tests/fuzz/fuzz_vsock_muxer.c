@@ -30,7 +30,12 @@
  *  [3]  bit 0 VM 0 negotiates mergeable rx buffers (MRG_RXBUF), bit 1
  *        VM 1 does: rx packets then span buffers, and each must be
  *        whole, its buffers filled in order (all but the last full), its
- *        num_buffers and hdr.len agreeing with what arrived
+ *        num_buffers and hdr.len agreeing with what arrived;
+ *        bit 2 --tx-copy (else guest data to the host sockets is spliced
+ *        and its tx chains held until read, devices/vsock/tx_splice.h);
+ *        bit 3 --tx-hold 1 (else 2 + [3] >> 4): held chains come back
+ *        out of order, when a host socket is read (record 7), closed or
+ *        reset, and all at once on a queue stop
  * A record is a byte: kind = low nibble, a = high nibble, vm = a & 1
  * (VM 0 when there is one).
  *   0, 15 a guest tx packet, then a tx kick unless a & 8; 14 the
@@ -955,6 +960,9 @@ static void rec_restart(struct vm *v, uint8_t a)
 
 /* ---- Setup and teardown ----------------------------------------------- */
 
+static bool tx_copy;
+static unsigned tx_hold;
+
 static void vm_new(unsigned i, uint32_t buf_size, unsigned max_conns)
 {
 	struct vm *v = &vms[i];
@@ -969,6 +977,8 @@ static void vm_new(unsigned i, uint32_t buf_size, unsigned max_conns)
 		.max_queue_size = QMAX,
 		.router = router,
 		.vm_index = i,
+		.tx_copy = tx_copy,
+		.tx_hold_max = tx_hold,
 	};
 	int err = 0;
 
@@ -1022,6 +1032,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		vsock_router_link(router, 0, 1);
 	vms[0].cid = 3;
 	vms[1].cid = (hdr[0] & 0x10) ? VM1_CID_HIGH : 4;
+	tx_copy = hdr[3] & 4;
+	tx_hold = (hdr[3] & 8) ? 1 : 2 + (hdr[3] >> 4);
 	for (unsigned i = 0; i < nvms; i++) {
 		struct vm *v = &vms[i];
 

@@ -5,7 +5,9 @@
  * listener, hostile guest packets, bad CONNECT lines, many concurrent
  * connections (1000 guest->host, 500 host->guest), stalled readers on
  * either side (bounded memory, no busy loop), split descriptors, credit
- * requests, fair rx, connection limits and a VMM that goes away.
+ * requests, fair rx, connection limits and a VMM that goes away; and
+ * guest->host data spliced by reference (tx_splice.h), its buffers held
+ * until the host read them.
  *
  * VSOCK_TEST=<glob> runs only the matching cases.
  *
@@ -1563,6 +1565,312 @@ static void test_connection_limit(void **state)
 
 /* ---- main ---- */
 
+/* ---- Guest -> host by reference (devices/vsock/tx_splice.h): the front
+ * end overwrites every tx buffer the moment it comes back used, and the
+ * host, reading slowly and in pieces smaller than a packet, still reads
+ * exactly what was sent (a chain given back before its bytes were read
+ * shows as 0xa5 bytes); a host reader that stalls holds no more chains
+ * than --tx-hold gives one connection while another connection on the
+ * same tx ring goes on; --tx-copy carries the same and says so. The
+ * device's counters (-vv, logged at the guest's reset) say which path
+ * carried the bytes. ---- */
+
+static struct vm vm_zc, vm_zc_stall = { .extra = { "--tx-hold", "4" } },
+		 vm_zc_copy = { .extra = { "--tx-copy" } };
+
+/* The counter `name` (a "NAME N" in the stats line the device logs when
+ * the guest goes), after the guest went. */
+static uint64_t zc_stat(const char *name)
+{
+	char needle[64], line[1024];
+	int64_t end;
+	FILE *f;
+	uint64_t v = UINT64_MAX;
+
+	snprintf(needle, sizeof(needle), "%s ", name);
+	for (end = now_ms() + WAIT; now_ms() < end;
+	     usleep(10000))
+		if (harness_log_contains("used-ring flushes"))
+			break;
+	f = fopen(harness_path("vmio.log"), "r");
+	if (!f)
+		return v;
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, "used-ring flushes");
+
+		if (p && (p = strstr(line, needle)))
+			v = strtoull(p + strlen(needle), NULL, 10);
+	}
+	fclose(f);
+	return v;
+}
+
+/* A host reader at <uds>_<port>: accepts one connection, waits until
+ * released (if stall), then reads to EOF in reads of `piece` bytes,
+ * checking the pattern of seed port. */
+struct zc_reader {
+	uint32_t port;
+	size_t piece;
+	bool stall;
+	bool release; /* __atomic */
+	bool accepted; /* __atomic */
+	int lfd;
+	uint64_t got;
+	bool eof;
+	char error[160];
+	pthread_t thread;
+};
+
+static void *zc_reader_main(void *arg)
+{
+	struct zc_reader *r = arg;
+	static __thread uint8_t buf[CHUNK];
+	int fd;
+
+	if (!readable(r->lfd, WAIT)) {
+		snprintf(r->error, sizeof(r->error), "no connection");
+		return NULL;
+	}
+	fd = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0) {
+		snprintf(r->error, sizeof(r->error), "accept: %s",
+			 strerror(errno));
+		return NULL;
+	}
+	__atomic_store_n(&r->accepted, true, __ATOMIC_RELEASE);
+	if (r->stall) {
+		int64_t end = now_ms() + 60000;
+
+		while (!__atomic_load_n(&r->release, __ATOMIC_ACQUIRE) &&
+		       now_ms() < end)
+			usleep(5000);
+	}
+	for (unsigned reads = 0;; reads++) {
+		ssize_t n;
+		size_t i;
+
+		if (!readable(fd, WAIT)) {
+			snprintf(r->error, sizeof(r->error),
+				 "read stalled after %" PRIu64 " bytes",
+				 r->got);
+			break;
+		}
+		n = read(fd, buf, r->piece);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r->eof = n == 0;
+			if (n < 0)
+				snprintf(r->error, sizeof(r->error),
+					 "read: %s", strerror(errno));
+			break;
+		}
+		i = vg_pattern_check(r->port, r->got, buf, (size_t)n);
+		if (i != (size_t)n) {
+			snprintf(r->error, sizeof(r->error),
+				 "wrong byte 0x%02x at offset %" PRIu64,
+				 buf[i], r->got + i);
+			break;
+		}
+		r->got += (uint64_t)n;
+		/* Slow now and then, so the guest runs ahead of it. */
+		if (reads % 64 == 63)
+			usleep(200);
+	}
+	close(fd);
+	return NULL;
+}
+
+static void zc_reader_start(struct zc_reader *r, struct vm *vm, uint32_t port,
+			 size_t piece, bool stall)
+{
+	char path[300];
+
+	memset(r, 0, sizeof(*r));
+	r->port = port;
+	r->piece = piece;
+	r->stall = stall;
+	snprintf(path, sizeof(path), "%s_%u", vm->uds, port);
+	r->lfd = unix_listen(path);
+	assert_int_equal(pthread_create(&r->thread, NULL, zc_reader_main, r), 0);
+}
+
+static void zc_reader_join(struct zc_reader *r)
+{
+	pthread_join(r->thread, NULL);
+	close(r->lfd);
+	if (r->error[0])
+		fail_msg("host reader of port %u: %s", r->port, r->error);
+	assert_true(r->eof);
+}
+
+/* Writes len bytes of the pattern of port s was connected to, from off. */
+static void zc_guest_send(struct vg_sock *s, uint32_t port, uint64_t off,
+		       uint64_t len)
+{
+	static uint8_t buf[CHUNK];
+
+	while (len) {
+		size_t k = len < sizeof(buf) ? (size_t)len : sizeof(buf);
+		ssize_t n;
+
+		vg_pattern_fill(port, off, buf, k);
+		n = vg_write(s, buf, k, WAIT);
+		if (n != (ssize_t)k)
+			fail_msg("guest write at %" PRIu64 ": %zd", off, n);
+		off += k;
+		len -= k;
+	}
+}
+
+/* -vv (the stats line at the guest's reset), a fresh log, and a front
+ * end that scribbles over every tx buffer it gets back. */
+static int zc_setup(void **state)
+{
+	struct vm *vm = *state;
+	struct vg_opts o;
+	unsigned n = 0;
+
+	while (vm->extra[n])
+		n++;
+	if (n < 2 || strcmp(vm->extra[n - 1], "-v")) {
+		vm->extra[n++] = "-v";
+		vm->extra[n++] = "-v";
+	}
+	vg_opts_init(&o);
+	o.tx_scribble = true;
+	o.tx_pkt_max = vm == &vm_zc_stall ? 4096 : VSOCK_MAX_PKT_PAYLOAD;
+	harness_log_clear();
+	return vm_setup_opts(state, &o);
+}
+
+/* 64 MiB to a host that reads 1000 bytes at a time (pieces of an skb:
+ * its memory is freed only once read through) and pauses. */
+static void zc_transfer(struct vm *vm, uint32_t port)
+{
+	static struct zc_reader r;
+	struct vg_sock *s;
+	int err = 0;
+
+	zc_reader_start(&r, vm, port, 1000, false);
+	s = vg_connect(vm->g, port, WAIT, &err);
+	if (!s)
+		fail_msg("connect: %s", strerror(-err));
+	zc_guest_send(s, port, 0, 64ull << 20);
+	assert_int_equal(vg_shutdown(s, VSOCK_SHUTDOWN_SEND), 0);
+	zc_reader_join(&r);
+	assert_int_equal(r.got, 64ull << 20);
+	vg_close(s);
+}
+
+static void test_spliced_bytes_survive_reuse(void **state)
+{
+	struct vm *vm = *state;
+
+	if (!harness_log_contains("guest-to-host data: spliced"))
+		fail_msg("vmio does not splice here (kernel before 6.5?)");
+	zc_transfer(vm, 5100);
+	assert_no_violations(vm);
+	vg_free(vm->g);
+	vm->g = NULL;
+	/* By reference, but for what a full socket did not take (copied
+	 * into the connection's buffer, then sent from there). */
+	{
+		uint64_t sp = zc_stat("tx spliced");
+
+		uint64_t cp = zc_stat("copied");
+
+		if (!sp || sp == UINT64_MAX || sp + cp != (64ull << 20))
+			fail_msg("%" PRIu64 " bytes spliced, %" PRIu64
+				 " copied, of 64 MiB", sp, cp);
+	}
+}
+
+static void test_copy_path(void **state)
+{
+	struct vm *vm = *state;
+
+	assert_true(harness_log_contains("guest-to-host data: copied "
+					 "(--tx-copy)"));
+	zc_transfer(vm, 5101);
+	assert_no_violations(vm);
+	vg_free(vm->g);
+	vm->g = NULL;
+	assert_int_equal(zc_stat("tx spliced"), 0);
+	assert_int_equal(zc_stat("copied"), 64ull << 20);
+}
+
+/* Tx slots the device has not given back. */
+static unsigned zc_tx_in_flight(struct vm *vm)
+{
+	vg_poll(vm->g, 0);
+	return vm->g->o.tx_slots - vm->g->tx_nfree;
+}
+
+/* --tx-hold 4: one connection holds at most 2. Port A's reader stalls
+ * with A's credit spent in 4 KiB packets (dozens would fit the socket);
+ * port B then carries 16 MiB through the same tx ring, and A's bytes are
+ * all there, in order, once its reader goes on. */
+static void test_stalled_reader_bounded(void **state)
+{
+	struct vm *vm = *state;
+	static struct zc_reader ra, rb;
+	struct vg_sock *a, *b;
+	uint8_t buf[4096];
+	uint64_t sent = 0;
+	unsigned most = 0;
+	int err = 0;
+
+	zc_reader_start(&ra, vm, 5200, CHUNK, true);
+	a = vg_connect(vm->g, 5200, WAIT, &err);
+	if (!a)
+		fail_msg("connect A: %s", strerror(-err));
+	/* Until the credit is spent: the device holds what it spliced and
+	 * copies the rest into A's buffer. */
+	for (;;) {
+		ssize_t n;
+
+		vg_pattern_fill(5200, sent, buf, sizeof(buf));
+		n = vg_write(a, buf, sizeof(buf), 300);
+		if (n > 0)
+			sent += (uint64_t)n;
+		if (n != (ssize_t)sizeof(buf))
+			break;
+		if (sent > (64ull << 20))
+			fail_msg("A never ran out of credit");
+	}
+	/* The device had 300 ms to take every chain posted. */
+	most = zc_tx_in_flight(vm);
+	if (most > 2)
+		fail_msg("%u tx chains held for one connection (at most 2)",
+			 most);
+	assert_true(sent >= 256 * 1024 - 4096);
+
+	zc_reader_start(&rb, vm, 5201, CHUNK, false);
+	b = vg_connect(vm->g, 5201, WAIT, &err);
+	if (!b)
+		fail_msg("connect B: %s", strerror(-err));
+	zc_guest_send(b, 5201, 0, 16ull << 20);
+	assert_int_equal(vg_shutdown(b, VSOCK_SHUTDOWN_SEND), 0);
+	zc_reader_join(&rb);
+	assert_int_equal(rb.got, 16ull << 20);
+	if (zc_tx_in_flight(vm) > 2)
+		fail_msg("%u tx chains still held with only A stalled",
+			 zc_tx_in_flight(vm));
+
+	__atomic_store_n(&ra.release, true, __ATOMIC_RELEASE);
+	assert_int_equal(vg_shutdown(a, VSOCK_SHUTDOWN_SEND), 0);
+	zc_reader_join(&ra);
+	assert_int_equal(ra.got, sent);
+	vg_close(a);
+	vg_close(b);
+	assert_no_violations(vm);
+	vg_free(vm->g);
+	vm->g = NULL;
+	assert_true(zc_stat("tx spliced") > 0);
+	assert_true(zc_stat("at most") <= 4);
+}
+
 static struct vm vm_g2h, vm_h2g, vm_half_g, vm_half_h, vm_rst, vm_hostile,
 	vm_overrun, vm_lines = { .extra = { "--connect-timeout", "1000" } },
 	vm_many = { .extra = { "--max-connections", "2048" } }, vm_stall,
@@ -1703,6 +2011,9 @@ int main(void)
 		MRG_CASE(test_many_connections, mrg_many_setup, vm_mrg_many),
 		MRG_CASE(test_credit_request, mrg_setup, vm_mrg_creq),
 		MRG_CASE(test_fair_rx, mrg_odd_setup, vm_mrg_fair),
+		MRG_CASE(test_spliced_bytes_survive_reuse, zc_setup, vm_zc),
+		MRG_CASE(test_stalled_reader_bounded, zc_setup, vm_zc_stall),
+		MRG_CASE(test_copy_path, zc_setup, vm_zc_copy),
 	};
 
 	struct rlimit nofile;

@@ -4,7 +4,8 @@
  * close both ways, resets and hostile ops; and seqpacket (a SOCK_SEQPACKET
  * socketpair): messages gathered until EOM and sent whole, queued whole
  * behind a full host socket, host messages cut into packets with EOM on
- * the last, and messages too large either way refused. */
+ * the last, and messages too large either way refused; and stream
+ * payload spliced by reference, its chain held until the host read it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,12 +27,18 @@
 
 /* Chains are 16 KiB of iovecs: keep them off the stack. */
 static struct vmio_chain txc, rxc;
-static uint8_t txbuf[VSOCK_HDR_SIZE + VSOCK_MAX_PKT_PAYLOAD];
+/* A guest may not touch a buffer the device holds: guest_send writes
+ * the next of these each time, so that a held one stays as sent. */
+static uint8_t txbufs[4][VSOCK_HDR_SIZE + VSOCK_MAX_PKT_PAYLOAD];
+static unsigned txnext;
 static uint8_t rxbuf[VSOCK_HDR_SIZE + RX_DATA];
 static struct vsock_conn conn;
 static int host; /* the host program's end of the socketpair */
 /* VSOCK_TYPE_STREAM, or SEQPACKET for the seqpacket cases. */
 static uint16_t conn_type = VSOCK_TYPE_STREAM;
+
+/* guest_send offers the chain to be held (tx_splice.h), and was it. */
+static bool may_hold, last_held;
 
 /* The guest's credit toward us, as a well-behaved guest would track it. */
 static uint32_t guest_buf_alloc, guest_fwd_cnt;
@@ -60,6 +67,7 @@ static void guest_send(uint16_t op, uint32_t flags, size_t at, uint32_t len)
 	};
 	struct vsock_pkt pkt;
 	size_t total = VSOCK_HDR_SIZE + len, i, split;
+	uint8_t *txbuf = txbufs[txnext++ % 4];
 
 	assert_true(len <= VSOCK_MAX_PKT_PAYLOAD);
 	vsock_hdr_encode(&h, txbuf);
@@ -77,7 +85,7 @@ static void guest_send(uint16_t op, uint32_t flags, size_t at, uint32_t len)
 					    VSOCK_MAX_PKT_PAYLOAD,
 					    VSOCK_TYPES_ALL, &pkt, NULL),
 			 VSOCK_PKT_OK);
-	vsock_conn_recv_pkt(&conn, &pkt, &txc);
+	last_held = vsock_conn_recv_pkt(&conn, &pkt, &txc, may_hold);
 }
 
 /* Asks the connection for one packet into a Linux-shaped rx buffer
@@ -172,10 +180,81 @@ static void established(uint32_t buf_size, uint32_t guest_alloc, int sndbuf)
 
 static int teardown(void **state)
 {
+	vsock_splice_free(conn.splice);
+	conn.splice = NULL;
+	may_hold = false;
 	vsock_conn_destroy(&conn);
 	close(host);
 	conn_type = VSOCK_TYPE_STREAM;
 	return 0;
+}
+
+/* Reads exactly n bytes of the pattern from the host end, at `at`. */
+static void host_read_pattern(size_t at, size_t n)
+{
+	static uint8_t buf[VSOCK_MAX_PKT_PAYLOAD];
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = recv(host, buf, n - got, MSG_DONTWAIT);
+
+		assert_true(r > 0);
+		for (ssize_t i = 0; i < r; i++)
+			assert_int_equal(buf[i], pattern(at + got + (size_t)i));
+		got += (size_t)r;
+	}
+}
+
+/* A spliced chain stays held while any of its bytes is unread (a part
+ * read frees nothing), credit included, and goes back once they all are;
+ * the next one is measured behind it. */
+static void test_spliced_chain_held(void **state)
+{
+	const char *why;
+	uint16_t heads[4];
+
+	if (!vsock_splice_supported(&why))
+		skip();
+	established(262144, 262144, 0);
+	conn.splice = vsock_splice_new();
+	assert_non_null(conn.splice);
+	vsock_conn_set_hold_cap(&conn, 2);
+	may_hold = true;
+
+	guest_send(VSOCK_OP_RW, 0, 0, 60000);
+	assert_true(last_held);
+	assert_int_equal(conn.held_n, 1);
+	assert_int_equal(conn.credit.fwd_cnt, 0);
+	assert_int_equal(vsock_conn_tx_release(&conn, heads, 4, false), 0);
+	host_read_pattern(0, 30000);
+	assert_int_equal(vsock_conn_tx_release(&conn, heads, 4, false), 0);
+	assert_int_equal(conn.credit.fwd_cnt, 0);
+
+	/* A second chain behind it, then the first read through. */
+	guest_send(VSOCK_OP_RW, 0, 60000, 20000);
+	assert_true(last_held);
+	assert_int_equal(conn.held_n, 2);
+	host_read_pattern(30000, 30000);
+	assert_int_equal(vsock_conn_tx_release(&conn, heads, 4, false), 1);
+	assert_int_equal(conn.credit.fwd_cnt, 60000);
+	assert_int_equal(conn.held_n, 1);
+
+	/* The bound reached: a third is copied, not held. */
+	guest_send(VSOCK_OP_RW, 0, 80000, 1000);
+	assert_true(last_held);
+	guest_send(VSOCK_OP_RW, 0, 81000, 1000);
+	assert_false(last_held);
+	assert_int_equal(conn.held_n, 2);
+	host_read_pattern(60000, 22000);
+	assert_int_equal(vsock_conn_tx_release(&conn, heads, 4, false), 2);
+	assert_int_equal(conn.credit.fwd_cnt, 82000);
+	assert_int_equal(conn.held_n, 0);
+
+	/* Held with force (a queue stop): back unread. */
+	guest_send(VSOCK_OP_RW, 0, 82000, 5000);
+	assert_true(last_held);
+	assert_int_equal(vsock_conn_tx_release(&conn, heads, 4, true), 1);
+	host_read_pattern(82000, 5000);
 }
 
 static void test_peer_connect(void **state)
@@ -313,8 +392,14 @@ static void test_host_to_guest_credit(void **state)
 	assert_int_equal(h.len, 3000);
 	assert_memory_equal(rxbuf + VSOCK_HDR_SIZE, data, 3000);
 
-	/* Credit exhausted: one CREDIT_REQUEST, then silence, and the host
-	 * socket is not watched. */
+	/* Credit exhausted: nothing until the guest stayed without for a
+	 * whole tick (it may update by itself), then one CREDIT_REQUEST,
+	 * then silence, and the host socket is not watched. */
+	assert_true(vsock_conn_credit_starved(&conn));
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	vsock_conn_tick(&conn);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	vsock_conn_tick(&conn);
 	assert_int_equal(vsock_conn_pending_rx(&conn),
 			 VSOCK_RXOP_CREDIT_REQUEST);
 	expect_op(VSOCK_OP_CREDIT_REQUEST);
@@ -400,6 +485,8 @@ static void test_host_to_guest_batch(void **state)
 	expect_batch_rw(2, written, 8192, 1808);
 	assert_int_equal(vsock_credit_peer_free(&conn.credit), 0);
 	assert_int_equal(vsock_conn_rx_batch_bytes(&conn), 0);
+	vsock_conn_tick(&conn);
+	vsock_conn_tick(&conn);
 	assert_int_equal(vsock_conn_pending_rx(&conn),
 			 VSOCK_RXOP_CREDIT_REQUEST);
 	/* Not RW next: one chain, the CREDIT_REQUEST. */
@@ -856,6 +943,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_peer_connect, teardown),
+		cmocka_unit_test_teardown(test_spliced_chain_held, teardown),
 		cmocka_unit_test_teardown(test_op_before_response, teardown),
 		cmocka_unit_test_teardown(test_local_connect, teardown),
 		cmocka_unit_test_teardown(test_local_refused, teardown),

@@ -141,6 +141,9 @@ static void conn_close_host(struct vsock_conn *c)
 void vsock_conn_destroy(struct vsock_conn *c)
 {
 	conn_close_host(c);
+	free(c->held);
+	c->held = NULL;
+	c->held_n = 0;
 	c->state = VSOCK_CONN_KILLED;
 	c->pending = 0;
 }
@@ -166,7 +169,9 @@ static void conn_maybe_close(struct vsock_conn *c)
 {
 	if (c->state != VSOCK_CONN_ESTABLISHED)
 		return;
-	if (!(c->peer_shut & VSOCK_SHUTDOWN_SEND) || c->ring_len)
+	/* Held chains too: closing would leave the host reading pages the
+	 * guest is about to get back. */
+	if (!(c->peer_shut & VSOCK_SHUTDOWN_SEND) || c->ring_len || c->held_n)
 		return;
 	if (c->pending & VSOCK_RXOP_SHUTDOWN)
 		return;
@@ -182,6 +187,17 @@ static void conn_credit_check(struct vsock_conn *c)
 	if (!(c->peer_shut & VSOCK_SHUTDOWN_SEND) &&
 	    vsock_credit_update_needed(&c->credit))
 		c->pending |= VSOCK_RXOP_CREDIT_UPDATE;
+}
+
+/* Adds what the socket's send memory grew by since `before` (measured
+ * just before a send) to outq_added; an unknown or shrunk one adds 0,
+ * which only delays releases (tx_splice.h). */
+static void outq_grew(struct vsock_conn *c, uint64_t before)
+{
+	uint64_t after = vsock_splice_outq(c->fd);
+
+	if (after != UINT64_MAX && before != UINT64_MAX && after > before)
+		c->outq_added += after - before;
 }
 
 static ssize_t host_send(struct vsock_conn *c, struct iovec *iov, unsigned n,
@@ -202,6 +218,8 @@ static ssize_t host_send(struct vsock_conn *c, struct iovec *iov, unsigned n,
 static ssize_t host_write_data(struct vsock_conn *c, struct iovec *iov,
 			       unsigned n)
 {
+	/* Behind held chains, every send is measured (tx_splice.h). */
+	uint64_t before = c->held_n ? vsock_splice_outq(c->fd) : 0;
 	ssize_t w = host_send(c, iov, n, 0);
 
 	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -210,7 +228,11 @@ static ssize_t host_write_data(struct vsock_conn *c, struct iovec *iov,
 		conn_kill(c, true, "host write failed");
 		return -1;
 	}
+	if (c->held_n)
+		outq_grew(c, before);
 	vsock_credit_consumed(&c->credit, (uint32_t)w);
+	if (c->stats)
+		c->stats->tx_bytes_copied += (uint64_t)w;
 	return w;
 }
 
@@ -462,25 +484,86 @@ static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 /* Guest RW payload: straight from guest memory to the host socket; what
  * it does not take now waits in the ring. Data already waiting goes
  * first, so with a non-empty ring everything is appended behind it. */
-static void conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
-		       const struct vmio_chain *tx)
+/* Sends by reference what the socket takes of iov[0..n) (covered
+ * bytes). Returns as host_write_data; the bytes are not consumed yet. */
+static ssize_t host_splice_data(struct vsock_conn *c, struct iovec *iov,
+				unsigned n, size_t covered)
 {
-	uint32_t len = pkt->payload_len, done = 0;
+	uint64_t before = vsock_splice_outq(c->fd);
+	ssize_t w = vsock_splice_send(c->splice, c->fd, iov, n, covered);
+
+	if (w < 0) {
+		conn_kill(c, true, "host write failed");
+		return -1;
+	}
+	if (w > 0) {
+		outq_grew(c, before);
+		if (c->stats)
+			c->stats->tx_bytes_spliced += (uint64_t)w;
+	}
+	return w;
+}
+
+void vsock_conn_set_hold_cap(struct vsock_conn *c, uint16_t cap)
+{
+	if (!c->held)
+		c->held_cap = cap;
+}
+
+/* Keeps chain head, whose first `bytes` of payload the socket holds by
+ * reference. Returns false if there is no room (cannot happen: the
+ * caller checked held_n < held_cap before splicing). */
+static bool hold_chain(struct vsock_conn *c, uint16_t head, uint32_t bytes)
+{
+	struct vsock_tx_held *h;
+
+	if (!c->held) {
+		c->held = calloc(c->held_cap, sizeof(*c->held));
+		if (!c->held)
+			return false;
+	}
+	if (c->held_n == c->held_cap)
+		return false;
+	h = &c->held[(c->held_first + c->held_n) % c->held_cap];
+	*h = (struct vsock_tx_held){ .head = head, .bytes = bytes,
+				     .mark = c->outq_added };
+	c->held_n++;
+	return true;
+}
+
+/* May this packet's payload go by reference? A chain is held only when
+ * the guest gave it as readable memory the socket can pin, the ring is
+ * empty (data waiting there goes first) and there is room to keep it. */
+static bool may_splice(const struct vsock_conn *c, bool may_hold)
+{
+	return may_hold && c->splice && !c->ring_len && c->held_cap &&
+	       c->held_n < c->held_cap;
+}
+
+/* Returns true if the chain is held. */
+static bool conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
+		       const struct vmio_chain *tx, bool may_hold)
+{
+	uint32_t len = pkt->payload_len, done = 0, spliced = 0;
+	bool zc;
 
 	if (c->peer_shut & VSOCK_SHUTDOWN_SEND) {
 		conn_kill(c, true, "RW after SHUTDOWN(SEND)");
-		return;
+		return false;
 	}
 	if (c->type == VSOCK_TYPE_SEQPACKET) {
 		seq_rx_rw(c, pkt, tx);
-		return;
+		return false;
 	}
 	if (!len)
-		return;
+		return false;
 	if (vsock_credit_rx(&c->credit, len)) {
 		conn_kill(c, true, "guest overran its credit");
-		return;
+		return false;
 	}
+	zc = may_splice(c, may_hold);
+	if (!zc && may_hold && c->splice && c->stats && !c->ring_len)
+		c->stats->tx_hold_full++;
 	while (!c->ring_len && done < len) {
 		struct iovec iov[CONN_IOV];
 		size_t covered;
@@ -491,19 +574,56 @@ static void conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 				    len - done, iov, CONN_IOV, &covered);
 		if (!n)
 			break; /* the parser checked len; cannot happen */
-		w = host_write_data(c, iov, n);
+		w = zc ? host_splice_data(c, iov, n, covered)
+		       : host_write_data(c, iov, n);
 		if (w < 0)
-			return;
+			return false;
 		done += (uint32_t)w;
+		if (zc)
+			spliced += (uint32_t)w;
 		if ((size_t)w < covered)
 			break; /* socket full */
+	}
+	if (spliced && !hold_chain(c, tx->head, spliced)) {
+		/* No room to remember it (allocation failed): the host may
+		 * read pages the guest reuses, so the flow cannot go on. */
+		conn_kill(c, true, "cannot keep a spliced chain");
+		return false;
 	}
 	if (done < len &&
 	    ring_push(c, tx, pkt->payload_off + done, len - done)) {
 		conn_kill(c, true, "cannot buffer guest data");
-		return;
+		return spliced != 0;
 	}
 	conn_credit_check(c);
+	return spliced != 0;
+}
+
+unsigned vsock_conn_tx_release(struct vsock_conn *c, uint16_t heads[],
+			       unsigned max, bool force)
+{
+	uint64_t outq = 0;
+	unsigned k = 0;
+
+	if (!c->held_n)
+		return 0;
+	if (!force && c->fd >= 0)
+		outq = vsock_splice_outq(c->fd);
+	while (k < max && c->held_n) {
+		struct vsock_tx_held *h = &c->held[c->held_first];
+
+		if (!force && c->fd >= 0 && outq > c->outq_added - h->mark)
+			break;
+		heads[k++] = h->head;
+		vsock_credit_consumed(&c->credit, h->bytes);
+		c->held_first = (uint16_t)((c->held_first + 1) % c->held_cap);
+		c->held_n--;
+	}
+	if (k && c->state == VSOCK_CONN_ESTABLISHED) {
+		conn_credit_check(c);
+		conn_maybe_close(c);
+	}
+	return k;
 }
 
 void vsock_conn_flush(struct vsock_conn *c)
@@ -553,8 +673,8 @@ static void conn_established_local(struct vsock_conn *c)
 		conn_kill(c, true, "cannot write OK line");
 }
 
-void vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
-			 const struct vmio_chain *tx)
+bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
+			 const struct vmio_chain *tx, bool may_hold)
 {
 	const struct vsock_hdr *h = &pkt->hdr;
 
@@ -564,18 +684,18 @@ void vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 	if (c->state == VSOCK_CONN_KILLED) {
 		if (h->op == VSOCK_OP_RST)
 			c->pending = 0;
-		return;
+		return false;
 	}
 	/* RST in any live state: the guest reset the flow. Never answered. */
 	if (h->op == VSOCK_OP_RST) {
 		conn_kill(c, false, "guest RST");
-		return;
+		return false;
 	}
 	/* A different type on this port pair is a different flow the guest
 	 * has no business mixing in. */
 	if (h->type != c->type) {
 		conn_kill(c, true, "wrong type");
-		return;
+		return false;
 	}
 
 	switch (c->state) {
@@ -584,37 +704,38 @@ void vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		 * above) may come back. */
 		if (h->op != VSOCK_OP_RESPONSE) {
 			conn_kill(c, true, "unexpected op before RESPONSE");
-			return;
+			return false;
 		}
 		vsock_credit_peer_init(&c->credit, h->buf_alloc, h->fwd_cnt);
 		conn_established_local(c);
-		return;
+		return false;
 	case VSOCK_CONN_PEER_INIT:
 		/* Our RESPONSE has not gone out: the guest is still in
 		 * connect() and has nothing else to say. */
 		conn_kill(c, true, "op before our RESPONSE");
-		return;
+		return false;
 	case VSOCK_CONN_ESTABLISHED:
 		break;
 	case VSOCK_CONN_KILLED:
-		return;
+		return false;
 	}
 
 	/* ESTABLISHED. Every guest header carries its credit. */
 	if (vsock_credit_peer_update(&c->credit, h->buf_alloc, h->fwd_cnt)) {
 		conn_kill(c, true, "fwd_cnt ahead of what we sent");
-		return;
+		return false;
 	}
+	if (vsock_credit_peer_free(&c->credit))
+		c->starve_seen = c->starve_due = false;
 	switch (h->op) {
 	case VSOCK_OP_RW:
-		conn_rx_rw(c, pkt, tx);
-		return;
+		return conn_rx_rw(c, pkt, tx, may_hold);
 	case VSOCK_OP_CREDIT_UPDATE:
 		/* Credit taken above; EPOLLIN may come back on. */
-		return;
+		return false;
 	case VSOCK_OP_CREDIT_REQUEST:
 		c->pending |= VSOCK_RXOP_CREDIT_UPDATE;
-		return;
+		return false;
 	case VSOCK_OP_SHUTDOWN:
 		/* Flags are permanent: OR them in. RCV: drop what we would
 		 * read for the guest. SEND: credit is moot from now on, and
@@ -630,13 +751,13 @@ void vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 					VSOCK_RXOP_CREDIT_REQUEST |
 					VSOCK_RXOP_SHUTDOWN);
 		vsock_conn_flush(c);
-		return;
+		return false;
 	case VSOCK_OP_REQUEST:
 	case VSOCK_OP_RESPONSE:
 	default:
 		/* A second REQUEST or a RESPONSE on a live flow. */
 		conn_kill(c, true, "unexpected op when established");
-		return;
+		return false;
 	}
 }
 
@@ -653,6 +774,29 @@ void vsock_conn_host_readable(struct vsock_conn *c)
 		c->pending |= VSOCK_RXOP_RW;
 }
 
+/* A CREDIT_REQUEST may go now (see vsock_conn_pending_rx). */
+static bool conn_request_due(const struct vsock_conn *c)
+{
+	return c->starve_due && vsock_credit_request_needed(&c->credit);
+}
+
+bool vsock_conn_credit_starved(const struct vsock_conn *c)
+{
+	return c->state == VSOCK_CONN_ESTABLISHED &&
+	       (c->pending & VSOCK_RXOP_RW) &&
+	       vsock_credit_request_needed(&c->credit);
+}
+
+void vsock_conn_tick(struct vsock_conn *c)
+{
+	if (!vsock_conn_credit_starved(c))
+		c->starve_seen = c->starve_due = false;
+	else if (c->starve_seen)
+		c->starve_due = true;
+	else
+		c->starve_seen = true;
+}
+
 unsigned vsock_conn_pending_rx(const struct vsock_conn *c)
 {
 	unsigned p = c->pending;
@@ -661,7 +805,7 @@ unsigned vsock_conn_pending_rx(const struct vsock_conn *c)
 		p &= ~VSOCK_RXOP_RW;
 		if (vsock_credit_peer_free(&c->credit))
 			p |= VSOCK_RXOP_RW;
-		else if (vsock_credit_request_needed(&c->credit))
+		else if (conn_request_due(c))
 			p |= VSOCK_RXOP_CREDIT_REQUEST;
 	}
 	return p;
@@ -694,6 +838,8 @@ static ssize_t conn_recv(struct vsock_conn *c, struct msghdr *msg, int flags,
 	do
 		r = recvmsg(c->fd, msg, IO_FLAGS | flags);
 	while (r < 0 && errno == EINTR);
+	if (c->stats)
+		c->stats->rx_host_reads++;
 	if (r > 0) {
 		/* A short read means the socket is (very likely) drained:
 		 * let epoll say when there is more rather than spend a
@@ -826,6 +972,11 @@ static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,
 	vsock_credit_advertise(&c->credit, &h.buf_alloc, &h.fwd_cnt);
 	if (vsock_pkt_write_hdr(rx, &h))
 		return 0;
+	if (c->stats) {
+		c->stats->rx_packets++;
+		c->stats->rx_credit_requests += op == VSOCK_OP_CREDIT_REQUEST;
+		c->stats->rx_credit_updates += op == VSOCK_OP_CREDIT_UPDATE;
+	}
 	return VSOCK_HDR_SIZE + len;
 }
 
@@ -873,10 +1024,11 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
 				c->pending = 0;
 				return conn_emit(c, rx, VSOCK_OP_RST, 0, 0);
 			}
-		} else if (vsock_credit_request_needed(&c->credit)) {
-			/* Data waits and the guest gave no room: ask once;
-			 * RW stays pending for when credit comes. */
+		} else if (conn_request_due(c)) {
+			/* Data waits and the guest gave no room for a tick:
+			 * ask once; RW stays pending for when credit comes. */
 			vsock_credit_mark_requested(&c->credit);
+			c->starve_seen = c->starve_due = false;
 			return conn_emit(c, rx, VSOCK_OP_CREDIT_REQUEST, 0, 0);
 		}
 	}

@@ -59,6 +59,8 @@
 
 #include "devices/vsock/credit.h"
 #include "devices/vsock/packet.h"
+#include "devices/vsock/stats.h"
+#include "devices/vsock/tx_splice.h"
 
 enum vsock_conn_state {
 	VSOCK_CONN_LOCAL_INIT,
@@ -77,6 +79,14 @@ enum vsock_conn_state {
 #define VSOCK_RXOP_SHUTDOWN (1u << 5) /* host EOF seen: SHUTDOWN(SEND) */
 #define VSOCK_RXOP_CREDIT_REQUEST (1u << 6)
 
+/* A tx chain whose payload went to the host socket by reference
+ * (tx_splice.h): given back once the host read it. */
+struct vsock_tx_held {
+	uint16_t head;  /* the chain, to push used */
+	uint32_t bytes; /* its payload in the socket: consumed on release */
+	uint64_t mark;  /* outq_added just after those bytes went in */
+};
+
 struct vsock_conn {
 	uint64_t guest_cid;
 	uint16_t type;       /* VSOCK_TYPE_STREAM or VSOCK_TYPE_SEQPACKET */
@@ -90,6 +100,10 @@ struct vsock_conn {
 	bool host_eof;       /* read() on fd returned 0 */
 	bool host_shut_wr;   /* shutdown(fd, SHUT_WR) done */
 	struct vsock_credit credit;
+	/* Out of guest credit with host data waiting, seen at one tick
+	 * (starve_seen) and still at the next (starve_due: a CREDIT_REQUEST
+	 * may go). */
+	bool starve_seen, starve_due;
 
 	/* Guest data the host socket has not taken yet. Its length always
 	 * equals vsock_credit_rx_pending(&credit), so the credit we give
@@ -111,6 +125,16 @@ struct vsock_conn {
 	uint8_t *hmsg;
 	uint32_t hmsg_len, hmsg_off;
 	bool hmsg_eor;
+
+	/* Zero-copy guest->host (stream only; set by the multiplexer after
+	 * init, NULL: the copy path). held is a FIFO of held_cap chains,
+	 * made on the first one, oldest at held_first; outq_added sums the
+	 * measured growth of the socket's SIOCOUTQ (tx_splice.h). */
+	struct vsock_splice *splice;
+	struct vsock_vm_stats *stats; /* may be NULL */
+	struct vsock_tx_held *held;
+	uint16_t held_cap, held_first, held_n;
+	uint64_t outq_added;
 };
 
 /* Host-initiated connection: a host program asked (CONNECT <peer_port>)
@@ -133,17 +157,34 @@ void vsock_conn_init_peer(struct vsock_conn *c, uint64_t guest_cid,
  * to the largest message the host socket takes (see above). */
 void vsock_conn_set_seqpacket(struct vsock_conn *c);
 
-/* Closes the fd and frees the ring. Sends nothing. */
+/* Closes the fd and frees the ring. Sends nothing. Held chains are
+ * forgotten: release them first. */
 void vsock_conn_destroy(struct vsock_conn *c);
 
 /* Handles one packet from the guest for this connection. pkt must be
  * VSOCK_PKT_OK from vsock_pkt_parse_tx over tx (its payload is read from
- * tx's iovecs, written to the host socket without a copy when the socket
- * takes it, else copied into the ring). Any op the state does not allow,
- * or a credit violation, kills the connection with an RST pending; an RST
- * from the guest kills it with nothing pending. */
-void vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
-			 const struct vmio_chain *tx);
+ * tx's iovecs, written to the host socket when the socket takes it, else
+ * copied into the ring). Any op the state does not allow, or a credit
+ * violation, kills the connection with an RST pending; an RST from the
+ * guest kills it with nothing pending.
+ *
+ * With a splice context and may_hold, RW payload goes to the socket by
+ * reference and the connection keeps the chain: returns true, and the
+ * caller must not push it (vsock_conn_tx_release gives it back). Credit
+ * for those bytes is given when the host has read them. Returns false
+ * when the chain may go back at once. */
+bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
+			 const struct vmio_chain *tx, bool may_hold);
+
+/* Sets the bound on held chains (> 0). Before the first hold only. */
+void vsock_conn_set_hold_cap(struct vsock_conn *c, uint16_t cap);
+
+/* Takes up to max held chains the host has read through (all of them,
+ * read or not, with force or once the host socket is closed), oldest
+ * first, into heads[]; counts their bytes consumed. Returns how many: the
+ * caller pushes them used. */
+unsigned vsock_conn_tx_release(struct vsock_conn *c, uint16_t heads[],
+			       unsigned max, bool force);
 
 /* The multiplexer saw EPOLLIN (or HUP/ERR) on the fd: data, EOF or an
  * error waits to be read into an rx chain. */
@@ -156,8 +197,16 @@ void vsock_conn_flush(struct vsock_conn *c);
 
 /* VSOCK_RXOP_* bits of packets that vsock_conn_fill_rx would send now.
  * RW appears only while the guest has credit; without credit the pending
- * read turns into a single CREDIT_REQUEST. 0 means: do not pop an rx
- * chain for this connection. */
+ * read turns into a single CREDIT_REQUEST, once the guest stayed without
+ * for a whole tick (vsock_conn_tick). 0 means: do not pop an rx chain for
+ * this connection.
+ *
+ * Why wait: a guest that behaves like Linux sends a CREDIT_UPDATE by
+ * itself whenever it reads while our view of its free space is below 64
+ * KiB, which zero credit always is; asking at once, as we did, cost a
+ * CREDIT_REQUEST and the guest's answer for every 140 KiB of a bulk
+ * transfer (about 7,700 a GiB into 4 KiB buffers) and told it nothing.
+ * The request is for a guest that does not update unprompted. */
 unsigned vsock_conn_pending_rx(const struct vsock_conn *c);
 
 /* Writes one packet for the guest into rx, a chain that passed
@@ -204,6 +253,12 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 				  const struct vmio_chain *const rx[],
 				  unsigned n, uint32_t max_payload,
 				  uint32_t written[]);
+
+/* Out of guest credit, host data waiting, no CREDIT_REQUEST sent: the
+ * multiplexer ticks (vsock_conn_tick) while this holds. */
+bool vsock_conn_credit_starved(const struct vsock_conn *c);
+/* One tick of the multiplexer's timer (about 100 ms). */
+void vsock_conn_tick(struct vsock_conn *c);
 
 /* Epoll events the host fd needs now (EPOLLIN / EPOLLOUT, possibly 0):
  *   EPOLLIN   established, guest may still receive, host not at EOF, the

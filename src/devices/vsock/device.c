@@ -152,6 +152,8 @@ struct vsock_device *vsock_device_new(struct vmio_loop *loop,
 		.max_conns = cfg->max_conns,
 		.connect_timeout_ms = cfg->connect_timeout_ms,
 		.poll_ns = cfg->poll_ns,
+		.tx_copy = cfg->tx_copy,
+		.tx_hold_max = cfg->tx_hold_max,
 		.router = cfg->router,
 		.vm_index = cfg->vm_index,
 	};

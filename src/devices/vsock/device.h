@@ -26,6 +26,8 @@ struct vsock_device_config {
 	struct vsock_router *router; /* sibling VMs, or NULL (router.h) */
 	unsigned vm_index;           /* this VM's index in the router */
 	uint32_t poll_ns;            /* --poll-us */
+	bool tx_copy;                /* --tx-copy */
+	unsigned tx_hold_max;        /* --tx-hold (0: the default) */
 };
 
 struct vsock_device;

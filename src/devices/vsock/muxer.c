@@ -2,6 +2,7 @@
 #include "devices/vsock/muxer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "devices/vsock/connection.h"
 #include "devices/vsock/packet.h"
 #include "devices/vsock/router.h"
+#include "devices/vsock/tx_splice.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -32,6 +34,12 @@ struct mux_conn {
 	int watched_fd;   /* fd registered on the loop, -1 if none */
 	uint32_t watched; /* its events */
 	uint64_t deadline_ns; /* 0: none */
+	/* Held tx chains (tx_splice.h): on the holders list while any, and
+	 * a dup of the host socket watched for EPOLLOUT, edge-triggered,
+	 * made on the first (-1: none). */
+	struct mux_conn *hold_next;
+	bool in_holders;
+	int wake_fd;
 };
 
 struct vsock_muxer {
@@ -67,6 +75,12 @@ struct vsock_muxer {
 	const struct vmio_chain *rxp[VSOCK_MUX_RX_BATCH];
 	uint32_t rx_written[VSOCK_MUX_RX_BATCH];
 	struct vsock_mrg mrgv; /* the buffers of one mergeable packet */
+
+	struct vsock_splice *splice; /* NULL: the copy path */
+	unsigned held_total;         /* tx chains held, all connections */
+	unsigned hold_max, hold_per_conn;
+	struct mux_conn *holders;
+	struct vsock_vm_stats stats;
 };
 
 /* ---- Re-arming, timer ------------------------------------------------- */
@@ -193,10 +207,20 @@ static void unwatch(struct vsock_muxer *m, struct mux_conn *mc)
 	mc->watched = 0;
 }
 
+static void holders_remove(struct vsock_muxer *m, struct mux_conn *mc);
+static void hold_release(struct mux_conn *mc, bool force);
+
 static void conn_free(struct mux_conn *mc)
 {
 	struct vsock_muxer *m = mc->m;
 
+	hold_release(mc, true);
+	holders_remove(m, mc);
+	if (mc->wake_fd >= 0) {
+		vmio_loop_remove(m->loop, mc->wake_fd);
+		close(mc->wake_fd);
+		mc->wake_fd = -1;
+	}
 	rxq_remove(m, mc);
 	vsock_table_remove(&m->table, &mc->key);
 	if (mc->all_prev)
@@ -224,6 +248,15 @@ static void conn_update(struct mux_conn *mc)
 	 * watch before anything can reuse the number. */
 	if (mc->watched_fd >= 0 && mc->watched_fd != c->fd)
 		unwatch(m, mc);
+	/* A closed socket holds nothing of ours any more for the host to
+	 * read: its chains go back, and the dup goes (it would keep the
+	 * socket open). */
+	if (c->fd < 0 && mc->wake_fd >= 0) {
+		hold_release(mc, true);
+		vmio_loop_remove(m->loop, mc->wake_fd);
+		close(mc->wake_fd);
+		mc->wake_fd = -1;
+	}
 	if (vsock_conn_is_dead(c)) {
 		conn_free(mc);
 		return;
@@ -256,6 +289,9 @@ static void conn_update(struct mux_conn *mc)
 
 	if (!mc->in_rxq && vsock_conn_pending_rx(c))
 		rxq_append(m, mc);
+	/* Its CREDIT_REQUEST waits for the tick (vsock_conn_pending_rx). */
+	if (vsock_conn_credit_starved(c))
+		timer_arm(m, true);
 }
 
 static struct mux_conn *conn_new(struct vsock_muxer *m)
@@ -266,7 +302,18 @@ static struct mux_conn *conn_new(struct vsock_muxer *m)
 		return NULL;
 	mc->m = m;
 	mc->watched_fd = -1;
+	mc->wake_fd = -1;
 	return mc;
+}
+
+/* Gives a stream connection just set up the splice path and the bound. */
+static void conn_setup_tx(struct vsock_muxer *m, struct mux_conn *mc)
+{
+	mc->c.stats = &m->stats;
+	if (mc->c.type != VSOCK_TYPE_STREAM || !m->splice)
+		return;
+	mc->c.splice = m->splice;
+	vsock_conn_set_hold_cap(&mc->c, (uint16_t)m->hold_per_conn);
 }
 
 /* Puts a connection set up by vsock_conn_init_* in the table. */
@@ -284,6 +331,123 @@ static int conn_insert(struct vsock_muxer *m, struct mux_conn *mc)
 		m->all->all_prev = mc;
 	m->all = mc;
 	return 0;
+}
+
+/* ---- Held tx chains (tx_splice.h) ------------------------------------- */
+
+static bool hold_room(const struct vsock_muxer *m, const struct mux_conn *mc)
+{
+	return m->splice && m->held_total < m->hold_max &&
+	       mc->c.held_n < m->hold_per_conn;
+}
+
+static void holders_remove(struct vsock_muxer *m, struct mux_conn *mc)
+{
+	struct mux_conn **pp;
+
+	if (!mc->in_holders)
+		return;
+	for (pp = &m->holders; *pp; pp = &(*pp)->hold_next) {
+		if (*pp == mc) {
+			*pp = mc->hold_next;
+			break;
+		}
+	}
+	mc->hold_next = NULL;
+	mc->in_holders = false;
+}
+
+static void hold_wake_cb(void *opaque, int fd, uint32_t events);
+static void serve_rx(struct vsock_muxer *m);
+
+/* The edge-triggered watch that tells when the host reader frees what we
+ * sent; without one (no fd left) the tick still looks. */
+static void hold_watch(struct vsock_muxer *m, struct mux_conn *mc)
+{
+	if (mc->wake_fd >= 0 || mc->c.fd < 0)
+		return;
+	mc->wake_fd = fcntl(mc->c.fd, F_DUPFD_CLOEXEC, 0);
+	if (mc->wake_fd < 0)
+		return;
+	if (vmio_loop_add(m->loop, mc->wake_fd, EPOLLOUT | EPOLLET,
+			  hold_wake_cb, mc)) {
+		close(mc->wake_fd);
+		mc->wake_fd = -1;
+	}
+}
+
+/* A connection just kept a chain. */
+static void hold_note(struct vsock_muxer *m, struct mux_conn *mc)
+{
+	m->held_total++;
+	m->stats.tx_chains_held++;
+	if (m->held_total > m->stats.tx_chains_held_max)
+		m->stats.tx_chains_held_max = m->held_total;
+	if (!mc->in_holders) {
+		mc->hold_next = m->holders;
+		m->holders = mc;
+		mc->in_holders = true;
+	}
+	hold_watch(m, mc);
+	timer_arm(m, true);
+}
+
+/* Pushes the chains of mc the host has read through (all with force).
+ * Returns how many; the caller flushes the used ring. */
+static unsigned hold_release_one(struct mux_conn *mc, bool force)
+{
+	struct vsock_muxer *m = mc->m;
+	uint16_t heads[64];
+	unsigned k, total = 0;
+
+	do {
+		k = vsock_conn_tx_release(&mc->c, heads, 64, force);
+		for (unsigned i = 0; i < k; i++)
+			if (m->tx)
+				vmio_vq_push(m->tx, heads[i], 0);
+		total += k;
+	} while (k == 64);
+	m->held_total -= total;
+	if (!mc->c.held_n)
+		holders_remove(m, mc);
+	return total;
+}
+
+/* hold_release_one, and the used ring published at once: for callers
+ * outside a tx turn. */
+static void hold_release(struct mux_conn *mc, bool force)
+{
+	struct vsock_muxer *m = mc->m;
+
+	if (mc->c.held_n && hold_release_one(mc, force) && m->tx)
+		vmio_vq_flush_and_notify(m->tx);
+}
+
+/* Every holder; returns the chains pushed (not flushed). */
+static unsigned hold_release_all(struct vsock_muxer *m, bool force)
+{
+	struct mux_conn *mc, *next;
+	unsigned n = 0;
+
+	for (mc = m->holders; mc; mc = next) {
+		next = mc->hold_next;
+		n += hold_release_one(mc, force);
+		conn_update(mc);
+	}
+	return n;
+}
+
+static void hold_wake_cb(void *opaque, int fd, uint32_t events)
+{
+	struct mux_conn *mc = opaque;
+	struct vsock_muxer *m = mc->m;
+
+	(void)fd;
+	(void)events;
+	m->stats.tx_hold_wakes++;
+	hold_release(mc, false);
+	conn_update(mc);
+	serve_rx(m);
 }
 
 /* ---- Guest -> host ---------------------------------------------------- */
@@ -339,6 +503,7 @@ static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 		return;
 	}
 	vsock_conn_init_peer(&mc->c, m->cfg.guest_cid, h, fd, m->cfg.buf_size);
+	conn_setup_tx(m, mc);
 	if (conn_insert(m, mc)) {
 		/* Cannot happen: the pair was looked up and the table had
 		 * room. */
@@ -374,7 +539,8 @@ static void route_sibling(struct vsock_muxer *m, const struct vsock_pkt *pkt,
 		reply_rst(m, h);
 }
 
-static void handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
+/* Returns true if a connection keeps the chain (held_total counts it). */
+static bool handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 {
 	struct vsock_pkt pkt;
 	const struct vsock_hdr *h = &pkt.hdr;
@@ -388,11 +554,11 @@ static void handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 	if (v == VSOCK_PKT_DROP) {
 		log_ratelimited(&m->rl, VMIO_LOG_WARN,
 				"vsock: dropped a guest packet: %s", why);
-		return;
+		return false;
 	}
 	if (h->dst_cid != VSOCK_HOST_CID && m->cfg.router) {
 		route_sibling(m, &pkt, ch, v == VSOCK_PKT_RST, why);
-		return;
+		return false;
 	}
 	if (h->dst_cid != VSOCK_HOST_CID) {
 		/* A single VM: no siblings to route to. */
@@ -403,7 +569,7 @@ static void handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 				h->op == VSOCK_OP_RST ? "" : "; RST");
 		if (h->op != VSOCK_OP_RST)
 			reply_rst(m, h);
-		return;
+		return false;
 	}
 	e = vsock_table_find(&m->table, h->dst_port, h->src_port);
 	mc = e ? (struct mux_conn *)e : NULL;
@@ -415,21 +581,26 @@ static void handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 		if (mc)
 			conn_free(mc);
 		reply_rst(m, h);
-		return;
+		return false;
 	}
 	if (mc) {
-		vsock_conn_recv_pkt(&mc->c, &pkt, ch);
+		bool held = vsock_conn_recv_pkt(&mc->c, &pkt, ch,
+						hold_room(m, mc));
+
+		if (held)
+			hold_note(m, mc);
 		conn_update(mc);
-		return;
+		return held;
 	}
 	if (h->op == VSOCK_OP_REQUEST) {
 		guest_connect(m, h);
-		return;
+		return false;
 	}
 	/* A flow we do not know (perhaps one we just closed): reset it, but
 	 * never answer an RST with one. */
 	if (h->op != VSOCK_OP_RST)
 		reply_rst(m, h);
+	return false;
 }
 
 /* ---- Queues ----------------------------------------------------------- */
@@ -708,8 +879,10 @@ static void serve_rx(struct vsock_muxer *m)
 		 * pending gets a turn before this one's next. */
 		conn_update(mc);
 	}
-	if (pushed)
+	if (pushed) {
 		vmio_vq_flush_and_notify(rx);
+		m->stats.rx_flushes++;
+	}
 	/* Nothing to send: buffers the guest posts are of no use until
 	 * there is, so do not let it kick us for them. */
 	if (!m->rst_len && !m->rxq_head && !sib_pending(m))
@@ -727,6 +900,7 @@ static void serve_tx(struct vsock_muxer *m)
 
 	if (!tx || !m->mem)
 		return;
+	pushed = hold_release_all(m, false);
 	vmio_vq_enable_kicks(tx, false);
 	for (;;) {
 		int got;
@@ -751,8 +925,9 @@ static void serve_tx(struct vsock_muxer *m)
 		}
 		/* The connection takes the payload (to the host socket or
 		 * its buffer) before this returns: the chain goes back
-		 * at once. */
-		handle_tx(m, &m->txc);
+		 * at once, unless the socket has its pages (held). */
+		if (handle_tx(m, &m->txc))
+			continue;
 		vmio_vq_push(tx, m->txc.head, 0);
 		pushed++;
 	}
@@ -838,12 +1013,22 @@ static void timer_cb(void *opaque)
 
 	for (mc = m->all; mc; mc = next) {
 		next = mc->all_next;
+		if (vsock_conn_credit_starved(&mc->c)) {
+			vsock_conn_tick(&mc->c);
+			waiting = true;
+			if (!mc->in_rxq && vsock_conn_pending_rx(&mc->c))
+				rxq_append(m, mc);
+		}
 		if (!mc->deadline_ns)
 			continue;
 		if (now < mc->deadline_ns || !conn_expire(m, mc))
 			waiting = true;
 	}
-	if (!waiting)
+	/* A wake-up of the dup may be missed (the kernel wakes writers
+	 * only below a quarter of SO_SNDBUF): the tick looks too. */
+	if (m->holders && hold_release_all(m, false) && m->tx)
+		vmio_vq_flush_and_notify(m->tx);
+	if (!waiting && !m->holders)
 		timer_arm(m, false);
 	serve_rx(m);
 }
@@ -882,6 +1067,7 @@ int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
 			      m->cfg.buf_size);
 	if (type == VSOCK_TYPE_SEQPACKET)
 		vsock_conn_set_seqpacket(&mc->c);
+	conn_setup_tx(m, mc);
 	if (conn_insert(m, mc)) {
 		vsock_conn_destroy(&mc->c);
 		free(mc);
@@ -898,6 +1084,12 @@ int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
 void vsock_muxer_set_queues(struct vsock_muxer *m, struct vmio_vq *rx,
 			    struct vmio_vq *tx, struct vmio_mem *mem)
 {
+	/* The queue stops or its memory changes while still mapped: every
+	 * held chain goes back now, read or not (the driver must get all its
+	 * buffers back; the host reads what was sent unless the guest writes
+	 * it meanwhile). */
+	if (m->tx && m->tx != tx && m->holders && hold_release_all(m, true))
+		vmio_vq_flush_and_notify(m->tx);
 	m->rx = rx;
 	m->tx = tx;
 	m->mem = mem;
@@ -922,8 +1114,36 @@ void vsock_muxer_set_mergeable(struct vsock_muxer *m, bool on)
 	m->mrg = on;
 }
 
+const struct vsock_vm_stats *vsock_muxer_stats(const struct vsock_muxer *m)
+{
+	return &m->stats;
+}
+
+/* The counters of a guest that is gone, for -v. */
+static void log_stats(const struct vsock_muxer *m)
+{
+	const struct vsock_vm_stats *st = &m->stats;
+
+	log_debug("vsock: CID %" PRIu64 ": tx spliced %" PRIu64
+		  " B, copied %" PRIu64 " B, chains held %" PRIu64
+		  " (at most %" PRIu64 " at once, %" PRIu64 " found no room, "
+		  "%" PRIu64 " wake-ups); "
+		  "rx packets %" PRIu64 ", host reads %" PRIu64
+		  ", CREDIT_REQUEST %" PRIu64 ", CREDIT_UPDATE %" PRIu64
+		  ", used-ring flushes %" PRIu64,
+		  m->cfg.guest_cid, st->tx_bytes_spliced, st->tx_bytes_copied,
+		  st->tx_chains_held, st->tx_chains_held_max, st->tx_hold_full,
+		  st->tx_hold_wakes,
+		  st->rx_packets, st->rx_host_reads, st->rx_credit_requests,
+		  st->rx_credit_updates, st->rx_flushes);
+}
+
 void vsock_muxer_reset(struct vsock_muxer *m)
 {
+	log_stats(m);
+	/* The rings are gone with the guest: held chains are not pushed. */
+	m->rx = m->tx = NULL;
+	m->mem = NULL;
 	while (m->all)
 		conn_free(m->all);
 	if (m->cfg.router)
@@ -956,6 +1176,18 @@ struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
 	m->cfg = *cfg;
 	m->types = VSOCK_TYPES_STREAM;
 	m->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
+	m->hold_max = cfg->tx_hold_max ? cfg->tx_hold_max
+				       : VSOCK_MUX_TX_HOLD_DEFAULT;
+	if (m->hold_max > VSOCK_MUX_TX_HOLD_MAX)
+		m->hold_max = VSOCK_MUX_TX_HOLD_MAX;
+	m->hold_per_conn = m->hold_max / 2 ? m->hold_max / 2 : 1;
+	if (!cfg->tx_copy) {
+		const char *why;
+
+		/* Without a pipe, the copy path (it always works). */
+		if (vsock_splice_supported(&why))
+			m->splice = vsock_splice_new();
+	}
 	m->uds_path = strdup(cfg->uds_path ? cfg->uds_path : "");
 	m->cfg.uds_path = m->uds_path;
 	if (!m->uds_path || vsock_table_init(&m->table, cfg->max_conns))
@@ -979,6 +1211,7 @@ void vsock_muxer_free(struct vsock_muxer *m)
 {
 	if (!m)
 		return;
+	m->rx = m->tx = NULL; /* the queues may be gone already */
 	while (m->all)
 		conn_free(m->all);
 	vmio_timer_fini(&m->tick);
@@ -988,6 +1221,7 @@ void vsock_muxer_free(struct vsock_muxer *m)
 	vmio_defer_cancel(&m->tx_again);
 	vmio_defer_cancel(&m->rx_again);
 	vsock_table_release(&m->table);
+	vsock_splice_free(m->splice);
 	free(m->uds_path);
 	free(m);
 }

@@ -24,7 +24,14 @@
  *
  * Work per callback is bounded (chains per batch); what is left is
  * resumed on the loop's next turn (vmio_defer), after it has served
- * everything else. No chain is held between callbacks.
+ * everything else. No rx chain is held between callbacks; a tx chain
+ * whose payload went to the host socket by reference (tx_splice.h) is,
+ * until the host read it, within cfg.tx_hold_max. Held chains go back
+ * out of order (a split ring allows it), when a look at the socket's
+ * SIOCOUTQ says so: on every tx turn, on an edge-triggered EPOLLOUT of a
+ * dup of the socket (the kernel wakes it as the reader frees what we
+ * sent) and on the tick while any is held. A queue stop or a memory
+ * table change gives every held chain back at once.
  *
  * Everything runs on the one loop the muxer was given. */
 #ifndef VMIO_DEVICES_VSOCK_MUXER_H
@@ -33,6 +40,7 @@
 #include <stdint.h>
 
 #include "devices/vsock/mrg_rx.h"
+#include "devices/vsock/stats.h"
 #include "event/loop.h"
 #include "virtio/memory.h"
 #include "virtio/virtqueue.h"
@@ -52,7 +60,18 @@ struct vsock_muxer_config {
 	/* A dry queue is looked at again for this long before its kicks go
 	 * back on (vmio_vq_poll_avail; 0: not). */
 	uint32_t poll_ns;
+	/* Guest->host data by reference (tx_splice.h) unless tx_copy or the
+	 * kernel cannot; at most tx_hold_max tx chains are held at once
+	 * (0: VSOCK_MUX_TX_HOLD_DEFAULT), and one connection holds at most
+	 * half of them (at least one), so a host reader that stalls leaves
+	 * the others room. A chain that finds no room is copied, as on the
+	 * copy path: the tx queue never waits for a host reader. */
+	bool tx_copy;
+	unsigned tx_hold_max;
 };
+
+#define VSOCK_MUX_TX_HOLD_DEFAULT 32
+#define VSOCK_MUX_TX_HOLD_MAX 4096
 
 /* Chains handled per queue per callback, and synthetic RSTs queued at
  * most (when full, tx stops until rx drains it: never drop, never grow). */
@@ -108,6 +127,9 @@ int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
  * guest boots, a VMM is attached and a CONNECT waits for the driver. The
  * router (cfg.router) is told, and of the socket types too. */
 void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached);
+
+/* This VM's counters. */
+const struct vsock_vm_stats *vsock_muxer_stats(const struct vsock_muxer *m);
 
 /* The guest is gone: closes every host socket, frees every connection and
  * forgets every queued RST. */
