@@ -185,27 +185,35 @@ if [ "${NULL_ROWS:-1}" = 1 ]; then
 	print_pairs vhost vmio 0
 fi
 
-# One run of `vmio net --null --queues 2 --threads N`, unpinned. Prints
+# One run of `vmio net --null` and testpmd on its socket. Prints
 # testpmd's mean Tx-pps or Rx-pps, "-" for offered, and vmio's CPU time
 # per frame in ns over the run.
-threads_one() { # txonly|rxonly, threads, frame size, run number
-	local sock=$dir/threads-$2-$1-$3-$4.sock src=() t0 t1 mpps
-	[ "$1" = rxonly ] && src=(--null-source "$3")
-	"$build/vmio" net --null "${src[@]}" --queues 2 --threads "$2" -q \
+null_run() { # txonly|rxonly, frame size, run number, queue pairs, split|packed, pin|free, vmio options...
+	local mode=$1 size=$2 run=$3 q=$4 layout=$5 pin=() sock t0 t1 mpps src=()
+	[ "$6" = pin ] && pin=(taskset -c 0)
+	shift 6
+	sock=$dir/run-$q-$layout-$mode-$size-$run-$RANDOM.sock
+	[ "$mode" = rxonly ] && src=(--null-source "$size")
+	"${pin[@]}" "$build/vmio" net --null "${src[@]}" --queues "$q" "$@" -q \
 		--socket "$sock" &
 	bpid=$!
 	wait_socket "$sock"
 	t0=$(cpu_ticks "$bpid")
-	front "$sock" "$1" "$3" "$4" 2
+	front "$sock" "$mode" "$size" "$run" "$q" "$layout"
 	wait $! || true
 	t1=$(cpu_ticks "$bpid")
 	stop_run
-	if [ "$1" = txonly ]; then
+	if [ "$mode" = txonly ]; then
 		mpps=$(mean_pps Tx "$dir/front.log")
 	else
 		mpps=$(mean_pps Rx "$dir/front.log")
 	fi
 	echo "$mpps - $(ns_per_frame "$t0" "$t1" "$mpps" "$secs")"
+}
+
+# Two queue pairs, --threads N, vmio unpinned.
+threads_one() { # txonly|rxonly, threads, frame size, run number
+	null_run "$1" "$3" "$4" 2 split free --threads "$2"
 }
 
 # vmio's CPU time per frame in ns: ticks a to b over Mpps for s seconds.
@@ -214,26 +222,9 @@ ns_per_frame() { # ticks a, ticks b, Mpps, seconds
 		'BEGIN {if (a == "-" || b == "-" || m == "-" || m == 0) print "-"; else printf "%.0f\n", (b - a) / hz * 1e3 / (m * s)}'
 }
 
-# One run of `vmio net --null` on CPU 0 with testpmd on a split or a
-# packed ring. Prints testpmd's mean Tx-pps or Rx-pps, "-", and vmio's CPU
-# time per frame in ns.
+# One pair, vmio on CPU 0, testpmd on a split or a packed ring.
 layout_one() { # txonly|rxonly, split|packed, frame size, run number
-	local sock=$dir/layout-$2-$1-$3-$4.sock src=() t0 t1 mpps
-	[ "$1" = rxonly ] && src=(--null-source "$3")
-	taskset -c 0 "$build/vmio" net --null "${src[@]}" -q --socket "$sock" &
-	bpid=$!
-	wait_socket "$sock"
-	t0=$(cpu_ticks "$bpid")
-	front "$sock" "$1" "$3" "$4" 1 "$2"
-	wait $! || true
-	t1=$(cpu_ticks "$bpid")
-	stop_run
-	if [ "$1" = txonly ]; then
-		mpps=$(mean_pps Tx "$dir/front.log")
-	else
-		mpps=$(mean_pps Rx "$dir/front.log")
-	fi
-	echo "$mpps - $(ns_per_frame "$t0" "$t1" "$mpps" "$secs")"
+	null_run "$1" "$3" "$4" 1 "$2" pin
 }
 
 if [ "${PACKED_ROWS:-1}" = 1 ]; then

@@ -32,32 +32,28 @@ static void free_list_init(struct vmio_dvq *q)
 	q->num_free = q->size;
 }
 
-int vmio_dvq_init(struct vmio_dvq *q, unsigned index, uint16_t size,
-		  void *desc_mem, uint64_t desc_gpa, void *avail_mem,
-		  uint64_t avail_gpa, void *used_mem, uint64_t used_gpa)
+/* What both layouts start with: the queue empty, its gpas, no fds. */
+static void dvq_reset(struct vmio_dvq *q, unsigned index, uint16_t size,
+		      uint64_t desc_gpa, uint64_t avail_gpa, uint64_t used_gpa)
 {
 	memset(q, 0, sizeof(*q));
 	q->index = index;
 	q->size = size;
 	q->kick_fd = -1;
 	q->call_fd = -1;
-	if (size == 0)
-		return -EINVAL;
-
-	q->desc = desc_mem;
-	q->avail = avail_mem;
-	q->used = used_mem;
 	q->desc_gpa = desc_gpa;
 	q->avail_gpa = avail_gpa;
 	q->used_gpa = used_gpa;
-	memset(desc_mem, 0, virtq_desc_bytes(size));
-	memset(avail_mem, 0, virtq_avail_bytes(size));
-	memset(used_mem, 0, virtq_used_bytes(size));
+}
 
-	q->next_free = calloc(size, sizeof(*q->next_free));
-	q->tokens = calloc(size, sizeof(*q->tokens));
-	q->chain_len = calloc(size, sizeof(*q->chain_len));
-	if (!q->next_free || !q->tokens || !q->chain_len) {
+/* The bookkeeping arrays, and every id free. */
+static int dvq_alloc(struct vmio_dvq *q)
+{
+	q->next_free = calloc(q->size, sizeof(*q->next_free));
+	q->tokens = calloc(q->size, sizeof(*q->tokens));
+	q->chain_len = calloc(q->size, sizeof(*q->chain_len));
+	if (!q->next_free || !q->tokens || !q->chain_len ||
+	    (q->packed && vmio_dvq_packed_setup(q))) {
 		vmio_dvq_release(q);
 		return -ENOMEM;
 	}
@@ -65,35 +61,35 @@ int vmio_dvq_init(struct vmio_dvq *q, unsigned index, uint16_t size,
 	return 0;
 }
 
+int vmio_dvq_init(struct vmio_dvq *q, unsigned index, uint16_t size,
+		  void *desc_mem, uint64_t desc_gpa, void *avail_mem,
+		  uint64_t avail_gpa, void *used_mem, uint64_t used_gpa)
+{
+	dvq_reset(q, index, size, desc_gpa, avail_gpa, used_gpa);
+	if (size == 0)
+		return -EINVAL;
+	q->desc = desc_mem;
+	q->avail = avail_mem;
+	q->used = used_mem;
+	memset(desc_mem, 0, virtq_desc_bytes(size));
+	memset(avail_mem, 0, virtq_avail_bytes(size));
+	memset(used_mem, 0, virtq_used_bytes(size));
+	return dvq_alloc(q);
+}
+
 int vmio_dvq_init_packed(struct vmio_dvq *q, unsigned index, uint16_t size,
 			 void *desc_mem, uint64_t desc_gpa, void *driver_mem,
 			 uint64_t driver_gpa, void *device_mem,
 			 uint64_t device_gpa)
 {
-	memset(q, 0, sizeof(*q));
-	q->index = index;
-	q->size = size;
-	q->kick_fd = -1;
-	q->call_fd = -1;
+	dvq_reset(q, index, size, desc_gpa, driver_gpa, device_gpa);
 	q->packed = true;
 	if (size == 0)
 		return -EINVAL;
 	q->pdesc = desc_mem;
 	q->driver_event = driver_mem;
 	q->device_event = device_mem;
-	q->desc_gpa = desc_gpa;
-	q->avail_gpa = driver_gpa;
-	q->used_gpa = device_gpa;
-	q->next_free = calloc(size, sizeof(*q->next_free));
-	q->tokens = calloc(size, sizeof(*q->tokens));
-	q->chain_len = calloc(size, sizeof(*q->chain_len));
-	if (!q->next_free || !q->tokens || !q->chain_len ||
-	    vmio_dvq_packed_setup(q)) {
-		vmio_dvq_release(q);
-		return -ENOMEM;
-	}
-	free_list_init(q);
-	return 0;
+	return dvq_alloc(q);
 }
 
 void vmio_dvq_release(struct vmio_dvq *q)

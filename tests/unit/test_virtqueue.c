@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "guest_regions.h"
+
 #include "virtio/virtqueue.h"
 
 /* Guest memory: region A [0, 0x8000) and region B [0x8000, 0x10000), at
@@ -44,23 +46,12 @@ struct fx {
 
 static void add_region(struct vmio_mem *mem, uint64_t gpa, uint64_t uva)
 {
-	struct vmio_mem_region_desc d = {
-		.gpa = gpa, .size = REGION_SIZE, .uva = uva, .mmap_offset = 0,
-	};
-	const char *why = NULL;
-	int fd = memfd_create("test_virtqueue", MFD_CLOEXEC);
-
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, REGION_SIZE), 0);
-	assert_int_equal(vmio_mem_add(mem, &d, fd, &why), 0);
+	guest_region_add(mem, gpa, REGION_SIZE, uva);
 }
 
 static void *gp(struct fx *f, uint64_t gpa)
 {
-	void *p = vmio_mem_gpa_ptr(&f->mem, gpa, 1);
-
-	assert_non_null(p);
-	return p;
+	return guest_ptr(&f->mem, gpa);
 }
 
 static int setup(void **state)
