@@ -110,6 +110,18 @@ static void signal_eventfd(int fd)
 	while (r < 0 && errno == EINTR);
 }
 
+void vmio_vq_call_fd_replaced(struct vmio_vq *vq)
+{
+	/* What went to the old call fd may never reach the driver: QEMU
+	 * discards what its masked notifier (the call fd a queue starts on,
+	 * served from SET_VRING_KICK) got when it installs the guest's. A
+	 * driver that missed that one under event_idx would not be signalled
+	 * again, so it is told on the new fd, and the next batch signals. */
+	vq->signalled_used_valid = false;
+	if (vq->started)
+		signal_eventfd(vq->call_fd);
+}
+
 void vmio_vq_set_broken(struct vmio_vq *vq, const char *fmt, ...)
 {
 	char msg[256];
