@@ -12,16 +12,7 @@
 . /lib/guest-steps.sh
 host=10.0.88.1
 
-nic=
-for d in /sys/bus/virtio/drivers/virtio_net/*/net/*; do
-	[ -e "$d" ] && nic=${d##*/}
-done
-[ -n "$nic" ] || { echo "STEP setup FAIL virtio_net bound no device"; exit 1; }
-ip link set lo up
-if ! { ip addr add 10.0.88.2/24 dev "$nic" && ip link set "$nic" up; }; then
-	echo "STEP setup FAIL cannot configure $nic"
-	exit 1
-fi
+setup_nic 10.0.88.2/24
 
 # The first reply may wait for ARP and the link.
 out=$(ping -c 2 -W 5 "$host" 2>&1); rc=$?

@@ -157,24 +157,7 @@ g2h=$(grep '^G2H ' <<<"$con" || true)
 
 # The restarted vmio's counters (--stats, on SIGTERM): it carried the rest.
 stats=
-if [[ -n $restarted && -n $vpid ]] && kill -0 "$vpid" 2>/dev/null; then
-	kill -TERM "$vpid"
-	wait "$vpid" || bad "the restarted vmio net exited $? on SIGTERM"
-	vpid=
-	stats=$(sed -n 's/^.*vmio net: stats: //p' "$vlog" | tail -n1)
-	if [[ -z $stats ]]; then
-		bad "stats: the restarted vmio net printed no stats line (log: $vlog)"
-	else
-		for k in tx_frames rx_frames; do
-			v=$(field "$k" " $stats")
-			((${v:-0} > 0)) || bad "stats: the restarted vmio's $k is 0: $stats"
-		done
-		for k in tx_dropped tx_bad_chain rx_errors; do
-			v=$(field "$k" " $stats")
-			[[ $v == 0 ]] || bad "stats: the restarted vmio's $k is not 0: $stats"
-		done
-	fi
-fi
+[[ -z $restarted ]] || vh_stop_vmio_stats "tx_frames rx_frames" "tx_dropped tx_bad_chain rx_errors"
 
 # --- report ---------------------------------------------------------------
 step() { grep -q "^STEP $1 PASS" <<<"$con" && echo PASS || echo FAIL; }
