@@ -486,6 +486,8 @@ static int swap_vring_notifier(struct vmio_backend *be,
 	vmio_bq_pause(q);
 	vmio_close_fd(slot);
 	*slot = fd;
+	if (which == VRING_CALL)
+		vmio_vq_call_fd_replaced(&q->vq);
 	vmio_bq_sync(q);
 	return 0;
 }

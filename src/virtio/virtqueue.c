@@ -69,6 +69,18 @@ bool vmio_vq_ready(const struct vmio_vq *vq)
 	return vq->started && vq->enabled && mapped(vq) && !vq->broken;
 }
 
+void vmio_vq_call_fd_replaced(struct vmio_vq *vq)
+{
+	/* What went to the old call fd may never reach the driver: QEMU
+	 * discards what its masked notifier (the call fd a queue starts on,
+	 * served from SET_VRING_KICK) got when it installs the guest's. A
+	 * driver that missed that one under event_idx would not be signalled
+	 * again, so it is told on the new fd, and the next batch signals. */
+	vq->signalled_used_valid = false;
+	if (vq->started)
+		vmio_vq_signal(vq->call_fd);
+}
+
 int vmio_vq_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 		struct vmio_chain *chain)
 {

@@ -54,6 +54,10 @@ void vmio_vq_unpop(struct vmio_vq *vq, unsigned n);
  * packed ring's driver may see it at once. */
 void vmio_vq_push(struct vmio_vq *vq, uint16_t head, uint32_t written);
 
+/* The VMM gave the queue a new call fd: the driver is signalled on it
+ * once, for whatever was signalled on the old one. */
+void vmio_vq_call_fd_replaced(struct vmio_vq *vq);
+
 /* Publishes the pushed elements (used->idx) and, if the driver wants a
  * notification under its event index or flags, writes call_fd once. Call it
  * once per batch of work, not per chain. */

@@ -49,3 +49,18 @@ check_ring() { # driver
 		else fail ring-packed "${d##*/}: features $f without RING_PACKED"; fi
 	done
 }
+
+# The guest's only NIC, bound to virtio_net, up with ADDR (e.g.
+# 10.0.88.2/24), and lo up; sets nic. Exits the script if there is none.
+setup_nic() { # addr
+	nic=
+	for d in /sys/bus/virtio/drivers/virtio_net/*/net/*; do
+		[ -e "$d" ] && nic=${d##*/}
+	done
+	[ -n "$nic" ] || { echo "STEP setup FAIL virtio_net bound no device"; exit 1; }
+	ip link set lo up
+	if ! { ip addr add "$1" dev "$nic" && ip link set "$nic" up; }; then
+		echo "STEP setup FAIL cannot configure $nic"
+		exit 1
+	fi
+}

@@ -12,17 +12,8 @@ host=10.0.88.1
 queues=${NT_QUEUES:-1}
 
 # The NIC: the only one, bound to virtio_net.
-nic=
-for d in /sys/bus/virtio/drivers/virtio_net/*/net/*; do
-	[ -e "$d" ] && nic=${d##*/}
-done
-[ -n "$nic" ] || { echo "STEP setup FAIL virtio_net bound no device"; exit 1; }
+setup_nic 10.0.88.2/24
 check_ring virtio_net
-ip link set lo up
-if ! { ip addr add 10.0.88.2/24 dev "$nic" && ip link set "$nic" up; }; then
-	echo "STEP setup FAIL cannot configure $nic"
-	exit 1
-fi
 set -- /sys/class/net/"$nic"/queues/rx-*
 n=$#
 if [ "$n" -eq "$queues" ]; then pass queues; else fail queues "$nic has $n rx queues, expected $queues"; fi

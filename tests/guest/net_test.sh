@@ -172,24 +172,7 @@ done
 
 # vmio's counters, printed by --stats when it exits (SIGTERM).
 stats=
-if [[ -n $vpid ]] && kill -0 "$vpid" 2>/dev/null; then
-	kill -TERM "$vpid"
-	wait "$vpid" || bad "vmio net exited $? on SIGTERM"
-	vpid=
-	stats=$(sed -n 's/^.*vmio net: stats: //p' "$vlog" | tail -n1)
-fi
-if [[ -z $stats ]]; then
-	bad "stats: vmio net printed no stats line (log: $vlog)"
-else
-	for k in tx_frames rx_frames; do
-		v=$(field "$k" " $stats")
-		((${v:-0} > 0)) || bad "stats: $k is 0: $stats"
-	done
-	for k in tx_dropped rx_errors ctrl_err; do
-		v=$(field "$k" " $stats")
-		[[ $v == 0 ]] || bad "stats: $k is not 0 in a clean run: $stats"
-	done
-fi
+vh_stop_vmio_stats "tx_frames rx_frames" "tx_dropped rx_errors ctrl_err"
 
 # The mode each pair ran in, as vmio logged it ("queue N (pair M): ..." at
 # start, and again when a pair goes onto the guest's memory): read once

@@ -21,6 +21,7 @@
 #                        (with who=NAME: NAME in its messages)
 #   vh_expect_steps S... each guest step must have run
 #   vh_wait_services     each host service must exit 0
+#   vh_stop_vmio_stats A Z  SIGTERM to vmio; its --stats keys A above 0, Z at 0
 #   vh_conclude          failures and logs, or PASS; exits
 # A test with two guests sets sock and serial before each vh_boot, keeps
 # the first gpid in pids, and sets gpid and serial back before finishing it.
@@ -210,6 +211,31 @@ vh_wait_services() {
 		rc=0
 		wait "${hpid[$port]}" || rc=$?
 		((rc == 0)) || bad "host service $port exited $rc: $(grep -v listening "$logs/$name.host-$port.log" | tail -n 3)"
+	done
+}
+
+# Stops vmio (SIGTERM) if it runs and sets stats to the --stats line it
+# printed on exit; every key of the first list must be above 0, every key
+# of the second 0.
+vh_stop_vmio_stats() { # "keys above 0" "keys at 0"
+	local k v
+	if [[ -n $vpid ]] && kill -0 "$vpid" 2>/dev/null; then
+		kill -TERM "$vpid"
+		wait "$vpid" || bad "vmio $dev exited $? on SIGTERM"
+		vpid=
+	fi
+	stats=$(sed -n "s/^.*vmio $dev: stats: //p" "$vlog" | tail -n1)
+	if [[ -z $stats ]]; then
+		bad "stats: vmio $dev printed no stats line (log: $vlog)"
+		return 0
+	fi
+	for k in $1; do
+		v=$(field "$k" " $stats")
+		((${v:-0} > 0)) || bad "stats: $k is 0: $stats"
+	done
+	for k in $2; do
+		v=$(field "$k" " $stats")
+		[[ $v == 0 ]] || bad "stats: $k is not 0 in a clean run: $stats"
 	done
 }
 

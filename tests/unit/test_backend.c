@@ -822,6 +822,28 @@ static void test_call_fd_replaced_while_running(void **state)
 	close(newcall);
 }
 
+/* QEMU starts a queue on its masked notifier and discards what that got
+ * when it installs the guest's call fd: a queue served before the swap (a
+ * restarted backend, with chains the guest posted while it was away) must
+ * signal the new fd, or a driver under event_idx waits for ever. */
+static void test_new_call_fd_hears_of_earlier_work(void **state)
+{
+	struct fx *f = running_device(state);
+	int newcall = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	uint64_t idx = 0, v = 0;
+
+	post(f, 0);
+	kick(f, 0);
+	assert_int_equal(used_idx(f, 0), 1);
+	assert_int_equal(acked(f, VHOST_USER_SET_VRING_CALL, &idx, 8, &newcall,
+			       1), 0);
+	/* Nothing new was used, and still the new fd was signalled. */
+	assert_int_equal(used_idx(f, 0), 1);
+	assert_int_equal(read(newcall, &v, 8), 8);
+	assert_int_equal(v, 1);
+	close(newcall);
+}
+
 /* A call fd that cannot take a signal (a full pipe, blocking on the VMM's
  * side) must not hold the loop: the push goes on, and so does the
  * connection. */
@@ -1329,6 +1351,7 @@ int main(void)
 		T(test_mem_table_without_rings_stops_queue),
 		T(test_add_rem_mem_reg),
 		T(test_call_fd_replaced_while_running),
+		T(test_new_call_fd_hears_of_earlier_work),
 		T(test_call_fd_that_would_block),
 		T(test_bad_sizes),
 		T(test_bad_mem_tables),
