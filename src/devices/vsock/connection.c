@@ -78,6 +78,7 @@ void vsock_conn_init_peer(struct vsock_conn *c, uint64_t guest_cid,
 		vsock_conn_set_seqpacket(c);
 	c->state = VSOCK_CONN_PEER_INIT;
 	c->pending = VSOCK_RXOP_RESPONSE;
+	c->guest_initiated = true;
 	vsock_credit_peer_init(&c->credit, req->buf_alloc, req->fwd_cnt);
 }
 
@@ -558,6 +559,12 @@ void vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 {
 	const struct vsock_hdr *h = &pkt->hdr;
 
+	c->stats.packets_from_guest++;
+	c->stats.bytes_from_guest += h->len;
+	if (h->op == VSOCK_OP_RST)
+		c->stats.rsts_received++;
+	else if (h->op == VSOCK_OP_CREDIT_REQUEST)
+		c->stats.credit_requests_received++;
 	/* KILLED: the host side is gone. A guest RST ends our pending RST
 	 * too (the flow is reset both ways); anything else is a packet
 	 * that crossed our RST and is dropped. */
@@ -826,6 +833,16 @@ static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,
 	vsock_credit_advertise(&c->credit, &h.buf_alloc, &h.fwd_cnt);
 	if (vsock_pkt_write_hdr(rx, &h))
 		return 0;
+	c->stats.packets_to_guest++;
+	c->stats.bytes_to_guest += len;
+	if (op == VSOCK_OP_RST)
+		c->stats.rsts_sent++;
+	else if (op == VSOCK_OP_CREDIT_REQUEST)
+		c->stats.credit_requests_sent++;
+	/* The data that used the guest's last credit: what waits now
+	 * waits for it. */
+	if (op == VSOCK_OP_RW && len && !vsock_credit_peer_free(&c->credit))
+		c->stats.credit_stalls++;
 	return VSOCK_HDR_SIZE + len;
 }
 

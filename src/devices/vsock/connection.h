@@ -59,6 +59,7 @@
 
 #include "devices/vsock/credit.h"
 #include "devices/vsock/packet.h"
+#include "devices/vsock/stats.h"
 
 enum vsock_conn_state {
 	VSOCK_CONN_LOCAL_INIT,
@@ -111,6 +112,9 @@ struct vsock_conn {
 	uint8_t *hmsg;
 	uint32_t hmsg_len, hmsg_off;
 	bool hmsg_eor;
+
+	bool guest_initiated; /* by vsock_conn_init_peer */
+	struct vsock_conn_stats stats;
 };
 
 /* Host-initiated connection: a host program asked (CONNECT <peer_port>)
