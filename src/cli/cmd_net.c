@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "cli/backend_args.h"
+#include "cli/control.h"
+#include "util/json.h"
 #include "cli/serve.h"
 #include "devices/net/backend_null.h"
 #include "devices/net/backend_tap.h"
@@ -231,6 +233,56 @@ static void print_stats(const struct vnet_device *dev,
 	}
 }
 
+struct net_parts {
+	struct vmio_loop *loop;
+	struct vmio_backend *be;
+	const struct vnet_device *dev;
+	struct vnet_backend *b;
+};
+
+/* The frame counters are the device's, one set for every pair until
+ * they move to the pairs (vnet_device_stats is the one place that reads
+ * them); the pairs list what each pair's backend says of itself. */
+static void write_net(void *opaque, struct vmio_json *j)
+{
+	const struct net_parts *p = opaque;
+	const struct vnet_backend *b = p->b;
+
+	vmio_json_object_begin(j);
+	vmio_backend_write_stats(p->be, j);
+	vmio_json_kv_string(j, "backend", b->ops->name);
+	vmio_json_key(j, "totals");
+	vmio_json_object_begin(j);
+	vnet_stats_write(vnet_device_stats(p->dev), j);
+	vmio_json_object_end(j);
+	vmio_json_key(j, "queue_pairs");
+	vmio_json_array_begin(j);
+	for (unsigned i = 0; i < b->pairs; i++) {
+		vmio_json_object_begin(j);
+		vmio_json_kv_uint(j, "index", i);
+		if (b->ops->pair_mode)
+			vmio_json_kv_string(j, "mode",
+					    b->ops->pair_mode(p->b, i));
+		if (b->ops->pair_counters) {
+			char counters[256] = "";
+
+			b->ops->pair_counters(p->b, i, counters,
+					      sizeof(counters));
+			vmio_json_kv_string(j, "backend_counters", counters);
+		}
+		vmio_json_object_end(j);
+	}
+	vmio_json_array_end(j);
+	vmio_json_object_end(j);
+}
+
+static int add_parts(void *opaque, struct vmio_control *c)
+{
+	struct net_parts *p = opaque;
+
+	return vmio_control_add(c, "devices", p->loop, write_net, p);
+}
+
 static const char *backend_name(const struct net_opts *n)
 {
 	if (n->null)
@@ -265,7 +317,13 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 	} else {
 		log_info("net: %u queue pair(s), %s%s, mtu %u", cfg.pairs,
 			 backend_name(n), n->tap ? n->tap : n->xdp, cfg.mtu);
-		status = vmio_cli_serve(loop, be, o);
+		struct net_parts parts = { loop, be, dev, cfg.backend };
+		struct vmio_control *ctl = NULL;
+
+		if (!vmio_control_open(loop, "net", o->control_path,
+				       add_parts, &parts, &ctl))
+			status = vmio_cli_serve(loop, be, o);
+		vmio_control_free(ctl);
 	}
 	vmio_backend_free(be);
 	if (dev && n->stats)

@@ -303,6 +303,8 @@ uint64_t vmio_backend_errors(const struct vmio_backend *be)
 void vmio_backend_write_stats(const struct vmio_backend *be,
 			      struct vmio_json *j)
 {
+	vmio_json_kv_string(j, "device", be->ops->name);
+	vmio_json_kv_string(j, "socket", be->socket_path);
 	vmio_json_kv_uint(j, "sessions", be->sessions);
 	vmio_json_kv_uint(j, "protocol_errors", be->errors);
 	vmio_json_key(j, "connected");
