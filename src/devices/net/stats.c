@@ -34,8 +34,13 @@ void vnet_stats_format(const struct vnet_stats *s, char *buf, size_t size)
 
 void vnet_stats_write(const struct vnet_stats *s, struct vmio_json *j)
 {
+	uint64_t dropped = s->tx_bad_chain + s->tx_backend_errors;
+
+	for (unsigned v = VNET_HDR_OK + 1; v < VNET_HDR_NVERDICTS; v++)
+		dropped += s->tx_invalid[v];
 	vmio_json_kv_uint(j, "tx_frames", s->tx_frames);
 	vmio_json_kv_uint(j, "tx_bytes", s->tx_bytes);
+	vmio_json_kv_uint(j, "tx_dropped", dropped);
 	vmio_json_key(j, "tx_invalid");
 	vmio_json_object_begin(j);
 	for (unsigned v = VNET_HDR_OK + 1; v < VNET_HDR_NVERDICTS; v++)
