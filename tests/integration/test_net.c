@@ -467,12 +467,9 @@ static void post_ctrl_mix(struct vmio_fe *fe)
 static void test_null_hostile_guest(void **state)
 {
 	const char *sock = harness_path("robust.sock");
-	const char *args[] = { "net", "--socket", sock, "--stats", "--null",
-			       "--queues", "2", NULL };
-	pid_t pid = harness_spawn(args);
+	pid_t pid = start_net_queues(sock, "--null", NULL, "2", NULL);
 	struct vmio_fe *fe;
 
-	assert_true(harness_wait_socket(sock, HARNESS_WAIT_MS));
 	fe = robust_connect(sock);
 	post_tx_mix(fe);
 	post_ctrl_mix(fe);

@@ -79,6 +79,7 @@ void vsock_conn_init_peer(struct vsock_conn *c, uint64_t guest_cid,
 	c->state = VSOCK_CONN_PEER_INIT;
 	c->pending = VSOCK_RXOP_RESPONSE;
 	c->guest_initiated = true;
+	c->stats.packets_from_guest = 1; /* the REQUEST */
 	vsock_credit_peer_init(&c->credit, req->buf_alloc, req->fwd_cnt);
 }
 
