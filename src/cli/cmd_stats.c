@@ -20,9 +20,10 @@
 static const char stats_usage[] =
 	"Usage: vmio stats [--json] [--timeout MS] PATH\n"
 	"\n"
-	"Prints the live counters of the vmio device whose --control socket\n"
-	"is PATH: vhost-user sessions and errors, per VM and per connection\n"
-	"for vsock, per queue pair for net, per connection for redirect.\n"
+	"Prints the live counters of the vmio device that serves the control\n"
+	"socket PATH (the option of that name of each device): vhost-user\n"
+	"sessions and errors, per VM and per connection for vsock, per queue\n"
+	"pair for net, per connection for redirect.\n"
 	"\n"
 	"Options:\n"
 	"  --json               print the JSON document as it came, on one line\n"
