@@ -401,8 +401,10 @@ int harness_loopback_setup(void **state)
 	struct harness_loopback *lb = *state;
 
 	lb->sock = harness_path(lb->name);
+	snprintf(lb->ctl, sizeof(lb->ctl), "%s.ctl", lb->sock);
 	lb->pid = harness_spawn((const char *[]){ "loopback", "--socket-path",
-						  lb->sock, NULL });
+						  lb->sock, "--control",
+						  lb->ctl, NULL });
 	if (!harness_wait_socket(lb->sock, HARNESS_WAIT_MS))
 		fail_msg("vmio did not start listening on %s", lb->sock);
 	return 0;

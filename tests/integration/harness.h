@@ -60,6 +60,7 @@ int harness_run(const char *const args[], int timeout_ms, char *out,
 struct harness_loopback {
 	const char *name; /* of the socket, inside harness_tmpdir() */
 	const char *sock; /* its path, set by the setup */
+	char ctl[300];    /* its --control socket, set by the setup */
 	pid_t pid;
 };
 
