@@ -28,11 +28,19 @@ struct control_part {
 	struct vmio_json frag;  /* written there, read on worker 0 after */
 };
 
+/* An assembled document and a newline, shared by the clients it goes
+ * to: a slow client keeps its generation alive, not a copy each. */
+struct control_doc {
+	unsigned refs;
+	size_t len;
+	char data[];
+};
+
 struct control_client {
 	struct vmio_control *ctl;
 	int fd;
-	char *doc;           /* its own copy, sent from off */
-	size_t len, off;
+	struct control_doc *doc; /* sent from off */
+	size_t off;
 	unsigned long gen;   /* the snapshot it waits for (0: has doc) */
 	struct vmio_timer timeout;
 };
@@ -54,6 +62,7 @@ struct vmio_control {
 	atomic_uint pending;
 	struct vmio_defer done; /* on loop: the last part posts it */
 	struct vmio_json doc;
+	struct control_doc *latest; /* the last assembled, one ref */
 	struct vmio_ratelimit rl;
 };
 
@@ -119,6 +128,12 @@ static void assemble(struct vmio_control *c)
 	}
 }
 
+static void doc_unref(struct control_doc *d)
+{
+	if (d && !--d->refs)
+		free(d);
+}
+
 static void client_close(struct control_client *cl)
 {
 	vmio_timer_fini(&cl->timeout);
@@ -127,14 +142,15 @@ static void client_close(struct control_client *cl)
 		close(cl->fd);
 		cl->fd = -1;
 	}
-	free(cl->doc);
+	doc_unref(cl->doc);
 	cl->doc = NULL;
 }
 
 static void client_write(struct control_client *cl)
 {
-	while (cl->off < cl->len) {
-		ssize_t n = send(cl->fd, cl->doc + cl->off, cl->len - cl->off,
+	while (cl->off < cl->doc->len) {
+		ssize_t n = send(cl->fd, cl->doc->data + cl->off,
+				 cl->doc->len - cl->off,
 				 MSG_DONTWAIT | MSG_NOSIGNAL);
 
 		if (n < 0 && errno == EINTR)
@@ -172,6 +188,14 @@ static void done_cb(void *opaque)
 		return;
 	c->gen_done = c->gen_started;
 	assemble(c);
+	doc_unref(c->latest);
+	c->latest = malloc(sizeof(*c->latest) + c->doc.len + 1);
+	if (c->latest) {
+		c->latest->refs = 1;
+		c->latest->len = c->doc.len + 1;
+		memcpy(c->latest->data, c->doc.buf, c->doc.len);
+		c->latest->data[c->doc.len] = '\n';
+	}
 	for (unsigned i = 0; i < VMIO_CONTROL_MAX_CLIENTS; i++) {
 		struct control_client *cl = &c->clients[i];
 
@@ -182,16 +206,12 @@ static void done_cb(void *opaque)
 			continue;
 		}
 		cl->gen = 0;
-		/* The document and a newline, as a line-reading client
-		 * wants it. */
-		cl->doc = malloc(c->doc.len + 1);
-		if (!cl->doc) {
+		if (!c->latest) {
 			client_close(cl);
 			continue;
 		}
-		memcpy(cl->doc, c->doc.buf, c->doc.len);
-		cl->doc[c->doc.len] = '\n';
-		cl->len = c->doc.len + 1;
+		cl->doc = c->latest;
+		cl->doc->refs++;
 		cl->off = 0;
 		if (vmio_loop_modify(c->loop, cl->fd, EPOLLOUT))
 			client_close(cl);
@@ -356,6 +376,7 @@ void vmio_control_free(struct vmio_control *c)
 		vmio_json_fini(&c->parts[i].frag);
 	}
 	vmio_defer_cancel(&c->done);
+	doc_unref(c->latest);
 	vmio_json_fini(&c->doc);
 	free(c->parts);
 	free(c->path);

@@ -10,11 +10,12 @@
  * a device's hot path pays for it.
  *
  * A client costs bounded memory and no waiting: the document is capped
- * (VMIO_CONTROL_DOC_MAX; a larger one says "truncated"), at most
- * VMIO_CONTROL_MAX_CLIENTS are served at once (others are closed at
- * accept), each is written without blocking as its socket drains, and
- * one that has not taken its document within VMIO_CONTROL_TIMEOUT_MS is
- * closed. */
+ * (VMIO_CONTROL_DOC_MAX; a larger one says "truncated") and shared by
+ * the clients it goes to, at most VMIO_CONTROL_MAX_CLIENTS are served at
+ * once (others are closed at accept), each is written without blocking
+ * as its socket drains, and one that has not taken its document within
+ * VMIO_CONTROL_TIMEOUT_MS is closed. The cap holds some 19000 vsock
+ * connections; memory grows with what is written, not with the cap. */
 #ifndef VMIO_CLI_CONTROL_H
 #define VMIO_CLI_CONTROL_H
 
@@ -22,7 +23,7 @@
 
 #include "event/loop.h"
 
-#define VMIO_CONTROL_DOC_MAX (1u << 20)
+#define VMIO_CONTROL_DOC_MAX (8u << 20)
 #define VMIO_CONTROL_MAX_CLIENTS 16u
 #define VMIO_CONTROL_TIMEOUT_MS 2000u
 
