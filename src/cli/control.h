@@ -14,7 +14,7 @@
  * the clients it goes to, at most VMIO_CONTROL_MAX_CLIENTS are served at
  * once (others are closed at accept), each is written without blocking
  * as its socket drains, and one that has not taken its document within
- * VMIO_CONTROL_TIMEOUT_MS is closed. The cap holds some 19000 vsock
+ * VMIO_CONTROL_TIMEOUT_MS is closed. The cap holds some 25000 vsock
  * connections; memory grows with what is written, not with the cap. */
 #ifndef VMIO_CLI_CONTROL_H
 #define VMIO_CLI_CONTROL_H
