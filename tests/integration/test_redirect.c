@@ -1330,6 +1330,15 @@ static void test_threads_sigterm(void **state)
 		usleep(10000);
 	assert_int_equal(atomic_load(&duplex_flowing), CLIENTS);
 	assert_int_equal(count_workers(pid), 2);
+	/* The control socket sees them where they are: two a worker. */
+	json_t *doc = harness_control_get(rd_ctl);
+	for (unsigned k = 0; k < 2; k++)
+		assert_int_equal(json_array_size(json_object_get(json_array_get(
+					 json_object_get(doc, "workers"), k),
+					 "connections")),
+				 2);
+	assert_int_equal(harness_json_num(doc, "listener.0.accepted"), CLIENTS);
+	json_decref(doc);
 
 	assert_int_equal(kill(pid, SIGTERM), 0);
 	int st = harness_wait_exit(pid, 5000);
