@@ -17,6 +17,7 @@ packages=(
 	libbpf-dev        # vmio redirect's sockmap engine: loads its BPF program
 	libxdp-dev        # vmio net --xdp: AF_XDP sockets and their XDP program
 	libyaml-dev       # vmio vsock --config: the YAML list of VMs
+	libjansson-dev    # the integration tests parse --control documents
 	bpftool           # build: turns the BPF object into a libbpf skeleton header
 	qemu-system-x86   # guest tests: boots a Debian kernel against the vhost-user devices
 	busybox-static    # guest tests: the guest's whole userland, copied into its initramfs

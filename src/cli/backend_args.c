@@ -131,6 +131,10 @@ int vmio_cli_parse_backend(const struct vmio_backend_cmdline *cl, int argc,
 	    (rc = vmio_cli_check_socket_dir(cl->sub, "--socket",
 					    o->socket_path)))
 		return rc;
+	if (o->control_path &&
+	    (rc = vmio_cli_check_socket_dir(cl->sub, "--control",
+					    o->control_path)))
+		return rc;
 	vmio_cli_set_verbosity(o->verbosity);
 	return -1;
 }

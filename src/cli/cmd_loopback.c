@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "cli/backend_args.h"
+#include "cli/control.h"
 #include "cli/serve.h"
 #include "devices/loopback/loopback.h"
 #include "util/log.h"
@@ -20,6 +21,18 @@ static const char loopback_usage[] =
 	"Options:\n";
 
 #define LOOPBACK_DEFAULT_QUEUE_SIZE 1024
+
+struct loopback_parts {
+	struct vmio_loop *loop;
+	struct vmio_backend *be;
+};
+
+static int add_parts(void *opaque, struct vmio_control *c)
+{
+	struct loopback_parts *p = opaque;
+
+	return vmio_control_add_backend(c, "backends", p->loop, p->be);
+}
 
 int vmio_cmd_loopback(int argc, char **argv)
 {
@@ -45,12 +58,16 @@ int vmio_cmd_loopback(int argc, char **argv)
 		loop ? vmio_loopback_new(loop, o.queue_size) : NULL;
 	struct vmio_backend *be =
 		loop && lb ? vmio_backend_new(loop, vmio_loopback_ops(lb), lb) : NULL;
+	struct loopback_parts parts = { loop, be };
+	struct vmio_control *ctl = NULL;
 	int status = 1;
 	if (!be)
 		log_err("out of memory setting up the device");
-	else
+	else if (!vmio_control_open(loop, "loopback", o.control_path,
+				    add_parts, &parts, &ctl))
 		status = vmio_cli_serve(loop, be, &o);
 
+	vmio_control_free(ctl);
 	vmio_backend_free(be);
 	vmio_loopback_free(lb);
 	vmio_loop_free(loop);

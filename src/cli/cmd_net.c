@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "cli/backend_args.h"
+#include "cli/control.h"
+#include "util/json.h"
 #include "cli/serve.h"
 #include "cli/workers_args.h"
 #include "devices/net/backend_null.h"
@@ -246,6 +248,73 @@ static void print_stats(const struct vnet_device *dev,
 	}
 }
 
+struct net_parts {
+	struct vmio_loop *loop;
+	struct vmio_backend *be;
+	const struct vnet_device *dev;
+	struct vnet_backend *b;
+	struct vmio_loop **pair_loops;
+	/* One per pair, for its part (written on the pair's loop). */
+	struct net_pair_part {
+		const struct net_parts *p;
+		unsigned index;
+	} pairs[VNET_MAX_PAIRS];
+};
+
+/* On worker 0: the vhost-user session and the control queue's counters
+ * (the frames are the pairs', each counted on its own worker). */
+static void write_net(void *opaque, struct vmio_json *j)
+{
+	const struct net_parts *p = opaque;
+
+	vmio_json_object_begin(j);
+	vmio_backend_write_stats(p->be, j);
+	vmio_json_kv_string(j, "backend", p->b->ops->name);
+	vmio_json_key(j, "control_queue");
+	vmio_json_object_begin(j);
+	vnet_stats_write(vnet_ctrl_stats(p->dev), j);
+	vmio_json_object_end(j);
+	vmio_json_object_end(j);
+}
+
+/* On the pair's worker: its frame counters and what its backend says of
+ * itself. */
+static void write_pair(void *opaque, struct vmio_json *j)
+{
+	const struct net_pair_part *pp = opaque;
+	const struct vnet_backend *b = pp->p->b;
+	unsigned i = pp->index;
+
+	vmio_json_object_begin(j);
+	vmio_json_kv_uint(j, "index", i);
+	if (b->ops->pair_mode)
+		vmio_json_kv_string(j, "mode",
+				    b->ops->pair_mode(pp->p->b, i));
+	if (b->ops->pair_counters) {
+		char counters[256] = "";
+
+		b->ops->pair_counters(pp->p->b, i, counters, sizeof(counters));
+		vmio_json_kv_string(j, "backend_counters", counters);
+	}
+	vnet_stats_write(vnet_pair_stats(pp->p->dev, i), j);
+	vmio_json_object_end(j);
+}
+
+static int add_parts(void *opaque, struct vmio_control *c)
+{
+	struct net_parts *p = opaque;
+
+	if (vmio_control_add(c, "devices", p->loop, write_net, p))
+		return -1;
+	for (unsigned i = 0; i < p->b->pairs; i++) {
+		p->pairs[i] = (struct net_pair_part){ p, i };
+		if (vmio_control_add(c, "queue_pairs", p->pair_loops[i],
+				     write_pair, &p->pairs[i]))
+			return -1;
+	}
+	return 0;
+}
+
 static const char *backend_name(const struct net_opts *n)
 {
 	if (n->null)
@@ -307,12 +376,21 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 		log_err("out of memory setting up the device");
 	} else {
 		unsigned workers = vmio_workers_count(pool);
+		static struct net_parts parts;
+
+		parts = (struct net_parts){ .loop = loop, .be = be,
+					    .dev = dev, .b = cfg.backend,
+					    .pair_loops = pair_loops };
+		struct vmio_control *ctl = NULL;
 
 		log_info("net: %u queue pair(s), %s%s, mtu %u, %u worker "
 			 "thread%s",
 			 cfg.pairs, backend_name(n), n->tap ? n->tap : n->xdp,
 			 cfg.mtu, workers, workers == 1 ? "" : "s");
-		status = vmio_cli_serve_workers(pool, be, o);
+		if (!vmio_control_open(loop, "net", o->control_path,
+				       add_parts, &parts, &ctl))
+			status = vmio_cli_serve_workers(pool, be, o);
+		vmio_control_free(ctl);
 	}
 	/* The workers have stopped: what they served is this thread's. */
 	vmio_backend_free(be);

@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "cli/backend_args.h"
+#include "cli/control.h"
 #include "cli/redirect_conn.h"
+#include "util/json.h"
 #include "cli/serve.h"
 #include "cli/workers_args.h"
 #include "event/workers.h"
@@ -107,6 +109,8 @@ static const char redirect_usage[] =
 	"                    never read\n"
 	"  --stats           print bytes and throughput of each connection\n"
 	"                    when it ends, and a total on exit, to stderr\n"
+	"  --control PATH    answer each connection to the unix socket PATH\n"
+	"                    with the live counters as JSON (vmio stats PATH)\n"
 	"  -v, -d, --verbose log more (repeatable)\n"
 	"  -q, --quiet       log errors only\n"
 	"  -h, --help        show this help\n"
@@ -129,6 +133,7 @@ enum {
 	OPT_STATS,
 	OPT_THREADS,
 	OPT_CPUS,
+	OPT_CONTROL,
 };
 
 struct redirect {
@@ -151,6 +156,10 @@ struct redirect {
 	struct vmio_timer backoff; /* resumes accepting after EMFILE */
 	struct vmio_ratelimit rl;
 	int status;          /* exit status once the workers stop */
+	/* --control: worker 0 counts what it accepts. */
+	const char *control_path;
+	struct vmio_control *ctl;
+	uint64_t accepted, accept_failures;
 };
 
 static void stop_listening(struct redirect *rd)
@@ -195,12 +204,14 @@ static void on_accept(void *opaque, int fd, uint32_t events)
 		if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR ||
 		    err == ECONNABORTED)
 			return;
+		rd->accept_failures++;
 		log_ratelimited(&rd->rl, VMIO_LOG_WARN,
 				"accept: %s; pausing for %d ms", strerror(err),
 				ACCEPT_BACKOFF_MS);
 		pause_accepting(rd);
 		return;
 	}
+	rd->accepted++;
 	int rc = redir_endpoint_tune(&rd->ep[0], a);
 
 	if (rc) {
@@ -459,6 +470,7 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
 		{ "stats", no_argument, NULL, OPT_STATS },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "cpus", required_argument, NULL, OPT_CPUS },
+		{ "control", required_argument, NULL, OPT_CONTROL },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -505,6 +517,13 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
 			break;
 		case OPT_STATS:
 			rd->stats = true;
+			break;
+		case OPT_CONTROL:
+			rc = vmio_cli_check_socket_dir("redirect", "--control",
+						       optarg);
+			if (rc)
+				return rc;
+			rd->control_path = optarg;
 			break;
 		case OPT_THREADS:
 		case OPT_CPUS:
@@ -607,6 +626,7 @@ static int finish(struct redirect *rd, int rc)
 {
 	struct redirect_totals sum = { 0 };
 
+	vmio_control_free(rd->ctl);
 	for (unsigned k = 0; k < rd->nworkers; k++) {
 		const struct redirect_totals *t = &rd->workers[k].totals;
 
@@ -631,6 +651,42 @@ static int finish(struct redirect *rd, int rc)
 	return rc || sum.dropped ? 1 : rd->status;
 }
 
+/* ---- --control ---------------------------------------------------------- */
+
+/* Worker 0's: what the listener did. */
+static void write_listener(void *opaque, struct vmio_json *j)
+{
+	const struct redirect *rd = opaque;
+	char where[160];
+
+	vmio_json_object_begin(j);
+	vmio_json_kv_string(j, "address1", redir_endpoint_describe(
+						  &rd->ep[0], where,
+						  sizeof(where)));
+	vmio_json_kv_string(j, "engine", redir_engine_name(rd->engine));
+	vmio_json_kv_uint(j, "accepted", rd->accepted);
+	vmio_json_kv_uint(j, "accept_failures", rd->accept_failures);
+	vmio_json_object_end(j);
+}
+
+static void write_worker(void *opaque, struct vmio_json *j)
+{
+	redirect_worker_write_stats(opaque, j);
+}
+
+static int add_parts(void *opaque, struct vmio_control *c)
+{
+	struct redirect *rd = opaque;
+
+	if (vmio_control_add(c, "listener", rd->loop, write_listener, rd))
+		return -1;
+	for (unsigned k = 0; k < rd->nworkers; k++)
+		if (vmio_control_add(c, "workers", rd->workers[k].loop,
+				     write_worker, &rd->workers[k]))
+			return -1;
+	return 0;
+}
+
 static int run(struct redirect *rd)
 {
 	int rc = make_workers(rd);
@@ -639,6 +695,9 @@ static int run(struct redirect *rd)
 	 * signals and SIGTERM reaches worker 0's signalfd. */
 	if (!rc)
 		rc = vmio_cli_watch_signals(rd->loop, on_signal, rd);
+	if (!rc)
+		rc = vmio_control_open(rd->loop, "redirect", rd->control_path,
+				       add_parts, rd, &rd->ctl);
 	if (!rc)
 		rc = open_address1(rd);
 	/* Without fork the one connection may have ended already: its stop,

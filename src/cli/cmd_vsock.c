@@ -10,6 +10,8 @@
 #include <sys/un.h>
 
 #include "cli/backend_args.h"
+#include "cli/control.h"
+#include "util/json.h"
 #include "cli/serve.h"
 #include "devices/vsock/connect_line.h"
 #include "devices/vsock/device.h"
@@ -230,6 +232,45 @@ static int check_uds_path(const char *name, const char *path)
 	return vmio_cli_check_socket_dir("vsock", name, path);
 }
 
+/* One VM as the control socket sees it. */
+struct vm_inst {
+	struct vsock_device *dev;
+	struct vmio_backend *be;
+	struct vmio_loop *loop;
+	unsigned index, worker;
+	const char *uds_path;
+};
+
+/* On the VM's worker: its names, its backend's and its own counters. */
+static void write_vm(void *opaque, struct vmio_json *j)
+{
+	const struct vm_inst *vm = opaque;
+
+	vmio_json_object_begin(j);
+	vmio_json_kv_uint(j, "vm", vm->index + 1);
+	vmio_json_kv_uint(j, "worker", vm->worker);
+	vmio_json_kv_string(j, "uds_path", vm->uds_path);
+	vmio_backend_write_stats(vm->be, j);
+	vsock_device_write_stats(vm->dev, j);
+	vmio_json_object_end(j);
+}
+
+struct vm_parts {
+	struct vm_inst *vi;
+	unsigned n;
+};
+
+static int add_vms(void *opaque, struct vmio_control *c)
+{
+	const struct vm_parts *p = opaque;
+
+	for (unsigned i = 0; i < p->n; i++)
+		if (vmio_control_add(c, "vms", p->vi[i].loop, write_vm,
+				     &p->vi[i]))
+			return -1;
+	return 0;
+}
+
 static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
 {
 	struct vsock_device_config cfg = {
@@ -263,10 +304,17 @@ static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
 		log_info("vsock: guest CID %llu, host sockets at %s",
 			 (unsigned long long)v->guest_cid, v->uds_path);
 		be = vmio_backend_new(loop, vsock_device_ops(dev), dev);
+		struct vm_inst vm = { .dev = dev, .be = be, .loop = loop,
+				      .uds_path = v->uds_path };
+		struct vm_parts parts = { &vm, 1 };
+		struct vmio_control *ctl = NULL;
+
 		if (!be)
 			log_err("out of memory setting up the device");
-		else
+		else if (!vmio_control_open(loop, "vsock", o->control_path,
+					    add_vms, &parts, &ctl))
 			status = vmio_cli_serve(loop, be, o);
+		vmio_control_free(ctl);
 	}
 	vmio_backend_free(be);
 	vsock_device_free(dev);
@@ -275,11 +323,6 @@ static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
 }
 
 /* ---- Several VMs ---- */
-
-struct vm_inst {
-	struct vsock_device *dev;
-	struct vmio_backend *be;
-};
 
 /* The worker of each VM: its thread= key, or the next in turn. */
 static int assign_workers(const struct vsock_vm_list *l, unsigned nworkers,
@@ -318,6 +361,7 @@ static int run_multi(const struct vmio_backend_opts *o,
 		vsock_router_new(l->n, (unsigned)v->max_conns);
 	struct vm_inst *vi = calloc(l->n, sizeof(*vi));
 	unsigned *worker = calloc(l->n, sizeof(*worker));
+	struct vmio_control *ctl = NULL;
 	int status = 1, rc = -ENOMEM;
 	unsigned i;
 
@@ -367,6 +411,10 @@ static int run_multi(const struct vmio_backend_opts *o,
 		}
 		vi[i].be = vmio_backend_new(loop, vsock_device_ops(vi[i].dev),
 					    vi[i].dev);
+		vi[i].loop = loop;
+		vi[i].index = i;
+		vi[i].worker = worker[i];
+		vi[i].uds_path = s->uds_path;
 		if (!vi[i].be) {
 			log_err("out of memory setting up the devices");
 			goto out;
@@ -393,6 +441,11 @@ static int run_multi(const struct vmio_backend_opts *o,
 	log_debug("vsock: %u VMs on %u worker thread%s", l->n,
 		  vmio_workers_count(pool),
 		  vmio_workers_count(pool) == 1 ? "" : "s");
+	struct vm_parts parts = { vi, l->n };
+
+	if (vmio_control_open(vmio_workers_loop(pool, 0), "vsock",
+			      o->control_path, add_vms, &parts, &ctl))
+		goto out;
 	/* Signals are blocked before any worker starts, so that each one
 	 * inherits the mask and SIGTERM reaches the signalfd of worker 0. */
 	if (vmio_cli_watch_signals(vmio_workers_loop(pool, 0), stop_workers,
@@ -405,6 +458,7 @@ static int run_multi(const struct vmio_backend_opts *o,
 	}
 	vmio_cli_unwatch_signals();
 out:
+	vmio_control_free(ctl);
 	/* With every worker joined, backends first: their resets reach the
 	 * router and the other VMs' muxers, which must all still be there. */
 	for (i = 0; vi && i < l->n; i++)

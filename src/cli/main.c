@@ -6,6 +6,7 @@
 #include "cli/cmd_loopback.h"
 #include "cli/cmd_net.h"
 #include "cli/cmd_redirect.h"
+#include "cli/cmd_stats.h"
 #include "cli/cmd_vsock.h"
 #include "cli/serve.h"
 
@@ -29,6 +30,8 @@ static const struct subcommand subcommands[] = {
 	  "             or nothing)" },
 	{ "redirect", vmio_cmd_redirect,
 	  "socat-style relay between two sockets" },
+	{ "stats", vmio_cmd_stats,
+	  "print a running device's live counters (its --control socket)" },
 };
 
 static void print_usage(FILE *f)

@@ -123,6 +123,8 @@ const char vmio_backend_opts_help[] =
 	"                       message it started, or to read the replies\n"
 	"                       waiting for it, before its connection is closed\n"
 	"                       (default 1000)\n"
+	"  --control PATH       answer each connection to the unix socket PATH\n"
+	"                       with the live counters as JSON (vmio stats PATH)\n"
 	"  -v, --verbose        log more (repeat for debug messages)\n"
 	"  -q, --quiet          log errors only\n"
 	"  -h, --help           show this help\n"
@@ -196,6 +198,9 @@ int vmio_backend_opts_handle(struct vmio_backend_opts *o, int code,
 		o->message_timeout_ms = (unsigned)ms;
 		return 1;
 	}
+	case VMIO_OPT_CONTROL:
+		o->control_path = arg;
+		return 1;
 	case 'v':
 		o->verbosity++;
 		return 1;

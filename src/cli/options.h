@@ -38,6 +38,7 @@ struct vmio_backend_opts {
 	uint16_t queue_size;     /* --queue-size: largest ring accepted */
 	int verbosity;           /* -v (repeatable) raises, -q lowers */
 	unsigned message_timeout_ms; /* --message-timeout */
+	const char *control_path; /* --control: live counters, or NULL */
 };
 
 /* getopt_long codes of the common options; subcommands use codes below
@@ -49,6 +50,7 @@ enum {
 	VMIO_OPT_PRINT_CAPS,
 	VMIO_OPT_QUEUE_SIZE,
 	VMIO_OPT_MESSAGE_TIMEOUT,
+	VMIO_OPT_CONTROL,
 };
 
 /* The struct option entries for the common options (with -h/--help,
@@ -61,6 +63,7 @@ enum {
 	{ "queue-size", required_argument, NULL, VMIO_OPT_QUEUE_SIZE },        \
 	{ "message-timeout", required_argument, NULL,                          \
 	  VMIO_OPT_MESSAGE_TIMEOUT },                                          \
+	{ "control", required_argument, NULL, VMIO_OPT_CONTROL },              \
 	{ "help", no_argument, NULL, 'h' },                                    \
 	{ "version", no_argument, NULL, 'V' },                                 \
 	{ "verbose", no_argument, NULL, 'v' },                                 \

@@ -2,13 +2,18 @@
 #include "cli/redirect_conn.h"
 
 #include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "redirect/sockmap_relay.h"
 #include "util/clock.h"
+#include "util/json.h"
 #include "util/log.h"
 
 struct redirect_conn {
@@ -24,6 +29,7 @@ struct redirect_conn {
 	struct redir_relay *relay;
 	struct redir_sockmap_relay *krelay; /* the sockmap engine's instead */
 	struct vmio_defer arrive; /* the hand-over, posted to w's loop */
+	char peer[128];           /* ADDRESS1's peer, for --control */
 	LIST_ENTRY(redirect_conn) link; /* on w->conns */
 };
 
@@ -121,6 +127,42 @@ static void conn_name(const struct redirect_conn *c, char *name, size_t size)
 	snprintf(name, size, "connection %u", c->id);
 }
 
+/* "1.2.3.4:5", "[::1]:5", a unix path, or "" when the peer has no
+ * name (an unbound unix client). */
+static void peer_name(int fd, char *buf, size_t size)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN];
+
+	buf[0] = '\0';
+	if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)&ss;
+
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		snprintf(buf, size, "%s:%u", ip, ntohs(in->sin_port));
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)&ss;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+		snprintf(buf, size, "[%s]:%u", ip, ntohs(in6->sin6_port));
+	} else if (ss.ss_family == AF_UNIX &&
+		   len > offsetof(struct sockaddr_un, sun_path)) {
+		const struct sockaddr_un *un = (const void *)&ss;
+		size_t n = len - offsetof(struct sockaddr_un, sun_path);
+
+		if (n > sizeof(un->sun_path))
+			n = sizeof(un->sun_path);
+		/* An abstract name starts with a NUL: shown with '@'. */
+		snprintf(buf, size, "%s%.*s", un->sun_path[0] ? "" : "@",
+			 (int)(un->sun_path[0] ? strnlen(un->sun_path, n)
+					       : n - 1),
+			 un->sun_path + !un->sun_path[0]);
+	}
+}
+
 static void start_relay(struct redirect_conn *c, struct redir_side b)
 {
 	const struct redirect_conn_setup *s = c->w->setup;
@@ -140,6 +182,8 @@ static void start_relay(struct redirect_conn *c, struct redir_side b)
 static void connect_failed(struct redirect_conn *c, int err)
 {
 	char where[160];
+
+	c->w->totals.refused++;
 
 	log_err("connection %u: cannot connect to %s: %s", c->id,
 		redir_endpoint_describe(c->w->setup->to, where, sizeof(where)),
@@ -264,6 +308,7 @@ static void conn_begin(struct redirect_conn *c)
 
 	log_debug("connection %u: accepted, served by worker %u", c->id,
 		  c->w->index);
+	peer_name(c->a.in, c->peer, sizeof(c->peer));
 	if (to->addr.kind == REDIR_STDIO) {
 		start_relay(c, (struct redir_side){ STDIN_FILENO,
 						    STDOUT_FILENO });
@@ -334,4 +379,54 @@ struct redirect_conn *redirect_conn_start_sockmap(struct redirect_worker *w,
 		return NULL;
 	}
 	return c;
+}
+
+/* ---- Counters ----------------------------------------------------------- */
+
+static void write_conn(const struct redirect_conn *c, struct vmio_json *j)
+{
+	const struct redirect_conn_setup *s = c->w->setup;
+	struct redir_relay_stats st = { 0 };
+	char to[160];
+
+	if (c->krelay)
+		redir_sockmap_relay_get_stats(c->krelay, &st);
+	else if (c->relay)
+		redir_relay_get_stats(c->relay, &st);
+	vmio_json_object_begin(j);
+	vmio_json_kv_uint(j, "id", c->id);
+	vmio_json_kv_string(j, "engine", c->krelay ? "sockmap"
+						   : redir_engine_name(s->engine));
+	vmio_json_kv_string(j, "state", c->relay || c->krelay ? "relaying"
+							      : "connecting");
+	vmio_json_kv_string(j, "peer1", c->peer);
+	vmio_json_kv_string(j, "peer2",
+			    redir_endpoint_describe(s->to, to, sizeof(to)));
+	vmio_json_kv_uint(j, "bytes_1to2", st.bytes_ab);
+	vmio_json_kv_uint(j, "bytes_2to1", st.bytes_ba);
+	vmio_json_kv_uint(j, "messages_dropped", st.dropped);
+	vmio_json_object_end(j);
+}
+
+void redirect_worker_write_stats(struct redirect_worker *w,
+				 struct vmio_json *j)
+{
+	const struct redirect_conn *c;
+
+	vmio_json_object_begin(j);
+	vmio_json_kv_uint(j, "worker", w->index);
+	vmio_json_kv_uint(j, "connections_ended", w->totals.conns);
+	vmio_json_kv_uint(j, "connections_refused", w->totals.refused);
+	vmio_json_kv_uint(j, "bytes_ended", w->totals.bytes);
+	vmio_json_kv_uint(j, "messages_dropped_ended", w->totals.dropped);
+	vmio_json_key(j, "connections");
+	vmio_json_array_begin(j);
+	/* The accepting thread adds to the list meanwhile; each
+	 * connection's own fields are this thread's. */
+	pthread_mutex_lock(&w->lock);
+	LIST_FOREACH(c, &w->conns, link)
+		write_conn(c, j);
+	pthread_mutex_unlock(&w->lock);
+	vmio_json_array_end(j);
+	vmio_json_object_end(j);
 }

@@ -42,6 +42,7 @@ struct redirect_totals {
 	uint64_t bytes;
 	uint64_t dropped; /* messages; any makes the exit status 1 */
 	unsigned conns;
+	uint64_t refused; /* ADDRESS2 refused them, or no relay was made */
 };
 
 struct redirect_conn;
@@ -84,5 +85,11 @@ struct redirect_conn *redirect_conn_start_sockmap(struct redirect_worker *w,
 						  int sndbuf);
 /* Ends c on its worker's thread: a failure of the caller's (status 1). */
 void redirect_conn_end(struct redirect_conn *c, int status);
+
+struct vmio_json;
+/* On w's thread: {"worker", the totals of what ended there, and
+ * "connections": [{id, engine, peers, bytes each way, ...}]}. */
+void redirect_worker_write_stats(struct redirect_worker *w,
+				 struct vmio_json *j);
 
 #endif

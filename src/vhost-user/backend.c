@@ -12,6 +12,7 @@
 
 #include "util/clock.h"
 #include "util/fd.h"
+#include "util/json.h"
 #include "util/unix_socket.h"
 #include "vhost-user/backend.h"
 #include "vhost-user/handlers.h"
@@ -368,4 +369,20 @@ void vmio_backend_set_message_timeout(struct vmio_backend *be, unsigned ms)
 unsigned vmio_backend_sessions(const struct vmio_backend *be)
 {
 	return be->sessions;
+}
+
+uint64_t vmio_backend_errors(const struct vmio_backend *be)
+{
+	return be->errors;
+}
+
+void vmio_backend_write_stats(const struct vmio_backend *be,
+			      struct vmio_json *j)
+{
+	vmio_json_kv_string(j, "device", be->ops->name);
+	vmio_json_kv_string(j, "socket", be->socket_path);
+	vmio_json_kv_uint(j, "sessions", be->sessions);
+	vmio_json_kv_uint(j, "protocol_errors", be->errors);
+	vmio_json_key(j, "connected");
+	vmio_json_bool(j, be->chan.open);
 }

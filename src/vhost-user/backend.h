@@ -55,4 +55,14 @@ uint64_t vmio_backend_acked_features(const struct vmio_backend *be);
 /* Number of front ends served so far (for tests and statistics). */
 unsigned vmio_backend_sessions(const struct vmio_backend *be);
 
+/* Protocol errors of its front ends so far: messages refused, rings or
+ * tables that did not fit, connections closed for a fault. */
+uint64_t vmio_backend_errors(const struct vmio_backend *be);
+
+struct vmio_json;
+/* Sessions, errors and whether a front end is there, as members of the
+ * object being written. On the backend's loop. */
+void vmio_backend_write_stats(const struct vmio_backend *be,
+			      struct vmio_json *j);
+
 #endif

@@ -66,6 +66,7 @@ struct vmio_backend {
 	void (*disconnect_cb)(void *opaque);
 	void *disconnect_opaque;
 	unsigned sessions;
+	uint64_t errors; /* every be_err: what the VMMs got wrong */
 
 	/* Per-connection state, forgotten on disconnect and RESET_OWNER. */
 	bool touched; /* something to reset */
@@ -97,7 +98,10 @@ struct vmio_backend {
 
 /* Logs a problem the VMM caused; rate-limited since it can cause many. */
 #define be_err(be, fmt, ...)                                                   \
-	log_ratelimited(&(be)->rl, VMIO_LOG_ERR, "vhost-user: " fmt,           \
-			##__VA_ARGS__)
+	do {                                                                   \
+		(be)->errors++;                                                \
+		log_ratelimited(&(be)->rl, VMIO_LOG_ERR, "vhost-user: " fmt,   \
+				##__VA_ARGS__);                                \
+	} while (0)
 
 #endif

@@ -106,6 +106,12 @@ for p in vmio "${commands[@]/#/vmio-}"; do
 			fail "$p.1 does not describe $o"
 	done
 done
+# `vmio stats` has no page of its own: vmio(1) describes it.
+text=$(MANWIDTH=200 man -l "$(root "$MANDIR/man1/vmio.1")" 2>/dev/null)
+for o in $(help_options stats); do
+	grep -qE -e "(^|[^a-z-])$o([^a-z-]|\$)" <<<"$text" ||
+		fail "vmio.1 does not describe vmio stats $o"
+done
 echo "man pages: $((${#commands[@]} + 1)) render without warnings, every option described"
 
 # ---- QEMU descriptors -------------------------------------------------
@@ -160,6 +166,10 @@ for c in "${commands[@]}"; do
 	for o in $(help_options "$c"); do
 		grep -qx -e "$o" <<<"$got" || fail "completion of 'vmio $c -' lacks $o"
 	done
+done
+got=$(complete_words vmio stats -)
+for o in $(help_options stats); do
+	grep -qx -e "$o" <<<"$got" || fail "completion of 'vmio stats -' lacks $o"
 done
 echo "completion: every command and option"
 

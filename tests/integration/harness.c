@@ -10,6 +10,7 @@
 #include "util/proc_status.h"
 
 #include <dirent.h>
+#include <jansson.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -420,8 +421,10 @@ int harness_loopback_setup(void **state)
 	struct harness_loopback *lb = *state;
 
 	lb->sock = harness_path(lb->name);
+	snprintf(lb->ctl, sizeof(lb->ctl), "%s.ctl", lb->sock);
 	lb->pid = harness_spawn((const char *[]){ "loopback", "--socket-path",
-						  lb->sock, NULL });
+						  lb->sock, "--control",
+						  lb->ctl, NULL });
 	if (!harness_wait_socket(lb->sock, HARNESS_WAIT_MS))
 		fail_msg("vmio did not start listening on %s", lb->sock);
 	return 0;
@@ -563,4 +566,62 @@ void harness_test_filter(void)
 
 	if (f && *f)
 		cmocka_set_test_filter(f);
+}
+
+/* ---- Live counters ------------------------------------------------------ */
+
+struct json_t *harness_control_get(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = HARNESS_WAIT_MS / 1000 };
+	json_error_t jerr;
+	json_t *doc;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_true(strlen(path) < sizeof(sa.sun_path));
+	strcpy(sa.sun_path, path);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		fail_msg("control socket %s: %s", path, strerror(errno));
+	/* jansson reads to EOF: the server closes after the document. */
+	FILE *f = fdopen(fd, "r");
+	assert_non_null(f);
+	doc = json_loadf(f, 0, &jerr);
+	fclose(f);
+	if (!doc)
+		fail_msg("control socket %s: not JSON: %s (line %d)", path,
+			 jerr.text, jerr.line);
+	return doc;
+}
+
+long long harness_json_num(struct json_t *doc, const char *path)
+{
+	char buf[256], *save = NULL;
+	json_t *v = doc;
+
+	assert_true(strlen(path) < sizeof(buf));
+	strcpy(buf, path);
+	for (char *k = strtok_r(buf, ".", &save); k && v;
+	     k = strtok_r(NULL, ".", &save)) {
+		if (json_is_array(v))
+			v = json_array_get(v, strtoul(k, NULL, 10));
+		else
+			v = json_object_get(v, k);
+	}
+	if (!json_is_integer(v)) {
+		char *text = json_dumps(doc, JSON_COMPACT);
+
+		fail_msg("no number at %s in %s", path, text ? text : "?");
+	}
+	return (long long)json_integer_value(v);
+}
+
+long long harness_control_num(const char *path, const char *key)
+{
+	json_t *doc = harness_control_get(path);
+	long long v = harness_json_num(doc, key);
+
+	json_decref(doc);
+	return v;
 }

@@ -67,6 +67,7 @@ int harness_run(const char *const args[], int timeout_ms, char *out,
 struct harness_loopback {
 	const char *name; /* of the socket, inside harness_tmpdir() */
 	const char *sock; /* its path, set by the setup */
+	char ctl[300];    /* its --control socket, set by the setup */
 	pid_t pid;
 };
 
@@ -131,6 +132,19 @@ void harness_expect_idle(pid_t pid, const char *what);
  * pattern, '*' and '?'), when it is set: how one case is run many times
  * in a row. Call before cmocka_run_group_tests. */
 void harness_test_filter(void);
+
+/* ---- Live counters (--control) ----------------------------------------- */
+
+/* Connects to the --control socket at path and returns its document,
+ * parsed (jansson; json_decref it), or fails the test. Bounded by
+ * HARNESS_WAIT_MS. */
+struct json_t;
+struct json_t *harness_control_get(const char *path);
+/* The number at a dotted path of doc ("vms.0.totals.bytes_to_guest";
+ * array members by index), or fails the test naming the path. */
+long long harness_json_num(struct json_t *doc, const char *path);
+/* The same read fresh from the socket: one document per call. */
+long long harness_control_num(const char *path, const char *key);
 
 /* Removes the temporary directory. */
 void harness_cleanup(void);

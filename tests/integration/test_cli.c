@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -279,10 +280,69 @@ static void test_fd_listening(void **state)
 	assert_int_equal(access(sock, F_OK), 0);
 }
 
+/* vmio stats: the document of a running device, raw or indented; the
+ * problems it names and its exit statuses. */
+static void test_stats(void **state)
+{
+	const char *sock = harness_path("stats.sock");
+	const char *ctl = harness_path("stats.ctl");
+	const char *plain = harness_path("plain-file");
+	json_error_t jerr;
+	json_t *doc;
+	int fd;
+
+	(void)state;
+	pid_t pid = harness_spawn((const char *[]){ "loopback", "--socket",
+						    sock, "--control", ctl,
+						    NULL });
+	assert_true(harness_wait_socket(ctl, HARNESS_WAIT_MS));
+	assert_int_equal(exit_code(run((const char *[]){ "stats", "--json",
+							 ctl, NULL })), 0);
+	doc = json_loads(out, 0, &jerr);
+	if (!doc)
+		fail_msg("vmio stats --json: not JSON: %s", jerr.text);
+	assert_string_equal(json_string_value(json_object_get(doc, "device")),
+			    "loopback");
+	assert_int_equal(harness_json_num(doc, "backends.0.sessions"), 0);
+	json_decref(doc);
+	/* Indented: the same document, one member a line. */
+	assert_int_equal(exit_code(run((const char *[]){ "stats", ctl, NULL })),
+			 0);
+	assert_non_null(strstr(out, "\n  \"device\": \"loopback\",\n"));
+	doc = json_loads(out, 0, &jerr);
+	assert_non_null(doc);
+	json_decref(doc);
+	assert_int_equal(exit_code(harness_stop(pid, HARNESS_WAIT_MS)), 0);
+	/* The socket file went with the device. */
+	assert_int_equal(access(ctl, F_OK), -1);
+
+	assert_int_equal(exit_code(run((const char *[]){ "stats", ctl, NULL })),
+			 1);
+	assert_non_null(strstr(err, "No such file or directory"));
+	fd = open(plain, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(exit_code(run((const char *[]){ "stats", plain,
+							 NULL })), 1);
+	assert_non_null(strstr(err, "plain-file"));
+	assert_int_equal(exit_code(run((const char *[]){ "stats", NULL })), 2);
+	assert_non_null(strstr(err, "PATH is required"));
+	assert_int_equal(exit_code(run((const char *[]){ "stats", "a", "b",
+							 NULL })), 2);
+	assert_int_equal(exit_code(run((const char *[]){ "stats", "--timeout",
+							 "0", ctl, NULL })), 2);
+	assert_int_equal(exit_code(run((const char *[]){ "loopback", "--socket",
+							 sock, "--control",
+							 "/nonexistent-dir/c",
+							 NULL })), 2);
+	assert_non_null(strstr(err, "--control: directory '/nonexistent-dir'"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_help),
+		cmocka_unit_test(test_stats),
 		cmocka_unit_test(test_usage_errors),
 		cmocka_unit_test(test_print_capabilities),
 		cmocka_unit_test(test_fd_and_socket_checks),

@@ -42,6 +42,10 @@ static void test_reconnect_three_times(void **state)
 		o.seed = i; /* stale data from the last session would show */
 		harness_stream_session(c->sock, &o, 1, QSIZE, &res);
 	}
+	/* Four sessions, none of them a protocol error. */
+	assert_int_equal(harness_control_num(c->ctl, "backends.0.sessions"), 4);
+	assert_int_equal(
+		harness_control_num(c->ctl, "backends.0.protocol_errors"), 0);
 }
 
 /* Posts one tx chain and a smaller rx chain and waits until the device

@@ -377,6 +377,9 @@ static void test_bad_queue_size(void **state)
 	struct vhost_user_vring_state s = { .index = 200, .num = 64 };
 	refused_alone(c, VHOST_USER_SET_VRING_NUM, &s, sizeof(s), NULL, 0,
 		      "queue 200 of 2");
+	/* Each refusal is a protocol error the control socket counts. */
+	assert_true(harness_control_num(c->ctl, "backends.0.protocol_errors") >=
+		    6);
 }
 
 static void kick(int fd)

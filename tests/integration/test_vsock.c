@@ -35,6 +35,8 @@
 #include "frontend/vsock_guest.h"
 #include "harness.h"
 
+#include <jansson.h>
+
 #define GUEST_CID 3
 #define ECHO_PORT 7000
 #define BIG (256ull << 20)
@@ -44,7 +46,7 @@
 /* One `vmio vsock` per case, so no case sees what another left behind. */
 struct vm {
 	const char *extra[8]; /* more options, NULL-terminated */
-	char sock[256], uds[256];
+	char sock[256], uds[256], ctl[256];
 	pid_t pid;
 	struct vg *g;
 };
@@ -63,14 +65,18 @@ static int vm_setup_opts(void **state, const struct vg_opts *o)
 {
 	struct vm *vm = *state;
 	const char *args[24] = { "vsock", "--guest-cid", "3", "--socket",
-				 vm->sock, "--uds-path", vm->uds };
-	unsigned n = 7;
+				 vm->sock, "--uds-path", vm->uds,
+				 "--control", vm->ctl };
+	unsigned n = 9;
 	char err[256];
 
 	vm_seq++;
 	snprintf(vm->sock, sizeof(vm->sock), "%s/vhost%u.sock",
 		 harness_tmpdir(), vm_seq);
 	snprintf(vm->uds, sizeof(vm->uds), "%s/vm%u.vsock", harness_tmpdir(),
+		 vm_seq);
+	/* Every case's device answers on a control socket. */
+	snprintf(vm->ctl, sizeof(vm->ctl), "%s/vm%u.ctl", harness_tmpdir(),
 		 vm_seq);
 	for (unsigned i = 0; vm->extra[i]; i++)
 		args[n++] = vm->extra[i];
@@ -694,6 +700,12 @@ static void test_rst_on_no_listener(void **state)
 				 -ECONNREFUSED);
 		vg_close(burst[i]);
 	}
+	assert_int_equal(harness_control_num(vm->ctl,
+					     "vms.0.connections_refused"),
+			 601);
+	assert_int_equal(harness_control_num(vm->ctl,
+					     "vms.0.connections_opened"),
+			 0);
 	assert_no_violations(vm);
 }
 
@@ -1001,6 +1013,52 @@ static void test_bad_connect_lines(void **state)
 
 #define MANY 1000
 
+/* With MANY connections open the control document outgrows a socket's
+ * buffer: a client that never reads holds its write back, and delays
+ * neither the guest's traffic nor a client that reads, until it is
+ * closed for being slow (within 2 s). */
+static void control_many(struct vm *vm)
+{
+	struct pollfd p = { .events = POLLRDHUP };
+	static char buf[1 << 16];
+	long long want = 0;
+	size_t got = 0, full;
+	json_t *doc;
+	char *text;
+	ssize_t r;
+
+	for (unsigned i = 0; i < MANY; i++)
+		want += snprintf(buf, sizeof(buf), "conn %u;", i);
+	p.fd = unix_connect(vm->ctl);
+	assert_true(p.fd >= 0);
+	healthy(vm, "a control client that never reads");
+	/* healthy's connection has ended: the totals have its bytes. */
+	want += (long long)strlen("healthy after a control client that "
+				  "never reads");
+	doc = harness_control_get(vm->ctl);
+	assert_int_equal(harness_json_num(doc, "vms.0.connections_open"), MANY);
+	assert_int_equal(harness_json_num(doc, "vms.0.totals.bytes_from_guest"),
+			 want);
+	assert_int_equal(harness_json_num(doc, "vms.0.totals.bytes_to_guest"),
+			 want);
+	text = json_dumps(doc, JSON_COMPACT);
+	full = strlen(text);
+	free(text);
+	json_decref(doc);
+	print_message("# control document of %u connections: %zu bytes\n",
+		      MANY, full);
+	/* The slow client is closed by the server: the hang-up shows
+	 * while its unread bytes still wait, fewer than the document. */
+	assert_int_equal(poll(&p, 1, WAIT), 1);
+	assert_true(p.revents & (POLLRDHUP | POLLHUP));
+	while ((r = read(p.fd, buf, sizeof(buf))) > 0)
+		got += (size_t)r;
+	close(p.fd);
+	print_message("# the client that never read had %zu bytes waiting\n",
+		      got);
+	assert_true(got < full);
+}
+
 static void test_many_connections(void **state)
 {
 	struct vm *vm = *state;
@@ -1049,6 +1107,7 @@ static void test_many_connections(void **state)
 	}
 	assert_int_equal(__atomic_load_n(&e.accepted, __ATOMIC_RELAXED),
 			 MANY);
+	control_many(vm);
 	for (unsigned i = 0; i < MANY; i++)
 		vg_close(s[i]);
 	healthy(vm, "many connections");
@@ -1210,6 +1269,11 @@ static void test_credit_request(void **state)
 	assert_true(vm->g->rx_ops[VSOCK_OP_CREDIT_UPDATE] > before);
 	vg_sock_info(s, &info);
 	assert_false(info.reset);
+	/* ... and says so on its control socket. */
+	assert_int_equal(harness_control_num(
+				 vm->ctl,
+				 "vms.0.connections.0.credit_requests_received"),
+			 1);
 	vg_close(s);
 	healthy(vm, "credit request");
 	echo_stop(&e);
@@ -1563,6 +1627,114 @@ static void test_connection_limit(void **state)
 	assert_no_violations(vm);
 }
 
+/* ---- live counters (--control) ---- */
+
+/* The connection's counters in the control document, while it is open
+ * and once it has ended. */
+static void test_control_counters(void **state)
+{
+	struct vm *vm = *state;
+	static struct echo e;
+	struct vg_sock_info info;
+	char msg[3000], got[3000];
+	struct vg_sock *s;
+	json_t *doc, *conn;
+	size_t n = 0;
+
+	echo_start(&e, vm);
+	s = echo_conn(vm);
+	vg_sock_info(s, &info);
+	memset(msg, 'm', sizeof(msg));
+	assert_int_equal(vg_write(s, msg, sizeof(msg), WAIT),
+			 (ssize_t)sizeof(msg));
+	while (n < sizeof(msg)) {
+		ssize_t r = vg_read(s, got + n, sizeof(got) - n, WAIT);
+
+		assert_true(r > 0);
+		n += (size_t)r;
+	}
+	doc = harness_control_get(vm->ctl);
+	assert_string_equal(json_string_value(json_object_get(doc, "device")),
+			    "vsock");
+	assert_int_equal(harness_json_num(doc, "vms.0.guest_cid"), 3);
+	assert_int_equal(harness_json_num(doc, "vms.0.sessions"), 1);
+	assert_int_equal(harness_json_num(doc, "vms.0.protocol_errors"), 0);
+	assert_int_equal(harness_json_num(doc, "vms.0.connections_open"), 1);
+	conn = json_array_get(json_object_get(
+		json_array_get(json_object_get(doc, "vms"), 0), "connections"), 0);
+	assert_string_equal(json_string_value(json_object_get(conn, "state")),
+			    "established");
+	assert_string_equal(
+		json_string_value(json_object_get(conn, "initiator")), "guest");
+	assert_int_equal(harness_json_num(conn, "guest_port"), info.local_port);
+	assert_int_equal(harness_json_num(conn, "host_port"), ECHO_PORT);
+	assert_int_equal(harness_json_num(conn, "bytes_from_guest"),
+			 sizeof(msg));
+	assert_int_equal(harness_json_num(conn, "bytes_to_guest"), sizeof(msg));
+	/* REQUEST, RESPONSE and at least one RW each way. */
+	assert_true(harness_json_num(conn, "packets_from_guest") >= 2);
+	assert_true(harness_json_num(conn, "packets_to_guest") >= 2);
+	json_decref(doc);
+
+	vg_close(s);
+	/* Once the device has seen the close, the VM's totals keep it. */
+	for (int64_t end = now_ms() + WAIT; now_ms() < end;) {
+		if (harness_control_num(vm->ctl, "vms.0.connections_ended"))
+			break;
+		vg_poll(vm->g, 20);
+	}
+	doc = harness_control_get(vm->ctl);
+	assert_int_equal(harness_json_num(doc, "vms.0.connections_ended"), 1);
+	assert_int_equal(harness_json_num(doc, "vms.0.connections_open"), 0);
+	assert_int_equal(harness_json_num(doc, "vms.0.totals.bytes_from_guest"),
+			 sizeof(msg));
+	assert_int_equal(harness_json_num(doc, "vms.0.totals.bytes_to_guest"),
+			 sizeof(msg));
+	json_decref(doc);
+	echo_stop(&e);
+	assert_no_violations(vm);
+}
+
+/* Clients that connect to the control socket and never read, more than
+ * it serves at once: the guest's traffic goes on, and a client that does
+ * read still gets its document. */
+static void test_control_slow_clients(void **state)
+{
+	struct vm *vm = *state;
+	static struct echo e;
+	int idle[24];
+
+	echo_start(&e, vm);
+	for (unsigned i = 0; i < 24; i++) {
+		idle[i] = unix_connect(vm->ctl);
+		assert_true(idle[i] >= 0);
+	}
+	healthy(vm, "24 control clients that never read");
+	/* The idle ones may hold every slot for a moment: a reader is
+	 * served once they are written to (or closed after 2 s). */
+	json_t *doc = NULL;
+	for (int64_t end = now_ms() + WAIT; !doc && now_ms() < end;) {
+		int fd = unix_connect(vm->ctl);
+		char c;
+
+		assert_true(fd >= 0);
+		/* Closed at once when every slot is taken: no byte. */
+		if (readable(fd, WAIT) && recv(fd, &c, 1, MSG_PEEK) == 1)
+			doc = harness_control_get(vm->ctl);
+		close(fd);
+		if (!doc)
+			vg_poll(vm->g, 50);
+	}
+	assert_non_null(doc);
+	assert_int_equal(harness_json_num(doc, "vms.0.sessions"), 1);
+	json_decref(doc);
+	healthy(vm, "a control client that read");
+	for (unsigned i = 0; i < 24; i++)
+		close(idle[i]);
+	echo_stop(&e);
+	assert_no_violations(vm);
+}
+
 /* ---- main ---- */
 
 /* ---- Guest -> host by reference (devices/vsock/tx_splice.h): the front
@@ -1877,7 +2049,8 @@ static struct vm vm_g2h, vm_h2g, vm_half_g, vm_half_h, vm_rst, vm_hostile,
 	vm_split, vm_creq, vm_gstall, vm_fair, vm_hclose, vm_gone,
 	vm_limit = { .extra = { "--max-connections", "4" } }, vm_early,
 	vm_many_host,
-	vm_noanswer = { .extra = { "--connect-timeout", "1000" } };
+	vm_noanswer = { .extra = { "--connect-timeout", "1000" } },
+	vm_ctl_counters, vm_ctl_slow;
 /* The same cases with mergeable rx buffers: 4 KiB buffers as Linux posts
  * them, and a ring of odd sizes from 1 byte to 64 KiB. */
 /* --poll-us: the queues are looked at again before kicks go back on;
@@ -1980,6 +2153,8 @@ int main(void)
 		VM_CASE(test_half_close_guest, vm_half_g),
 		VM_CASE(test_half_close_host, vm_half_h),
 		VM_CASE(test_rst_on_no_listener, vm_rst),
+		VM_CASE(test_control_counters, vm_ctl_counters),
+		VM_CASE(test_control_slow_clients, vm_ctl_slow),
 		VM_CASE(test_hostile_packets, vm_hostile),
 		VM_CASE(test_credit_overrun, vm_overrun),
 		VM_CASE(test_bad_connect_lines, vm_lines),

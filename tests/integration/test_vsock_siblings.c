@@ -25,6 +25,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,8 @@
 #include "frontend/vsock_guest.h"
 #include "harness.h"
 
+#include <jansson.h>
+
 #define WAIT HARNESS_WAIT_MS
 #define NVM 3
 #define PORT 5000
@@ -47,7 +50,7 @@
 static const uint64_t cid[NVM] = { 3, 4, 5 };
 
 struct fleet {
-	char sock[NVM][256], uds[NVM][256];
+	char sock[NVM][256], uds[NVM][256], ctl[256];
 	pid_t pid;
 	struct vg *g[NVM];
 };
@@ -82,6 +85,7 @@ static void fleet_paths(struct fleet *f)
 		snprintf(f->uds[i], sizeof(f->uds[i]), "%s/f%u-vm%u.vsock",
 			 harness_tmpdir(), seq, i);
 	}
+	snprintf(f->ctl, sizeof(f->ctl), "%s/f%u.ctl", harness_tmpdir(), seq);
 }
 
 static void fleet_start(struct fleet *f, const char *const args[])
@@ -103,7 +107,7 @@ static int fleet_setup_with(void **state, const char *threads,
 	static struct fleet fl;
 	struct fleet *f = &fl;
 	char vm[NVM][700];
-	const char *args[2 * NVM + 4] = { "vsock" };
+	const char *args[2 * NVM + 6] = { "vsock" };
 	unsigned n = 1;
 
 	memset(f, 0, sizeof(*f));
@@ -121,6 +125,8 @@ static int fleet_setup_with(void **state, const char *threads,
 		args[n++] = "--threads";
 		args[n++] = threads;
 	}
+	args[n++] = "--control";
+	args[n++] = f->ctl;
 	fleet_start(f, args);
 	*state = f;
 	return 0;
@@ -424,6 +430,76 @@ static void test_sibling_stream(void **state)
 	vg_close(b);
 	for (unsigned k = 0; k < NVM; k++)
 		assert_clean(f, k);
+}
+
+/* A client that reads the control socket over and over, from a thread of
+ * its own, while the VMs' workers carry traffic: each document is
+ * assembled from snapshots the workers take themselves. */
+struct ctl_reader {
+	const char *path;
+	atomic_bool stop;
+	unsigned docs, bad;
+	pthread_t thread;
+};
+
+static void *ctl_reader_main(void *opaque)
+{
+	struct ctl_reader *r = opaque;
+	static char buf[1 << 16];
+
+	while (!atomic_load(&r->stop)) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		size_t got = 0;
+		ssize_t n;
+
+		strcpy(sa.sun_path, r->path);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+			r->bad++;
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		while ((n = read(fd, buf + got, sizeof(buf) - got)) > 0)
+			got += (size_t)n;
+		close(fd);
+		if (got > 2 && buf[0] == '{' && buf[got - 2] == '}')
+			r->docs++;
+		else
+			r->bad++;
+	}
+	return NULL;
+}
+
+static void test_control_during_traffic(void **state)
+{
+	struct fleet *f = *state;
+	static struct ctl_reader r;
+	json_t *doc;
+	char key[64];
+
+	r = (struct ctl_reader){ .path = f->ctl };
+	assert_int_equal(pthread_create(&r.thread, NULL, ctl_reader_main, &r),
+			 0);
+	test_sibling_stream(state);
+	atomic_store(&r.stop, true);
+	pthread_join(r.thread, NULL);
+	print_message("# %u documents read during the streams\n", r.docs);
+	assert_true(r.docs > 0);
+	assert_int_equal(r.bad, 0);
+
+	doc = harness_control_get(f->ctl);
+	for (unsigned i = 0; i < NVM; i++) {
+		snprintf(key, sizeof(key), "vms.%u.guest_cid", i);
+		assert_int_equal(harness_json_num(doc, key), cid[i]);
+		snprintf(key, sizeof(key), "vms.%u.vm", i);
+		assert_int_equal(harness_json_num(doc, key), i + 1);
+		snprintf(key, sizeof(key), "vms.%u.sessions", i);
+		assert_int_equal(harness_json_num(doc, key), 1);
+		snprintf(key, sizeof(key), "vms.%u.protocol_errors", i);
+		assert_int_equal(harness_json_num(doc, key), 0);
+	}
+	json_decref(doc);
 }
 
 static void test_group_isolation(void **state)
@@ -974,6 +1050,9 @@ int main(void)
 						fleet_setup_one_loop,
 						fleet_teardown),
 		cmocka_unit_test_setup_teardown(test_sibling_stream,
+						fleet_setup_worker_each,
+						fleet_teardown),
+		cmocka_unit_test_setup_teardown(test_control_during_traffic,
 						fleet_setup_worker_each,
 						fleet_teardown),
 		cmocka_unit_test_setup_teardown(test_vmm_gone,

@@ -345,6 +345,11 @@ void vnet_device_stats(const struct vnet_device *d, struct vnet_stats *out)
 		vnet_stats_add(out, &d->pairs[i].stats);
 }
 
+const struct vnet_stats *vnet_ctrl_stats(const struct vnet_device *d)
+{
+	return &d->stats;
+}
+
 const struct vnet_stats *vnet_pair_stats(const struct vnet_device *d,
 					 unsigned pair)
 {

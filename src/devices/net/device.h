@@ -22,6 +22,8 @@ const struct vmio_device_ops *vnet_device_ops(const struct vnet_device *d);
  * last). A pair's are written on its loop: read them there, or once no
  * loop runs. */
 void vnet_device_stats(const struct vnet_device *d, struct vnet_stats *out);
+/* The control queue's (ctrl_ok, ctrl_err), on the device's loop. */
+const struct vnet_stats *vnet_ctrl_stats(const struct vnet_device *d);
 const struct vnet_stats *vnet_pair_stats(const struct vnet_device *d,
 					 unsigned pair);
 

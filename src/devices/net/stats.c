@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "devices/net/stats.h"
+#include "util/json.h"
 
 void vnet_stats_format(const struct vnet_stats *s, char *buf, size_t size)
 {
@@ -44,4 +45,28 @@ void vnet_stats_add(struct vnet_stats *sum, const struct vnet_stats *s)
 	sum->rx_errors += s->rx_errors;
 	sum->ctrl_ok += s->ctrl_ok;
 	sum->ctrl_err += s->ctrl_err;
+}
+
+void vnet_stats_write(const struct vnet_stats *s, struct vmio_json *j)
+{
+	uint64_t dropped = s->tx_bad_chain + s->tx_backend_errors;
+
+	for (unsigned v = VNET_HDR_OK + 1; v < VNET_HDR_NVERDICTS; v++)
+		dropped += s->tx_invalid[v];
+	vmio_json_kv_uint(j, "tx_frames", s->tx_frames);
+	vmio_json_kv_uint(j, "tx_bytes", s->tx_bytes);
+	vmio_json_kv_uint(j, "tx_dropped", dropped);
+	vmio_json_key(j, "tx_invalid");
+	vmio_json_object_begin(j);
+	for (unsigned v = VNET_HDR_OK + 1; v < VNET_HDR_NVERDICTS; v++)
+		vmio_json_kv_uint(j, vnet_hdr_verdict_name(v),
+				  s->tx_invalid[v]);
+	vmio_json_object_end(j);
+	vmio_json_kv_uint(j, "tx_bad_chain", s->tx_bad_chain);
+	vmio_json_kv_uint(j, "tx_backend_errors", s->tx_backend_errors);
+	vmio_json_kv_uint(j, "rx_frames", s->rx_frames);
+	vmio_json_kv_uint(j, "rx_bytes", s->rx_bytes);
+	vmio_json_kv_uint(j, "rx_errors", s->rx_errors);
+	vmio_json_kv_uint(j, "ctrl_ok", s->ctrl_ok);
+	vmio_json_kv_uint(j, "ctrl_err", s->ctrl_err);
 }

@@ -26,4 +26,8 @@ void vnet_stats_add(struct vnet_stats *sum, const struct vnet_stats *s);
 /* The counters on one line, "name=N" each (the tests read it). */
 void vnet_stats_format(const struct vnet_stats *s, char *buf, size_t size);
 
+struct vmio_json;
+/* The counters as members of the object being written (--control). */
+void vnet_stats_write(const struct vnet_stats *s, struct vmio_json *j);
+
 #endif

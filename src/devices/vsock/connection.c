@@ -78,6 +78,8 @@ void vsock_conn_init_peer(struct vsock_conn *c, uint64_t guest_cid,
 		vsock_conn_set_seqpacket(c);
 	c->state = VSOCK_CONN_PEER_INIT;
 	c->pending = VSOCK_RXOP_RESPONSE;
+	c->guest_initiated = true;
+	c->stats.packets_from_guest = 1; /* the REQUEST */
 	vsock_credit_peer_init(&c->credit, req->buf_alloc, req->fwd_cnt);
 }
 
@@ -231,8 +233,8 @@ static ssize_t host_write_data(struct vsock_conn *c, struct iovec *iov,
 	if (c->held_n)
 		outq_grew(c, before);
 	vsock_credit_consumed(&c->credit, (uint32_t)w);
-	if (c->stats)
-		c->stats->tx_bytes_copied += (uint64_t)w;
+	if (c->vm_stats)
+		c->vm_stats->tx_bytes_copied += (uint64_t)w;
 	return w;
 }
 
@@ -498,8 +500,8 @@ static ssize_t host_splice_data(struct vsock_conn *c, struct iovec *iov,
 	}
 	if (w > 0) {
 		outq_grew(c, before);
-		if (c->stats)
-			c->stats->tx_bytes_spliced += (uint64_t)w;
+		if (c->vm_stats)
+			c->vm_stats->tx_bytes_spliced += (uint64_t)w;
 	}
 	return w;
 }
@@ -562,8 +564,8 @@ static bool conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		return false;
 	}
 	zc = may_splice(c, may_hold);
-	if (!zc && may_hold && c->splice && c->stats && !c->ring_len)
-		c->stats->tx_hold_full++;
+	if (!zc && may_hold && c->splice && c->vm_stats && !c->ring_len)
+		c->vm_stats->tx_hold_full++;
 	while (!c->ring_len && done < len) {
 		struct iovec iov[CONN_IOV];
 		size_t covered;
@@ -678,6 +680,12 @@ bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 {
 	const struct vsock_hdr *h = &pkt->hdr;
 
+	c->stats.packets_from_guest++;
+	c->stats.bytes_from_guest += h->len;
+	if (h->op == VSOCK_OP_RST)
+		c->stats.rsts_received++;
+	else if (h->op == VSOCK_OP_CREDIT_REQUEST)
+		c->stats.credit_requests_received++;
 	/* KILLED: the host side is gone. A guest RST ends our pending RST
 	 * too (the flow is reset both ways); anything else is a packet
 	 * that crossed our RST and is dropped. */
@@ -838,8 +846,8 @@ static ssize_t conn_recv(struct vsock_conn *c, struct msghdr *msg, int flags,
 	do
 		r = recvmsg(c->fd, msg, IO_FLAGS | flags);
 	while (r < 0 && errno == EINTR);
-	if (c->stats)
-		c->stats->rx_host_reads++;
+	if (c->vm_stats)
+		c->vm_stats->rx_host_reads++;
 	if (r > 0) {
 		/* A short read means the socket is (very likely) drained:
 		 * let epoll say when there is more rather than spend a
@@ -972,11 +980,21 @@ static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,
 	vsock_credit_advertise(&c->credit, &h.buf_alloc, &h.fwd_cnt);
 	if (vsock_pkt_write_hdr(rx, &h))
 		return 0;
-	if (c->stats) {
-		c->stats->rx_packets++;
-		c->stats->rx_credit_requests += op == VSOCK_OP_CREDIT_REQUEST;
-		c->stats->rx_credit_updates += op == VSOCK_OP_CREDIT_UPDATE;
+	if (c->vm_stats) {
+		c->vm_stats->rx_packets++;
+		c->vm_stats->rx_credit_requests += op == VSOCK_OP_CREDIT_REQUEST;
+		c->vm_stats->rx_credit_updates += op == VSOCK_OP_CREDIT_UPDATE;
 	}
+	c->stats.packets_to_guest++;
+	c->stats.bytes_to_guest += len;
+	if (op == VSOCK_OP_RST)
+		c->stats.rsts_sent++;
+	else if (op == VSOCK_OP_CREDIT_REQUEST)
+		c->stats.credit_requests_sent++;
+	/* The data that used the guest's last credit: what waits now
+	 * waits for it. */
+	if (op == VSOCK_OP_RW && len && !vsock_credit_peer_free(&c->credit))
+		c->stats.credit_stalls++;
 	return VSOCK_HDR_SIZE + len;
 }
 

@@ -131,10 +131,13 @@ struct vsock_conn {
 	 * made on the first one, oldest at held_first; outq_added sums the
 	 * measured growth of the socket's SIOCOUTQ (tx_splice.h). */
 	struct vsock_splice *splice;
-	struct vsock_vm_stats *stats; /* may be NULL */
+	struct vsock_vm_stats *vm_stats; /* may be NULL */
 	struct vsock_tx_held *held;
 	uint16_t held_cap, held_first, held_n;
 	uint64_t outq_added;
+
+	bool guest_initiated; /* by vsock_conn_init_peer */
+	struct vsock_conn_stats stats;
 };
 
 /* Host-initiated connection: a host program asked (CONNECT <peer_port>)

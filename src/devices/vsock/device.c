@@ -13,6 +13,7 @@
 
 #include "devices/vsock/hybrid.h"
 #include "devices/vsock/muxer.h"
+#include "util/json.h"
 #include "devices/vsock/packet.h"
 #include "virtio/features.h"
 
@@ -200,4 +201,11 @@ void vsock_device_free(struct vsock_device *d)
 const struct vmio_device_ops *vsock_device_ops(const struct vsock_device *d)
 {
 	return &d->ops;
+}
+
+void vsock_device_write_stats(const struct vsock_device *d,
+			      struct vmio_json *j)
+{
+	vmio_json_kv_uint(j, "guest_cid", d->guest_cid);
+	vsock_muxer_write_stats(d->mux, j);
 }

@@ -41,4 +41,10 @@ struct vsock_device *vsock_device_new(struct vmio_loop *loop,
 void vsock_device_free(struct vsock_device *d);
 const struct vmio_device_ops *vsock_device_ops(const struct vsock_device *d);
 
+struct vmio_json;
+/* The VM's CID and counters (muxer.h), as members of the object being
+ * written. On the device's loop. */
+void vsock_device_write_stats(const struct vsock_device *d,
+			      struct vmio_json *j);
+
 #endif

@@ -1,5 +1,7 @@
 /* The vsock multiplexer; see muxer.h. */
 #include "devices/vsock/muxer.h"
+#include "devices/vsock/stats.h"
+#include "util/json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -68,6 +70,7 @@ struct vsock_muxer {
 	struct vmio_defer tx_again, rx_again;
 
 	struct vmio_ratelimit rl;
+	struct vsock_vm_stats stats;
 	/* Large: one iovec array each, never on the stack. rxc[0] is the
 	 * chain of every rx packet; the rest hold a batch of host data
 	 * (vsock_conn_fill_rx_batch). */
@@ -80,7 +83,6 @@ struct vsock_muxer {
 	unsigned held_total;         /* tx chains held, all connections */
 	unsigned hold_max, hold_per_conn;
 	struct mux_conn *holders;
-	struct vsock_vm_stats stats;
 };
 
 /* ---- Re-arming, timer ------------------------------------------------- */
@@ -132,6 +134,7 @@ static void reply_rst(struct vsock_muxer *m, const struct vsock_hdr *h)
 	struct vsock_hdr r;
 
 	vsock_hdr_reply(h, VSOCK_OP_RST, &r);
+	m->stats.rsts_unmatched++;
 	/* tx stops popping while the queue is full, so there is room. */
 	if (!rstq_push(m, &r))
 		log_err("vsock: RST queue full (a bug): RST to port %u lost",
@@ -230,6 +233,8 @@ static void conn_free(struct mux_conn *mc)
 	if (mc->all_next)
 		mc->all_next->all_prev = mc->all_prev;
 	unwatch(m, mc);
+	m->stats.connections_ended++;
+	vsock_conn_stats_add(&m->stats.ended, &mc->c.stats);
 	vsock_conn_destroy(&mc->c);
 	free(mc);
 }
@@ -309,7 +314,7 @@ static struct mux_conn *conn_new(struct vsock_muxer *m)
 /* Gives a stream connection just set up the splice path and the bound. */
 static void conn_setup_tx(struct vsock_muxer *m, struct mux_conn *mc)
 {
-	mc->c.stats = &m->stats;
+	mc->c.vm_stats = &m->stats;
 	if (mc->c.type != VSOCK_TYPE_STREAM || !m->splice)
 		return;
 	mc->c.splice = m->splice;
@@ -330,6 +335,7 @@ static int conn_insert(struct vsock_muxer *m, struct mux_conn *mc)
 	if (m->all)
 		m->all->all_prev = mc;
 	m->all = mc;
+	m->stats.connections_opened++;
 	return 0;
 }
 
@@ -456,6 +462,13 @@ static void hold_wake_cb(void *opaque, int fd, uint32_t events)
  * service at <uds_path>_<port>, or RST at once if there is none. A unix
  * stream connect never blocks: it succeeds, or fails (EAGAIN when the
  * listener's backlog is full, which we also refuse). */
+/* A guest connect no service takes. */
+static void refuse(struct vsock_muxer *m, const struct vsock_hdr *h)
+{
+	m->stats.connections_refused++;
+	reply_rst(m, h);
+}
+
 static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -467,7 +480,7 @@ static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 				"vsock: %u connections already: refusing guest "
 				"port %u -> host port %u",
 				m->table.max, h->src_port, h->dst_port);
-		reply_rst(m, h);
+		refuse(m, h);
 		return;
 	}
 	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s_%u", m->uds_path,
@@ -476,7 +489,7 @@ static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 		log_ratelimited(&m->rl, VMIO_LOG_WARN,
 				"vsock: %s_%u: path too long", m->uds_path,
 				h->dst_port);
-		reply_rst(m, h);
+		refuse(m, h);
 		return;
 	}
 	/* A seqpacket guest socket reaches a seqpacket host service (a
@@ -493,13 +506,13 @@ static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 				h->dst_port, sa.sun_path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
-		reply_rst(m, h);
+		refuse(m, h);
 		return;
 	}
 	mc = conn_new(m);
 	if (!mc) {
 		close(fd);
-		reply_rst(m, h);
+		refuse(m, h);
 		return;
 	}
 	vsock_conn_init_peer(&mc->c, m->cfg.guest_cid, h, fd, m->cfg.buf_size);
@@ -509,7 +522,7 @@ static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 		 * room. */
 		vsock_conn_destroy(&mc->c);
 		free(mc);
-		reply_rst(m, h);
+		refuse(m, h);
 		return;
 	}
 	log_debug("vsock: guest port %u connected to %s", h->src_port,
@@ -1224,4 +1237,63 @@ void vsock_muxer_free(struct vsock_muxer *m)
 	vsock_splice_free(m->splice);
 	free(m->uds_path);
 	free(m);
+}
+
+/* ---- Counters ----------------------------------------------------------- */
+
+static void write_conn(const struct mux_conn *mc, const char *uds_path,
+		       struct vmio_json *j)
+{
+	const struct vsock_conn *c = &mc->c;
+	bool from_guest = c->guest_initiated;
+
+	vmio_json_object_begin(j);
+	vmio_json_kv_uint(j, "guest_port", c->peer_port);
+	vmio_json_kv_uint(j, "host_port", c->local_port);
+	vmio_json_kv_string(j, "type", c->type == VSOCK_TYPE_SEQPACKET ?
+					       "seqpacket" : "stream");
+	vmio_json_kv_string(j, "initiator", from_guest ? "guest" : "host");
+	/* A guest connect went to <uds_path>_<port>; a host program came
+	 * in through the hybrid socket at uds_path. */
+	vmio_json_key(j, "host_path");
+	if (from_guest) {
+		char path[4096 + 16];
+		int n = snprintf(path, sizeof(path), "%s_%u", uds_path,
+				 c->local_port);
+		vmio_json_string_n(j, path, n < 0 ? 0 :
+				   (size_t)n < sizeof(path) ? (size_t)n :
+							      sizeof(path) - 1);
+	} else {
+		vmio_json_string(j, uds_path);
+	}
+	vmio_json_kv_string(j, "state", vsock_conn_state_name(c->state));
+	vsock_conn_stats_write(&c->stats, j);
+	vmio_json_object_end(j);
+}
+
+void vsock_muxer_write_stats(const struct vsock_muxer *m,
+			     struct vmio_json *j)
+{
+	struct vsock_conn_stats all = m->stats.ended;
+	unsigned live = 0;
+
+	for (const struct mux_conn *mc = m->all; mc; mc = mc->all_next) {
+		vsock_conn_stats_add(&all, &mc->c.stats);
+		live++;
+	}
+	vmio_json_kv_uint(j, "connections_open", live);
+	vmio_json_kv_uint(j, "connections_opened", m->stats.connections_opened);
+	vmio_json_kv_uint(j, "connections_ended", m->stats.connections_ended);
+	vmio_json_kv_uint(j, "connections_refused",
+			  m->stats.connections_refused);
+	vmio_json_kv_uint(j, "rsts_unmatched", m->stats.rsts_unmatched);
+	vmio_json_key(j, "totals");
+	vmio_json_object_begin(j);
+	vsock_conn_stats_write(&all, j);
+	vmio_json_object_end(j);
+	vmio_json_key(j, "connections");
+	vmio_json_array_begin(j);
+	for (const struct mux_conn *mc = m->all; mc; mc = mc->all_next)
+		write_conn(mc, m->uds_path, j);
+	vmio_json_array_end(j);
 }

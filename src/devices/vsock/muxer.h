@@ -135,4 +135,10 @@ const struct vsock_vm_stats *vsock_muxer_stats(const struct vsock_muxer *m);
  * forgets every queued RST. */
 void vsock_muxer_reset(struct vsock_muxer *m);
 
+struct vmio_json;
+/* The VM's counters and its connections', as members of the object being
+ * written (stats.h). On the muxer's loop. */
+void vsock_muxer_write_stats(const struct vsock_muxer *m,
+			     struct vmio_json *j);
+
 #endif

@@ -1,11 +1,36 @@
-/* Per-VM counters of the vsock device: a plain list of uint64_t, counted
- * by the multiplexer and its connections on the VM's one loop. */
+/* The vsock device's counters, read live through --control: one set per
+ * connection (in struct vsock_conn) and one per VM (in the multiplexer),
+ * which also sums the connections that have ended. Plain uint64_t each:
+ * every counter is written and read on the VM's own worker (the control
+ * server asks that worker for a snapshot, cli/control.h), so none needs
+ * to be atomic, and a new counter is one more line here and one in
+ * vsock_conn_stats_add. */
 #ifndef VMIO_DEVICES_VSOCK_STATS_H
 #define VMIO_DEVICES_VSOCK_STATS_H
 
 #include <stdint.h>
 
+struct vmio_json;
+
+/* One connection, as the guest and the host exchanged it. */
+struct vsock_conn_stats {
+	uint64_t bytes_to_guest, packets_to_guest;     /* every op */
+	uint64_t bytes_from_guest, packets_from_guest; /* every op */
+	uint64_t credit_requests_sent, credit_requests_received;
+	/* Times host data waited because the guest's credit ran out. */
+	uint64_t credit_stalls;
+	uint64_t rsts_sent, rsts_received;
+};
+
+/* One VM: its connections' totals and what no connection carries. */
 struct vsock_vm_stats {
+	uint64_t connections_opened;  /* either side */
+	uint64_t connections_ended;
+	/* Guest connects answered with an RST: no service at the port,
+	 * the table full, the host socket refused. */
+	uint64_t connections_refused;
+	uint64_t rsts_unmatched;      /* RSTs for packets of no connection */
+	struct vsock_conn_stats ended; /* the sum over ended connections */
 	/* guest -> host payload: by reference (tx_splice.h) or copied */
 	uint64_t tx_bytes_spliced;
 	uint64_t tx_bytes_copied;
@@ -26,5 +51,11 @@ struct vsock_vm_stats {
 	uint64_t rx_host_reads;
 	uint64_t rx_flushes;
 };
+
+void vsock_conn_stats_add(struct vsock_conn_stats *sum,
+			  const struct vsock_conn_stats *s);
+/* The counters as members of the object being written. */
+void vsock_conn_stats_write(const struct vsock_conn_stats *s,
+			    struct vmio_json *j);
 
 #endif
