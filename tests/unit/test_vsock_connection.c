@@ -240,21 +240,26 @@ static void test_spliced_chain_held(void **state)
 	assert_int_equal(conn.held_n, 1);
 
 	/* The bound reached: a third is copied, not held. */
-	guest_send(VSOCK_OP_RW, 0, 80000, 1000);
+	guest_send(VSOCK_OP_RW, 0, 80000, 20000);
 	assert_true(last_held);
-	guest_send(VSOCK_OP_RW, 0, 81000, 1000);
+	guest_send(VSOCK_OP_RW, 0, 100000, 20000);
 	assert_false(last_held);
 	assert_int_equal(conn.held_n, 2);
-	host_read_pattern(60000, 22000);
+	host_read_pattern(60000, 60000);
 	assert_int_equal(vsock_conn_tx_release(&conn, heads, 4, false), 2);
-	assert_int_equal(conn.credit.fwd_cnt, 82000);
+	assert_int_equal(conn.credit.fwd_cnt, 120000);
 	assert_int_equal(conn.held_n, 0);
 
 	/* Held with force (a queue stop): back unread. */
-	guest_send(VSOCK_OP_RW, 0, 82000, 5000);
+	guest_send(VSOCK_OP_RW, 0, 120000, 20000);
 	assert_true(last_held);
 	assert_int_equal(vsock_conn_tx_release(&conn, heads, 4, true), 1);
-	host_read_pattern(82000, 5000);
+	host_read_pattern(120000, 20000);
+
+	/* A small packet is copied even with room to hold it. */
+	guest_send(VSOCK_OP_RW, 0, 140000, 1000);
+	assert_false(last_held);
+	host_read_pattern(140000, 1000);
 }
 
 static void test_peer_connect(void **state)

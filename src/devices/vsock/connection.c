@@ -536,10 +536,18 @@ static bool hold_chain(struct vsock_conn *c, uint16_t head, uint32_t bytes)
 /* May this packet's payload go by reference? A chain is held only when
  * the guest gave it as readable memory the socket can pin, the ring is
  * empty (data waiting there goes first) and there is room to keep it. */
-static bool may_splice(const struct vsock_conn *c, bool may_hold)
+/* Below this payload a packet is copied even where it could be spliced:
+ * vmsplice, splice and the two SIOCOUTQ reads (and a held chain) cost
+ * more than copying a few KiB. Measured, interleaved against the copy
+ * path: 4 KiB packets guest to host ran at 0.79 of it spliced (0.94
+ * against 0.66 vmio CPU s/GiB), 64 B ones at 0.62. */
+#define CONN_SPLICE_MIN_BYTES (16u * 1024)
+
+static bool may_splice(const struct vsock_conn *c, bool may_hold,
+		       uint32_t len)
 {
 	return may_hold && c->splice && !c->ring_len && c->held_cap &&
-	       c->held_n < c->held_cap;
+	       c->held_n < c->held_cap && len >= CONN_SPLICE_MIN_BYTES;
 }
 
 /* Returns true if the chain is held. */
@@ -563,8 +571,9 @@ static bool conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		conn_kill(c, true, "guest overran its credit");
 		return false;
 	}
-	zc = may_splice(c, may_hold);
-	if (!zc && may_hold && c->splice && c->vm_stats && !c->ring_len)
+	zc = may_splice(c, may_hold, len);
+	if (!zc && may_hold && c->splice && c->vm_stats && !c->ring_len &&
+	    len >= CONN_SPLICE_MIN_BYTES)
 		c->vm_stats->tx_hold_full++;
 	while (!c->ring_len && done < len) {
 		struct iovec iov[CONN_IOV];
