@@ -54,8 +54,8 @@ fi
 # buffers (packets of up to 64 KiB spanning them). At 64 KiB another vmio
 # with --poll-us 50 runs in the same rounds, the same vmio with the
 # front end on packed rings (VMIO_RING=packed), and for g2h at 64 KiB one
-# with --tx-copy (the copy path against the default, which splices the
-# guest's pages into the host socket). ----
+# with --tx-splice (the guest's pages spliced into the host socket,
+# against the default copy). ----
 if want vsock; then
 # A vmio vsock at $dir/NAME.sock and NAME.vsock, with more options; sets
 # started (its pid) once it listens.
@@ -73,7 +73,7 @@ vs=("$build/vmio-vsock-bench" --socket "$dir/vsock.sock" --uds-path "$dir/vsock.
 start_vsock vpoll --poll-us 50
 ppid=$started
 vp=("$build/vmio-vsock-bench" --socket "$dir/vpoll.sock" --uds-path "$dir/vpoll.vsock")
-start_vsock vcopy --tx-copy
+start_vsock vcopy --tx-splice
 cpid=$started
 vc=("$build/vmio-vsock-bench" --socket "$dir/vcopy.sock" --uds-path "$dir/vcopy.vsock")
 rows=()
@@ -136,7 +136,7 @@ done
 
 echo
 echo "vsock: medians over $runs interleaved rounds (MB/s, and vmio's CPU s/GiB); goal vmio/direct >= 0.8 at 64 KiB"
-printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s %9s %6s %6s %9s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB "poll 50us" ratio s/GiB packed ratio s/GiB "tx-copy" ratio s/GiB
+printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s %9s %6s %6s %9s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB "poll 50us" ratio s/GiB packed ratio s/GiB "tx-splice" ratio s/GiB
 for cell in "${rows[@]}"; do
 	dm=$(list_median "${res[$cell|direct]:-}")
 	line=$(printf '%-26s %9s' "$cell" "$dm")

@@ -81,9 +81,11 @@ static const char vsock_usage[] =
 	"                           CPU, and the other VMs of that worker wait as\n"
 	"                           long (0 to 1000, default 0)\n"
 	"  --tx-copy                copy guest-to-host data into the host socket\n"
-	"                           (default: splice the guest's pages into it\n"
-	"                           where the kernel takes them by reference,\n"
-	"                           Linux 6.5 and later, stream sockets)\n"
+	"                           (the default)\n"
+	"  --tx-splice              splice packets of 16 KiB or more from the\n"
+	"                           guest's pages into stream host sockets by\n"
+	"                           reference (Linux 6.5 and later); see\n"
+	"                           vmio-vsock(1) for what a queue stop costs\n"
 	"  --tx-hold N              tx chains a VM may have waiting for the host\n"
 	"                           to read their spliced pages (1 to 4096,\n"
 	"                           default 32; one connection at most half);\n"
@@ -119,6 +121,7 @@ enum {
 	OPT_CPUS,
 	OPT_POLL_US,
 	OPT_TX_COPY,
+	OPT_TX_SPLICE,
 	OPT_TX_HOLD,
 	OPT_FORWARD,
 };
@@ -134,7 +137,8 @@ struct vsock_opts {
 	uint64_t connect_timeout_ms;
 	uint64_t line_max;
 	uint64_t poll_us;
-	bool tx_copy;
+	bool tx_copy;   /* --tx-copy: the default, said explicitly */
+	bool tx_splice; /* --tx-splice */
 	uint64_t tx_hold;
 	struct vmio_workers_opts workers;
 };
@@ -198,6 +202,9 @@ static int handle_opt(void *vp, int c, const char *arg)
 					  &v->poll_us);
 	case OPT_TX_COPY:
 		v->tx_copy = true;
+		return 0;
+	case OPT_TX_SPLICE:
+		v->tx_splice = true;
 		return 0;
 	case OPT_TX_HOLD:
 		return vmio_cli_parse_num("vsock", "--tx-hold", arg, 1,
@@ -282,7 +289,7 @@ static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
 		.connect_line_max = (size_t)v->line_max,
 		.max_queue_size = o->queue_size,
 		.poll_ns = (uint32_t)v->poll_us * 1000,
-		.tx_copy = v->tx_copy,
+		.tx_copy = !v->tx_splice,
 		.tx_hold_max = (unsigned)v->tx_hold,
 	};
 	struct vmio_workers *pool = vmio_workers_from_opts(&v->workers, 1);
@@ -394,7 +401,7 @@ static int run_multi(const struct vmio_backend_opts *o,
 			.router = router,
 			.vm_index = i,
 			.poll_ns = (uint32_t)v->poll_us * 1000,
-			.tx_copy = v->tx_copy,
+			.tx_copy = !v->tx_splice,
 			.tx_hold_max = (unsigned)v->tx_hold,
 		};
 
@@ -558,8 +565,9 @@ static void log_tx_path(const struct vsock_opts *v)
 	const char *why;
 	bool ok = vsock_splice_supported(&why);
 
-	if (v->tx_copy)
-		log_info("vsock: guest-to-host data: copied (--tx-copy)");
+	if (!v->tx_splice)
+		log_info("vsock: guest-to-host data: copied (--tx-copy, the "
+			 "default; --tx-splice splices)");
 	else if (ok)
 		log_info("vsock: guest-to-host data: spliced by reference on "
 			 "stream sockets (%s), at most %u tx chains held per "
@@ -604,6 +612,7 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 		{ "cpus", required_argument, NULL, OPT_CPUS },
 		{ "poll-us", required_argument, NULL, OPT_POLL_US },
 		{ "tx-copy", no_argument, NULL, OPT_TX_COPY },
+		{ "tx-splice", no_argument, NULL, OPT_TX_SPLICE },
 		{ "tx-hold", required_argument, NULL, OPT_TX_HOLD },
 		/* vhost-device-vsock's AF_VSOCK backend: refused by name. */
 		{ "forward-cid", required_argument, NULL, OPT_FORWARD },
@@ -626,6 +635,9 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 	rc = vmio_cli_parse_backend(&cl, argc, argv, &o);
 	if (rc >= 0)
 		return rc;
+	if (v->tx_copy && v->tx_splice)
+		return vmio_cli_usage_error("vsock", "--tx-copy and --tx-splice "
+						     "exclude each other");
 	log_tx_path(v);
 	multi = has_vm_list(v);
 	if (multi)
