@@ -27,17 +27,6 @@ static uint16_t avail_flags(bool wrap)
 	return wrap ? VIRTQ_DESC_F_AVAIL : VIRTQ_DESC_F_USED;
 }
 
-static void advance(uint16_t *pos, bool *wrap, unsigned by, unsigned size)
-{
-	unsigned p = *pos + by;
-
-	if (p >= size) {
-		p -= size;
-		*wrap = !*wrap;
-	}
-	*pos = (uint16_t)p;
-}
-
 static bool is_used(const struct vmio_dvq *q, uint16_t flags)
 {
 	return !!(flags & VIRTQ_DESC_F_AVAIL) == q->used_wrap &&
@@ -53,7 +42,7 @@ int vmio_dvq_packed_setup(struct vmio_dvq *q)
 	memset(q->pdesc, 0, (size_t)q->size * sizeof(*q->pdesc));
 	memset(q->driver_event, 0, sizeof(*q->driver_event));
 	memset(q->device_event, 0, sizeof(*q->device_event));
-	q->avail_wrap = q->used_wrap = q->kicked_wrap = true;
+	q->avail_wrap = q->used_wrap = true;
 	return 0;
 }
 
@@ -82,7 +71,7 @@ int vmio_dvq_packed_add(struct vmio_dvq *q, const struct vmio_dbuf *bufs,
 			first_flags = flags; /* written at the kick */
 		else
 			d->flags = htole16(flags);
-		advance(&q->next_avail, &q->avail_wrap, 1, q->size);
+		pvirtq_advance(&q->next_avail, &q->avail_wrap, 1, q->size);
 	}
 	q->free_head = q->next_free[id];
 	q->num_free -= n;
@@ -99,21 +88,15 @@ int vmio_dvq_packed_add(struct vmio_dvq *q, const struct vmio_dbuf *bufs,
 static bool device_wants_kick(struct vmio_dvq *q)
 {
 	uint16_t flags = ld16(&q->device_event->flags, __ATOMIC_RELAXED);
-	uint16_t off_wrap;
-	int off, old = q->kicked_pos, new_pos = q->next_avail;
 
 	if (flags == VIRTQ_EVENT_F_DISABLE)
 		return false;
 	if (flags != VIRTQ_EVENT_F_DESC || !q->event_idx)
 		return true;
-	off_wrap = ld16(&q->device_event->off_wrap, __ATOMIC_RELAXED);
-	off = off_wrap & (PVIRTQ_MAX_SIZE - 1);
-	if (new_pos <= old)
-		old -= q->size;
-	if ((bool)(off_wrap >> VIRTQ_EVENT_WRAP_SHIFT) != q->avail_wrap)
-		off -= q->size;
-	return virtq_need_event((uint16_t)off, (uint16_t)new_pos,
-				(uint16_t)old);
+	return pvirtq_need_event(ld16(&q->device_event->off_wrap,
+				      __ATOMIC_RELAXED),
+				 q->next_avail, q->kicked_pos, q->avail_wrap,
+				 q->size);
 }
 
 bool vmio_dvq_packed_kick(struct vmio_dvq *q)
@@ -133,7 +116,6 @@ bool vmio_dvq_packed_kick(struct vmio_dvq *q)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	want = device_wants_kick(q);
 	q->kicked_pos = q->next_avail;
-	q->kicked_wrap = q->avail_wrap;
 	if (!want)
 		return false;
 	if (q->kick_fd >= 0 && write(q->kick_fd, &one, sizeof(one)) < 0)
@@ -155,13 +137,13 @@ void *vmio_dvq_packed_get_used(struct vmio_dvq *q, uint32_t *len)
 		/* A device that returns an id we never gave it (or twice)
 		 * is the bug under test: skip one slot, keep our list. */
 		if (id >= q->size || !q->chain_len[id]) {
-			advance(&q->next_used, &q->used_wrap, 1, q->size);
+			pvirtq_advance(&q->next_used, &q->used_wrap, 1, q->size);
 			continue;
 		}
 		token = q->tokens[id];
 		if (len)
 			*len = le32toh(d->len);
-		advance(&q->next_used, &q->used_wrap, q->chain_len[id],
+		pvirtq_advance(&q->next_used, &q->used_wrap, q->chain_len[id],
 			q->size);
 		q->num_free += q->chain_len[id];
 		q->chain_len[id] = 0;

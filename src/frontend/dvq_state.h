@@ -47,7 +47,7 @@ struct vmio_dvq {
 	struct pvirtq_event_suppress *driver_event; /* we write it */
 	struct pvirtq_event_suppress *device_event; /* we read it */
 	uint16_t next_avail, next_used, kicked_pos;
-	bool avail_wrap, used_wrap, kicked_wrap;
+	bool avail_wrap, used_wrap;
 	/* Chains added, not yet made available: their first descriptor and
 	 * the flags that will make it so, at the next kick. */
 	uint16_t *unpublished;

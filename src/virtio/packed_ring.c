@@ -18,11 +18,6 @@
 #include "virtio/ring_access.h"
 #include "virtio/vq_signal.h"
 
-static bool aligned(const void *p, uint64_t uva, uintptr_t align)
-{
-	return !((uintptr_t)p & (align - 1)) && !(uva & (align - 1));
-}
-
 static int grow(uint16_t **array, unsigned n)
 {
 	uint16_t *p = realloc(*array, n * sizeof(**array));
@@ -40,17 +35,13 @@ int vmio_packed_map(struct vmio_vq *vq, const struct vmio_mem *mem)
 
 	if (!n || n > PVIRTQ_MAX_SIZE)
 		return -EFAULT;
-	desc = vmio_mem_uva_ptr(mem, vq->desc_uva,
-				(uint64_t)n * sizeof(struct pvirtq_desc));
-	driver = vmio_mem_uva_ptr(mem, vq->avail_uva,
-				  sizeof(struct pvirtq_event_suppress));
-	device = vmio_mem_uva_ptr(mem, vq->used_uva,
-				  sizeof(struct pvirtq_event_suppress));
+	desc = vmio_ring_area(mem, vq->desc_uva,
+			      (uint64_t)n * sizeof(struct pvirtq_desc), 16);
+	driver = vmio_ring_area(mem, vq->avail_uva,
+				sizeof(struct pvirtq_event_suppress), 4);
+	device = vmio_ring_area(mem, vq->used_uva,
+				sizeof(struct pvirtq_event_suppress), 4);
 	if (!desc || !driver || !device)
-		return -EFAULT;
-	if (!aligned(desc, vq->desc_uva, 16) ||
-	    !aligned(driver, vq->avail_uva, 4) ||
-	    !aligned(device, vq->used_uva, 4))
 		return -EFAULT;
 	/* Kept across a remap: chains still out keep their counts. */
 	if (grow(&vq->buf_ndesc, n) || grow(&vq->pop_from, n))
@@ -78,17 +69,6 @@ static void read_desc(struct pvirtq_desc *d, const struct pvirtq_desc *src)
 	d->len = le32toh(raw.len);
 	d->id = le16toh(raw.id);
 	d->flags = le16toh(raw.flags);
-}
-
-static void advance(uint16_t *pos, bool *wrap, unsigned by, unsigned size)
-{
-	unsigned p = *pos + by;
-
-	if (p >= size) {
-		p -= size;
-		*wrap = !*wrap;
-	}
-	*pos = (uint16_t)p;
 }
 
 /* An indirect table: its entries in order, only WRITE meaning anything. */
@@ -149,7 +129,7 @@ static int walk_chain(struct vmio_walk *w, uint16_t *id)
 		}
 		if (!(d.flags & VIRTQ_DESC_F_NEXT))
 			break;
-		advance(&pos, &wrap, 1, vq->size);
+		pvirtq_advance(&pos, &wrap, 1, vq->size);
 	}
 	if (d.id >= vq->size) {
 		vmio_vq_set_broken(vq, "descriptor %u: buffer id %u beyond the queue size %u",
@@ -182,7 +162,7 @@ int vmio_packed_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 	vq->pop_from[vq->pops % vq->size] =
 		vmio_packed_position(vq->last_avail_idx, vq->avail_wrap);
 	vq->pops++;
-	advance(&vq->last_avail_idx, &vq->avail_wrap, (unsigned)n, vq->size);
+	pvirtq_advance(&vq->last_avail_idx, &vq->avail_wrap, (unsigned)n, vq->size);
 	if (vq->event_idx && !vq->kicks_disabled)
 		vmio_st16(&vq->device_event->off_wrap,
 			  vmio_packed_position(vq->last_avail_idx,
@@ -219,7 +199,7 @@ void vmio_packed_push(struct vmio_vq *vq, uint16_t id, uint32_t written)
 	d->len = htole32(written);
 	/* Release: id and len are there before the driver sees it used. */
 	vmio_st16_release(&d->flags, flags);
-	advance(&vq->used_idx, &vq->used_wrap, skip, vq->size);
+	pvirtq_advance(&vq->used_idx, &vq->used_wrap, skip, vq->size);
 	vq->unflushed += skip;
 }
 
@@ -234,9 +214,6 @@ static bool need_notify(struct vmio_vq *vq, unsigned pushed)
 	uint16_t flags = vmio_ld16(&vq->driver_event->flags);
 	int old = vq->signalled_used, new_pos = vq->used_idx;
 	bool valid = vq->signalled_used_valid;
-	uint16_t off_wrap;
-	int off;
-
 	vq->signalled_used = vq->used_idx;
 	vq->signalled_used_valid = true;
 	if (flags == VIRTQ_EVENT_F_DISABLE)
@@ -244,16 +221,8 @@ static bool need_notify(struct vmio_vq *vq, unsigned pushed)
 	if (flags != VIRTQ_EVENT_F_DESC || !vq->event_idx || !valid ||
 	    pushed >= vq->size)
 		return true;
-	off_wrap = vmio_ld16(&vq->driver_event->off_wrap);
-	off = off_wrap & (PVIRTQ_MAX_SIZE - 1);
-	/* Positions on one scale: what lies before a wrap counts from
-	 * -size. */
-	if (new_pos <= old)
-		old -= vq->size;
-	if ((bool)(off_wrap >> VIRTQ_EVENT_WRAP_SHIFT) != vq->used_wrap)
-		off -= vq->size;
-	return virtq_need_event((uint16_t)off, (uint16_t)new_pos,
-				(uint16_t)old);
+	return pvirtq_need_event(vmio_ld16(&vq->driver_event->off_wrap),
+				 new_pos, old, vq->used_wrap, vq->size);
 }
 
 void vmio_packed_flush_and_notify(struct vmio_vq *vq)

@@ -92,4 +92,37 @@ struct pvirtq_event_suppress {
 /* The largest packed queue (2.8: up to 2^15 entries). */
 #define PVIRTQ_MAX_SIZE 32768
 
+/* Moves a packed ring position by `by` slots, flipping its wrap counter
+ * when it passes the end. */
+static inline void pvirtq_advance(uint16_t *pos, _Bool *wrap, unsigned by,
+				  unsigned size)
+{
+	unsigned p = *pos + by;
+
+	if (p >= size) {
+		p -= size;
+		*wrap = !*wrap;
+	}
+	*pos = (uint16_t)p;
+}
+
+/* The event-index rule on a packed ring (2.8.10), for either side: the
+ * other side asked (off_wrap: offset and wrap counter) to hear of the
+ * descriptor there; since it was last told at position old we moved to
+ * new, whose wrap counter is wrap. Offsets wrap at the ring's size, so
+ * both are put on one scale first: what lies before a wrap counts from
+ * -size. Good for less than a ring's worth of slots between decisions. */
+static inline int pvirtq_need_event(uint16_t off_wrap, int new_pos, int old,
+				    _Bool wrap, unsigned size)
+{
+	int off = off_wrap & (PVIRTQ_MAX_SIZE - 1);
+
+	if (new_pos <= old)
+		old -= (int)size;
+	if ((_Bool)(off_wrap >> VIRTQ_EVENT_WRAP_SHIFT) != wrap)
+		off -= (int)size;
+	return virtq_need_event((uint16_t)off, (uint16_t)new_pos,
+				(uint16_t)old);
+}
+
 #endif

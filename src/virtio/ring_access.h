@@ -1,11 +1,13 @@
 /* Single ring fields in memory the guest writes concurrently: read and
  * written with relaxed atomics, so that the compiler touches each of them
- * exactly once where the code says. */
+ * exactly once where the code says; and the ring areas' mapping. */
 #ifndef VMIO_VIRTIO_RING_ACCESS_H
 #define VMIO_VIRTIO_RING_ACCESS_H
 
 #include <endian.h>
 #include <stdint.h>
+
+#include "virtio/memory.h"
 
 static inline uint16_t vmio_ld16(const uint16_t *p)
 {
@@ -25,6 +27,19 @@ static inline void vmio_st16(uint16_t *p, uint16_t v)
 static inline void vmio_st16_release(uint16_t *p, uint16_t v)
 {
 	__atomic_store_n(p, htole16(v), __ATOMIC_RELEASE);
+}
+
+/* The local address of a ring area of len bytes at VMM address uva,
+ * aligned to align there and here, or NULL (outside guest memory, across
+ * regions, or misaligned). */
+static inline void *vmio_ring_area(const struct vmio_mem *mem, uint64_t uva,
+				   uint64_t len, uintptr_t align)
+{
+	void *p = vmio_mem_uva_ptr(mem, uva, len);
+
+	if (!p || ((uintptr_t)p & (align - 1)) || (uva & (align - 1)))
+		return NULL;
+	return p;
 }
 
 #endif

@@ -18,11 +18,6 @@ static inline uint16_t *avail_event(const struct vmio_vq *vq)
 	return (uint16_t *)&vq->used->ring[vq->size];
 }
 
-static bool aligned(const void *p, uint64_t uva, uintptr_t align)
-{
-	return !((uintptr_t)p & (align - 1)) && !(uva & (align - 1));
-}
-
 int vmio_split_map(struct vmio_vq *vq, const struct vmio_mem *mem)
 {
 	unsigned n = vq->size;
@@ -32,14 +27,10 @@ int vmio_split_map(struct vmio_vq *vq, const struct vmio_mem *mem)
 	 * ring index arithmetic below relies on it. */
 	if (!n || n > VIRTQ_MAX_SIZE || (n & (n - 1)))
 		return -EFAULT;
-	desc = vmio_mem_uva_ptr(mem, vq->desc_uva, virtq_desc_bytes(n));
-	avail = vmio_mem_uva_ptr(mem, vq->avail_uva, virtq_avail_bytes(n));
-	used = vmio_mem_uva_ptr(mem, vq->used_uva, virtq_used_bytes(n));
+	desc = vmio_ring_area(mem, vq->desc_uva, virtq_desc_bytes(n), 16);
+	avail = vmio_ring_area(mem, vq->avail_uva, virtq_avail_bytes(n), 2);
+	used = vmio_ring_area(mem, vq->used_uva, virtq_used_bytes(n), 4);
 	if (!desc || !avail || !used)
-		return -EFAULT;
-	if (!aligned(desc, vq->desc_uva, 16) ||
-	    !aligned(avail, vq->avail_uva, 2) ||
-	    !aligned(used, vq->used_uva, 4))
 		return -EFAULT;
 	vq->desc = desc;
 	vq->avail = avail;
