@@ -4,6 +4,10 @@
  * Every message is checked for shape (payload size, fd count) against a
  * table before its handler runs, and every handler validates before it
  * changes anything, so a refused message leaves the state as it was.
+ * The queues a request changes (stops_of, from the same table) have
+ * stopped before its handler runs, on their own threads if they are
+ * served elsewhere, and are restarted after it if they can run: the
+ * handlers change stopped queues only, and start or stop none.
  *
  * What a failed message does to the connection:
  *  - a request with a reply of its own (GET_*) gets that reply with an
@@ -75,19 +79,12 @@ static void remap_all(struct vmio_backend *be)
 	}
 }
 
-/* Around every change of the memory table: the device drops its pointers
- * and its queues stop before the table changes, and restart after. */
+/* Before every change of the memory table (its queues have stopped, and
+ * the dispatcher restarts them after): the device drops its pointers. */
 static void memory_change_begin(struct vmio_backend *be)
 {
 	if (be->mem.nregions && be->ops->memory_changing)
 		be->ops->memory_changing(be->dev);
-	vmio_bq_pause_all(be);
-}
-
-static void memory_change_end(struct vmio_backend *be)
-{
-	remap_all(be);
-	vmio_bq_sync_all(be);
 }
 
 /* ---- Message handlers -------------------------------------------------- */
@@ -141,7 +138,6 @@ static int set_features(struct vmio_backend *be, struct vhost_user_msg *msg,
 		       (unsigned long long)(want & ~offered_features(be)));
 		return -EINVAL;
 	}
-	vmio_bq_pause_all(be);
 	be->acked_features = want;
 	apply_ring_features(be);
 	if (be->ops->features_set)
@@ -152,7 +148,6 @@ static int set_features(struct vmio_backend *be, struct vhost_user_msg *msg,
 		be->acked_features = old;
 		apply_ring_features(be);
 	}
-	vmio_bq_sync_all(be);
 	return rc;
 }
 
@@ -234,7 +229,7 @@ static int set_mem_table(struct vmio_backend *be, struct vhost_user_msg *msg,
 		vmio_vq_unmap(&be->queues[i].vq);
 	vmio_mem_clear(&be->mem);
 	vmio_mem_move(&be->mem, &be->new_mem);
-	memory_change_end(be);
+	remap_all(be);
 	return 0;
 }
 
@@ -262,7 +257,7 @@ static int add_mem_reg(struct vmio_backend *be, struct vhost_user_msg *msg,
 		       (unsigned long long)d.gpa, (unsigned long long)d.size,
 		       (unsigned long long)d.uva,
 		       (unsigned long long)d.mmap_offset, why);
-	memory_change_end(be);
+	remap_all(be);
 	return rc;
 }
 
@@ -282,7 +277,7 @@ static int rem_mem_reg(struct vmio_backend *be, struct vhost_user_msg *msg,
 		       "uva 0x%llx",
 		       (unsigned long long)d.gpa, (unsigned long long)d.size,
 		       (unsigned long long)d.uva);
-	memory_change_end(be);
+	remap_all(be);
 	return rc;
 }
 
@@ -303,13 +298,11 @@ static int set_vring_num(struct vmio_backend *be, struct vhost_user_msg *msg,
 			       be->ops->max_queue_size : VIRTQ_MAX_SIZE);
 		return -EINVAL;
 	}
-	vmio_bq_pause(q);
 	q->vq.size = (uint16_t)s->num;
 	if (vmio_bq_remap(q))
 		be_err(be, "SET_VRING_NUM: queue %u: rings of %u entries do not "
 		       "fit in guest memory; queue not served",
 		       s->index, s->num);
-	vmio_bq_sync(q);
 	return 0;
 }
 
@@ -322,7 +315,6 @@ static int set_vring_addr(struct vmio_backend *be, struct vhost_user_msg *msg,
 
 	if (!q)
 		return -EINVAL;
-	vmio_bq_pause(q);
 	q->vq.desc_uva = a->desc_uva;
 	q->vq.avail_uva = a->avail_uva;
 	q->vq.used_uva = a->used_uva;
@@ -337,7 +329,6 @@ static int set_vring_addr(struct vmio_backend *be, struct vhost_user_msg *msg,
 		       (unsigned long long)a->used_uva);
 		q->vq.addr_set = false;
 	}
-	vmio_bq_sync(q);
 	return rc;
 }
 
@@ -373,7 +364,6 @@ static int set_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 		       s->index, s->num);
 		return -EINVAL;
 	}
-	vmio_bq_pause(q);
 	/* Nothing is in flight across a stop, so used catches up with avail;
 	 * a queue the guest broke gets a fresh start. */
 	if (q->vq.packed) {
@@ -385,7 +375,6 @@ static int set_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 	}
 	q->vq.signalled_used_valid = false;
 	q->vq.broken = false;
-	vmio_bq_sync(q);
 	return 0;
 }
 
@@ -399,10 +388,9 @@ static int get_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 	if (!q)
 		return -EINVAL;
 	vq = &q->vq;
-	/* Not started first: the device sees VMIO_QUEUE_HALT, not a pause, and
-	 * gives back every chain it holds before we read the index. */
+	/* The queue stopped for good (VMIO_QUEUE_HALT) before we got here:
+	 * the device gave back every chain it held. */
 	q->vq.started = false;
-	vmio_bq_pause(q);
 	vmio_bq_set_kick_fd(q, -1);
 	reply->payload.state.index = s->index;
 	if (vq->packed)
@@ -453,14 +441,12 @@ static int set_vring_kick(struct vmio_backend *be, struct vhost_user_msg *msg,
 		vmio_close_fd(&fd);
 		return -EINVAL;
 	}
-	vmio_bq_pause(q);
 	vmio_bq_set_kick_fd(q, fd);
 	q->vq.started = true;
 	/* Without protocol features there is no SET_VRING_ENABLE: a started
 	 * ring is an enabled one. */
 	if (!(be->acked_features & VMIO_BIT(VHOST_USER_F_PROTOCOL_FEATURES)))
 		q->vq.enabled = true;
-	vmio_bq_sync(q);
 	return 0;
 }
 
@@ -483,12 +469,10 @@ static int swap_vring_notifier(struct vmio_backend *be,
 	 * loop in write(). */
 	if (fd >= 0)
 		vmio_fd_set_nonblock(fd);
-	vmio_bq_pause(q);
 	vmio_close_fd(slot);
 	*slot = fd;
 	if (which == VRING_CALL)
 		vmio_vq_call_fd_replaced(&q->vq);
-	vmio_bq_sync(q);
 	return 0;
 }
 
@@ -518,11 +502,9 @@ static int set_vring_enable(struct vmio_backend *be,
 		       s->index, s->num);
 		return -EINVAL;
 	}
-	/* Enabled first: a device sees a disable as VMIO_QUEUE_HALT (and
-	 * gives back what it holds), a re-enable as a pause. */
+	/* A disable stopped the queue for good (VMIO_QUEUE_HALT: the device
+	 * gave back what it holds) before we got here. */
 	q->vq.enabled = s->num;
-	vmio_bq_pause(q);
-	vmio_bq_sync(q);
 	return 0;
 }
 
