@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "frontend/driver_in_order.h"
+
 static uint16_t ld16(const uint16_t *p, int order)
 {
 	return le16toh(__atomic_load_n(p, order));
@@ -123,13 +125,56 @@ bool vmio_dvq_packed_kick(struct vmio_dvq *q)
 	return true;
 }
 
+/* Gives id's slots and id back; returns its token. */
+static void *take_used(struct vmio_dvq *q, uint16_t id)
+{
+	void *token = q->tokens[id];
+
+	pvirtq_advance(&q->next_used, &q->used_wrap, q->chain_len[id], q->size);
+	q->num_free += q->chain_len[id];
+	q->chain_len[id] = 0;
+	q->tokens[id] = NULL;
+	q->next_free[id] = q->free_head;
+	q->free_head = id;
+	return token;
+}
+
+/* Under IN_ORDER the used descriptor is read only where a batch begins
+ * (driver_in_order.h); the chains of a batch take their slots in turn. */
+static void *get_used_in_order(struct vmio_dvq *q, uint32_t *len)
+{
+	for (;;) {
+		struct pvirtq_desc *d = &q->pdesc[q->next_used];
+		uint32_t n;
+		int id;
+
+		if (!q->batch_seen) {
+			if (!is_used(q, ld16(&d->flags, __ATOMIC_ACQUIRE)))
+				return NULL;
+			vmio_dvq_order_see(q, le16toh(d->id), le32toh(d->len));
+		}
+		id = vmio_dvq_order_take(q, &n);
+		if (id < 0) {
+			/* Used beyond what we gave: skip the slot. */
+			pvirtq_advance(&q->next_used, &q->used_wrap, 1, q->size);
+			continue;
+		}
+		if (!q->chain_len[id])
+			continue;
+		if (len)
+			*len = n;
+		return take_used(q, (uint16_t)id);
+	}
+}
+
 void *vmio_dvq_packed_get_used(struct vmio_dvq *q, uint32_t *len)
 {
+	if (q->in_order)
+		return get_used_in_order(q, len);
 	for (;;) {
 		struct pvirtq_desc *d = &q->pdesc[q->next_used];
 		uint16_t flags = ld16(&d->flags, __ATOMIC_ACQUIRE);
 		uint16_t id;
-		void *token;
 
 		if (!is_used(q, flags))
 			return NULL;
@@ -140,17 +185,9 @@ void *vmio_dvq_packed_get_used(struct vmio_dvq *q, uint32_t *len)
 			pvirtq_advance(&q->next_used, &q->used_wrap, 1, q->size);
 			continue;
 		}
-		token = q->tokens[id];
 		if (len)
 			*len = le32toh(d->len);
-		pvirtq_advance(&q->next_used, &q->used_wrap, q->chain_len[id],
-			q->size);
-		q->num_free += q->chain_len[id];
-		q->chain_len[id] = 0;
-		q->tokens[id] = NULL;
-		q->next_free[id] = q->free_head;
-		q->free_head = id;
-		return token;
+		return take_used(q, id);
 	}
 }
 
@@ -173,7 +210,8 @@ void vmio_dvq_packed_want_interrupt(struct vmio_dvq *q)
 
 bool vmio_dvq_packed_used_pending(struct vmio_dvq *q)
 {
-	return is_used(q, ld16(&q->pdesc[q->next_used].flags, __ATOMIC_ACQUIRE));
+	return q->batch_seen ||
+	       is_used(q, ld16(&q->pdesc[q->next_used].flags, __ATOMIC_ACQUIRE));
 }
 
 void vmio_dvq_packed_fill_table(struct pvirtq_desc *t,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "frontend/driver_in_order.h"
 #include "frontend/driver_packed.h"
 
 /* The ring is shared with a device in another process: every index the
@@ -29,6 +30,7 @@ static void free_list_init(struct vmio_dvq *q)
 	for (unsigned i = 0; i < q->size; i++)
 		q->next_free[i] = (uint16_t)(i + 1);
 	q->free_head = 0;
+	q->free_tail = (uint16_t)(q->size - 1);
 	q->num_free = q->size;
 }
 
@@ -52,7 +54,8 @@ static int dvq_alloc(struct vmio_dvq *q)
 	q->next_free = calloc(q->size, sizeof(*q->next_free));
 	q->tokens = calloc(q->size, sizeof(*q->tokens));
 	q->chain_len = calloc(q->size, sizeof(*q->chain_len));
-	if (!q->next_free || !q->tokens || !q->chain_len ||
+	q->order = calloc(q->size, sizeof(*q->order));
+	if (!q->next_free || !q->tokens || !q->chain_len || !q->order ||
 	    (q->packed && vmio_dvq_packed_setup(q))) {
 		vmio_dvq_release(q);
 		return -ENOMEM;
@@ -97,11 +100,13 @@ void vmio_dvq_release(struct vmio_dvq *q)
 	free(q->next_free);
 	free(q->tokens);
 	free(q->chain_len);
+	free(q->order);
 	free(q->unpublished);
 	free(q->unpublished_flags);
 	q->next_free = NULL;
 	q->tokens = NULL;
 	q->chain_len = NULL;
+	q->order = NULL;
 	q->unpublished = NULL;
 	q->unpublished_flags = NULL;
 	q->num_free = 0;
@@ -111,14 +116,12 @@ void vmio_dvq_release(struct vmio_dvq *q)
  * the members of a chain stay linked through next_free: giving the chain
  * back only needs its head and length, never the descriptor table, which
  * a test may have rewritten by hand. */
-int vmio_dvq_add(struct vmio_dvq *q, const struct vmio_dbuf *bufs, unsigned n,
-		 void *token)
+static int split_add(struct vmio_dvq *q, const struct vmio_dbuf *bufs,
+		     unsigned n, void *token)
 {
 	uint16_t head = q->free_head;
 	uint16_t i = head;
 
-	if (q->packed)
-		return vmio_dvq_packed_add(q, bufs, n, token);
 	if (n == 0)
 		return -EINVAL;
 	if (n > q->num_free)
@@ -146,6 +149,17 @@ int vmio_dvq_add(struct vmio_dvq *q, const struct vmio_dbuf *bufs, unsigned n,
 	q->avail->ring[q->avail_idx & (q->size - 1)] = htole16(head);
 	q->avail_idx++;
 	return head;
+}
+
+int vmio_dvq_add(struct vmio_dvq *q, const struct vmio_dbuf *bufs, unsigned n,
+		 void *token)
+{
+	int id = q->packed ? vmio_dvq_packed_add(q, bufs, n, token)
+			   : split_add(q, bufs, n, token);
+
+	if (id >= 0 && q->in_order)
+		vmio_dvq_order_push(q, (uint16_t)id);
+	return id;
 }
 
 static bool device_wants_kick(struct vmio_dvq *q, uint16_t old_idx,
@@ -190,11 +204,45 @@ static void free_chain(struct vmio_dvq *q, uint16_t head)
 
 	for (unsigned k = 1; k < q->chain_len[head]; k++)
 		last = q->next_free[last];
-	q->next_free[last] = q->free_head;
-	q->free_head = head;
+	/* To the tail: see free_head in dvq_state.h. */
+	if (q->num_free)
+		q->next_free[q->free_tail] = head;
+	else
+		q->free_head = head;
+	q->free_tail = last;
 	q->num_free += q->chain_len[head];
 	q->chain_len[head] = 0;
 	q->tokens[head] = NULL;
+}
+
+/* Under IN_ORDER: the entry at last_used_idx is read only where a batch
+ * begins (driver_in_order.h). */
+static void *split_get_used_in_order(struct vmio_dvq *q, uint32_t *len)
+{
+	uint16_t used_idx =
+		le16toh(__atomic_load_n(&q->used->idx, __ATOMIC_ACQUIRE));
+
+	while (used_idx != q->last_used_idx) {
+		const struct virtq_used_elem *e =
+			&q->used->ring[q->last_used_idx & (q->size - 1)];
+		uint32_t n;
+		void *token;
+		int id;
+
+		if (!q->batch_seen)
+			vmio_dvq_order_see(q, (uint16_t)le32toh(e->id),
+					   le32toh(e->len));
+		q->last_used_idx++;
+		id = vmio_dvq_order_take(q, &n);
+		if (id < 0 || !q->chain_len[id])
+			continue;
+		token = q->tokens[id];
+		if (len)
+			*len = n;
+		free_chain(q, (uint16_t)id);
+		return token;
+	}
+	return NULL;
 }
 
 void *vmio_dvq_get_used(struct vmio_dvq *q, uint32_t *len)
@@ -203,6 +251,8 @@ void *vmio_dvq_get_used(struct vmio_dvq *q, uint32_t *len)
 
 	if (q->packed)
 		return vmio_dvq_packed_get_used(q, len);
+	if (q->in_order)
+		return split_get_used_in_order(q, len);
 	/* Acquire: the used element must be read after the index that
 	 * published it. */
 	used_idx = le16toh(__atomic_load_n(&q->used->idx, __ATOMIC_ACQUIRE));

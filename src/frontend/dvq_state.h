@@ -25,8 +25,10 @@ struct vmio_dvq {
 	struct virtq_used *used;
 	uint64_t desc_gpa, avail_gpa, used_gpa;
 
-	/* Free descriptor list, linked through next_free. */
-	uint16_t free_head;
+	/* Free descriptor list, linked through next_free. Split: a chain
+	 * given back goes to the tail, so that under IN_ORDER descriptors
+	 * are taken in ring order (2.7.9). */
+	uint16_t free_head, free_tail;
 	uint16_t num_free;
 	uint16_t *next_free;
 	void **tokens;        /* per head: what add() was given */
@@ -35,6 +37,17 @@ struct vmio_dvq {
 	uint16_t avail_idx;     /* shadow of avail->idx incl. unpublished */
 	uint16_t kicked_idx;    /* avail->idx at the last kick decision */
 	uint16_t last_used_idx; /* next used entry to reap */
+
+	/* VIRTIO_F_IN_ORDER (driver_in_order.h): the ids made available,
+	 * oldest first (order, a ring of size entries), and the one used entry the
+	 * device wrote for its current batch (2.7.9, 2.8.20): every chain
+	 * before batch_id in order is used too, with no length. */
+	bool in_order;
+	uint16_t *order;
+	uint16_t order_head, order_count;
+	bool batch_seen;
+	uint16_t batch_id;
+	uint32_t batch_len;
 
 	int kick_fd; /* we write it to notify the device */
 	int call_fd; /* the device writes it to notify us */

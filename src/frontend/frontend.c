@@ -191,12 +191,17 @@ static int get_u64(struct vmio_fe *fe, uint32_t request, uint64_t *v)
 			       sizeof(*v));
 }
 
-uint64_t vmio_fe_ring_layout(void)
+uint64_t vmio_fe_ring_features(void)
 {
 	const char *ring = getenv("VMIO_RING");
+	const char *in_order = getenv("VMIO_IN_ORDER");
+	uint64_t f = 0;
 
-	return ring && !strcmp(ring, "packed") ? VMIO_BIT(VIRTIO_F_RING_PACKED)
-					       : 0;
+	if (ring && !strcmp(ring, "packed"))
+		f |= VMIO_BIT(VIRTIO_F_RING_PACKED);
+	if (!in_order || strcmp(in_order, "0"))
+		f |= VMIO_BIT(VIRTIO_F_IN_ORDER);
+	return f;
 }
 
 int vmio_fe_negotiate(struct vmio_fe *fe, uint64_t want_features,
@@ -208,7 +213,7 @@ int vmio_fe_negotiate(struct vmio_fe *fe, uint64_t want_features,
 	r = get_u64(fe, VHOST_USER_GET_FEATURES, &fe->device_features);
 	if (r < 0)
 		return r;
-	want_features |= vmio_fe_ring_layout();
+	want_features |= vmio_fe_ring_features();
 	fe->features = fe->device_features & want_features & ~proto_bit;
 
 	/* Protocol features come first, as QEMU sends them, so that every
@@ -412,6 +417,7 @@ int vmio_fe_queue_setup(struct vmio_fe *fe, unsigned idx, uint16_t size)
 		return r;
 	q = &fe->queues[idx];
 	q->event_idx = fe->features & VMIO_BIT(VIRTIO_RING_F_EVENT_IDX);
+	q->in_order = fe->features & VMIO_BIT(VIRTIO_F_IN_ORDER);
 	q->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	q->call_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	fe->queue_set_up[idx] = true;

@@ -47,10 +47,12 @@ int vmio_fe_request(struct vmio_fe *fe, uint32_t request, const void *payload,
 		    uint32_t len, const int *fds, unsigned nfds, bool need_reply,
 		    void *reply, uint32_t reply_len);
 
-/* VIRTIO_F_RING_PACKED when the environment says VMIO_RING=packed, else
- * 0: every front end of ours asks for it then, so that a whole test run
- * or benchmark can go over packed rings. */
-uint64_t vmio_fe_ring_layout(void);
+/* The ring features every front end of ours asks for, so that a whole
+ * test run or benchmark can go one way or the other: VIRTIO_F_RING_PACKED
+ * when the environment says VMIO_RING=packed; VIRTIO_F_IN_ORDER (taken
+ * where offered, as DPDK's virtio-user does) unless it says
+ * VMIO_IN_ORDER=0. */
+uint64_t vmio_fe_ring_features(void);
 
 /* GET_FEATURES, GET/SET_PROTOCOL_FEATURES, SET_OWNER, SET_FEATURES with
  * the intersection of what is offered and wanted. Returns 0 or -errno. */

@@ -383,6 +383,7 @@ void vmio_backend_write_stats(const struct vmio_backend *be,
 	vmio_json_kv_string(j, "socket", be->socket_path);
 	vmio_json_kv_uint(j, "sessions", be->sessions);
 	vmio_json_kv_uint(j, "protocol_errors", be->errors);
+	vmio_json_kv_uint(j, "features", be->acked_features);
 	vmio_json_key(j, "connected");
 	vmio_json_bool(j, be->chan.open);
 }

@@ -124,6 +124,7 @@ static void apply_ring_features(struct vmio_backend *be)
 		vq->indirect =
 			be->acked_features & VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC);
 		vq->packed = be->acked_features & VMIO_BIT(VIRTIO_F_RING_PACKED);
+		vq->in_order = be->acked_features & VMIO_BIT(VIRTIO_F_IN_ORDER);
 	}
 }
 
@@ -374,6 +375,7 @@ static int set_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 		q->vq.published_used = (uint16_t)s->num;
 	}
 	q->vq.signalled_used_valid = false;
+	q->vq.batch_len = 0;
 	q->vq.broken = false;
 	return 0;
 }

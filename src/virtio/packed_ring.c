@@ -182,25 +182,56 @@ void vmio_packed_unpop(struct vmio_vq *vq, unsigned n)
 	vq->avail_wrap = from >> VIRTQ_EVENT_WRAP_SHIFT;
 }
 
-void vmio_packed_push(struct vmio_vq *vq, uint16_t id, uint32_t written)
+/* Ring descriptors the chain of id took (1 for an id no pop gave). */
+static unsigned chain_slots(const struct vmio_vq *vq, uint16_t id)
 {
-	struct pvirtq_desc *d;
-	uint16_t flags = vq->used_wrap ? VIRTQ_DESC_F_AVAIL | VIRTQ_DESC_F_USED
-				       : 0;
-	unsigned skip = id < vq->size && vq->buf_ndesc[id] ? vq->buf_ndesc[id]
-							    : 1;
+	return id < vq->size && vq->buf_ndesc[id] ? vq->buf_ndesc[id] : 1;
+}
 
-	if (vq->used_idx >= vq->size)
-		return; /* a base no pop accepted */
-	d = &vq->pdesc[vq->used_idx];
+static void write_used(struct vmio_vq *vq, uint16_t pos, bool wrap,
+		       uint16_t id, uint32_t written)
+{
+	struct pvirtq_desc *d = &vq->pdesc[pos];
+	uint16_t flags = wrap ? VIRTQ_DESC_F_AVAIL | VIRTQ_DESC_F_USED : 0;
+
 	if (written)
 		flags |= VIRTQ_DESC_F_WRITE;
 	d->id = htole16(id);
 	d->len = htole32(written);
 	/* Release: id and len are there before the driver sees it used. */
 	vmio_st16_release(&d->flags, flags);
+}
+
+void vmio_packed_push(struct vmio_vq *vq, uint16_t id, uint32_t written)
+{
+	unsigned skip = chain_slots(vq, id);
+
+	if (vq->used_idx >= vq->size)
+		return; /* a base no pop accepted */
+	write_used(vq, vq->used_idx, vq->used_wrap, id, written);
 	pvirtq_advance(&vq->used_idx, &vq->used_wrap, skip, vq->size);
 	vq->unflushed += skip;
+}
+
+void vmio_packed_push_batched(struct vmio_vq *vq, uint16_t id)
+{
+	unsigned skip = chain_slots(vq, id);
+
+	if (vq->used_idx >= vq->size)
+		return;
+	if (!vq->batch_len) {
+		vq->batch_at = vq->used_idx;
+		vq->batch_wrap = vq->used_wrap;
+	}
+	vq->batch_id = id;
+	vq->batch_len++;
+	pvirtq_advance(&vq->used_idx, &vq->used_wrap, skip, vq->size);
+	vq->unflushed += skip;
+}
+
+void vmio_packed_end_batch(struct vmio_vq *vq)
+{
+	write_used(vq, vq->batch_at, vq->batch_wrap, vq->batch_id, 0);
 }
 
 /* Whether the driver asked to hear of used descriptors up to new_pos,

@@ -16,6 +16,11 @@ int vmio_packed_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 		    struct vmio_chain *chain);
 void vmio_packed_unpop(struct vmio_vq *vq, unsigned n);
 void vmio_packed_push(struct vmio_vq *vq, uint16_t id, uint32_t written);
+/* In order: id joins the open batch (the used position skips its
+ * descriptors, none is written); end_batch writes the batch's one used
+ * descriptor at its first position (2.8.20). */
+void vmio_packed_push_batched(struct vmio_vq *vq, uint16_t id);
+void vmio_packed_end_batch(struct vmio_vq *vq);
 void vmio_packed_flush_and_notify(struct vmio_vq *vq);
 uint16_t vmio_packed_avail_pending(const struct vmio_vq *vq);
 bool vmio_packed_enable_kicks(struct vmio_vq *vq, bool enable);

@@ -149,6 +149,26 @@ void vmio_split_push(struct vmio_vq *vq, uint16_t head, uint32_t written)
 	vq->used_idx++;
 }
 
+void vmio_split_push_batched(struct vmio_vq *vq, uint16_t head)
+{
+	if (!vq->batch_len)
+		vq->batch_at = vq->used_idx;
+	vq->batch_id = head;
+	vq->batch_len++;
+	vq->used_idx++;
+}
+
+void vmio_split_end_batch(struct vmio_vq *vq)
+{
+	struct virtq_used_elem *e = &vq->used->ring[vq->batch_at & (vq->size - 1)];
+
+	/* The other slots of the batch keep whatever they held: the driver
+	 * reads only this one and knows the chains before it by their order
+	 * (2.7.9). */
+	e->id = htole32(vq->batch_id);
+	e->len = 0;
+}
+
 static bool need_notify(struct vmio_vq *vq, uint16_t new_idx)
 {
 	uint16_t old_idx = vq->signalled_used;

@@ -15,6 +15,10 @@ int vmio_split_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 		   struct vmio_chain *chain);
 void vmio_split_unpop(struct vmio_vq *vq, unsigned n);
 void vmio_split_push(struct vmio_vq *vq, uint16_t head, uint32_t written);
+/* In order: head joins the open batch (the used index moves, no entry is
+ * written); end_batch writes the batch's one entry. */
+void vmio_split_push_batched(struct vmio_vq *vq, uint16_t head);
+void vmio_split_end_batch(struct vmio_vq *vq);
 void vmio_split_flush_and_notify(struct vmio_vq *vq);
 uint16_t vmio_split_avail_pending(const struct vmio_vq *vq);
 bool vmio_split_enable_kicks(struct vmio_vq *vq, bool enable);

@@ -34,11 +34,25 @@ void vmio_vq_release(struct vmio_vq *vq)
 	vq->buf_ndesc = NULL;
 	free(vq->pop_from);
 	vq->pop_from = NULL;
+	free(vq->out_only);
+	vq->out_only = NULL;
 }
 
 static bool mapped(const struct vmio_vq *vq)
 {
 	return vq->packed ? vq->pdesc != NULL : vq->desc != NULL;
+}
+
+/* Kept across a remap, as packed_ring.c's per-id arrays: chains still out
+ * keep what was recorded for them. */
+static int grow_out_only(struct vmio_vq *vq)
+{
+	bool *p = realloc(vq->out_only, vq->size * sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	vq->out_only = p;
+	return 0;
 }
 
 int vmio_vq_map(struct vmio_vq *vq, const struct vmio_mem *mem)
@@ -49,6 +63,8 @@ int vmio_vq_map(struct vmio_vq *vq, const struct vmio_mem *mem)
 	if (!vq->addr_set)
 		return -EFAULT;
 	rc = vq->packed ? vmio_packed_map(vq, mem) : vmio_split_map(vq, mem);
+	if (!rc)
+		rc = grow_out_only(vq);
 	if (rc)
 		vmio_vq_unmap(vq);
 	return rc;
@@ -84,12 +100,19 @@ void vmio_vq_call_fd_replaced(struct vmio_vq *vq)
 int vmio_vq_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 		struct vmio_chain *chain)
 {
+	int rc;
+
 	if (vq->broken)
 		return -1;
 	if (!vmio_vq_ready(vq))
 		return 0;
-	return vq->packed ? vmio_packed_pop(vq, mem, chain)
-			  : vmio_split_pop(vq, mem, chain);
+	rc = vq->packed ? vmio_packed_pop(vq, mem, chain)
+			: vmio_split_pop(vq, mem, chain);
+	/* Both layouts check the id against the queue size; the map
+	 * allocated out_only whether or not IN_ORDER is on yet. */
+	if (rc == 1)
+		vq->out_only[chain->head] = chain->nin == 0;
+	return rc;
 }
 
 void vmio_vq_unpop(struct vmio_vq *vq, unsigned n)
@@ -100,10 +123,43 @@ void vmio_vq_unpop(struct vmio_vq *vq, unsigned n)
 		vmio_split_unpop(vq, n);
 }
 
+/* Whether a used entry for head may join the open batch: only chains the
+ * driver reads no length of (a receive buffer's length is the frame's). */
+static bool batchable(const struct vmio_vq *vq, uint16_t head,
+		      uint32_t written)
+{
+	return vq->in_order && !written && head < vq->size &&
+	       vq->out_only && vq->out_only[head];
+}
+
+static void end_batch(struct vmio_vq *vq)
+{
+	if (!vq->batch_len)
+		return;
+	if (vq->packed)
+		vmio_packed_end_batch(vq);
+	else
+		vmio_split_end_batch(vq);
+	vq->batch_len = 0;
+}
+
 void vmio_vq_push(struct vmio_vq *vq, uint16_t head, uint32_t written)
 {
 	if (!mapped(vq))
 		return;
+	if (batchable(vq, head, written)) {
+		/* A batch never covers more than a ring: only a driver that
+		 * posts a buffer twice could make it, and its driver must
+		 * still find an entry per lap. */
+		if (vq->batch_len >= vq->size)
+			end_batch(vq);
+		if (vq->packed)
+			vmio_packed_push_batched(vq, head);
+		else
+			vmio_split_push_batched(vq, head);
+		return;
+	}
+	end_batch(vq);
 	if (vq->packed)
 		vmio_packed_push(vq, head, written);
 	else
@@ -114,6 +170,7 @@ void vmio_vq_flush_and_notify(struct vmio_vq *vq)
 {
 	if (!mapped(vq))
 		return;
+	end_batch(vq);
 	if (vq->packed)
 		vmio_packed_flush_and_notify(vq);
 	else

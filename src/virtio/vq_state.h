@@ -47,6 +47,7 @@ struct vmio_vq {
 	bool event_idx; /* VIRTIO_RING_F_EVENT_IDX negotiated */
 	bool indirect;  /* VIRTIO_RING_F_INDIRECT_DESC negotiated */
 	bool packed;    /* VIRTIO_F_RING_PACKED negotiated */
+	bool in_order;  /* VIRTIO_F_IN_ORDER negotiated */
 
 	/* Local views of the rings; NULL until vmio_vq_map succeeds (desc
 	 * or pdesc says whether it did). */
@@ -73,6 +74,17 @@ struct vmio_vq {
 	uint16_t *pop_from;
 	unsigned pops;
 	unsigned unflushed; /* packed: ring slots used since the last flush */
+	/* In order (2.7.9, 2.8.20), per chain id: the chain had no writable
+	 * part, so its used length means nothing to the driver and its used
+	 * entry may be folded into a batch: consecutive such chains get one
+	 * entry, the last one's id, written at the batch's first slot when
+	 * the batch ends (at the flush, or before any other push). size
+	 * entries, allocated at map. */
+	bool *out_only;
+	uint16_t batch_len; /* chains in the open batch; 0: none open */
+	uint16_t batch_id;  /* the last of them */
+	uint16_t batch_at;  /* split: used index; packed: ring offset */
+	bool batch_wrap;    /* packed: the used wrap counter at batch_at */
 	bool broken;
 	/* vmio_vq_enable_kicks(false) in force: under EVENT_IDX, pop stops
 	 * moving avail_event so the driver stops kicking. */

@@ -8,7 +8,8 @@
  *          regions, bit 3 start with kicks off, bit 4 unpop once, bit 5 a
  *          packed ring (the descriptor ring from gpa 0, then the driver's
  *          and the device's event suppression areas; [6..9] are then
- *          offset | wrap << 15 of avail and used)
+ *          offset | wrap << 15 of avail and used), bit 6 IN_ORDER (the
+ *          used entries of chains with no writable part go in batches)
  *   [2]    regions = 1 + [2] % 3
  *   [3..4] region boundaries, in units of 256 bytes
  *   [5]    flush after every 1 + [5] % 8 chains
@@ -43,6 +44,7 @@
 #define F_KICKS_OFF 0x08
 #define F_UNPOP 0x10
 #define F_PACKED 0x20
+#define F_IN_ORDER 0x40
 
 struct layout {
 	unsigned nregions;
@@ -161,6 +163,7 @@ static void setup_vq(struct vmio_vq *vq, const uint8_t *h,
 	vq->event_idx = h[1] & F_EVENT_IDX;
 	vq->call_fd = call_fd;
 	vq->packed = packed;
+	vq->in_order = h[1] & F_IN_ORDER;
 	if (packed) {
 		vq->last_avail_idx = avail_pos & (PVIRTQ_MAX_SIZE - 1);
 		vq->avail_wrap = avail_pos >> VIRTQ_EVENT_WRAP_SHIFT;

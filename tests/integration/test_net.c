@@ -78,6 +78,17 @@ static long long vmio_stat(const char *name)
 	return sum;
 }
 
+/* The features the front end acked, read live from --control. */
+static long long vmio_features(void)
+{
+	json_t *doc = harness_control_get(net_ctl);
+	long long f = harness_json_num(doc, "devices.0.features");
+
+	json_decref(doc);
+	assert_true(f >= 0);
+	return f;
+}
+
 /* Whether vmio's log has a line containing text. */
 static bool log_has(const char *text)
 {
@@ -236,18 +247,22 @@ static long long null_testpmd(const char *extra, const char *mode,
 	const char *sock = harness_path(mode); /* one socket per case */
 	pid_t pid = start_net_queues(sock, "--null", NULL, "1", extra);
 	struct testpmd t;
-	long long front;
+	long long front, features;
 
 	testpmd_start(&t, sock, mode);
 	if (!testpmd_wait_counter(&t, counter, TX_FRAMES, HARNESS_WAIT_MS))
 		printf("# testpmd %s: %s below %d in time\n", mode, counter,
 		       TX_FRAMES);
+	features = vmio_features();
 	front = testpmd_stop(&t, counter);
 	stop_net(pid);
 	*vmio = vmio_stat(stat);
 	printf("# testpmd %s: %s %lld, vmio %s %lld\n", mode, counter, front,
 	       stat, *vmio);
 	assert_true(front >= TX_FRAMES);
+	/* virtio-user takes IN_ORDER by default (in_order=1), and the null
+	 * backend gives chains back in order, so it is offered. */
+	assert_true(features & (long long)VMIO_BIT(VIRTIO_F_IN_ORDER));
 	return front;
 }
 

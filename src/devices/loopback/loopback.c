@@ -290,7 +290,7 @@ static const struct vmio_device_ops loopback_ops_template = {
 	.features = VMIO_BIT(VIRTIO_F_VERSION_1) |
 		    VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
 		    VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC) |
-		    VMIO_BIT(VIRTIO_F_RING_PACKED),
+		    VMIO_BIT(VIRTIO_F_RING_PACKED) | VMIO_BIT(VIRTIO_F_IN_ORDER),
 	.num_queues = 2,
 	.max_queue_size = VIRTQ_MAX_SIZE,
 	.config_size = sizeof(uint64_t),

@@ -280,6 +280,11 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 	d->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(5);
 	d->ops = net_ops_template;
 	d->ops.features |= d->be->offloads;
+	/* A backend that holds transmitted chains or receives into posted
+	 * buffers gives them back in the order the kernel finishes them, not
+	 * the order the guest made them available. */
+	if (!d->be->ops->tx_reap && !d->be->ops->rx_posts)
+		d->ops.features |= VMIO_BIT(VIRTIO_F_IN_ORDER);
 	d->ops.num_queues = 2 * d->npairs + 1;
 	d->ops.max_queue_size = d->cfg.max_queue_size;
 	d->be->max_frame = vnet_max_frame(d->cfg.mtu);

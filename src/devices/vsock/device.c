@@ -175,6 +175,10 @@ struct vsock_device *vsock_device_new(struct vmio_loop *loop,
 				    ? cfg->max_queue_size
 				    : VIRTQ_MAX_SIZE;
 	d->ops.max_queue_size = d->max_queue_size;
+	/* Chains go back in the order they came, except those held for a
+	 * splice (given back as the host reads each connection's). */
+	if (cfg->tx_copy)
+		d->ops.features |= VMIO_BIT(VIRTIO_F_IN_ORDER);
 	d->mux = vsock_muxer_new(loop, &mc);
 	if (!d->mux)
 		goto fail;
