@@ -23,6 +23,10 @@
 # 4. `vmio net --null` with testpmd on a split ring (A) against a packed
 #    ring (B, packed_vq=1), vmio's CPU per frame beside. PACKED_ROWS=0
 #    skips it.
+# 5. `vmio net --null` with testpmd declining VIRTIO_F_IN_ORDER
+#    (in_order=0, A) against taking it (its default, B), on a split ring
+#    and on a packed one, vmio's CPU per frame beside. IN_ORDER_ROWS=0
+#    skips it.
 # Rates swing between about 2 and 20 Mpps on this shared 2-core machine:
 # compare figures of one run. XDP=0 skips table 2, NULL_ROWS=0 table 1;
 # NET_OPTS adds options to vmio in table 1 (NET_OPTS="--poll-us 50").
@@ -82,10 +86,12 @@ stop_run() {
 eal=(--no-pci --no-huge -m 256)
 # testpmd's virtio-user port on sock, in the background, for secs; with
 # more than one queue pair virtio-user answers the control queue itself.
-front() { # sock, txonly|rxonly, frame size, run number[, queue pairs[, packed]]
+# Layout: split or packed, with -unordered for in_order=0.
+front() { # sock, txonly|rxonly, frame size, run number[, queue pairs[, layout]]
 	local q=${5:-1} cq=
 	((q > 1)) && cq=,cq=1
-	[ "${6:-}" = packed ] && cq+=,packed_vq=1
+	[[ ${6:-} == packed* ]] && cq+=,packed_vq=1
+	[[ ${6:-} == *-unordered ]] && cq+=,in_order=0
 	timeout -s INT "$secs" dpdk-testpmd "${eal[@]}" --single-file-segments \
 		--file-prefix=vmio-bench-$$-f$4 --lcores '0@1,1@1' \
 		--vdev "net_virtio_user0,path=$1,queues=$q$cq" -- \
@@ -231,6 +237,14 @@ if [ "${PACKED_ROWS:-1}" = 1 ]; then
 	run_pairs layout_one split packed
 	echo "vmio net --null: testpmd on a split ring against a packed one (packed_vq=1), Mpps and vmio ns of CPU per frame, $runs pairs of $secs s"
 	print_pairs split packed 1
+fi
+
+if [ "${IN_ORDER_ROWS:-1}" = 1 ]; then
+	for layout in split packed; do
+		run_pairs layout_one "$layout-unordered" "$layout"
+		echo "vmio net --null, testpmd on a $layout ring: in_order=0 against in_order=1 (VIRTIO_F_IN_ORDER), Mpps and vmio ns of CPU per frame, $runs pairs of $secs s"
+		print_pairs unordered in-order 1
+	done
 fi
 
 if [ "${THREADS_ROWS:-1}" = 1 ]; then
