@@ -18,6 +18,22 @@ ratio() { # a b: a/b to two places, or - when either is missing
 # A process's CPU time so far (user + system), in clock ticks; - if gone.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo -; }
 
+# How often a process's threads went to sleep so far (voluntary context
+# switches, summed over its threads: each is a wake-up to come); - if gone.
+wakeups() {
+	cat /proc/"$1"/task/*/status 2>/dev/null |
+		awk '/^voluntary_ctxt_switches/ {s += $2; n++} END {if (n) print s; else print "-"}'
+}
+
+# Events a to b per MiB of bytes, to one place; - when a figure is missing.
+per_mib() { # a b bytes
+	if [ "$1" = - ] || [ "$2" = - ] || [ -z "$3" ]; then
+		echo -
+		return
+	fi
+	awk -v n=$(($2 - $1)) -v b="$3" 'BEGIN {printf "%.1f", n / (b / 1048576)}'
+}
+
 # CPU seconds per GiB: ticks a to b for bytes; - when a figure is missing.
 s_per_gib() { # ticks_a ticks_b bytes
 	if [ "$1" = - ] || [ "$2" = - ] || [ -z "$3" ]; then

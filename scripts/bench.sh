@@ -82,22 +82,26 @@ declare -A res
 # Bytes per run so that each takes about 0.3-2 s.
 declare -A vbytes=([65536]=${VSOCK_BYTES_64K:-2G} [4096]=${VSOCK_BYTES_4K:-512M} [64]=${VSOCK_BYTES_64:-24M})
 
-declare -A cpu
+declare -A cpu wake
 # One run: its MB/s into res[key] and, for a vmio run, vmio's own CPU
-# seconds per GiB (from /proc/PID/stat around it) into cpu[key].
+# seconds per GiB (from /proc/PID/stat around it) into cpu[key] and its
+# threads' wake-ups per MiB (voluntary context switches) into wake[key].
 one() { # key, command...
-	local key=$1 line c0 c1 p=$vpid
+	local key=$1 line c0 c1 w0 w1 b p=$vpid
 	shift
 	[[ $key == *"|poll" ]] && p=$ppid
 	[[ $key == *"|copy" ]] && p=$cpid
-	c0=$(cpu_ticks "$p")
+	c0=$(cpu_ticks "$p") w0=$(wakeups "$p")
 	if line=$("$@" 2>&1); then
-		c1=$(cpu_ticks "$p")
+		c1=$(cpu_ticks "$p") w1=$(wakeups "$p")
 		res[$key]+="$(sed -n 's/.*MB\/s=\([0-9.]*\).*/\1/p' <<<"$line") "
 		if [[ $key != *"|direct" ]]; then
-			c0=$(s_per_gib "$c0" "$c1" "$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")")
+			b=$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")
+			c0=$(s_per_gib "$c0" "$c1" "$b")
+			w0=$(per_mib "$w0" "$w1" "$b")
 			cpu[$key]+="$c0 "
-			line+=" vmio_s/GiB=$c0"
+			wake[$key]+="$w0 "
+			line+=" vmio_s/GiB=$c0 vmio_wakeups/MiB=$w0"
 		fi
 		echo "  $line"
 	else
@@ -149,6 +153,18 @@ for cell in "${rows[@]}"; do
 		else
 			line+=$(printf " %${w}s %6s %6s" - - -)
 		fi
+	done
+	echo "$line"
+done
+echo
+echo "vsock: vmio's wake-ups per MiB (its threads' voluntary context switches), medians"
+printf '%-26s %9s %11s %9s %9s %9s %9s\n' case vmio "vmio rx64k" "vmio mrg" "poll 50us" packed "tx-splice"
+for cell in "${rows[@]}"; do
+	line=$(printf '%-26s' "$cell")
+	for v in vmio rx64k mrg poll packed copy; do
+		w=9
+		[ "$v" = rx64k ] && w=11
+		line+=$(printf " %${w}s" "$(list_median "${wake[$cell|$v]:-}")")
 	done
 	echo "$line"
 done

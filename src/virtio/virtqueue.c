@@ -125,6 +125,9 @@ void vmio_vq_unpop(struct vmio_vq *vq, unsigned n)
 
 /* Whether a used entry for head may join the open batch: only chains the
  * driver reads no length of (a receive buffer's length is the frame's). */
+/* Chains whose used entries one batch may cover at most. */
+#define VMIO_USED_BATCH_MAX 32
+
 static bool batchable(const struct vmio_vq *vq, uint16_t head,
 		      uint32_t written)
 {
@@ -148,15 +151,18 @@ void vmio_vq_push(struct vmio_vq *vq, uint16_t head, uint32_t written)
 	if (!mapped(vq))
 		return;
 	if (batchable(vq, head, written)) {
-		/* A batch never covers more than a ring: only a driver that
-		 * posts a buffer twice could make it, and its driver must
-		 * still find an entry per lap. */
-		if (vq->batch_len >= vq->size)
-			end_batch(vq);
 		if (vq->packed)
 			vmio_packed_push_batched(vq, head);
 		else
 			vmio_split_push_batched(vq, head);
+		/* The driver sees a batch only when it ends. Ending one every
+		 * VMIO_USED_BATCH_MAX chains lets it take buffers back while
+		 * we work through the rest, as a packed ring's single pushes
+		 * do (measured: a whole budget of 256 in one batch halved
+		 * testpmd's packed txonly rate); never more than a ring. */
+		if (vq->batch_len >= VMIO_USED_BATCH_MAX ||
+		    vq->batch_len >= vq->size)
+			end_batch(vq);
 		return;
 	}
 	end_batch(vq);

@@ -173,6 +173,37 @@ static void test_one_entry_per_batch(void **state)
 	assert_int_equal(f->q.num_free, QSIZE);
 }
 
+/* A batch as long as the ring ends at once: the driver takes its buffers
+ * back before the flush (a packed ring; a split ring publishes at the
+ * flush). */
+static void test_batch_ends_at_the_ring(void **state)
+{
+	struct fx *f = *state;
+	uint16_t h[QSIZE];
+
+	for (unsigned i = 0; i < QSIZE; i++)
+		add(f, 1, false, 1 + i);
+	vmio_dvq_kick(&f->q);
+	for (unsigned i = 0; i < QSIZE; i++)
+		h[i] = pop(f);
+	for (unsigned i = 0; i < QSIZE; i++)
+		vmio_vq_push(&f->vq, h[i], 0);
+	if (f->packed) {
+		assert_int_equal(le16toh(f->q.pdesc[0].id), h[QSIZE - 1]);
+		for (unsigned i = 0; i < QSIZE; i++)
+			expect_used(f, 1 + i, 0);
+		expect_none_used(f);
+	}
+	vmio_vq_flush_and_notify(&f->vq);
+	if (!f->packed) {
+		assert_int_equal(le32toh(f->q.used->ring[0].id), h[QSIZE - 1]);
+		for (unsigned i = 0; i < QSIZE; i++)
+			expect_used(f, 1 + i, 0);
+	}
+	expect_none_used(f);
+	assert_int_equal(f->q.num_free, QSIZE);
+}
+
 /* A chain the device wrote into gets its own entry with its length; the
  * read-only ones around it are batched before and after it. */
 static void test_written_chain_ends_the_batch(void **state)
@@ -316,6 +347,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		BOTH(test_one_entry_per_batch),
+		BOTH(test_batch_ends_at_the_ring),
 		BOTH(test_written_chain_ends_the_batch),
 		BOTH(test_empty_receive_not_batched),
 		BOTH(test_rounds_across_wraps),
