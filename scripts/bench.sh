@@ -82,21 +82,26 @@ declare -A res
 # Bytes per run so that each takes about 0.3-2 s.
 declare -A vbytes=([65536]=${VSOCK_BYTES_64K:-2G} [4096]=${VSOCK_BYTES_4K:-512M} [64]=${VSOCK_BYTES_64:-24M})
 
-declare -A cpu wake
-# One run: its MB/s into res[key] and, for a vmio run, vmio's own CPU
-# seconds per GiB (from /proc/PID/stat around it) into cpu[key] and its
-# threads' wake-ups per MiB (voluntary context switches) into wake[key].
+declare -A cpu wake ends
+# One run: its MB/s into res[key]; the CPU seconds per GiB of its two ends
+# (the bench and its forked host side: user + system, from bash's time)
+# into ends[key]; and, for a vmio run, vmio's own CPU seconds per GiB
+# (from /proc/PID/stat around it) into cpu[key] and its threads' wake-ups
+# per MiB (voluntary context switches) into wake[key].
 one() { # key, command...
-	local key=$1 line c0 c1 w0 w1 b p=$vpid
+	local key=$1 line c0 c1 w0 w1 b t TIMEFORMAT='%3U %3S' p=$vpid
 	shift
 	[[ $key == *"|poll" ]] && p=$ppid
 	[[ $key == *"|copy" ]] && p=$cpid
 	c0=$(cpu_ticks "$p") w0=$(wakeups "$p")
-	if line=$("$@" 2>&1); then
+	if { time line=$("$@" 2>&1); } 2>"$dir/time"; then
 		c1=$(cpu_ticks "$p") w1=$(wakeups "$p")
 		res[$key]+="$(sed -n 's/.*MB\/s=\([0-9.]*\).*/\1/p' <<<"$line") "
+		b=$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")
+		t=$(awk -v b="$b" '{printf "%.3f", ($1 + $2) / (b / 1073741824)}' "$dir/time")
+		ends[$key]+="$t "
+		line+=" ends_s/GiB=$t"
 		if [[ $key != *"|direct" ]]; then
-			b=$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")
 			c0=$(s_per_gib "$c0" "$c1" "$b")
 			w0=$(per_mib "$w0" "$w1" "$b")
 			cpu[$key]+="$c0 "
@@ -155,6 +160,16 @@ for cell in "${rows[@]}"; do
 		fi
 	done
 	echo "$line"
+done
+echo
+echo "vsock: the machine's CPU s/GiB for the whole path, medians: direct (its two ends) against vmio (the same two ends plus vmio); direct/vmio is the rate ratio the path allows where the CPU is what bounds it"
+printf '%-26s %9s %9s %9s %9s %9s\n' case direct "vmio ends" vmio "all" direct/all
+for cell in "${rows[@]}"; do
+	de=$(list_median "${ends[$cell|direct]:-}")
+	ve=$(list_median "${ends[$cell|vmio]:-}")
+	vc=$(list_median "${cpu[$cell|vmio]:-}")
+	all=$(awk -v a="$ve" -v b="$vc" 'BEGIN {if (a == "-" || b == "-") print "-"; else printf "%.3f", a + b}')
+	printf '%-26s %9s %9s %9s %9s %9s\n' "$cell" "$de" "$ve" "$vc" "$all" "$(ratio "$de" "$all")"
 done
 echo
 echo "vsock: vmio's wake-ups per MiB (its threads' voluntary context switches), medians"

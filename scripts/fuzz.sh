@@ -7,7 +7,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 time=${FUZZ_TIME:-60}
 dir=build-fuzz
-opts=(-Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false
+opts=(-Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false -Db_lto=false
       "-Dc_args=-fsanitize=fuzzer-no-link")
 if [[ -f $dir/build.ninja ]]; then
 	CC=clang meson setup --reconfigure "$dir" "${opts[@]}" >/dev/null || exit 1
