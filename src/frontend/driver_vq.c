@@ -215,34 +215,25 @@ static void free_chain(struct vmio_dvq *q, uint16_t head)
 	q->tokens[head] = NULL;
 }
 
-/* Under IN_ORDER: the entry at last_used_idx is read only where a batch
- * begins (driver_in_order.h). */
-static void *split_get_used_in_order(struct vmio_dvq *q, uint32_t *len)
+/* The chain the used entry at last_used_idx gives back, and its length:
+ * the entry's own, or under IN_ORDER the oldest chain out, the entry
+ * being read only where a batch begins (driver_in_order.h). -1 for an
+ * id beyond the queue. */
+static int split_next_used(struct vmio_dvq *q, uint32_t *len)
 {
-	uint16_t used_idx =
-		le16toh(__atomic_load_n(&q->used->idx, __ATOMIC_ACQUIRE));
+	const struct virtq_used_elem *e =
+		&q->used->ring[q->last_used_idx & (q->size - 1)];
+	uint32_t id;
 
-	while (used_idx != q->last_used_idx) {
-		const struct virtq_used_elem *e =
-			&q->used->ring[q->last_used_idx & (q->size - 1)];
-		uint32_t n;
-		void *token;
-		int id;
-
+	if (q->in_order) {
 		if (!q->batch_seen)
 			vmio_dvq_order_see(q, (uint16_t)le32toh(e->id),
 					   le32toh(e->len));
-		q->last_used_idx++;
-		id = vmio_dvq_order_take(q, &n);
-		if (id < 0 || !q->chain_len[id])
-			continue;
-		token = q->tokens[id];
-		if (len)
-			*len = n;
-		free_chain(q, (uint16_t)id);
-		return token;
+		return vmio_dvq_order_take(q, len);
 	}
-	return NULL;
+	id = le32toh(e->id);
+	*len = le32toh(e->len);
+	return id < q->size ? (int)id : -1;
 }
 
 void *vmio_dvq_get_used(struct vmio_dvq *q, uint32_t *len)
@@ -251,26 +242,23 @@ void *vmio_dvq_get_used(struct vmio_dvq *q, uint32_t *len)
 
 	if (q->packed)
 		return vmio_dvq_packed_get_used(q, len);
-	if (q->in_order)
-		return split_get_used_in_order(q, len);
 	/* Acquire: the used element must be read after the index that
 	 * published it. */
 	used_idx = le16toh(__atomic_load_n(&q->used->idx, __ATOMIC_ACQUIRE));
 	while (used_idx != q->last_used_idx) {
-		const struct virtq_used_elem *e =
-			&q->used->ring[q->last_used_idx & (q->size - 1)];
-		uint32_t id = le32toh(e->id);
+		uint32_t n;
 		void *token;
+		int id = split_next_used(q, &n);
 
 		q->last_used_idx++;
 		/* A device that returns a head we never gave it (or twice) is
 		 * the bug under test; skipping it keeps our free list sound
 		 * and the caller sees the missing data. */
-		if (id >= q->size || !q->chain_len[id])
+		if (id < 0 || !q->chain_len[id])
 			continue;
 		token = q->tokens[id];
 		if (len)
-			*len = le32toh(e->len);
+			*len = n;
 		free_chain(q, (uint16_t)id);
 		return token;
 	}
