@@ -526,6 +526,7 @@ static void test_too_many_iovecs(void **state)
 	expect_broken(f);
 
 	/* One fewer fits exactly. */
+	vmio_vq_release(&f->vq);
 	vmio_vq_init(&f->vq, 3);
 	f->vq.size = QSIZE;
 	f->vq.desc_uva = UVA_A + DESC_GPA;
