@@ -29,7 +29,8 @@
 #    skips it.
 # Rates swing between about 2 and 20 Mpps on this shared 2-core machine:
 # compare figures of one run. XDP=0 skips table 2, NULL_ROWS=0 table 1;
-# NET_OPTS adds options to vmio in table 1 (NET_OPTS="--poll-us 50").
+# NET_OPTS adds options to vmio in table 1 (NET_OPTS="--poll-us 0" turns
+# off the default polling).
 #   RUNS=5 SIZES="64 512 1024" SECONDS_PER_RUN=9 scripts/bench-net.sh
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)

@@ -116,12 +116,12 @@ static void dump_log(void)
 }
 
 /* vmio net with backend (and its name, NULL for --null) on queues pairs,
- * and one more option if extra is not NULL. */
-static pid_t start_net_queues(const char *sock, const char *backend,
-			      const char *name, const char *queues,
-			      const char *extra)
+ * and up to two more options: extra, then extra2 (each if not NULL). */
+static pid_t start_net_queues2(const char *sock, const char *backend,
+			       const char *name, const char *queues,
+			       const char *extra, const char *extra2)
 {
-	const char *args[12] = { "net", "--socket", sock, "--stats", backend };
+	const char *args[13] = { "net", "--socket", sock, "--stats", backend };
 	unsigned n = 5;
 	pid_t pid;
 
@@ -134,11 +134,20 @@ static pid_t start_net_queues(const char *sock, const char *backend,
 	args[n++] = "--control";
 	args[n++] = net_ctl;
 	args[n++] = extra;
+	if (extra)
+		args[n++] = extra2;
 	pid = harness_spawn(args);
 
 	if (!harness_wait_socket(sock, HARNESS_WAIT_MS))
 		fail_msg("vmio net did not listen on %s", sock);
 	return pid;
+}
+
+static pid_t start_net_queues(const char *sock, const char *backend,
+			      const char *name, const char *queues,
+			      const char *extra)
+{
+	return start_net_queues2(sock, backend, name, queues, extra, NULL);
 }
 
 static pid_t start_net(const char *sock, const char *backend,
@@ -283,11 +292,11 @@ static void test_null_txonly(void **state)
 	null_txonly(NULL);
 }
 
-/* With --poll-us the device looks at the ring again before the driver's
- * notification. */
-static void test_null_txonly_poll(void **state)
+/* The default polls a ring that ran dry for a while (--poll-us 50);
+ * --poll-us 0 waits for the driver's notification at once. */
+static void test_null_txonly_no_poll(void **state)
 {
-	null_txonly("--poll-us=50");
+	null_txonly("--poll-us=0");
 }
 
 /* testpmd rxonly on `--null --null-source 64`: frames come as fast as it
@@ -597,6 +606,72 @@ static void test_null_source_idle(void **state)
 	vmio_fe_close(fe);
 	stop_net(pid);
 	assert_int_equal(vmio_stat("rx_frames"), NBUF);
+}
+
+/* Rounds of traffic on both queues of a pair, then a connected front end
+ * that sends and posts nothing: with extra (NULL: the default polling
+ * window) every frame is counted (from --control), and once the traffic
+ * stops vmio's CPU over IDLE_MS, read from /proc, stays under
+ * IDLE_TICKS_MAX: polling ends after its window, it does not go on
+ * while the front end is idle. A vmio that kept polling would use every
+ * tick of the window. */
+static void poll_then_idle(const char *poll_us)
+{
+	enum { ROUNDS = 40, NTX = 32, NRX = 16, BUF = 2048, SIZE = 64 };
+	enum { IDLE_MS = 3000, IDLE_TICKS_MAX = 15 };
+	const char *sock = harness_path("poll-idle.sock");
+	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
+			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+			      VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF);
+	const struct virtio_net_hdr hdr = { 0 };
+	static const uint8_t frame[SIZE];
+	pid_t pid = start_net_queues2(sock, "--null", NULL, "1",
+				      "--null-source=64", poll_us);
+	struct vmio_fe *fe = fe_connect(sock, want, 0, 1);
+	struct vmio_dvq *rxq = vmio_fe_queue(fe, 0), *txq = vmio_fe_queue(fe, 1);
+	struct vmio_dbuf tx[2] = {
+		{ .gpa = put(fe, &hdr, sizeof(hdr)), .len = sizeof(hdr) },
+		{ .gpa = put(fe, frame, SIZE), .len = SIZE },
+	};
+	struct vmio_dbuf rx[NRX];
+	long t0, t1;
+
+	for (unsigned i = 0; i < NRX; i++)
+		rx[i] = (struct vmio_dbuf){ .gpa = vmio_fe_alloc(fe, BUF, 8),
+					    .len = BUF, .writable = true };
+	for (unsigned r = 0; r < ROUNDS; r++) {
+		for (unsigned i = 0; i < NTX; i++)
+			assert_true(vmio_dvq_add(txq, tx, 2, (void *)1) >= 0);
+		for (unsigned i = 0; i < NRX; i++)
+			assert_true(vmio_dvq_add(rxq, &rx[i], 1, (void *)1) >= 0);
+		vmio_dvq_kick(txq);
+		vmio_dvq_kick(rxq);
+		reap(txq, NTX, NULL);
+		reap(rxq, NRX, NULL);
+	}
+	t0 = harness_cpu_ticks(pid);
+	poll(NULL, 0, IDLE_MS);
+	t1 = harness_cpu_ticks(pid);
+	assert_true(t0 >= 0 && t1 >= 0);
+	printf("# %s: vmio used %ld ticks in the %d ms after the traffic\n",
+	       poll_us ? poll_us : "default", t1 - t0, IDLE_MS);
+	vmio_fe_close(fe);
+	stop_net(pid);
+	assert_true(t1 - t0 <= IDLE_TICKS_MAX);
+	assert_int_equal(vmio_stat("tx_frames"), ROUNDS * NTX);
+	assert_int_equal(vmio_stat("rx_frames"), ROUNDS * NRX);
+}
+
+/* The default window. */
+static void test_null_poll_default_idle(void **state)
+{
+	poll_then_idle(NULL);
+}
+
+/* The longest window --poll-us allows ends too. */
+static void test_null_poll_longest_idle(void **state)
+{
+	poll_then_idle("--poll-us=1000");
 }
 
 /* ---- worker threads ---------------------------------------------------- */
@@ -1689,9 +1764,11 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cli),
 		cmocka_unit_test(test_null_txonly),
-		cmocka_unit_test(test_null_txonly_poll),
+		cmocka_unit_test(test_null_txonly_no_poll),
 		cmocka_unit_test(test_null_source_rxonly),
 		cmocka_unit_test(test_null_source_idle),
+		cmocka_unit_test(test_null_poll_default_idle),
+		cmocka_unit_test(test_null_poll_longest_idle),
 		cmocka_unit_test_setup_teardown(test_null_packed_txonly,
 						use_packed, use_split),
 		cmocka_unit_test_setup_teardown(test_null_packed_rxonly,

@@ -61,16 +61,24 @@ static ssize_t null_rx(struct vnet_backend *b, unsigned pair,
 {
 	struct null_backend *n = to_null(b);
 	uint8_t hdr[VIRTIO_NET_HDR_LEN] = { 0 };
-	size_t room = vmio_iov_length(iov, niov);
 
 	if (!n->frame_len)
 		return -EAGAIN;
-	if (room < n->hdr_len + n->frame_len)
+	if (iov[0].iov_len < n->hdr_len + n->frame_len &&
+	    vmio_iov_length(iov, niov) < n->hdr_len + n->frame_len)
 		return -EMSGSIZE;
 	if (n->hdr_len >= VIRTIO_NET_HDR_LEN)
 		hdr[VIRTIO_NET_HDR_NUM_BUFFERS_OFFSET] = 1; /* le16 1 */
-	vmio_iov_from_buf(iov, niov, 0, hdr, n->hdr_len);
-	vmio_iov_from_buf(iov, niov, n->hdr_len, n->frame, n->frame_len);
+	/* Drivers post a buffer in one piece: two copies, no walk. */
+	if (iov[0].iov_len >= n->hdr_len + n->frame_len) {
+		memcpy(iov[0].iov_base, hdr, n->hdr_len);
+		memcpy((uint8_t *)iov[0].iov_base + n->hdr_len, n->frame,
+		       n->frame_len);
+	} else {
+		vmio_iov_from_buf(iov, niov, 0, hdr, n->hdr_len);
+		vmio_iov_from_buf(iov, niov, n->hdr_len, n->frame,
+				  n->frame_len);
+	}
 	return (ssize_t)(n->hdr_len + n->frame_len);
 }
 

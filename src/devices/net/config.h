@@ -18,8 +18,9 @@ struct vnet_device_config {
 	uint16_t mtu;
 	unsigned pairs;            /* 1 to VNET_MAX_PAIRS */
 	uint16_t max_queue_size;
-	/* How long a queue that ran dry is looked at again before the
-	 * device waits for a notification (0: not at all). */
+	/* How long a queue that ran dry after work is looked at again,
+	 * once a turn of its loop, before the device waits for a
+	 * notification (0: not at all; devices/net/poll.h). */
 	uint32_t poll_ns;
 	struct vnet_backend *backend; /* the caller's; outlives the device */
 	/* The loop each pair runs on (NULL: all on the device's loop). A

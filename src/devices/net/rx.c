@@ -126,11 +126,16 @@ static int rx_gather(struct vnet_device *d, struct vnet_pair *p,
 	return 1;
 }
 
-/* Writes len bytes at offset of the gathered buffers. */
+/* Writes len bytes at offset of the gathered buffers: straight into the
+ * first segment when it holds them (drivers put the header in one
+ * piece), else through the scatter list. */
 static void rx_patch(struct vnet_pair *p, const struct rx_frame *f,
 		     size_t offset, const void *src, size_t len)
 {
-	vmio_iov_from_buf(p->iov, f->niov, offset, src, len);
+	if (p->iov[0].iov_len >= offset + len)
+		memcpy((uint8_t *)p->iov[0].iov_base + offset, src, len);
+	else
+		vmio_iov_from_buf(p->iov, f->niov, offset, src, len);
 }
 
 /* Pushes the chains the len-byte frame filled, gives the others back, and
@@ -158,7 +163,8 @@ static void rx_deliver(struct vnet_device *d, struct vnet_pair *p,
 		nb = htole16((uint16_t)used);
 		rx_patch(p, f, VIRTIO_NET_HDR_NUM_BUFFERS_OFFSET, &nb, 2);
 	}
-	vmio_vq_unpop(p->rx, f->nchains - used);
+	if (f->nchains > used)
+		vmio_vq_unpop(p->rx, f->nchains - used);
 	left = len;
 	for (unsigned i = 0; i < used; i++) {
 		size_t n = left < p->rx_sizes[i] ? left : p->rx_sizes[i];
@@ -173,33 +179,42 @@ static void rx_deliver(struct vnet_device *d, struct vnet_pair *p,
 enum rx_stop {
 	RX_NO_FRAME,   /* backend empty: wait on its descriptor */
 	RX_NO_BUFFERS, /* ring empty: wait for the guest's kick */
+	RX_POLL,       /* ring empty: look again on the next turn */
 	RX_BUDGET,
 	RX_BROKEN,
 };
 
-/* Waits for buffers beyond the held ones: kicks on with them popped (so
- * that the driver's next post, not an old one, wakes us), then gives
- * them back. Returns true if buffers arrived meanwhile. */
-static bool rx_wait_buffers(struct vnet_pair *p, const struct rx_frame *f)
+/* The ring ran dry with f's chains popped (a frame begun). Polling
+ * (poll.h), they go back and the next turn looks again, kicks still off.
+ * Else kicks go on with them popped, so that the driver's next post, not
+ * an old one, wakes us, and they go back; RX_BUDGET if buffers came
+ * meanwhile (serve them), RX_NO_BUFFERS to wait for the kick. */
+static enum rx_stop rx_dry(struct vnet_device *d, struct vnet_pair *p,
+			   const struct rx_frame *f)
 {
-	bool more = vmio_vq_enable_kicks(p->rx, true);
+	bool more;
 
+	if (vnet_poll_dry(&p->rx_poll, vnet_poll_now(d))) {
+		vmio_vq_unpop(p->rx, f->nchains);
+		return RX_POLL;
+	}
+	more = vmio_vq_enable_kicks(p->rx, true);
 	vmio_vq_unpop(p->rx, f->nchains);
-	return more;
+	return more ? RX_BUDGET : RX_NO_BUFFERS;
 }
 
-static enum rx_stop rx_once(struct vnet_device *d, struct vnet_pair *p)
+/* One frame into buffers of room bytes in all (rx_room). */
+static enum rx_stop rx_once(struct vnet_device *d, struct vnet_pair *p,
+			    size_t room)
 {
 	struct rx_frame f = { 0 };
 	ssize_t n;
-	int got = rx_gather(d, p, &f, rx_room(d));
+	int got = rx_gather(d, p, &f, room);
 
-	while (got == 0 && vmio_vq_poll_avail(p->rx, d->cfg.poll_ns))
-		got = rx_gather(d, p, &f, rx_room(d));
 	if (got < 0)
 		return RX_BROKEN;
 	if (got == 0)
-		return rx_wait_buffers(p, &f) ? RX_BUDGET : RX_NO_BUFFERS;
+		return rx_dry(d, p, &f);
 	n = d->be->ops->rx(d->be, p->index, p->iov, f.niov);
 	if (n == -EAGAIN || n == -EWOULDBLOCK) {
 		vmio_vq_unpop(p->rx, f.nchains);
@@ -217,6 +232,7 @@ static enum rx_stop rx_once(struct vnet_device *d, struct vnet_pair *p)
 		return RX_BUDGET;
 	}
 	rx_deliver(d, p, &f, (size_t)n);
+	vnet_poll_worked(&p->rx_poll);
 	return RX_BUDGET;
 }
 
@@ -226,6 +242,7 @@ void vnet_rx_run(struct vnet_pair *p)
 	enum rx_stop why = RX_BUDGET;
 	unsigned budget = VNET_RX_BUDGET;
 	unsigned pushed_before;
+	size_t room;
 
 	if (!p->rx || !p->mem || p->attaching)
 		return;
@@ -252,14 +269,19 @@ void vnet_rx_run(struct vnet_pair *p)
 	if (d->be->ops->rx_fd(d->be, p->index) < 0)
 		return;
 	pushed_before = p->rx->used_idx;
-	vmio_vq_enable_kicks(p->rx, false);
+	room = rx_room(d);
+	vnet_kicks_off(p->rx);
 	while (budget-- && why == RX_BUDGET)
-		why = rx_once(d, p);
+		why = rx_once(d, p, room);
 	if ((uint16_t)(p->rx->used_idx - pushed_before))
 		vmio_vq_flush_and_notify(p->rx);
 	switch (why) {
 	case RX_NO_FRAME:
 		rx_watch(p);
+		break;
+	case RX_POLL:
+		vnet_rx_unwatch(p);
+		vmio_defer_schedule(&p->rx_again);
 		break;
 	case RX_NO_BUFFERS:
 		vnet_rx_unwatch(p);

@@ -109,17 +109,24 @@ enum vnet_posted_wait vnet_rx_posted_run(struct vnet_pair *p)
 {
 	struct vnet_device *d = p->d;
 	unsigned budget = VNET_RX_BUDGET;
+	bool poll = false;
 	enum post_stop why;
 
-	vmio_vq_enable_kicks(p->rx, false);
+	vnet_kicks_off(p->rx);
 	for (;;) {
-		vnet_rx_reap(p);
+		if (vnet_rx_reap(p))
+			vnet_poll_worked(&p->rx_poll);
 		why = rx_post_all(d, p, &budget);
+		if (budget != VNET_RX_BUDGET)
+			vnet_poll_worked(&p->rx_poll);
 		if (why != POST_EMPTY)
 			break;
-		if (vmio_vq_poll_avail(p->rx, d->cfg.poll_ns))
-			continue;
-		/* Out of buffers: kicks on, then look once more. */
+		/* Out of buffers: look again next turn (poll.h), or kicks
+		 * on, then look once more. */
+		if (vnet_poll_dry(&p->rx_poll, vnet_poll_now(d))) {
+			poll = true;
+			break;
+		}
 		if (!vmio_vq_enable_kicks(p->rx, true))
 			break;
 		vmio_vq_enable_kicks(p->rx, false);
@@ -127,5 +134,6 @@ enum vnet_posted_wait vnet_rx_posted_run(struct vnet_pair *p)
 	vmio_vq_flush_and_notify(p->rx);
 	if (why == POST_BROKEN)
 		return VNET_POSTED_BROKEN;
-	return why == POST_BUDGET ? VNET_POSTED_AGAIN : VNET_POSTED_WATCH;
+	return why == POST_BUDGET || poll ? VNET_POSTED_AGAIN
+					  : VNET_POSTED_WATCH;
 }

@@ -7,7 +7,8 @@
 /* What the rx queue waits for after vnet_rx_posted_run. */
 enum vnet_posted_wait {
 	VNET_POSTED_WATCH,  /* the backend's descriptor */
-	VNET_POSTED_AGAIN,  /* the budget ran out: the next turn, and it */
+	VNET_POSTED_AGAIN,  /* the budget ran out, or polling: the next
+			     * turn, and it */
 	VNET_POSTED_BROKEN, /* nothing: the queue broke */
 };
 

@@ -28,8 +28,10 @@
 #include "devices/net/backend.h"
 #include "devices/net/config.h"
 #include "devices/net/ctrl.h"
+#include "devices/net/poll.h"
 #include "devices/net/stats.h"
 #include "event/loop.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "vhost-user/device.h"
 #include "virtio/virtqueue.h"
@@ -72,6 +74,8 @@ struct vnet_pair {
 	 * queue that stopped at its budget lets the rest of the loop go
 	 * first. */
 	struct vmio_defer rx_again, tx_again;
+	/* Each queue's polling window (poll.h), from cfg.poll_ns. */
+	struct vnet_poll rx_poll, tx_poll;
 
 	/* Large: kept here, not on the stack. One chain being served (by
 	 * one queue at a time: nothing that serves a queue may be called
@@ -132,6 +136,22 @@ static inline unsigned vnet_active_pairs(const struct vnet_device *d)
 		return d->npairs;
 	return d->ctrl_state.pairs < d->npairs ? d->ctrl_state.pairs
 					       : d->npairs;
+}
+
+/* The time a polling decision needs; no clock read when polling is
+ * off. */
+static inline uint64_t vnet_poll_now(const struct vnet_device *d)
+{
+	return d->cfg.poll_ns ? vmio_now_ns() : 0;
+}
+
+/* Kicks off for a drain. Already off (a queue polling, or back for its
+ * next budget), the ring is not written again: the driver reads that
+ * word beside the one it polls. */
+static inline void vnet_kicks_off(struct vmio_vq *vq)
+{
+	if (!vq->kicks_disabled)
+		vmio_vq_enable_kicks(vq, false);
 }
 
 #endif

@@ -22,6 +22,19 @@ static unsigned tx_segments(struct vnet_device *d, struct vnet_pair *p,
 	unsigned n;
 
 	p->iov[0] = (struct iovec){ .iov_base = hdr, .iov_len = d->hdr_len };
+	/* Drivers put the header in the first descriptor (alone or ahead
+	 * of the frame): the rest is the chain's own segments. */
+	if (c->nout && c->nout < VNET_MAX_IOV && c->iov[0].iov_len >= skip) {
+		n = 1;
+		if (c->iov[0].iov_len > skip)
+			p->iov[n++] = (struct iovec){
+				.iov_base = (uint8_t *)c->iov[0].iov_base + skip,
+				.iov_len = c->iov[0].iov_len - skip,
+			};
+		for (unsigned i = 1; i < c->nout; i++)
+			p->iov[n++] = c->iov[i];
+		return n;
+	}
 	n = vmio_iov_slice(c->iov, c->nout, skip, UINT64_MAX, p->iov + 1,
 			   VNET_MAX_IOV - 1, &covered);
 	if (covered < c->out_len - skip)
@@ -113,7 +126,8 @@ unsigned vnet_tx_reap(struct vnet_pair *p)
 	return n;
 }
 
-enum tx_stop { TX_EMPTY, TX_BUDGET, TX_FULL, TX_BROKEN };
+/* Why a drain stopped; TX_POLL: dry, looking again next turn. */
+enum tx_stop { TX_EMPTY, TX_BUDGET, TX_FULL, TX_BROKEN, TX_POLL };
 
 static enum tx_stop tx_drain(struct vnet_device *d, struct vnet_pair *p,
 			     unsigned *budget)
@@ -137,6 +151,7 @@ static enum tx_stop tx_drain(struct vnet_device *d, struct vnet_pair *p,
 		}
 		(*budget)--;
 		handed++;
+		vnet_poll_worked(&p->tx_poll);
 		if (fate == TX_DONE)
 			vmio_vq_push(p->tx, p->chain.head, 0);
 	}
@@ -181,10 +196,12 @@ void vnet_tx_fini(struct vnet_pair *p)
 	vmio_defer_cancel(&p->tx_again);
 }
 
-/* Kicks are off while we drain; before sleeping we turn them on and look
- * once more, for buffers posted before the driver saw them on. A full
- * backend, or frames it still keeps, bring us back on the retry timer:
- * neither sends an event. */
+/* Kicks are off while we drain. When the ring runs dry after work, the
+ * polling policy (poll.h) may have us look again on the loop's next turn
+ * with kicks still off; else we turn them on and look once more, for
+ * buffers posted before the driver saw them on. A full backend, or
+ * frames it still keeps, bring us back on the retry timer: neither sends
+ * an event. */
 void vnet_tx_run(struct vnet_pair *p)
 {
 	struct vnet_device *d = p->d;
@@ -194,16 +211,18 @@ void vnet_tx_run(struct vnet_pair *p)
 	if (!p->tx || !p->mem || p->attaching)
 		return;
 	for (;;) {
-		vmio_vq_enable_kicks(p->tx, false);
+		vnet_kicks_off(p->tx);
 		why = tx_drain(d, p, &budget);
 		if (why != TX_EMPTY)
 			break;
-		if (vmio_vq_poll_avail(p->tx, d->cfg.poll_ns))
-			continue;
+		if (vnet_poll_dry(&p->tx_poll, vnet_poll_now(d))) {
+			why = TX_POLL;
+			break;
+		}
 		if (!vmio_vq_enable_kicks(p->tx, true))
 			break;
 	}
-	if (why == TX_BUDGET)
+	if (why == TX_BUDGET || why == TX_POLL)
 		vmio_defer_schedule(&p->tx_again);
 	if (why == TX_FULL || (why != TX_BROKEN && p->tx_held))
 		tx_retry_later(p);
