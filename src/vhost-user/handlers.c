@@ -371,6 +371,7 @@ static int set_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 		set_packed_base(&q->vq, s->num);
 	} else {
 		q->vq.last_avail_idx = (uint16_t)s->num;
+		q->vq.avail_known = 0;
 		q->vq.used_idx = (uint16_t)s->num;
 		q->vq.published_used = (uint16_t)s->num;
 	}

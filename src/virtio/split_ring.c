@@ -104,16 +104,19 @@ int vmio_split_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 	struct vmio_walk w;
 	uint16_t avail_idx, pending, head;
 
-	/* Acquire: the ring entry and descriptors we read next were written
-	 * before the driver published this index. */
-	avail_idx = vmio_ld16_acquire(&vq->avail->idx);
-	pending = (uint16_t)(avail_idx - vq->last_avail_idx);
-	if (!pending)
-		return 0;
-	if (pending > vq->size) {
-		vmio_vq_set_broken(vq, "avail index moved by %u, more than the queue size %u",
-				   pending, vq->size);
-		return -1;
+	if (!vq->avail_known) {
+		/* Acquire: the ring entries and descriptors we read next were
+		 * written before the driver published this index. */
+		avail_idx = vmio_ld16_acquire(&vq->avail->idx);
+		pending = (uint16_t)(avail_idx - vq->last_avail_idx);
+		if (!pending)
+			return 0;
+		if (pending > vq->size) {
+			vmio_vq_set_broken(vq, "avail index moved by %u, more than the queue size %u",
+					   pending, vq->size);
+			return -1;
+		}
+		vq->avail_known = pending;
 	}
 	head = vmio_ld16(&vq->avail->ring[vq->last_avail_idx & (vq->size - 1)]);
 	if (head >= vq->size) {
@@ -127,6 +130,7 @@ int vmio_split_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 	if (walk_chain(&w, head))
 		return -1;
 	vq->last_avail_idx++;
+	vq->avail_known--;
 	/* Tell the driver how far we have read, so that it kicks only for
 	 * buffers past this point (unless kicks are off). */
 	if (vq->event_idx && !vq->kicks_disabled)
@@ -137,6 +141,7 @@ int vmio_split_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 void vmio_split_unpop(struct vmio_vq *vq, unsigned n)
 {
 	vq->last_avail_idx -= (uint16_t)n;
+	vq->avail_known += (uint16_t)n;
 }
 
 void vmio_split_push(struct vmio_vq *vq, uint16_t head, uint32_t written)

@@ -61,6 +61,11 @@ struct vmio_vq {
 	/* Device-side indices. Split: free-running 16-bit counters. Packed:
 	 * positions in the ring (below size) with a wrap counter each. */
 	uint16_t last_avail_idx;  /* next avail entry to pop */
+	/* Split: entries past last_avail_idx that avail->idx covered when
+	 * we last read it. Pop reads that index, a line the driver keeps
+	 * writing, only when these run out; whoever moves last_avail_idx
+	 * other than pop and unpop zeroes it. */
+	uint16_t avail_known;
 	uint16_t used_idx;        /* shadow of used->idx incl. unflushed */
 	uint16_t published_used;  /* used->idx as last written */
 	uint16_t signalled_used;  /* used idx at the last notification */
