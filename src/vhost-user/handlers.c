@@ -349,8 +349,6 @@ static void set_packed_base(struct vmio_vq *vq, uint32_t num)
 	vq->used_wrap = used >> VIRTQ_EVENT_WRAP_SHIFT;
 	vq->pops = 0;
 	vq->unflushed = 0;
-	vq->held = false;
-	vq->run_len = 0;
 }
 
 static int set_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,

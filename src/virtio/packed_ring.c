@@ -188,22 +188,6 @@ static unsigned chain_slots(const struct vmio_vq *vq, uint16_t id)
 	return id < vq->size && vq->buf_ndesc[id] ? vq->buf_ndesc[id] : 1;
 }
 
-/* Used descriptors whose first one's flags may wait: a run as long as an
- * in-order batch, so that the driver can take buffers back while we go
- * on (see virtqueue.c). */
-#define VMIO_PACKED_RUN_MAX 32
-
-/* Stores the held first descriptor's flags: the run becomes visible.
- * Release: every descriptor of the run was written before. */
-static void release_run(struct vmio_vq *vq)
-{
-	if (!vq->held)
-		return;
-	vmio_st16_release(&vq->pdesc[vq->held_pos].flags, vq->held_flags);
-	vq->held = false;
-	vq->run_len = 0;
-}
-
 static void write_used(struct vmio_vq *vq, uint16_t pos, bool wrap,
 		       uint16_t id, uint32_t written)
 {
@@ -214,17 +198,8 @@ static void write_used(struct vmio_vq *vq, uint16_t pos, bool wrap,
 		flags |= VIRTQ_DESC_F_WRITE;
 	d->id = htole16(id);
 	d->len = htole32(written);
-	if (!vq->held) {
-		vq->held = true;
-		vq->held_pos = pos;
-		vq->held_flags = flags;
-	} else {
-		/* Release: id and len are there before the driver, which
-		 * reads this only after the held one, sees it used. */
-		vmio_st16_release(&d->flags, flags);
-	}
-	if (++vq->run_len >= VMIO_PACKED_RUN_MAX)
-		release_run(vq);
+	/* Release: id and len are there before the driver sees it used. */
+	vmio_st16_release(&d->flags, flags);
 }
 
 void vmio_packed_push(struct vmio_vq *vq, uint16_t id, uint32_t written)
@@ -256,9 +231,7 @@ void vmio_packed_push_batched(struct vmio_vq *vq, uint16_t id)
 
 void vmio_packed_end_batch(struct vmio_vq *vq)
 {
-	/* One descriptor for the whole batch: no reason to hold it. */
 	write_used(vq, vq->batch_at, vq->batch_wrap, vq->batch_id, 0);
-	release_run(vq);
 }
 
 /* Whether the driver asked to hear of used descriptors up to new_pos,
@@ -287,7 +260,6 @@ void vmio_packed_flush_and_notify(struct vmio_vq *vq)
 {
 	unsigned pushed = vq->unflushed;
 
-	release_run(vq);
 	if (!pushed)
 		return;
 	vq->unflushed = 0;

@@ -90,14 +90,6 @@ struct vmio_vq {
 	uint16_t batch_id;  /* the last of them */
 	uint16_t batch_at;  /* split: used index; packed: ring offset */
 	bool batch_wrap;    /* packed: the used wrap counter at batch_at */
-	/* Packed: the first used descriptor of the current run, written but
-	 * for its flags, which go last (at the flush, or once the run has
-	 * VMIO_PACKED_RUN_MAX descriptors): the driver polls that one, and
-	 * finds the whole run when it turns, instead of pulling the line
-	 * we write each time we write it. */
-	bool held;
-	uint16_t held_pos, held_flags;
-	uint16_t run_len;
 	bool broken;
 	/* vmio_vq_enable_kicks(false) in force: under EVENT_IDX, pop stops
 	 * moving avail_event so the driver stops kicking. */

@@ -179,7 +179,6 @@ static void test_wrap_at_every_position(void **state)
 			assert_int_equal(f->chain.out_len, 100 + k);
 			assert_int_equal(vmio_vq_pop(&f->vq, &f->mem, &f->chain), 0);
 			vmio_vq_push(&f->vq, id, 7);
-			vmio_vq_flush_and_notify(&f->vq);
 			assert_true(used_at(f, p, w, id, 7));
 		}
 		assert_int_equal(f->vq.last_avail_idx, start);
@@ -209,7 +208,6 @@ static void test_chain_across_the_wrap(void **state)
 	assert_int_equal(f->vq.last_avail_idx, 2);
 	assert_false(f->vq.avail_wrap);
 	vmio_vq_push(&f->vq, 5, 30);
-	vmio_vq_flush_and_notify(&f->vq);
 	assert_true(used_at(f, QSIZE - 1, true, 5, 30));
 	assert_int_equal(f->vq.used_idx, 2);
 	assert_false(f->vq.used_wrap);
@@ -369,42 +367,6 @@ static bool use_one(struct fx *f, uint16_t id)
 	return notified(f);
 }
 
-/* The first used descriptor of a run gets its flags last: the driver,
- * which polls that one, sees nothing of the run until the flush, then
- * all of it; a run of 32 is released without one. */
-static void test_run_published_first_last(void **state)
-{
-	struct fx *f = *state;
-
-	for (uint16_t id = 0; id < 3; id++)
-		post1(f, 10, id);
-	for (uint16_t id = 0; id < 3; id++) {
-		assert_int_equal(vmio_vq_pop(&f->vq, &f->mem, &f->chain), 1);
-		vmio_vq_push(&f->vq, id, 5);
-	}
-	assert_false(used_at(f, 0, true, 0, 5));
-	assert_true(used_at(f, 1, true, 1, 5));
-	vmio_vq_flush_and_notify(&f->vq);
-	assert_true(used_at(f, 0, true, 0, 5));
-	assert_true(used_at(f, 2, true, 2, 5));
-
-	/* 4 laps of the ring of 8 without a flush: the run of 32 goes out
-	 * as it completes. */
-	for (unsigned k = 0; k < 32; k++) {
-		uint16_t p = f->vq.used_idx;
-		bool w = f->vq.used_wrap;
-
-		post1(f, 10, (uint16_t)(k % QSIZE));
-		assert_int_equal(vmio_vq_pop(&f->vq, &f->mem, &f->chain), 1);
-		vmio_vq_push(&f->vq, (uint16_t)(k % QSIZE), 6);
-		if (k == 0)
-			assert_false(used_at(f, p, w, 0, 6));
-		if (k == 31)
-			assert_true(used_at(f, 3, true, 0, 6));
-	}
-	assert_false(f->vq.held);
-}
-
 static void test_driver_event_suppression(void **state)
 {
 	struct fx *f = *state;
@@ -481,7 +443,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_buffer_id_beyond_the_queue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_base_beyond_the_queue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unpop, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_run_published_first_last, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_event_suppression, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_device_event_suppression, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_more_than_a_ring_between_flushes, setup, teardown),
