@@ -503,7 +503,10 @@ static unsigned rx_process(struct xdp_backend *x, struct xdp_queue *q,
 	unsigned n = vnet_reserve_drain(&q->res, done, max), i;
 	uint32_t idx;
 
-	*got = xsk_ring_cons__peek(&q->rx, XDP_RING_SIZE, &idx);
+	/* Each descriptor gives at most one buffer: before a frame lands
+	 * in the reserve, either no frame is pending or no spare is kept
+	 * (the drain above), so at most one comes out after it. */
+	*got = xsk_ring_cons__peek(&q->rx, max - n, &idx);
 	for (i = 0; i < *got && n < max; i++) {
 		const struct xdp_desc *desc =
 			xsk_ring_cons__rx_desc(&q->rx, idx + i);
@@ -534,6 +537,9 @@ static unsigned rx_process(struct xdp_backend *x, struct xdp_queue *q,
 			break; /* not a buffer we posted: nothing to give */
 		}
 	}
+	/* Peeking moved libxdp's cached index past every descriptor seen:
+	 * the ones left (none, by the above) are looked at next time. */
+	q->rx.cached_cons -= *got - i;
 	if (i)
 		xsk_ring_cons__release(&q->rx, i);
 	return n;
