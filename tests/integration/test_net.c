@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -1833,6 +1834,48 @@ static void test_xdp_nocopy_reserve(void **state)
 	expect_nocopy("vmioxm");
 }
 
+/* testpmd as a guest that stops taking frames for a while (SIGSTOP)
+ * while 700 come: without a copy its 256 buffers are all it has, and the
+ * reserve (--xdp-reserve 768) keeps the rest, as the copy path's frames
+ * would; all 700 reach it once it runs again, none dropped. */
+static void test_xdp_nocopy_reserve_testpmd(void **state)
+{
+	enum { FRAMES = 700 };
+	const char *sock = harness_path("vmioxo");
+	struct testpmd t;
+	long long received, reserve = 0;
+	pid_t pid;
+
+	veth_pair("vmioxo", "vmioxp", 1);
+	pid = start_net_queues(sock, "--xdp", "vmioxo", "1",
+			       "--xdp-reserve=768");
+	testpmd_start(&t, sock, "rxonly");
+	if (!testpmd_wait_counter(&t, "RX-packets", 0, HARNESS_WAIT_MS))
+		fail_msg("testpmd did not start");
+	assert_int_equal(kill(t.pid, SIGSTOP), 0);
+	send_frames("vmioxp", FRAMES, false);
+	/* The guest's own buffers take what they can; the rest waits. */
+	for (int waited = 0; waited < HARNESS_WAIT_MS; waited += 10) {
+		reserve = backend_counter("rx_reserve") +
+			  backend_counter("rx_direct");
+		if (reserve >= 256)
+			break;
+		poll(NULL, 0, 10);
+	}
+	assert_int_equal(kill(t.pid, SIGCONT), 0);
+	if (!testpmd_wait_counter(&t, "RX-packets", FRAMES, HARNESS_WAIT_MS))
+		printf("# testpmd received fewer than %d frames in time\n",
+		       FRAMES);
+	received = testpmd_stop(&t, "RX-packets");
+	stop_net(pid);
+	printf("# %d frames while testpmd was stopped: testpmd received "
+	       "%lld, vmio delivered %lld\n",
+	       FRAMES, received, vmio_stat("rx_frames"));
+	assert_int_equal(received, FRAMES);
+	assert_int_equal(vmio_stat("rx_frames"), FRAMES);
+	expect_nocopy("vmioxo");
+}
+
 /* Transmit without a copy: a frame in one descriptor behind the header's
  * goes as it lies, one the guest split in two is copied; both reach the
  * peer whole, and the chains come back once the kernel is done. */
@@ -1988,6 +2031,7 @@ int main(void)
 		cmocka_unit_test(test_xdp_nocopy_rx_buffers),
 		cmocka_unit_test(test_xdp_nocopy_tx_layouts),
 		cmocka_unit_test(test_xdp_nocopy_reserve),
+		cmocka_unit_test(test_xdp_nocopy_reserve_testpmd),
 		cmocka_unit_test(test_xdp_big_mtu_copies),
 		cmocka_unit_test(test_xdp_two_pairs),
 		cmocka_unit_test(test_xdp_multiqueue_one_served),
