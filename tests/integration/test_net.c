@@ -216,6 +216,8 @@ static void test_cli(void **state)
 		{ "net", "--socket", "/tmp/x", "--null", "--null-source", "200", "--mtu", "100", NULL },
 		{ "net", "--socket", "/tmp/x", "--xdp", "eth0", "--threads", "2", NULL },
 		{ "net", "--socket", "/tmp/x", "--null", "--threads", "0", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--xdp-reserve", "8", NULL },
+		{ "net", "--socket", "/tmp/x", "--xdp", "eth0", "--xdp-reserve", "16385", NULL },
 	};
 	static const char *const expect[] = {
 		"--null is required", "--null is required",
@@ -225,6 +227,7 @@ static void test_cli(void **state)
 		"interface name", "--socket-path", "from 60 to 1514",
 		"from 60 to 1514", "--null-source goes with --null",
 		"more than --mtu 100", "from one thread", "--threads",
+		"--xdp-reserve goes with --xdp", "--xdp-reserve",
 	};
 	for (size_t i = 0; i < sizeof(usage) / sizeof(usage[0]); i++)
 		expect_failure(i, usage[i], 2, expect[i]);
