@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -110,6 +111,11 @@ struct xdp_queue {
 	/* No-copy receive's frames of our own, and the guest buffers kept
 	 * back to copy them into. */
 	struct vnet_reserve res;
+	/* No-copy: what the device watches for frames, an epoll instance
+	 * holding the XSK (-1: none), and whether the XSK is in it
+	 * (rx_arm). */
+	int rx_efd;
+	bool rx_armed;
 	bool steer_off;  /* the pair is not served: no frames to its XSK */
 	/* The kernel's counters of the XSKs this pair had before this one. */
 	struct xdp_statistics past;
@@ -348,7 +354,33 @@ static int xdp_rx_fd(struct vnet_backend *b, unsigned pair)
 {
 	struct xdp_queue *q = &xdp_of(b)->q[pair];
 
+	if (q->mode == Q_NOCOPY && q->rx_efd >= 0)
+		return q->rx_efd;
 	return q->xsk ? xsk_socket__fd(q->xsk) : -1;
+}
+
+/* Whether frames wake the device. While the guest has given us no buffer
+ * at all (none kept back, none with the kernel), a frame can only land in
+ * the reserve and wait there: waking for it only costs (a wake-up per
+ * batch of frames, all through a dry spell). The guest's next buffer
+ * brings the device anyway (rx_post, then a reap in the same turn).
+ * Frames left on the RX ring meanwhile cannot overflow it while no more
+ * reserve frames are out than it has entries. */
+static void rx_arm(struct xdp_queue *q, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN : 0 };
+
+	if (q->rx_efd < 0 || q->rx_armed == on || !q->xsk)
+		return;
+	if (epoll_ctl(q->rx_efd, EPOLL_CTL_MOD, xsk_socket__fd(q->xsk), &ev))
+		return; /* stays as it was: armed is the safe way */
+	q->rx_armed = on;
+}
+
+static bool rx_starved(const struct xdp_queue *q)
+{
+	return q->res.nframes && !q->res.nspare && !q->rx_held.count &&
+	       q->res.nfill <= XDP_RING_SIZE;
 }
 
 static void fq_wakeup(struct xdp_queue *q)
@@ -455,6 +487,7 @@ static int xdp_rx_post(struct vnet_backend *b, unsigned pair, void *buf,
 		return -EFAULT;
 	/* Frames in the reserve, or that may land there, each get a guest
 	 * buffer kept back for them first. */
+	rx_arm(q, true);
 	if (vnet_reserve_holds_back(&q->res))
 		return vnet_reserve_keep(&q->res, buf, cookie) ? 0 : -ENOSPC;
 	fill = off + x->hdr_len - chunk_front(x);
@@ -609,6 +642,7 @@ static unsigned xdp_rx_reap(struct vnet_backend *b, unsigned pair,
 	rx_refill(x, q);
 	if (!got)
 		fq_wakeup(q);
+	rx_arm(q, !rx_starved(q));
 	return n;
 }
 
@@ -650,6 +684,9 @@ static struct xdp_statistics queue_stats(const struct xdp_queue *q)
 static void xdp_queue_close(struct xdp_queue *q)
 {
 	q->past = queue_stats(q);
+	if (q->rx_efd >= 0)
+		close(q->rx_efd);
+	q->rx_efd = -1;
 	if (q->xsk)
 		xsk_socket__delete(q->xsk);
 	if (q->umem)
@@ -879,9 +916,15 @@ static int nocopy_open_once(struct xdp_backend *x, struct xdp_queue *q,
 		.flags = XDP_UMEM_UNALIGNED_CHUNK_FLAG,
 	};
 	int rc = xsk_open(x, q, x->view.base, x->view.size, &ucfg, XDP_COPY);
+	struct epoll_event ev = { .events = EPOLLIN };
 
 	if (rc)
 		return rc;
+	q->rx_efd = epoll_create1(EPOLL_CLOEXEC);
+	if (q->rx_efd < 0 || epoll_ctl(q->rx_efd, EPOLL_CTL_ADD,
+				       xsk_socket__fd(q->xsk), &ev))
+		return -errno;
+	q->rx_armed = true;
 	q->bounce_off = (uint64_t)pair * pair_frames(x) * XDP_FRAME_SIZE;
 	vnet_reserve_place(&q->res,
 			   x->view.base + q->bounce_off +
@@ -1225,6 +1268,7 @@ struct vnet_backend *vnet_backend_xdp_new(const char *name, unsigned queue,
 		struct xdp_queue *q = &x->q[i];
 
 		q->queue_id = queue + i;
+		q->rx_efd = -1;
 		q->x = x;
 		if (vnet_held_init(&q->rx_held, XDP_RING_SIZE) ||
 		    vnet_held_init(&q->tx_held, XDP_RING_SIZE) ||
