@@ -18,6 +18,7 @@
 #include "devices/net/backend_xdp.h"
 #include "devices/net/device.h"
 #include "devices/net/poll.h"
+#include "devices/net/xdp_reserve.h"
 #include "util/log.h"
 
 #define NET_DEFAULT_QUEUE_SIZE 1024
@@ -53,6 +54,11 @@ static const char net_usage[] =
 	"                       CAP_BPF)\n"
 	"  --xdp-copy           with --xdp, copy frames through a UMEM of vmio's\n"
 	"                       own instead\n"
+	"  --xdp-reserve N      with --xdp without a copy, frames of vmio's own\n"
+	"                       per queue pair (4 KiB each, 0 to 16384, default\n"
+	"                       1024) that take frames arriving while the guest\n"
+	"                       has no receive buffer posted; copied into its\n"
+	"                       buffers in order (0: such frames are dropped)\n"
 	"  --queues N           queue pairs, 1 to 256 (default 1)\n"
 	"  --mac MAC            the guest's address, XX:XX:XX:XX:XX:XX\n"
 	"                       (default 52:54:00:12:34:56)\n"
@@ -77,6 +83,7 @@ enum {
 	OPT_NULL_SOURCE,
 	OPT_XDP,
 	OPT_XDP_COPY,
+	OPT_XDP_RESERVE,
 	OPT_QUEUES,
 	OPT_MAC,
 	OPT_MTU,
@@ -91,6 +98,8 @@ struct net_opts {
 	char xdp[16]; /* IFACE of --xdp, or "" */
 	uint64_t xdp_queue;
 	bool xdp_copy;
+	uint64_t xdp_reserve; /* frames per pair */
+	bool xdp_reserve_set;
 	bool null;
 	uint64_t null_source; /* frame size, 0: not a source */
 	uint64_t queues;
@@ -178,6 +187,10 @@ static int handle_opt(void *opaque, int c, const char *arg)
 	case OPT_XDP_COPY:
 		n->xdp_copy = true;
 		return 0;
+	case OPT_XDP_RESERVE:
+		n->xdp_reserve_set = true;
+		return vmio_cli_parse_num("net", "--xdp-reserve", arg, 0,
+					  VNET_RESERVE_MAX, &n->xdp_reserve);
 	case OPT_QUEUES:
 		return vmio_cli_parse_num("net", "--queues", arg, 1,
 					  VNET_MAX_PAIRS, &n->queues);
@@ -216,8 +229,8 @@ static struct vnet_backend *open_backend(const struct net_opts *n)
 	}
 	if (n->xdp[0]) {
 		b = vnet_backend_xdp_new(n->xdp, (unsigned)n->xdp_queue,
-					 (unsigned)n->queues, n->xdp_copy, &err,
-					 &why);
+					 (unsigned)n->queues, n->xdp_copy,
+					 (unsigned)n->xdp_reserve, &err, &why);
 		if (!b)
 			log_err("net: cannot use AF_XDP on %s: %s (%s)",
 				n->xdp, why, strerror(-err));
@@ -241,7 +254,7 @@ static void print_stats(const struct vnet_device *dev,
 	vnet_stats_format(&st, line, sizeof(line));
 	fprintf(stderr, "vmio net: stats: %s\n", line);
 	for (unsigned i = 0; b->ops->pair_mode && i < b->pairs; i++) {
-		char counters[256] = "";
+		char counters[512] = "";
 
 		if (b->ops->pair_counters)
 			b->ops->pair_counters(b, i, counters, sizeof(counters));
@@ -294,7 +307,7 @@ static void write_pair(void *opaque, struct vmio_json *j)
 		vmio_json_kv_string(j, "mode",
 				    b->ops->pair_mode(pp->p->b, i));
 	if (b->ops->pair_counters) {
-		char counters[256] = "";
+		char counters[512] = "";
 
 		b->ops->pair_counters(pp->p->b, i, counters, sizeof(counters));
 		vmio_json_kv_string(j, "backend_counters", counters);
@@ -413,6 +426,7 @@ int vmio_cmd_net(int argc, char **argv)
 		{ "null-source", required_argument, NULL, OPT_NULL_SOURCE },
 		{ "xdp", required_argument, NULL, OPT_XDP },
 		{ "xdp-copy", no_argument, NULL, OPT_XDP_COPY },
+		{ "xdp-reserve", required_argument, NULL, OPT_XDP_RESERVE },
 		{ "queues", required_argument, NULL, OPT_QUEUES },
 		{ "mac", required_argument, NULL, OPT_MAC },
 		{ "mtu", required_argument, NULL, OPT_MTU },
@@ -427,6 +441,7 @@ int vmio_cmd_net(int argc, char **argv)
 		.queues = 1,
 		.mtu = NET_DEFAULT_MTU,
 		.poll_us = VNET_POLL_DEFAULT_NS / 1000,
+		.xdp_reserve = VNET_XDP_DEFAULT_RESERVE,
 		.mac = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 },
 	};
 	const struct vmio_backend_cmdline cl = {
@@ -450,6 +465,9 @@ int vmio_cmd_net(int argc, char **argv)
 			       "--null is required");
 	if (n.xdp_copy && !n.xdp[0])
 		return vmio_cli_usage_error("net", "--xdp-copy goes with --xdp");
+	if (n.xdp_reserve_set && !n.xdp[0])
+		return vmio_cli_usage_error("net",
+					    "--xdp-reserve goes with --xdp");
 	if (n.null_source && !n.null)
 		return vmio_cli_usage_error("net",
 					    "--null-source goes with --null");

@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -215,6 +216,8 @@ static void test_cli(void **state)
 		{ "net", "--socket", "/tmp/x", "--null", "--null-source", "200", "--mtu", "100", NULL },
 		{ "net", "--socket", "/tmp/x", "--xdp", "eth0", "--threads", "2", NULL },
 		{ "net", "--socket", "/tmp/x", "--null", "--threads", "0", NULL },
+		{ "net", "--socket", "/tmp/x", "--null", "--xdp-reserve", "8", NULL },
+		{ "net", "--socket", "/tmp/x", "--xdp", "eth0", "--xdp-reserve", "16385", NULL },
 	};
 	static const char *const expect[] = {
 		"--null is required", "--null is required",
@@ -224,6 +227,7 @@ static void test_cli(void **state)
 		"interface name", "--socket-path", "from 60 to 1514",
 		"from 60 to 1514", "--null-source goes with --null",
 		"more than --mtu 100", "from one thread", "--threads",
+		"--xdp-reserve goes with --xdp", "--xdp-reserve",
 	};
 	for (size_t i = 0; i < sizeof(usage) / sizeof(usage[0]); i++)
 		expect_failure(i, usage[i], 2, expect[i]);
@@ -419,6 +423,21 @@ static void post_frame(struct vmio_fe *fe, struct virtio_net_hdr h,
 		       uint32_t frame_len)
 {
 	post_frame_on(fe, ROBUST_TX_QUEUE, h, frame_len);
+}
+
+/* Waits for the next used chain of q: its length and token. */
+static void reap_token(struct vmio_dvq *q, uint32_t *len, void **token)
+{
+	for (int rounds = 0; rounds < HARNESS_WAIT_MS / 100; rounds++) {
+		vmio_dvq_want_interrupt(q);
+		if ((*token = vmio_dvq_get_used(q, len)))
+			return;
+		vmio_dvq_wait(q, 100);
+		if ((*token = vmio_dvq_get_used(q, len)))
+			return;
+	}
+	dump_log();
+	fail_msg("queue %u: no chain came back", q->index);
 }
 
 /* Waits until n chains come back used on q (each posted with a non-NULL
@@ -1027,17 +1046,25 @@ struct net_fe {
 	struct vmio_dvq *q;
 };
 
-static void net_fe_start(struct net_fe *t, const char *backend,
-			 const char *name, uint64_t want, unsigned queue,
-			 uint64_t size, unsigned regions)
+static void net_fe_start_opt(struct net_fe *t, const char *backend,
+			     const char *name, uint64_t want, unsigned queue,
+			     uint64_t size, unsigned regions,
+			     const char *extra)
 {
 	const char *sock = harness_path(name);
 
 	enter_netns();
-	t->pid = start_net(sock, backend, name);
+	t->pid = start_net_queues(sock, backend, name, "1", extra);
 	link_up(name);
 	t->fe = fe_connect_mem(sock, want, queue, 0, size, regions);
 	t->q = vmio_fe_queue(t->fe, queue);
+}
+
+static void net_fe_start(struct net_fe *t, const char *backend,
+			 const char *name, uint64_t want, unsigned queue,
+			 uint64_t size, unsigned regions)
+{
+	net_fe_start_opt(t, backend, name, want, queue, size, regions, NULL);
 }
 
 static void tap_fe_start(struct net_fe *t, const char *tap, uint64_t want,
@@ -1645,6 +1672,213 @@ static void test_xdp_nocopy_rx_buffers(void **state)
 	expect_nocopy("vmioxc");
 }
 
+/* A counter of pair 0's backend ("rx_reserve"), read now from the
+ * --control socket ("name=N" words of backend_counters). */
+static long long backend_counter(const char *name)
+{
+	json_t *doc = harness_control_get(net_ctl);
+	const char *s = json_string_value(json_object_get(
+		json_array_get(json_object_get(doc, "queue_pairs"), 0),
+		"backend_counters"));
+	size_t n = strlen(name);
+	long long v = -1;
+
+	for (const char *p = s; p && *p; p = strchr(p, ' '), p = p ? p + 1 : p)
+		if (!strncmp(p, name, n) && p[n] == '=') {
+			v = strtoll(p + n + 1, NULL, 10);
+			break;
+		}
+	json_decref(doc);
+	if (v < 0)
+		fail_msg("no %s in backend_counters '%s'", name, s ? s : "");
+	return v;
+}
+
+/* Frame seq of the reserve case: its length, 60 to 1459 bytes. */
+static size_t seq_len(uint32_t seq)
+{
+	return 60 + (seq * 97u) % 1400;
+}
+
+static void seq_frame(uint32_t seq, uint8_t *frame)
+{
+	static const uint8_t eth[14] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+					 2,    0,    0,    0,    0,    1,
+					 0x88, 0xb5 };
+
+	memcpy(frame, eth, sizeof(eth));
+	memcpy(frame + 14, &seq, sizeof(seq));
+	for (size_t i = 18; i < seq_len(seq); i++)
+		frame[i] = (uint8_t)(seq * 31 + i);
+}
+
+static void send_seq(int fd, const char *name, uint32_t seq)
+{
+	struct sockaddr_ll to = {
+		.sll_family = AF_PACKET,
+		.sll_protocol = htons(0x88b5),
+		.sll_ifindex = (int)if_nametoindex(name),
+		.sll_halen = 6,
+	};
+	uint8_t frame[1514];
+
+	seq_frame(seq, frame);
+	assert_int_equal(sendto(fd, frame, seq_len(seq), 0,
+				(struct sockaddr *)&to, sizeof(to)),
+			 (ssize_t)seq_len(seq));
+}
+
+/* The next used buffer of q carries frame seq, byte for byte, behind
+ * the header. */
+static void expect_seq(struct vmio_fe *fe, struct vmio_dvq *q, uint32_t seq)
+{
+	uint8_t want[1514];
+	uint32_t len;
+	void *token;
+	const struct virtio_net_hdr *h;
+	uint32_t got_seq;
+
+	reap_token(q, &len, &token);
+	seq_frame(seq, want);
+	h = vmio_fe_ptr(fe, (uint64_t)(uintptr_t)token);
+	memcpy(&got_seq, (const uint8_t *)(h + 1) + 14, sizeof(got_seq));
+	if (len != sizeof(*h) + seq_len(seq) || got_seq != seq)
+		fail_msg("expected frame %u (%zu bytes), got frame %u in a "
+			 "%u-byte buffer",
+			 seq, seq_len(seq), got_seq, len);
+	assert_int_equal(le16toh(h->num_buffers), 1);
+	assert_memory_equal(h + 1, want, seq_len(seq));
+}
+
+/* Receive without a copy while the guest is slow to post buffers: frames
+ * that find no guest buffer wait in vmio's reserve (--xdp-reserve 32)
+ * and reach the guest in order, byte for byte, as it posts; a guest that
+ * posts ahead gets frames in place again; and the reserve never holds
+ * more than its 32 frames: the kernel drops what comes beyond. */
+static void test_xdp_nocopy_reserve(void **state)
+{
+	enum { BUF = 2048, RESERVE = 32, BURST3 = 100 };
+	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
+			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
+			      VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF);
+	struct net_fe t;
+	struct vmio_fe *fe;
+	struct vmio_dvq *q;
+	uint32_t seq = 0, next = 0;
+	long long dropped0, dropped = 0;
+	int pfd;
+
+	veth_pair("vmioxm", "vmioxn", 1);
+	net_fe_start_opt(&t, "--xdp", "vmioxm", want, 0, 4 << 20, 1,
+			 "--xdp-reserve=32");
+	fe = t.fe;
+	q = t.q;
+	pfd = packet_socket("vmioxn");
+	assert_int_equal(backend_counter("reserve_frames"), RESERVE);
+
+	/* 1. Two buffers posted, 30 frames at once: they all wait in the
+	 * reserve, and come out in order as the guest posts one buffer at
+	 * a time. */
+	for (int i = 0; i < 2; i++)
+		post_rx(fe, q, BUF);
+	vmio_dvq_kick(q);
+	wait_rx_posted(q);
+	for (; seq < 30; seq++)
+		send_seq(pfd, "vmioxn", seq);
+	expect_seq(fe, q, next++);
+	expect_seq(fe, q, next++);
+	while (next < seq) {
+		post_rx(fe, q, BUF);
+		vmio_dvq_kick(q);
+		expect_seq(fe, q, next++);
+	}
+	assert_int_equal(backend_counter("rx_reserve"), 30);
+	assert_int_equal(backend_counter("rx_direct"), 0);
+
+	/* 2. The guest posts more than the reserve has out: frames land
+	 * in its buffers again once the reserve's are used, in order. */
+	for (int i = 0; i < 40; i++)
+		post_rx(fe, q, BUF);
+	vmio_dvq_kick(q);
+	wait_rx_posted(q);
+	for (; seq < 70; seq++)
+		send_seq(pfd, "vmioxn", seq);
+	while (next < seq)
+		expect_seq(fe, q, next++);
+	assert_true(backend_counter("rx_direct") > 0);
+	assert_int_equal(backend_counter("rx_direct") +
+				 backend_counter("rx_reserve"),
+			 70);
+
+	/* 3. Nothing posted, 100 frames: the reserve takes 32, the kernel
+	 * drops the rest; the 32 come out in order as buffers come. */
+	dropped0 = backend_counter("xsk_rx_dropped");
+	for (; seq < 70 + BURST3; seq++)
+		send_seq(pfd, "vmioxn", seq);
+	for (int waited = 0; waited < HARNESS_WAIT_MS; waited += 10) {
+		dropped = backend_counter("xsk_rx_dropped") - dropped0;
+		if (dropped >= BURST3 - RESERVE)
+			break;
+		poll(NULL, 0, 10);
+	}
+	assert_int_equal(dropped, BURST3 - RESERVE);
+	for (int i = 0; i < RESERVE; i++) {
+		post_rx(fe, q, BUF);
+		vmio_dvq_kick(q);
+		expect_seq(fe, q, next++);
+	}
+	assert_int_equal(backend_counter("reserve_peak"), RESERVE);
+	assert_int_equal(backend_counter("reserve_lost"), 0);
+	assert_int_equal(backend_counter("rx_reordered"), 0);
+	close(pfd);
+	net_fe_stop(&t);
+	assert_int_equal(vmio_stat("rx_frames"), 70 + RESERVE);
+	assert_int_equal(vmio_stat("rx_errors"), 0);
+	expect_nocopy("vmioxm");
+}
+
+/* testpmd as a guest that stops taking frames for a while (SIGSTOP)
+ * while 700 come: without a copy its 256 buffers are all it has, and the
+ * reserve (--xdp-reserve 768) keeps the rest, as the copy path's frames
+ * would; all 700 reach it once it runs again, none dropped. */
+static void test_xdp_nocopy_reserve_testpmd(void **state)
+{
+	enum { FRAMES = 700 };
+	const char *sock = harness_path("vmioxo");
+	struct testpmd t;
+	long long received, reserve = 0;
+	pid_t pid;
+
+	veth_pair("vmioxo", "vmioxp", 1);
+	pid = start_net_queues(sock, "--xdp", "vmioxo", "1",
+			       "--xdp-reserve=768");
+	testpmd_start(&t, sock, "rxonly");
+	if (!testpmd_wait_counter(&t, "RX-packets", 0, HARNESS_WAIT_MS))
+		fail_msg("testpmd did not start");
+	assert_int_equal(kill(t.pid, SIGSTOP), 0);
+	send_frames("vmioxp", FRAMES, false);
+	/* The guest's own buffers take what they can; the rest waits. */
+	for (int waited = 0; waited < HARNESS_WAIT_MS; waited += 10) {
+		reserve = backend_counter("rx_reserve") +
+			  backend_counter("rx_direct");
+		if (reserve >= 256)
+			break;
+		poll(NULL, 0, 10);
+	}
+	assert_int_equal(kill(t.pid, SIGCONT), 0);
+	if (!testpmd_wait_counter(&t, "RX-packets", FRAMES, HARNESS_WAIT_MS))
+		printf("# testpmd received fewer than %d frames in time\n",
+		       FRAMES);
+	received = testpmd_stop(&t, "RX-packets");
+	stop_net(pid);
+	printf("# %d frames while testpmd was stopped: testpmd received "
+	       "%lld, vmio delivered %lld\n",
+	       FRAMES, received, vmio_stat("rx_frames"));
+	assert_int_equal(received, FRAMES);
+	assert_int_equal(vmio_stat("rx_frames"), FRAMES);
+	expect_nocopy("vmioxo");
+}
+
 /* Transmit without a copy: a frame in one descriptor behind the header's
  * goes as it lies, one the guest split in two is copied; both reach the
  * peer whole, and the chains come back once the kernel is done. */
@@ -1799,6 +2033,8 @@ int main(void)
 		cmocka_unit_test(test_xdp_host_to_guest_copy),
 		cmocka_unit_test(test_xdp_nocopy_rx_buffers),
 		cmocka_unit_test(test_xdp_nocopy_tx_layouts),
+		cmocka_unit_test(test_xdp_nocopy_reserve),
+		cmocka_unit_test(test_xdp_nocopy_reserve_testpmd),
 		cmocka_unit_test(test_xdp_big_mtu_copies),
 		cmocka_unit_test(test_xdp_two_pairs),
 		cmocka_unit_test(test_xdp_multiqueue_one_served),

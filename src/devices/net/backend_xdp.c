@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -60,6 +61,7 @@
 #include "devices/net/held.h"
 #include "devices/net/umem_view.h"
 #include "devices/net/virtio_net.h"
+#include "devices/net/xdp_reserve.h"
 #include "devices/net/xsk_map.h"
 #include "util/iov.h"
 #include "util/log.h"
@@ -71,6 +73,14 @@
 /* Frames of our own per pair in no-copy mode: for frames the guest
  * spread over several buffers, which are copied. */
 #define XDP_BOUNCE_FRAMES 64u
+/* No-copy receive: guest buffers held back for frames in the reserve
+ * (xdp_reserve.h), and the guest buffers on the fill ring below which
+ * reserve frames join them while the guest has nothing spare. */
+#define XDP_SPARE_MAX XDP_RING_SIZE
+#define XDP_RESERVE_LOW 64u
+/* Frames received but not reaped when a pair detaches: the RX ring's,
+ * and pending frames copied into spares. */
+#define XDP_LATE_MAX (XDP_RING_SIZE + XDP_SPARE_MAX)
 /* Frames put on the TX ring before we kick without waiting for the
  * device's flush: the kernel's copy path sends 32 per sendto. */
 #define XDP_TX_KICK_BATCH 32u
@@ -98,6 +108,14 @@ struct xdp_queue {
 	uint64_t tx_free[XDP_RING_SIZE]; /* UMEM addresses we may send from */
 	/* No-copy: guest buffers in the kernel's hands. */
 	struct vnet_held rx_held, tx_held;
+	/* No-copy receive's frames of our own, and the guest buffers kept
+	 * back to copy them into. */
+	struct vnet_reserve res;
+	/* No-copy: what the device watches for frames, an epoll instance
+	 * holding the XSK (-1: none), and whether the XSK is in it
+	 * (rx_arm). */
+	int rx_efd;
+	bool rx_armed;
 	bool steer_off;  /* the pair is not served: no frames to its XSK */
 	/* The kernel's counters of the XSKs this pair had before this one. */
 	struct xdp_statistics past;
@@ -119,6 +137,7 @@ struct xdp_backend {
 	uint32_t xdp_flags;
 	const char *xdp_mode; /* "native" or "generic" */
 	bool copy;            /* no more no-copy attempts */
+	unsigned reserve;     /* reserve frames per pair (no-copy receive) */
 	struct vnet_umem_view view; /* guest memory, for no-copy pairs */
 	struct xdp_queue *q;  /* one per pair */
 };
@@ -335,7 +354,33 @@ static int xdp_rx_fd(struct vnet_backend *b, unsigned pair)
 {
 	struct xdp_queue *q = &xdp_of(b)->q[pair];
 
+	if (q->mode == Q_NOCOPY && q->rx_efd >= 0)
+		return q->rx_efd;
 	return q->xsk ? xsk_socket__fd(q->xsk) : -1;
+}
+
+/* Whether frames wake the device. While the guest has given us no buffer
+ * at all (none kept back, none with the kernel), a frame can only land in
+ * the reserve and wait there: waking for it only costs (a wake-up per
+ * batch of frames, all through a dry spell). The guest's next buffer
+ * brings the device anyway (rx_post, then a reap in the same turn).
+ * Frames left on the RX ring meanwhile cannot overflow it while no more
+ * reserve frames are out than it has entries. */
+static void rx_arm(struct xdp_queue *q, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN : 0 };
+
+	if (q->rx_efd < 0 || q->rx_armed == on || !q->xsk)
+		return;
+	if (epoll_ctl(q->rx_efd, EPOLL_CTL_MOD, xsk_socket__fd(q->xsk), &ev))
+		return; /* stays as it was: armed is the safe way */
+	q->rx_armed = on;
+}
+
+static bool rx_starved(const struct xdp_queue *q)
+{
+	return q->res.nframes && !q->res.nspare && !q->rx_held.count &&
+	       q->res.nfill <= XDP_RING_SIZE;
 }
 
 static void fq_wakeup(struct xdp_queue *q)
@@ -406,13 +451,30 @@ static bool xdp_rx_posts(struct vnet_backend *b, unsigned pair)
 	return xdp_of(b)->q[pair].mode == Q_NOCOPY;
 }
 
+/* A guest buffer onto the fill ring at fill, held until it comes back;
+ * -ENOSPC if the ring or the table is full. */
+static int fill_guest(struct xdp_queue *q, uint64_t fill, void *buf,
+		      uint32_t cookie)
+{
+	uint32_t idx;
+
+	if (xsk_ring_prod__reserve(&q->fq, 1, &idx) != 1)
+		return -ENOSPC;
+	if (!vnet_held_put(&q->rx_held, fill, cookie, buf)) {
+		q->fq.cached_prod--;
+		return -ENOSPC;
+	}
+	*xsk_ring_prod__fill_addr(&q->fq, idx) = fill;
+	xsk_ring_prod__submit(&q->fq, 1);
+	return 0;
+}
+
 static int xdp_rx_post(struct vnet_backend *b, unsigned pair, void *buf,
 		       size_t len, uint32_t cookie)
 {
 	struct xdp_backend *x = xdp_of(b);
 	struct xdp_queue *q = &x->q[pair];
 	uint64_t off, fill;
-	uint32_t idx;
 
 	if (q->mode != Q_NOCOPY)
 		return -ENOSPC;
@@ -423,16 +485,13 @@ static int xdp_rx_post(struct vnet_backend *b, unsigned pair, void *buf,
 	 * a buffer in guest memory always has its chunk inside the UMEM. */
 	if (off == UINT64_MAX || off + x->hdr_len < chunk_front(x))
 		return -EFAULT;
+	/* Frames in the reserve, or that may land there, each get a guest
+	 * buffer kept back for them first. */
+	rx_arm(q, true);
+	if (vnet_reserve_holds_back(&q->res))
+		return vnet_reserve_keep(&q->res, buf, cookie) ? 0 : -ENOSPC;
 	fill = off + x->hdr_len - chunk_front(x);
-	if (xsk_ring_prod__reserve(&q->fq, 1, &idx) != 1)
-		return -ENOSPC;
-	if (!vnet_held_put(&q->rx_held, fill, cookie, buf)) {
-		q->fq.cached_prod--;
-		return -ENOSPC;
-	}
-	*xsk_ring_prod__fill_addr(&q->fq, idx) = fill;
-	xsk_ring_prod__submit(&q->fq, 1);
-	return 0;
+	return fill_guest(q, fill, buf, cookie);
 }
 
 enum rx_verdict { RX_MINE, RX_UNKNOWN, RX_MISPLACED };
@@ -454,6 +513,112 @@ static enum rx_verdict rx_take(struct xdp_backend *x, struct xdp_queue *q,
 	return RX_MINE;
 }
 
+/* The kernel put one of our frames somewhere else than we asked: it
+ * may write outside guest buffers too. Later attaches copy. */
+static void misplaced(struct xdp_backend *x, struct xdp_queue *q,
+		      uint32_t len)
+{
+	if (!x->copy)
+		log_err("net: xdp %s queue %u: a %u-byte frame is not where "
+			"the fill address puts it: no-copy off from the next "
+			"queue start",
+			x->name, q->queue_id, len);
+	x->copy = true;
+}
+
+/* Up to max buffers for the guest into done, in the order frames came:
+ * pending reserve frames into spares first, then the RX ring's frames
+ * (*got: how many the ring had). */
+static unsigned rx_process(struct xdp_backend *x, struct xdp_queue *q,
+			   struct vnet_done *done, unsigned max,
+			   unsigned *got)
+{
+	unsigned n = vnet_reserve_drain(&q->res, done, max), i;
+	uint32_t idx;
+
+	/* Each descriptor gives at most one buffer: before a frame lands
+	 * in the reserve, either no frame is pending or no spare is kept
+	 * (the drain above), so at most one comes out after it. */
+	*got = xsk_ring_cons__peek(&q->rx, max - n, &idx);
+	for (i = 0; i < *got && n < max; i++) {
+		const struct xdp_desc *desc =
+			xsk_ring_cons__rx_desc(&q->rx, idx + i);
+
+		switch (vnet_reserve_landed(
+			&q->res, xsk_umem__extract_addr(desc->addr),
+			xsk_umem__add_offset_to_addr(desc->addr), desc->len)) {
+		case VNET_RESERVE_PENDING:
+			n += vnet_reserve_drain(&q->res, done + n, max - n);
+			continue;
+		case VNET_RESERVE_BAD:
+			misplaced(x, q, desc->len);
+			continue;
+		case VNET_RESERVE_NOT_OURS:
+			break;
+		}
+		switch (rx_take(x, q, desc, &done[n])) {
+		case RX_MINE:
+			vnet_reserve_direct(&q->res, &done[n]);
+			n++;
+			break;
+		case RX_MISPLACED:
+			/* The buffer goes back empty. */
+			misplaced(x, q, desc->len);
+			n++;
+			break;
+		case RX_UNKNOWN:
+			break; /* not a buffer we posted: nothing to give */
+		}
+	}
+	/* Peeking moved libxdp's cached index past every descriptor seen:
+	 * the ones left (none, by the above) are looked at next time. */
+	q->rx.cached_cons -= *got - i;
+	if (i)
+		xsk_ring_cons__release(&q->rx, i);
+	return n;
+}
+
+/* After frames came or buffers were posted: spares the reserve no longer
+ * needs go to the fill ring; and while the guest has nothing spare,
+ * free reserve frames do (vnet_reserve_wants_fill). */
+static void rx_refill(struct xdp_backend *x, struct xdp_queue *q)
+{
+	struct vnet_done d;
+	unsigned added = 0;
+	uint64_t addr;
+	uint32_t idx;
+
+	while (vnet_reserve_surplus(&q->res, &d)) {
+		uint64_t off = vnet_umem_view_offset(
+			&x->view, d.buf, x->hdr_len + x->b.max_frame);
+
+		/* Checked when posted, on this same view. */
+		if (fill_guest(q, off + x->hdr_len - chunk_front(x), d.buf,
+			       d.cookie)) {
+			vnet_reserve_keep(&q->res, d.buf, d.cookie);
+			break;
+		}
+		added++;
+	}
+	if (vnet_reserve_wants_fill(&q->res, q->rx_held.count,
+				    XDP_RESERVE_LOW)) {
+		unsigned room = xsk_prod_nb_free(&q->fq, q->res.nfree);
+		unsigned n = room < q->res.nfree ? room : q->res.nfree;
+
+		if (n && xsk_ring_prod__reserve(&q->fq, n, &idx) == n) {
+			for (unsigned i = 0; i < n; i++) {
+				vnet_reserve_fill(&q->res, &addr);
+				*xsk_ring_prod__fill_addr(&q->fq, idx + i) =
+					addr;
+			}
+			xsk_ring_prod__submit(&q->fq, n);
+			added += n;
+		}
+	}
+	if (added)
+		fq_wakeup(q);
+}
+
 static unsigned xdp_rx_reap(struct vnet_backend *b, unsigned pair,
 			    struct vnet_done *done, unsigned max)
 {
@@ -461,7 +626,6 @@ static unsigned xdp_rx_reap(struct vnet_backend *b, unsigned pair,
 	struct xdp_queue *q = &x->q[pair];
 	struct vnet_held_entry e;
 	unsigned n = 0, got;
-	uint32_t idx;
 
 	if (q->mode != Q_NOCOPY) {
 		/* Detached: what came in first, then the rest unused. */
@@ -470,37 +634,15 @@ static unsigned xdp_rx_reap(struct vnet_backend *b, unsigned pair,
 		while (n < max && vnet_held_take_any(&q->rx_held, &e))
 			done[n++] = (struct vnet_done){ .buf = e.buf,
 							.cookie = e.cookie };
+		while (n < max && vnet_reserve_take_spare(&q->res, &done[n]))
+			n++;
 		return n;
 	}
-	got = xsk_ring_cons__peek(&q->rx, max, &idx);
-	for (unsigned i = 0; i < got; i++) {
-		const struct xdp_desc *desc =
-			xsk_ring_cons__rx_desc(&q->rx, idx + i);
-
-		switch (rx_take(x, q, desc, &done[n])) {
-		case RX_MINE:
-			n++;
-			break;
-		case RX_MISPLACED:
-			/* The kernel's layout is not the one we posted
-			 * for: it may write outside guest buffers. The
-			 * buffer goes back empty; later attaches copy. */
-			if (!x->copy)
-				log_err("net: xdp %s queue %u: a %u-byte frame "
-					"is not where the fill address puts it: "
-					"no-copy off from the next queue start",
-					x->name, q->queue_id, desc->len);
-			x->copy = true;
-			n++;
-			break;
-		case RX_UNKNOWN:
-			break; /* not a buffer we posted: nothing to give */
-		}
-	}
-	if (got)
-		xsk_ring_cons__release(&q->rx, got);
-	else
+	n = rx_process(x, q, done, max, &got);
+	rx_refill(x, q);
+	if (!got)
 		fq_wakeup(q);
+	rx_arm(q, !rx_starved(q));
 	return n;
 }
 
@@ -542,6 +684,9 @@ static struct xdp_statistics queue_stats(const struct xdp_queue *q)
 static void xdp_queue_close(struct xdp_queue *q)
 {
 	q->past = queue_stats(q);
+	if (q->rx_efd >= 0)
+		close(q->rx_efd);
+	q->rx_efd = -1;
 	if (q->xsk)
 		xsk_socket__delete(q->xsk);
 	if (q->umem)
@@ -566,17 +711,24 @@ static void xdp_queue_close(struct xdp_queue *q)
 static void xdp_pair_counters(struct vnet_backend *b, unsigned pair,
 			      char *buf, size_t size)
 {
-	struct xdp_statistics st = queue_stats(&xdp_of(b)->q[pair]);
+	const struct xdp_queue *q = &xdp_of(b)->q[pair];
+	const struct vnet_reserve_counters *c = &q->res.c;
+	struct xdp_statistics st = queue_stats(q);
 
 	snprintf(buf, size,
 		 "xsk_rx_dropped=%llu xsk_rx_ring_full=%llu "
 		 "xsk_fill_ring_empty=%llu xsk_rx_invalid=%llu "
-		 "xsk_tx_invalid=%llu",
+		 "xsk_tx_invalid=%llu rx_direct=%llu rx_reserve=%llu "
+		 "rx_reordered=%llu reserve_lost=%llu reserve_frames=%u "
+		 "reserve_peak=%u",
 		 (unsigned long long)st.rx_dropped,
 		 (unsigned long long)st.rx_ring_full,
 		 (unsigned long long)st.rx_fill_ring_empty_descs,
 		 (unsigned long long)st.rx_invalid_descs,
-		 (unsigned long long)st.tx_invalid_descs);
+		 (unsigned long long)st.tx_invalid_descs,
+		 (unsigned long long)c->direct, (unsigned long long)c->reserve,
+		 (unsigned long long)c->reordered,
+		 (unsigned long long)c->lost, q->res.nframes, c->peak);
 }
 
 static void xdp_free(struct vnet_backend *b)
@@ -588,6 +740,7 @@ static void xdp_free(struct vnet_backend *b)
 		xdp_queue_close(&x->q[i]);
 		vnet_held_free(&x->q[i].rx_held);
 		vnet_held_free(&x->q[i].tx_held);
+		vnet_reserve_fini(&x->q[i].res);
 		free(x->q[i].late);
 	}
 	vnet_umem_view_unmap(&x->view);
@@ -729,6 +882,22 @@ static int copy_open_once(struct xdp_backend *x, struct xdp_queue *q)
 	return 0;
 }
 
+/* Frames of our own in the view per pair: bounce frames, then the
+ * receive reserve. */
+static unsigned pair_frames(const struct xdp_backend *x)
+{
+	return XDP_BOUNCE_FRAMES + x->reserve;
+}
+
+static uint32_t fill_ring_size(const struct xdp_backend *x)
+{
+	uint32_t n = XDP_RING_SIZE;
+
+	while (n < XDP_RING_SIZE + x->reserve)
+		n *= 2;
+	return n;
+}
+
 /* A no-copy XSK on the view: unaligned chunks, so that any guest address
  * may be a buffer; our bounce frames are the pair's slice of the view's
  * own area. The fill ring starts empty: the guest fills it. Bound in the
@@ -739,17 +908,29 @@ static int nocopy_open_once(struct xdp_backend *x, struct xdp_queue *q,
 			    unsigned pair)
 {
 	const struct xsk_umem_config ucfg = {
-		.fill_size = XDP_RING_SIZE,
+		/* Room for the guest's buffers and the whole reserve. */
+		.fill_size = fill_ring_size(x),
 		.comp_size = XDP_RING_SIZE,
 		.frame_size = XDP_FRAME_SIZE,
 		.frame_headroom = nocopy_headroom(x),
 		.flags = XDP_UMEM_UNALIGNED_CHUNK_FLAG,
 	};
 	int rc = xsk_open(x, q, x->view.base, x->view.size, &ucfg, XDP_COPY);
+	struct epoll_event ev = { .events = EPOLLIN };
 
 	if (rc)
 		return rc;
-	q->bounce_off = (uint64_t)pair * XDP_BOUNCE_FRAMES * XDP_FRAME_SIZE;
+	q->rx_efd = epoll_create1(EPOLL_CLOEXEC);
+	if (q->rx_efd < 0 || epoll_ctl(q->rx_efd, EPOLL_CTL_ADD,
+				       xsk_socket__fd(q->xsk), &ev))
+		return -errno;
+	q->rx_armed = true;
+	q->bounce_off = (uint64_t)pair * pair_frames(x) * XDP_FRAME_SIZE;
+	vnet_reserve_place(&q->res,
+			   x->view.base + q->bounce_off +
+				   XDP_BOUNCE_FRAMES * XDP_FRAME_SIZE,
+			   q->bounce_off + XDP_BOUNCE_FRAMES * XDP_FRAME_SIZE,
+			   chunk_front(x), x->hdr_len, x->b.max_frame);
 	for (unsigned i = 0; i < XDP_BOUNCE_FRAMES; i++)
 		q->tx_free[i] = q->bounce_off + (uint64_t)i * XDP_FRAME_SIZE;
 	q->ntx_free = XDP_BOUNCE_FRAMES;
@@ -888,7 +1069,7 @@ static bool view_ready(struct xdp_backend *x, const struct vmio_mem *mem)
 	}
 	vnet_umem_view_unmap(&x->view);
 	rc = vnet_umem_view_map(&x->view, mem,
-				(size_t)x->b.pairs * XDP_BOUNCE_FRAMES *
+				(size_t)x->b.pairs * pair_frames(x) *
 					XDP_FRAME_SIZE,
 				&why);
 	if (rc) {
@@ -988,16 +1169,13 @@ static int xdp_attach(struct vnet_backend *b, unsigned pair,
 /* Before the XSK goes: the frames it received are worth giving. */
 static void keep_late_frames(struct xdp_backend *x, struct xdp_queue *q)
 {
-	uint32_t idx;
-	unsigned got = xsk_ring_cons__peek(&q->rx, XDP_RING_SIZE, &idx);
+	unsigned got;
 
-	q->nlate = q->late_pos = 0;
-	for (unsigned i = 0; i < got; i++)
-		if (rx_take(x, q, xsk_ring_cons__rx_desc(&q->rx, idx + i),
-			    &q->late[q->nlate]) != RX_UNKNOWN)
-			q->nlate++;
-	if (got)
-		xsk_ring_cons__release(&q->rx, got);
+	q->late_pos = 0;
+	q->nlate = rx_process(x, q, q->late, XDP_LATE_MAX, &got);
+	/* What found no guest buffer is lost (counted); the spares go back
+	 * unused. */
+	vnet_reserve_detach(&q->res);
 }
 
 static void xdp_detach(struct vnet_backend *b, unsigned pair)
@@ -1041,7 +1219,8 @@ static const struct vnet_backend_ops xdp_ops = {
 };
 
 struct vnet_backend *vnet_backend_xdp_new(const char *name, unsigned queue,
-					  unsigned pairs, bool copy, int *err,
+					  unsigned pairs, bool copy,
+					  unsigned reserve, int *err,
 					  const char **why)
 {
 	struct xdp_backend *x;
@@ -1083,15 +1262,19 @@ struct vnet_backend *vnet_backend_xdp_new(const char *name, unsigned queue,
 	x->b.ops = &xdp_ops;
 	x->hdr_len = VIRTIO_NET_HDR_LEN;
 	x->copy = copy;
+	x->reserve = reserve;
 	memcpy(x->name, name, strlen(name) + 1);
 	for (unsigned i = 0; i < pairs; i++) {
 		struct xdp_queue *q = &x->q[i];
 
 		q->queue_id = queue + i;
+		q->rx_efd = -1;
 		q->x = x;
 		if (vnet_held_init(&q->rx_held, XDP_RING_SIZE) ||
 		    vnet_held_init(&q->tx_held, XDP_RING_SIZE) ||
-		    !(q->late = calloc(XDP_RING_SIZE, sizeof(q->late[0])))) {
+		    vnet_reserve_init(&q->res, reserve, XDP_SPARE_MAX,
+				      XDP_FRAME_SIZE) ||
+		    !(q->late = calloc(XDP_LATE_MAX, sizeof(q->late[0])))) {
 			x->b.pairs = i + 1;
 			xdp_free(&x->b);
 			*err = -ENOMEM;

@@ -11,11 +11,19 @@
  * the driver has it, else generic. No offloads. Frames go without a copy
  * in vmio, on the guest's memory registered as the UMEM, unless copy is
  * set or that cannot be done (said once): then each XSK copies through a
- * UMEM of its own. Returns NULL with *err = -errno and *why a static
- * string saying what failed. */
+ * UMEM of its own. Without a copy, each pair keeps a reserve of
+ * `reserve` frames of its own (4 KiB each, at most VNET_RESERVE_MAX; 0:
+ * none) for frames that come while the guest has no buffer on the fill
+ * ring: they are copied into its buffers in turn, in order. Returns NULL
+ * with *err = -errno and *why a static string saying what failed. */
 struct vnet_backend *vnet_backend_xdp_new(const char *name, unsigned queue,
-					  unsigned pairs, bool copy, int *err,
+					  unsigned pairs, bool copy,
+					  unsigned reserve, int *err,
 					  const char **why);
+
+/* --xdp-reserve's default: as many frames as the copy path's fill ring
+ * holds, 4 MiB a pair. */
+#define VNET_XDP_DEFAULT_RESERVE 1024u
 
 /* The largest --mtu with --xdp: a frame and the XDP headroom fit one
  * 4 KiB UMEM frame, and veth's native XDP takes no more. */

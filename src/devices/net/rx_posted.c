@@ -131,6 +131,10 @@ enum vnet_posted_wait vnet_rx_posted_run(struct vnet_pair *p)
 			break;
 		vmio_vq_enable_kicks(p->rx, false);
 	}
+	/* A backend may fill a buffer as it is posted (AF_XDP copies a
+	 * frame waiting in its reserve into it): give those now. */
+	if (budget < VNET_RX_BUDGET)
+		vnet_rx_reap(p);
 	vmio_vq_flush_and_notify(p->rx);
 	if (why == POST_BROKEN)
 		return VNET_POSTED_BROKEN;
