@@ -11,7 +11,11 @@
  *     seqpacket messages of 300 bytes, each its own message;
  *   - a guest-to-host stream of 64 MiB through `--tx-buffer-size` 1 MiB
  *     and 512 KiB: it must not stall when the guest never has more than
- *     its own buffer in flight.
+ *     its own buffer in flight;
+ *
+ * and, between two sibling guests, where the packets are the sending
+ * guest's own, the refusal itself: RST to the sender, ENOBUFS and then
+ * the queued bytes to the reader.
  *
  * Run with VG_RX_PKT_OVERHEAD=0 VG_TX_CAP=0 (the _limits_off variant)
  * the driver counts bytes only and sends all the credit allows: the same
@@ -641,6 +645,158 @@ static void test_g2h_tx_buffer_512k(void **state)
 	bulk_to_host(*state, 524288);
 }
 
+/* Two guests of one vmio, CIDs 3 and 4, in the default group. */
+struct pair {
+	char sock[2][256], uds[2][256];
+	pid_t pid;
+	struct vg *g[2];
+};
+
+static int pair_setup(void **state)
+{
+	static struct pair p;
+	char vm[2][700], err[256];
+	const char *args[6] = { "vsock" };
+	struct vg_opts o;
+
+	memset(&p, 0, sizeof(p));
+	vm_seq++;
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(p.sock[i], sizeof(p.sock[i]), "%s/pair%u-vhost%u.sock",
+			 harness_tmpdir(), vm_seq, i);
+		snprintf(p.uds[i], sizeof(p.uds[i]), "%s/pair%u-vm%u.vsock",
+			 harness_tmpdir(), vm_seq, i);
+		snprintf(vm[i], sizeof(vm[i]),
+			 "guest-cid=%u,socket=%s,uds-path=%s", 3 + i,
+			 p.sock[i], p.uds[i]);
+		args[1 + 2 * i] = "--vm";
+		args[2 + 2 * i] = vm[i];
+	}
+	args[5] = NULL;
+	p.pid = harness_spawn(args);
+	assert_true(p.pid > 0);
+	for (unsigned i = 0; i < 2; i++) {
+		if (!harness_wait_socket(p.sock[i], WAIT))
+			fail_msg("vmio did not listen on %s", p.sock[i]);
+		vg_opts_init(&o);
+		o.guest_cid = 3 + i;
+		o.siblings = true;
+		p.g[i] = vg_open(p.sock[i], WAIT, &o, err, sizeof(err));
+		if (!p.g[i])
+			fail_msg("VM %u: %s", i, err);
+	}
+	*state = &p;
+	return 0;
+}
+
+static int pair_teardown(void **state)
+{
+	struct pair *p = *state;
+	int st;
+
+	for (unsigned i = 0; i < 2; i++) {
+		vg_free(p->g[i]);
+		p->g[i] = NULL;
+	}
+	st = harness_stop(p->pid, 5000);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	return 0;
+}
+
+/* Between two guests the packets are the sender's own (vmio forwards
+ * them as sent), so a 6.12 receiver resets a sender of 300-byte packets
+ * whatever the device does: the driver's refusal, shown whole, where no
+ * device change can take it away. The 456th packet is refused, the RST
+ * reaches the sender through vmio, the reader gets ENOBUFS first and then
+ * the 455 packets it had queued. Counting bytes only, the receiver takes
+ * all the credit allows and the sender waits instead. */
+static void test_sibling_trickle(void **state)
+{
+	struct pair *p = *state;
+	struct vg *a = p->g[0], *b = p->g[1];
+	const uint32_t port = 6000;
+	uint8_t buf[CHUNK];
+	struct vg_sock_info ia, ib;
+	struct vg_sock *sa, *sb;
+	unsigned sent = 0;
+	uint64_t got = 0;
+	ssize_t r = 0;
+	int err = 0;
+
+	assert_int_equal(vg_listen(b, port), 0);
+	sa = vg_connect_cid_start(a, 4, port, &err);
+	if (!sa)
+		fail_msg("connect: %s", strerror(-err));
+	sb = vg_accept(b, port, false, WAIT, &err);
+	if (!sb)
+		fail_msg("accept: %s", strerror(-err));
+	assert_int_equal(vg_connect_wait(sa, WAIT), 0);
+	for (; sent < TRICKLE_WRITES; sent++) {
+		vg_pattern_fill(port, (uint64_t)sent * TRICKLE_SIZE, buf,
+				TRICKLE_SIZE);
+		/* Out of credit, the wait ends the trickle: B reads nothing. */
+		r = vg_write(sa, buf, TRICKLE_SIZE, 1000);
+		if (r != TRICKLE_SIZE)
+			break;
+		vg_poll(b, 0);
+	}
+	/* What is on its way lands; a reset reaches the sender. */
+	for (int64_t end = now_ms() + WAIT; now_ms() < end;) {
+		struct vg *both[2] = { a, b };
+
+		vg_sock_info(sa, &ia);
+		if (ia.reset || (!b->o.rx_pkt_overhead &&
+				 vg_poll_many(both, 2, 200) == 0))
+			break;
+		vg_poll_many(both, 2, 50);
+	}
+	vg_sock_info(sa, &ia);
+	vg_sock_info(sb, &ib);
+	print_message("# sibling trickle: %u writes, the receiver refused %"
+		      PRIu64 " (%s), %u packets and %u bytes queued\n", sent,
+		      b->rx_refused_pkts, b->refusal[0] ? b->refusal : "-",
+		      ib.queued_pkts, ib.unread);
+	if (!b->o.rx_pkt_overhead) {
+		/* 6.1: bytes only; the credit stops the sender, with the
+		 * receiver's buffer full to the byte. */
+		assert_false(ia.reset || ib.reset);
+		assert_int_equal(ia.peer_credit, 0);
+		assert_int_equal(ib.unread, b->o.buf_alloc);
+		assert_int_equal(b->rx_refused_pkts + b->rx_resets, 0);
+		goto out;
+	}
+	assert_true(ib.refused);
+	assert_int_equal(b->rx_refused_pkts, 1);
+	assert_int_equal(b->rx_refused_bytes, 0);
+	assert_int_equal(b->rx_resets, 1);
+	assert_int_equal(ib.queued_pkts, 455);
+	assert_int_equal(ib.unread, 455 * TRICKLE_SIZE);
+	if (!ia.reset)
+		fail_msg("the sender was not reset (%u writes, last %zd)", sent,
+			 r);
+	assert_int_equal(vg_write(sa, buf, 1, WAIT), -ECONNRESET);
+	/* ENOBUFS first, once; then what was queued, in order; then the
+	 * reset. */
+	assert_int_equal(vg_read(sb, buf, sizeof(buf), WAIT), -ENOBUFS);
+	for (;;) {
+		r = vg_read(sb, buf, sizeof(buf), WAIT);
+		if (r <= 0)
+			break;
+		assert_int_equal(vg_pattern_check(port, got, buf, (size_t)r),
+				 (size_t)r);
+		got += (uint64_t)r;
+	}
+	assert_int_equal(r, -ECONNRESET);
+	assert_int_equal(got, 455 * TRICKLE_SIZE);
+out:
+	vg_close(sa);
+	vg_close(sb);
+	if (a->violations || b->violations)
+		fail_msg("protocol violations: %s / %s", a->violation,
+			 b->violation);
+}
+
 static struct vm vm_trickle, vm_trickle_seq,
 	vm_g2h_1m = { .extra = { "--tx-buffer-size", "1048576" } },
 	vm_g2h_512k = { .extra = { "--tx-buffer-size", "524288" } };
@@ -656,6 +812,8 @@ int main(void)
 		VM_CASE(test_trickle_seqpacket, vm_trickle_seq),
 		VM_CASE(test_g2h_tx_buffer_1m, vm_g2h_1m),
 		VM_CASE(test_g2h_tx_buffer_512k, vm_g2h_512k),
+		cmocka_unit_test_setup_teardown(test_sibling_trickle,
+						pair_setup, pair_teardown),
 	};
 
 	/* A host socket the device closed must not kill us with SIGPIPE. */
