@@ -259,7 +259,7 @@ static int send_blocking(struct trickle *t, const uint8_t *buf, size_t len)
 			continue;
 		if (r < 0)
 			return errno;
-		/* A message goes whole or not at all. */
+		/* A stream may take part; a message goes whole. */
 		buf += r;
 		len -= (size_t)r;
 		end = now_ms() + WAIT;
@@ -271,14 +271,18 @@ static void *trickle_main(void *arg)
 {
 	struct trickle *t = arg;
 	uint8_t buf[TRICKLE_SIZE];
-	struct timespec next;
+	struct timespec next = { 0 }, now;
 
 	if (!trickle_connect(t))
 		goto out;
-	clock_gettime(CLOCK_MONOTONIC, &next);
 	for (unsigned i = 0; i < TRICKLE_WRITES; i++) {
-		/* Paced from the start, so a blocked write is not made up
-		 * for by a burst, nor delays the ones after it further. */
+		/* The gap counts from the last write, not from the start: a
+		 * write that blocked is not made up for by a burst. Absolute,
+		 * so the write itself does not stretch it. */
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (i == 0 || now.tv_sec > next.tv_sec ||
+		    (now.tv_sec == next.tv_sec && now.tv_nsec > next.tv_nsec))
+			next = now;
 		next.tv_nsec += TRICKLE_GAP_NS;
 		if (next.tv_nsec >= 1000000000L) {
 			next.tv_sec++;
