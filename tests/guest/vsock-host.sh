@@ -33,7 +33,8 @@ dev=${dev:-vsock}
 vmio_wrap=()
 dev_qemu=()
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-image=$top/build/guest
+image=$top/build/guest # the guest root; after vh_setup, the platform's image
+platform=6.1           # --platform (scripts/guest/platform.sh)
 vmio=$top/build/vmio
 tool=$top/build/tests/guest/vsock-tool
 peer=$top/build/tests/guest/uds-peer
@@ -50,7 +51,8 @@ pids=()
 vpid=
 gpid=
 tmp=
-packed= # --packed: the devices on packed rings (QEMU packed=on)
+packed=   # --packed: the devices on packed rings (QEMU packed=on)
+in_order= # --in-order: vhost-user-vsock-pci with in_order=on (QEMU 10)
 # shellcheck disable=SC2317 # called from the EXIT trap
 vh_cleanup() {
 	# Whatever ended the script: no backend, QEMU or peer left behind
@@ -74,20 +76,31 @@ vh_setup() {
 		--vsock-tool) tool=$2; shift 2 ;;
 		--uds-peer) peer=$2; shift 2 ;;
 		--packed) packed=1; shift ;;
-		*) echo "usage: $0 [--packed] [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]" >&2; exit 2 ;;
+		--in-order) in_order=1; shift ;;
+		--platform) platform=$2; shift 2 ;;
+		*) echo "usage: $0 [--platform 6.1|6.12|6.12-bpo] [--packed] [--in-order] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]" >&2; exit 2 ;;
 		esac
 	done
-	command -v qemu-system-x86_64 >/dev/null ||
-		fail "qemu-system-x86_64 is not installed (package qemu-system-x86): run scripts/deps.sh as root"
 	local b
 	for b in "$vmio" "$tool" "$peer"; do
 		[[ -x $b ]] || fail "$b is missing: build with 'ninja -C build'"
 	done
 	"$vmio" "$dev" --help >/dev/null 2>&1 || fail "'$vmio $dev --help' failed: this vmio has no $dev device"
 
+	# shellcheck source=scripts/guest/platform.sh
+	. "$top/scripts/guest/platform.sh"
+	platform_check "$platform" || fail "--platform $platform"
+	# Logs and messages name the platform when it is not the first one,
+	# as the meson test names do (guest_vsock_612: vsock_test_612).
+	[[ $platform == 6.1 ]] || name=${name}_$(tr -d '.-' <<<"$platform")
 	start=$SECONDS
-	"$top/scripts/guest/build-image.sh" "$image" >/dev/null || fail "building the guest image failed"
-	image=$(cd "$image" && pwd)
+	image=$("$top/scripts/guest/build-image.sh" --platform "$platform" "$image") ||
+		fail "building the guest image for platform $platform failed"
+	qemu=$(guest_qemu "$image" 2>&1) || fail "$qemu"
+	read -r qemu_major qemu_minor <<<"$(qemu_version "$qemu")"
+	[[ -n ${qemu_minor:-} ]] || fail "cannot tell the version of $qemu: $("$qemu" --version 2>&1 | head -n 2)"
+	kernel_release=$(cat "$image/kernel-release")
+	echo "$name: platform $platform: Linux $kernel_release, QEMU $qemu_major.$qemu_minor ($qemu)"
 	logs=$image/logs
 	mkdir -p "$logs"
 	serial=$logs/$name.serial.log
@@ -141,7 +154,7 @@ vh_boot() { # guest script, more run-guest.sh options... [-- QEMU options...]
 	local script=$1 opts=() devq=("${dev_qemu[@]}")
 	shift
 	# shellcheck disable=SC2054 # QEMU's commas
-	((${#devq[@]})) || devq=(-chardev "socket,id=vs,path=$sock" -device "vhost-user-vsock-pci,chardev=vs${packed:+,packed=on}")
+	((${#devq[@]})) || devq=(-chardev "socket,id=vs,path=$sock" -device "vhost-user-vsock-pci,chardev=vs${packed:+,packed=on}${in_order:+,in_order=on}")
 	# The guest checks what its driver negotiated (check_ring).
 	[[ -z $packed ]] || opts+=(--append RING=packed)
 	while (($#)) && [[ $1 != -- ]]; do
