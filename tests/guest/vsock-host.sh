@@ -90,9 +90,6 @@ vh_setup() {
 	# shellcheck source=scripts/guest/platform.sh
 	. "$top/scripts/guest/platform.sh"
 	platform_check "$platform" || fail "--platform $platform"
-	# Logs and messages name the platform when it is not the first one,
-	# as the meson test names do (guest_vsock_612: vsock_test_612).
-	[[ $platform == 6.1 ]] || name=${name}_$(tr -d '.-' <<<"$platform")
 	start=$SECONDS
 	image=$("$top/scripts/guest/build-image.sh" --platform "$platform" "$image") ||
 		fail "building the guest image for platform $platform failed"
@@ -100,6 +97,7 @@ vh_setup() {
 	read -r qemu_major qemu_minor <<<"$(qemu_version "$qemu")"
 	[[ -n ${qemu_minor:-} ]] || fail "cannot tell the version of $qemu: $("$qemu" --version 2>&1 | head -n 2)"
 	kernel_release=$(cat "$image/kernel-release")
+	# Each platform's logs in its image directory (build/guest/6.12/logs).
 	echo "$name: platform $platform: Linux $kernel_release, QEMU $qemu_major.$qemu_minor ($qemu)"
 	logs=$image/logs
 	mkdir -p "$logs"
