@@ -46,15 +46,21 @@ flock 9
 pkgs=(qemu-system-x86 qemu-system-common qemu-system-data seabios)
 bin=$dir/root/usr/bin/qemu-system-x86_64
 
-# The versions the lists name now ("PKG=VERSION" each).
+# The versions the lists name now ("PKG=VERSION" each), from one apt-cache
+# call (each costs about a second here, and this runs before every test
+# of a 6.12 platform).
 versions() {
-	local p v want=()
+	local p out=()
+	declare -A v=()
+	while read -r p ver; do
+		[[ -n ${v[$p]:-} ]] || v[$p]=$ver
+	done < <(bpo_apt_cache "$root" show --no-all-versions "${pkgs[@]}" 2>/dev/null |
+		awk '/^Package:/ { p = $2 } /^Version:/ { print p, $2 }')
 	for p in "${pkgs[@]}"; do
-		v=$(bpo_apt_cache "$root" show --no-all-versions "$p" 2>/dev/null | sed -n 's/^Version: *//p' | head -n1)
-		[[ -n $v ]] || return 1
-		want+=("$p=$v")
+		[[ -n ${v[$p]:-} ]] || return 1
+		out+=("$p=${v[$p]}")
 	done
-	echo "${want[*]}"
+	echo "${out[*]}"
 }
 
 if ! bpo_refresh "$root"; then
@@ -98,15 +104,20 @@ if ! (cd "$dir/dl" && bpo_apt_get "$root" download $want >&2); then
 		die "apt-get download $want from bookworm-backports failed"
 fi
 
+# Unpacked beside the old tree and swapped in whole: a QEMU that runs from
+# the old one (another build tree's test) keeps its files.
 rm -f "$dir/stamp"
-rm -rf "$dir/root"
-mkdir -p "$dir/root"
+rm -rf "$dir/root.new" "$dir/root.old"
+mkdir -p "$dir/root.new"
 for deb in "$dir"/dl/*.deb; do
-	dpkg-deb -x "$deb" "$dir/root" || die "cannot unpack $deb"
+	dpkg-deb -x "$deb" "$dir/root.new" || die "cannot unpack $deb"
 done
-[[ -x $bin ]] || die "no usr/bin/qemu-system-x86_64 in the unpacked packages ($dir/root)"
+[[ -x $dir/root.new/usr/bin/qemu-system-x86_64 ]] || die "no usr/bin/qemu-system-x86_64 in the unpacked packages ($dir/root.new)"
 # Only the documentation and the binary's manual pages: nothing to keep.
-rm -rf "$dir/root/usr/share/doc" "$dir/root/usr/share/man"
+rm -rf "$dir/root.new/usr/share/doc" "$dir/root.new/usr/share/man"
+[[ ! -d $dir/root ]] || mv "$dir/root" "$dir/root.old"
+mv "$dir/root.new" "$dir/root"
+rm -rf "$dir/root.old"
 
 # Every library it loads must be on the system (Debian 12's): name the
 # missing ones and the package to install, rather than fail at boot.

@@ -61,9 +61,9 @@ vlog1=$vlog
 # takes (and warns about the old one). vectors=0: see net_test.sh (QEMU
 # 7.2 under TCG and MSI-X).
 if ((qemu_major > 9 || (qemu_major == 9 && qemu_minor >= 2))); then
-	reconnect=reconnect-ms=1000
+	reconnect="reconnect-ms=1000"
 else
-	reconnect=reconnect=1
+	reconnect="reconnect=1"
 fi
 # shellcheck disable=SC2054 # QEMU's commas
 dev_qemu=(-chardev "socket,id=c,path=$sock,$reconnect" -netdev "vhost-user,chardev=c,id=n"
