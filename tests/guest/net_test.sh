@@ -28,10 +28,10 @@
 # and frames must have crossed each pair's queues both ways (the guest
 # driver's per-queue counters, read with vsock-tool nic-queues).
 #
-# usage: tests/guest/net_test.sh [--backend tap|xdp|xdp-copy] [--queues N] [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
+# usage: tests/guest/net_test.sh [--platform NAME] [--backend tap|xdp|xdp-copy] [--queues N] [--packed] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
 # Needs root (network namespaces, a TAP or a veth pair, AF_XDP). Exit 0
 # when every scenario passed; 1 with "net_test: FAIL: ..." lines otherwise.
-# Logs: DIR/logs/net_test[_mqN][_xdp|_xdp_copy].*.log (serial console, vmio
+# Logs: ROOT/NAME/logs/net_test[_mqN][_xdp|_xdp_copy].*.log (serial console, vmio
 # -v and its stats, namespace peers). The set-up and verdicts shared with
 # the vsock tests: vsock-host.sh.
 set -euo pipefail

@@ -8,7 +8,11 @@
 # device, instead of vhost-user-vsock-pci on $sock), vmio_wrap (a command
 # vmio runs under: ip netns exec NS) and a vh_cleanup_hook function.
 # The caller sets `name` (message and log prefix) before sourcing, then:
-#   vh_setup "$@"        options, checks, the image, logs, a cleanup trap
+#   vh_setup "$@"        options, checks, the image, logs, a cleanup trap;
+#                        --platform NAME (6.1, 6.12, 6.12-bpo: the guest
+#                        kernel and QEMU, scripts/guest/platform.sh) sets
+#                        image (ROOT/NAME), qemu, qemu_major, qemu_minor
+#                        and kernel_release for the caller
 #   vh_service PORT ...  a uds-peer service, before the guest boots
 #   vh_spawn PORT CMD... any such service, logged as host-PORT
 #   vh_start_vmio [ARGS] `vmio vsock --guest-cid 3` (or vmio $dev ARGS), listening on
@@ -26,7 +30,7 @@
 # A test with two guests sets sock and serial before each vh_boot, keeps
 # the first gpid in pids, and sets gpid and serial back before finishing it.
 # Exit status of the test: 0 when every scenario passed; 1 with
-# "$name: FAIL: ..." lines otherwise. Logs: DIR/logs/$name.*.log.
+# "$name: FAIL: ..." lines otherwise. Logs: ROOT/NAME/logs/$name.*.log.
 
 : "${name:?set name before sourcing vsock-host.sh}"
 dev=${dev:-vsock}
