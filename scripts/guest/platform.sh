@@ -51,12 +51,14 @@ platform_linux_source() { # platform
 # --- bookworm-backports through a private apt configuration -------------
 # Never the system's sources or lists: apt reads this list and keeps its
 # lists and cache under ROOT/apt, and `apt-get download` fetches into the
-# current directory without installing anything.
+# current directory without installing anything. Nor the system's dpkg
+# status: with it, apt-cache would name the installed QEMU 7.2 as a
+# version of qemu-system-x86 whenever the backports lists are missing.
 bpo_suite_line='deb http://deb.debian.org/debian bookworm-backports main'
 bpo_opts() { # root -> apt options, one a line
 	local d=$1/apt
 	printf '%s\n' -o "Dir::Etc::sourcelist=$d/sources.list" -o Dir::Etc::sourceparts=/dev/null \
-		-o "Dir::State::Lists=$d/lists" -o "Dir::Cache=$d/cache" -q
+		-o "Dir::State::Lists=$d/lists" -o "Dir::Cache=$d/cache" -o Dir::State::status=/dev/null -q
 	# As root, apt drops to the _apt user to download, who may not be
 	# able to write into the build tree.
 	[[ $(id -u) -ne 0 ]] || printf '%s\n' -o APT::Sandbox::User=root
@@ -86,18 +88,21 @@ bpo_refresh() { # root [force]
 		flock 8
 		[[ -f $d/sources.list && $(cat "$d/sources.list") == "$bpo_suite_line" ]] ||
 			echo "$bpo_suite_line" >"$d/sources.list"
-		if [[ -z $force ]] && compgen -G "$d/lists/*_Packages" >/dev/null &&
-			[[ -n $(find "$d/lists" -maxdepth 1 -name '*_Packages' -mmin -1440) ]]; then
+		if [[ -z $force ]] && compgen -G "$d/lists/*_Packages*" >/dev/null &&
+			[[ -n $(find "$d/lists" -maxdepth 1 -name '*_Packages*' -mmin -1440) ]]; then
 			exit 0
 		fi
-		if out=$(bpo_apt_get "$root" update 2>&1); then
+		# --error-on=any: apt-get update otherwise exits 0 when it could
+		# fetch nothing (a warning), and leaves no list behind.
+		if out=$(bpo_apt_get "$root" update --error-on=any 2>&1) &&
+			compgen -G "$d/lists/*bookworm-backports*_Packages*" >/dev/null; then
 			# apt leaves the file alone when nothing changed: its age is
 			# the check's.
-			touch "$d"/lists/*_Packages 2>/dev/null || true
+			touch "$d"/lists/*_Packages* 2>/dev/null || true
 			exit 0
 		fi
-		if compgen -G "$d/lists/*_Packages" >/dev/null; then
-			echo "warning: apt-get update of bookworm-backports failed; using the lists from $(date -r "$(compgen -G "$d/lists/*_Packages" | head -n1)" +%F):" >&2
+		if compgen -G "$d/lists/*_Packages*" >/dev/null; then
+			echo "warning: apt-get update of bookworm-backports failed; using the lists from $(date -r "$(compgen -G "$d/lists/*_Packages*" | head -n1)" +%F):" >&2
 			echo "$out" | tail -n 3 >&2
 			exit 0
 		fi
