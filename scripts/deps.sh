@@ -20,6 +20,8 @@ packages=(
 	libjansson-dev    # the integration tests parse --control documents
 	bpftool           # build: turns the BPF object into a libbpf skeleton header
 	qemu-system-x86   # guest tests: boots a Debian kernel against the vhost-user devices
+	                  # (QEMU 7.2); its libraries are also all that bookworm-backports'
+	                  # QEMU 10, unpacked into build/guest by scripts/guest/fetch-qemu.sh, needs
 	busybox-static    # guest tests: the guest's whole userland, copied into its initramfs
 	cpio              # guest tests: packs the initramfs
 	xz-utils          # guest tests: unpacks the kernel package's compressed modules, and the kernel source (vsock tests)

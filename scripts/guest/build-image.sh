@@ -1,40 +1,64 @@
 #!/bin/bash
-# Builds the guest that vmio's guest tests boot: Debian's stock kernel and a
+# Builds the guest that vmio's guest tests boot: a stock Debian kernel and a
 # tiny initramfs (static busybox, the virtio / vsock / virtio-net modules and
-# an /init that loads them, runs /test.sh if one is there, and powers off).
+# an /init that loads them, runs /test.sh if one is there, and powers off),
+# for one guest platform (scripts/guest/platform.sh: 6.1, 6.12, 6.12-bpo).
 #
-# usage: scripts/guest/build-image.sh [CACHE_DIR]      (default: build/guest)
+# usage: scripts/guest/build-image.sh [--platform NAME] [ROOT]
+#   NAME  the platform (default 6.1); ROOT the guest cache (default
+#   build/guest). The image goes into ROOT/NAME, whose path is printed.
 #
 # Everything comes from Debian packages: the kernel package is fetched with
 # `apt-get download` and unpacked into the cache (the host's /boot and
-# /lib/modules are never touched); busybox comes from busybox-static
+# /lib/modules are never touched): 6.1 and 6.12 from the system's apt
+# sources (Debian 12 and its security suite), 6.12-bpo and the 6.12
+# platforms' QEMU from bookworm-backports through a private apt list in
+# ROOT/apt (fetch-qemu.sh). busybox comes from busybox-static
 # (scripts/deps.sh installs it). The result is cached: a second run only
 # compares a stamp of its inputs (this script, kernel package and version,
 # busybox version, module list) and does nothing if they are unchanged.
 #
-# Outputs, in CACHE_DIR:
+# Outputs, in ROOT/NAME:
 #   vmlinuz           the kernel, as Debian ships it (a bzImage)
 #   vmlinux           the same kernel unpacked, booted through PVH (faster)
 #   initramfs.cpio    the base initramfs (uncompressed: unpacking gzip under
 #                     TCG costs boot time, and it is only a few MiB)
 #   kernel-release    e.g. 6.1.0-57-amd64
 #   modules.order     the modules /init loads, in load order
+#   qemu              the QEMU binary the platform boots under ("system":
+#                     the system's qemu-system-x86_64), for run-guest.sh
 #
 # Environment:
-#   VMIO_GUEST_KERNEL_DEB   a linux-image-*.deb to use instead of downloading
+#   VMIO_GUEST_KERNEL_DEB   a linux-image-*.deb to use instead of the
+#                           platform's kernel (any platform asked for)
 #   VMIO_GUEST_MODULES      extra modules to include and load (space-separated)
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
-cache=${1:-$top/build/guest}
-mkdir -p "$cache"
-cache=$(cd "$cache" && pwd)
+platform=6.1
+args=("$@")
+while (($#)); do
+	case $1 in
+	--platform) platform=$2; shift 2 ;;
+	-*) echo "build-image: unknown option '$1' (usage: build-image.sh [--platform NAME] [ROOT])" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
+groot=${1:-$top/build/guest}
+mkdir -p "$groot"
+groot=$(cd "$groot" && pwd)
+cache=$groot/$platform
 
 # shellcheck source=scripts/guest/fetch-deb.sh
 . "$top/scripts/guest/fetch-deb.sh"
+# shellcheck source=scripts/guest/platform.sh
+. "$top/scripts/guest/platform.sh"
 
 die() { echo "build-image: $*" >&2; exit 1; }
 log() { echo "build-image: $*" >&2; }
+
+platform_check "$platform" || die "--platform: see scripts/guest/platform.sh"
+mkdir -p "$cache"
 
 # The modules the guest loads. Their dependencies (virtio_ring,
 # virtio_pci_modern_dev, vsock, failover, ...) are added from modules.dep, so
@@ -57,31 +81,44 @@ fi
 exec 9>"$cache/.lock"
 flock 9
 
+# --- which QEMU ------------------------------------------------------------
+# Written on every run (the QEMU may have been refreshed without the
+# kernel changing); run-guest.sh reads it.
+if [[ $(platform_qemu_kind "$platform") == bpo ]]; then
+	qemu=$("$top/scripts/guest/fetch-qemu.sh" "$groot") || die "no QEMU for platform $platform (fetch-qemu.sh said why above)"
+else
+	qemu=system
+fi
+[[ -f $cache/qemu && $(cat "$cache/qemu") == "$qemu" ]] || echo "$qemu" >"$cache/qemu"
+
 # --- which kernel --------------------------------------------------------
-# The kernel package is whatever linux-image-amd64 points at in the apt
-# lists (linux-image-6.1.0-NN-amd64 on Debian 12).
+# The platform's kernel package, as the apt lists name it now
+# (platform.sh: linux-image-6.1.0-NN-amd64 for 6.1, ...).
 kdeb=${VMIO_GUEST_KERNEL_DEB:-}
+kapt=system
+[[ $platform != 6.12-bpo ]] || kapt=bpo
 if [[ -n $kdeb ]]; then
 	[[ -f $kdeb ]] || die "VMIO_GUEST_KERNEL_DEB=$kdeb does not exist"
 	kdeb=$(cd "$(dirname "$kdeb")" && pwd)/$(basename "$kdeb")
 	kpkg=$(dpkg-deb -f "$kdeb" Package)
 	kver=$(dpkg-deb -f "$kdeb" Version)
 else
-	# One apt-cache call (each costs about a second here): the meta
-	# package's Depends is "linux-image-6.1.0-NN-amd64 (= VERSION)".
-	dep=$(apt-cache show --no-all-versions linux-image-amd64 2>/dev/null |
-		sed -n 's/^Depends: *\(linux-image-[0-9][^ ,]*\) *(= *\([^) ]*\)).*/\1 \2/p' | head -n1 || true)
+	# The backports lists were refreshed by fetch-qemu.sh above.
+	dep=$(platform_kernel "$platform" "$groot")
 	kpkg=${dep%% *}
 	kver=${dep#* }
 	if [[ -z $dep ]]; then
 		# No apt lists (fresh container): use the cache if there is one
 		# rather than failing; otherwise say what to do.
 		if [[ -f $cache/stamp && -f $cache/vmlinuz && -f $cache/initramfs.cpio ]]; then
-			log "apt lists do not name a kernel; using the cached image"
+			log "apt lists do not name platform $platform's kernel; using the cached image"
 			echo "$cache"
 			exit 0
 		fi
-		die "apt does not know linux-image-amd64: run 'apt-get update' (as root) first"
+		if [[ $kapt == bpo ]]; then
+			die "the bookworm-backports lists in $groot/apt/lists name no linux-image-amd64"
+		fi
+		die "apt does not know platform $platform's kernel package: run 'apt-get update' (as root) first"
 	fi
 fi
 
@@ -89,23 +126,36 @@ fi
 bbver=$(dpkg-query -W -f='${Version}' busybox-static)
 stamp_text=$(
 	echo "script $(sha256sum "$0" | cut -d' ' -f1)"
+	echo "platform $platform"
 	echo "kernel $kpkg $kver"
 	echo "busybox $bbver"
 	echo "modules ${modules[*]}"
 )
 if [[ -f $cache/stamp && $(cat "$cache/stamp") == "$stamp_text" &&
 	-f $cache/vmlinuz && -f $cache/initramfs.cpio ]]; then
-	log "up to date: $kpkg $kver"
+	log "up to date: platform $platform, $kpkg $kver"
 	echo "$cache"
 	exit 0
 fi
 
 start=$SECONDS
-log "building guest image in $cache ($kpkg $kver, busybox $bbver)"
+log "building guest image for platform $platform in $cache ($kpkg $kver, busybox $bbver)"
 
 # --- fetch the kernel package --------------------------------------------
 if [[ -z $kdeb ]]; then
-	if ! kdeb=$(fetch_deb "$cache/dl" "$kpkg" "$kver"); then
+	if [[ $kapt == bpo ]]; then
+		# fetch_deb's apt-get, with the private backports configuration;
+		# backports keeps one version of a package: stale lists name one
+		# that is gone, so refresh them once and start again.
+		mapfile -t fetch_apt_opts < <(bpo_opts "$groot")
+		if ! kdeb=$(fetch_deb "$cache/dl" "$kpkg" "$kver"); then
+			[[ -z ${VMIO_GUEST_RETRIED:-} ]] ||
+				die "apt-get download $kpkg=$kver from bookworm-backports failed (lists in $groot/apt/lists)"
+			log "download failed; refreshing the backports lists and retrying once"
+			bpo_refresh "$groot" force || die "cannot refresh the bookworm-backports lists"
+			VMIO_GUEST_RETRIED=1 exec "$0" "${args[@]}" 9>&-
+		fi
+	elif ! kdeb=$(fetch_deb "$cache/dl" "$kpkg" "$kver"); then
 		# Stale lists name a version the mirror has dropped (Debian
 		# replaces kernel ABIs on security updates): refresh once.
 		if [[ $(id -u) -ne 0 || -n ${VMIO_GUEST_RETRIED:-} ]]; then
@@ -113,7 +163,7 @@ if [[ -z $kdeb ]]; then
 		fi
 		log "download failed; refreshing apt lists and retrying once"
 		apt-get update -qq >&2
-		VMIO_GUEST_RETRIED=1 exec "$0" "$@" 9>&-
+		VMIO_GUEST_RETRIED=1 exec "$0" "${args[@]}" 9>&-
 	fi
 fi
 
@@ -196,6 +246,9 @@ for applet in $("$busybox" --list-full); do
 done
 
 echo "$krel" >"$root/etc/kernel-release"
+# What the kernel has built in, for tests that ask whether a driver is
+# there in whichever form (boot_test.sh).
+cp "$moddir/modules.builtin" "$root/lib/modules/modules.builtin"
 
 cat >"$root/init" <<'INIT'
 #!/bin/sh

@@ -1,29 +1,47 @@
 #!/bin/bash
 # Builds the Linux kernel's own vsock test suite (tools/testing/vsock:
 # vsock_test and vsock_diag_test) as static programs for the guest, from
-# Debian's linux-source-6.1 package, and prints the directory they are in.
+# one of Debian's linux-source-X.Y packages, and prints the directory they
+# are in.
 #
-# usage: scripts/guest/build-vsock-test.sh [CACHE_DIR]   (default: build/guest)
+# usage: scripts/guest/build-vsock-test.sh [--source PACKAGE] [ROOT]
+#   PACKAGE  linux-source-6.1 (default) or linux-source-6.12: the suite of
+#            the guest kernel's version (6.12's has more cases); each
+#            platform's is named in platform.sh (platform_linux_source)
+#   ROOT     the guest cache (default: build/guest)
 #
-# The package is fetched with `apt-get download` into CACHE_DIR/vsock_test/dl
-# (never installed); only tools/testing/vsock and tools/include (its
-# Makefile's include path; the rest comes from linux-libc-dev) are unpacked from the kernel tarball inside it, and built with
-# the kernel's own Makefile (`make LDFLAGS=-static vsock_test
-# vsock_diag_test`). The result, CACHE_DIR/vsock_test/{vsock_test,
-# vsock_diag_test}, is cached: a second run only compares a
+# The package is fetched with `apt-get download` into
+# ROOT/vsock_test/PACKAGE/dl (never installed); only tools/testing/vsock
+# and tools/include (its Makefile's include path; the rest comes from
+# linux-libc-dev) are unpacked from the kernel tarball inside it, and
+# built with the kernel's own Makefile (`make LDFLAGS=-static
+# vsock_test vsock_diag_test`). The result, ROOT/vsock_test/PACKAGE/
+# {vsock_test,vsock_diag_test}, is cached: a second run only compares a
 # stamp of its inputs (this script, package version, compiler).
 #
 # Never run these on the build machine: AF_VSOCK there reaches its own
 # hypervisor. tests/guest/linux_vsock_test.sh runs them inside two guests.
 #
-# Environment: VMIO_LINUX_SOURCE_DEB   a linux-source-*.deb to use instead
-# of downloading one.
+# Environment: VMIO_LINUX_SOURCE_DEB   a linux-source-X.Y .deb to use
+# instead of downloading one (its own package name replaces --source).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
-cache=${1:-$top/build/guest}
 pkg=linux-source-6.1
-dir=$cache/vsock_test
+while (($#)); do
+	case $1 in
+	--source) pkg=$2; shift 2 ;;
+	-*) echo "build-vsock-test: unknown option '$1' (usage: build-vsock-test.sh [--source PACKAGE] [ROOT])" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
+cache=${1:-$top/build/guest}
+if [[ -n ${VMIO_LINUX_SOURCE_DEB:-} ]]; then
+	[[ -f $VMIO_LINUX_SOURCE_DEB ]] || { echo "build-vsock-test: VMIO_LINUX_SOURCE_DEB=$VMIO_LINUX_SOURCE_DEB does not exist" >&2; exit 1; }
+	pkg=$(dpkg-deb -f "$VMIO_LINUX_SOURCE_DEB" Package)
+fi
+[[ $pkg =~ ^linux-source-[0-9]+\.[0-9]+$ ]] || { echo "build-vsock-test: --source must be linux-source-X.Y, not '$pkg'" >&2; exit 2; }
+dir=$cache/vsock_test/$pkg
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 

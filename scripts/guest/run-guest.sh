@@ -9,7 +9,8 @@
 #   --exe SRC[:DEST]    as --file, plus the shared libraries and the loader
 #                       that `ldd SRC` lists, at the same paths: a
 #                       dynamically linked program (vmio itself) runs there
-#   --image DIR         image cache (default build/guest); built if stale
+#   --image DIR         a platform's image (default build/guest/6.1:
+#                       ROOT/PLATFORM, see build-image.sh); built if stale
 #   --no-build          use the image in DIR as it is (the caller built it)
 #   --timeout SECS      hard limit on the whole boot (default 180)
 #   --log FILE          serial log (default DIR/logs/run-PID.log); also on stdout
@@ -27,7 +28,16 @@
 #
 # Environment: VMIO_GUEST_ACCEL=auto|tcg|kvm (default auto: KVM only if a
 # probe boot under it works), VMIO_GUEST_CPU (TCG CPU model, default max),
-# VMIO_GUEST_MACHINE (default q35).
+# VMIO_GUEST_MACHINE (default q35), VMIO_GUEST_QEMU (a qemu-system-x86_64
+# to run instead of the platform's: the image's `qemu` file names that,
+# the system's for 6.1, bookworm-backports' 10.0 unpacked by
+# fetch-qemu.sh for 6.12).
+#
+# A QEMU outside /usr (unpacked into the build tree, or installed under a
+# prefix) is given its own firmware and modules: -L PREFIX/share/qemu and
+# PREFIX/share/seabios, QEMU_MODULE_DIR=PREFIX/lib/x86_64-linux-gnu/qemu,
+# where they exist. Otherwise the unpacked QEMU 10 would load the system
+# QEMU 7.2's option ROMs (pvh.bin, linuxboot_dma.bin) and modules.
 #
 # The guest has one vCPU unless --cpus says more: the machine has two
 # cores, and the vhost-user backend under test needs the other.
@@ -38,7 +48,7 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
-image=$top/build/guest
+image=$top/build/guest/6.1
 script=
 files=()
 exes=()
@@ -73,16 +83,32 @@ qemu_extra=("$@")
 
 die() { echo "$name: $*" >&2; exit 125; }
 
-qemu=$(command -v qemu-system-x86_64 || true)
-[[ -n $qemu ]] || die "qemu-system-x86_64 not found: run scripts/deps.sh (as root) to install qemu-system-x86"
 [[ -z $script || -f $script ]] || die "no such script: $script"
 
+# shellcheck source=scripts/guest/platform.sh
+. "$top/scripts/guest/platform.sh"
 if [[ -n $build ]]; then
-	image=$("$top/scripts/guest/build-image.sh" "$image")
+	# --image is ROOT/PLATFORM: build that platform's image in ROOT.
+	platform=$(basename "$image")
+	platform_check "$platform" 2>/dev/null ||
+		die "--image $image: the last part must name a platform (${guest_platforms[*]})"
+	image=$("$top/scripts/guest/build-image.sh" --platform "$platform" "$(dirname "$image")")
 else
 	[[ -f $image/stamp && -f $image/initramfs.cpio ]] ||
 		die "no guest image in $image: run scripts/guest/build-image.sh"
 	image=$(cd "$image" && pwd)
+fi
+qemu=$(guest_qemu "$image" 2>&1) || die "$qemu"
+# A QEMU under its own prefix: its firmware and modules, not the system's.
+qprefix=$(cd "$(dirname "$qemu")/.." && pwd)
+qemu_data=()
+if [[ $qprefix != /usr ]]; then
+	for d in "$qprefix/share/qemu" "$qprefix/share/seabios"; do
+		if [[ -d $d ]]; then qemu_data+=(-L "$d"); fi
+	done
+	if [[ -d $qprefix/lib/x86_64-linux-gnu/qemu ]]; then
+		export QEMU_MODULE_DIR=$qprefix/lib/x86_64-linux-gnu/qemu
+	fi
 fi
 [[ -n $logfile ]] || logfile=$image/logs/run-$$.log
 mkdir -p "$(dirname "$logfile")"
@@ -154,7 +180,7 @@ kvm_works() {
 		flock 8
 		if [[ ! -f $verdict || $(head -n1 "$verdict") != "$key" ]]; then
 			local ok=no
-			timeout --kill-after=2 10 "$qemu" -nodefaults -no-user-config -display none \
+			timeout --kill-after=2 10 "$qemu" -nodefaults -no-user-config -display none "${qemu_data[@]}" \
 				-no-reboot -machine q35 -accel kvm -cpu host -m 128M \
 				-kernel "$kernel" -initrd "$image/initramfs.cpio" \
 				-append "console=ttyS0 quiet panic=-1" -serial stdio \
@@ -189,6 +215,7 @@ cmdline+=" mitigations=off random.trust_cpu=on"
 
 qemu_args=(
 	-nodefaults -no-user-config -display none -no-reboot
+	"${qemu_data[@]}"
 	-machine "${VMIO_GUEST_MACHINE:-q35},memory-backend=mem"
 	"${accel[@]}"
 	-smp "$cpus" -m "${mem}M"

@@ -42,6 +42,11 @@ check_reply() { # step, exit status, output, bytes sent
 # every device bound to driver negotiated VIRTIO_F_RING_PACKED, feature
 # bit 34, the 35th character of its features file.
 check_ring() { # driver
+	# What each device negotiated, for the host (in_order=on: the host
+	# compares bits 34 and 35 with what vmio was told).
+	for d in /sys/bus/virtio/drivers/"$1"/virtio*; do
+		[ -e "$d/features" ] && echo "FEATURES ${d##*/} $(cat "$d/features")"
+	done
 	[ "${RING:-split}" = packed ] || return 0
 	for d in /sys/bus/virtio/drivers/"$1"/virtio*; do
 		f=$(cat "$d/features" 2>/dev/null)

@@ -1,18 +1,18 @@
 #!/bin/bash
 # The Linux kernel's own vsock test suite (tools/testing/vsock: vsock_test
-# and vsock_diag_test, built from Debian's linux-source-6.1 by
-# scripts/guest/build-vsock-test.sh) through `vmio vsock`: two sibling
-# guests of ONE backend,
+# and vsock_diag_test, built from Debian's linux-source-6.1 or -6.12, as
+# the platform's kernel, by scripts/guest/build-vsock-test.sh) through
+# `vmio vsock`: two sibling guests of ONE backend,
 #   vmio vsock --vm guest-cid=3,... --vm guest-cid=4,...   (same group)
 # the server in CID 3 and the client in CID 4. Every vsock connection of
 # the suites goes guest 4 -> vmio -> guest 3 (sibling routing) and back;
 # the suites' TCP control channel runs on a virtio-net link between the two
 # QEMUs (-netdev socket, listen on one side, connect on the other).
 #
-# usage: tests/guest/linux_vsock_test.sh [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
+# usage: tests/guest/linux_vsock_test.sh [--platform NAME] [--packed] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
 # Prints one line a case (ok, FAIL, or skipped with the reason) and a
 # summary line a suite; exit 0 when every case not skipped below passed on
-# both sides. Logs: DIR/logs/linux_vsock_test.*.log.
+# both sides. Logs: ROOT/NAME/logs/linux_vsock_test.*.log.
 set -euo pipefail
 
 name=linux_vsock_test
@@ -29,7 +29,11 @@ suites=(vsock_diag_test vsock_test)
 declare -A skip_why=()
 
 vh_setup "$@"
-kdir=$("$top/scripts/guest/build-vsock-test.sh" "$image") || fail "building vsock_test failed"
+# The suite of the guest kernel's version (6.12's has more cases), built
+# once for the platforms that share it, in the guest root.
+ksrc=$(platform_linux_source "$platform")
+kdir=$("$top/scripts/guest/build-vsock-test.sh" --source "$ksrc" "$(dirname "$image")") ||
+	fail "building vsock_test from $ksrc failed"
 
 sock3=$tmp/vhost3.sock
 sock4=$tmp/vhost4.sock
@@ -98,7 +102,7 @@ pids=()
 vh_expect_steps "${suites[@]}"
 [[ -z $packed ]] || vh_expect_steps ring-packed
 
-echo "$name: the kernel's vsock tests (Linux $(cat "$image/kernel-release" 2>/dev/null), from linux-source-6.1) between CID 4 (client) and CID 3 (server) through vmio:"
+echo "$name: the kernel's vsock tests (Linux $kernel_release, from $(sed -n 's/^package //p' "$kdir/stamp")) between CID 4 (client) and CID 3 (server) through vmio:"
 summary=()
 for suite in "${suites[@]}"; do
 	# Each side's output of this suite, between its SUITE- markers.

@@ -45,7 +45,9 @@ wait $h2g; rc=$?
 echo "H2G $(grep -v listening /tmp/h2g.out)"
 if [ $rc -eq 0 ]; then pass tcp-h2g; else fail tcp-h2g "exit $rc"; fi
 
-# Which queues carried frames: the driver's per-queue counters.
-$T nic-stats "$nic" | grep -E '^[rt]x_queue_[0-9]+_(packets|bytes) ' | sed 's/^/NIC /'
+# Which queues carried frames: the driver's per-queue counters, wherever
+# this kernel reports them (6.1: ethtool -S; 6.10 and later: netdev
+# netlink qstats), and which of the two that was.
+$T nic-queues "$nic" | sed 's/^/NIC /'
 echo "net guest: $fails failed"
 exit $fails

@@ -26,12 +26,12 @@
 #              in the results; with xdp-copy it must be the copy path
 # With --queues 2: the same over two queue pairs (QEMU queues=2, mq=on),
 # and frames must have crossed each pair's queues both ways (the guest
-# driver's per-queue counters, read with vsock-tool nic-stats).
+# driver's per-queue counters, read with vsock-tool nic-queues).
 #
-# usage: tests/guest/net_test.sh [--backend tap|xdp|xdp-copy] [--queues N] [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
+# usage: tests/guest/net_test.sh [--platform NAME] [--backend tap|xdp|xdp-copy] [--queues N] [--packed] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
 # Needs root (network namespaces, a TAP or a veth pair, AF_XDP). Exit 0
 # when every scenario passed; 1 with "net_test: FAIL: ..." lines otherwise.
-# Logs: DIR/logs/net_test[_mqN][_xdp|_xdp_copy].*.log (serial console, vmio
+# Logs: ROOT/NAME/logs/net_test[_mqN][_xdp|_xdp_copy].*.log (serial console, vmio
 # -v and its stats, namespace peers). The set-up and verdicts shared with
 # the vsock tests: vsock-host.sh.
 set -euo pipefail
@@ -159,7 +159,8 @@ h2g_guest=$(grep '^H2G ' <<<"$con" || true)
 [[ $(field recv_fnv "$h2g_guest") == "$fnv16" ]] || bad "tcp-h2g: the guest's checksum is not the pattern's"
 h2g_host=$(hl 7101)
 [[ $h2g_host == *result=ok* ]] || bad "tcp-h2g: namespace side: $(tail -n 2 "$logs/$name.host-7101.log")"
-# The guest driver's per-queue counters (ethtool -S): with several pairs,
+# The guest driver's per-queue counters (vsock-tool nic-queues: ethtool -S
+# or netdev qstats, as the guest kernel has them): with several pairs,
 # frames crossed every one of them each way (the 4 echo flows spread over
 # the guest's transmit queues and the TAP's).
 nic=$(grep '^NIC ' <<<"$con" | tr '\n' ' ' || true)
@@ -209,7 +210,7 @@ printf '  %-15s %s\n' ping-h2g "$ping_h2g"
 row "tcp-g2h 16M" tcp-g2h "$(grep '^G2H ' <<<"$con" || true)"
 row "tcp-echo 4x4M" tcp-echo "$(grep 'summary conns=4' <<<"$con" || true)"
 row "tcp-h2g 16M" tcp-h2g "$h2g_guest"
-echo "  guest packets per queue: $(grep '^NIC .*_packets ' <<<"$con" | sed 's/^NIC \([rt]x\)_queue_\([0-9]*\)_packets /\1\2=/' | tr '\n' ' ' || true)"
+echo "  guest packets per queue: $(grep '^NIC .*_packets ' <<<"$con" | sed 's/^NIC \([rt]x\)_queue_\([0-9]*\)_packets /\1\2=/' | tr '\n' ' ' || true)(from $(sed -n 's/^NIC source //p' <<<"$con" | head -n1))"
 echo "  vmio net stats: ${stats:-none}"
 if [[ $backend != tap ]]; then
 	while read -r m; do echo "  vmio mode: $m"; done <<<"${modes:-none}"

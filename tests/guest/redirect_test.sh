@@ -14,10 +14,10 @@
 #              -> guest unix echo server: 8 MiB each way per connection,
 #              checked byte for byte on the host; SIGTERM then exits 0
 #
-# usage: tests/guest/redirect_test.sh [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
-# (defaults: build/guest, build/vmio, build/tests/guest/...). Exit 0 when
+# usage: tests/guest/redirect_test.sh [--platform NAME] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
+# (defaults: 6.1, build/guest, build/vmio, build/tests/guest/...). Exit 0 when
 # every scenario passed; 1 with "redirect_test: FAIL: ..." lines otherwise.
-# Logs: DIR/logs/redirect_test.*.log (serial console, vmio vsock -v, host
+# Logs: ROOT/NAME/logs/redirect_test.*.log (serial console, vmio vsock -v, host
 # peers). The set-up and verdicts shared with vsock_test.sh: vsock-host.sh.
 set -euo pipefail
 

@@ -8,7 +8,11 @@
 # device, instead of vhost-user-vsock-pci on $sock), vmio_wrap (a command
 # vmio runs under: ip netns exec NS) and a vh_cleanup_hook function.
 # The caller sets `name` (message and log prefix) before sourcing, then:
-#   vh_setup "$@"        options, checks, the image, logs, a cleanup trap
+#   vh_setup "$@"        options, checks, the image, logs, a cleanup trap;
+#                        --platform NAME (6.1, 6.12, 6.12-bpo: the guest
+#                        kernel and QEMU, scripts/guest/platform.sh) sets
+#                        image (ROOT/NAME), qemu, qemu_major, qemu_minor
+#                        and kernel_release for the caller
 #   vh_service PORT ...  a uds-peer service, before the guest boots
 #   vh_spawn PORT CMD... any such service, logged as host-PORT
 #   vh_start_vmio [ARGS] `vmio vsock --guest-cid 3` (or vmio $dev ARGS), listening on
@@ -26,14 +30,15 @@
 # A test with two guests sets sock and serial before each vh_boot, keeps
 # the first gpid in pids, and sets gpid and serial back before finishing it.
 # Exit status of the test: 0 when every scenario passed; 1 with
-# "$name: FAIL: ..." lines otherwise. Logs: DIR/logs/$name.*.log.
+# "$name: FAIL: ..." lines otherwise. Logs: ROOT/NAME/logs/$name.*.log.
 
 : "${name:?set name before sourcing vsock-host.sh}"
 dev=${dev:-vsock}
 vmio_wrap=()
 dev_qemu=()
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-image=$top/build/guest
+image=$top/build/guest # the guest root; after vh_setup, the platform's image
+platform=6.1           # --platform (scripts/guest/platform.sh)
 vmio=$top/build/vmio
 tool=$top/build/tests/guest/vsock-tool
 peer=$top/build/tests/guest/uds-peer
@@ -50,7 +55,8 @@ pids=()
 vpid=
 gpid=
 tmp=
-packed= # --packed: the devices on packed rings (QEMU packed=on)
+packed=   # --packed: the devices on packed rings (QEMU packed=on)
+in_order= # --in-order: vhost-user-vsock-pci with in_order=on (QEMU 10)
 # shellcheck disable=SC2317 # called from the EXIT trap
 vh_cleanup() {
 	# Whatever ended the script: no backend, QEMU or peer left behind
@@ -74,20 +80,29 @@ vh_setup() {
 		--vsock-tool) tool=$2; shift 2 ;;
 		--uds-peer) peer=$2; shift 2 ;;
 		--packed) packed=1; shift ;;
-		*) echo "usage: $0 [--packed] [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]" >&2; exit 2 ;;
+		--in-order) in_order=1; shift ;;
+		--platform) platform=$2; shift 2 ;;
+		*) echo "usage: $0 [--platform 6.1|6.12|6.12-bpo] [--packed] [--in-order] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]" >&2; exit 2 ;;
 		esac
 	done
-	command -v qemu-system-x86_64 >/dev/null ||
-		fail "qemu-system-x86_64 is not installed (package qemu-system-x86): run scripts/deps.sh as root"
 	local b
 	for b in "$vmio" "$tool" "$peer"; do
 		[[ -x $b ]] || fail "$b is missing: build with 'ninja -C build'"
 	done
 	"$vmio" "$dev" --help >/dev/null 2>&1 || fail "'$vmio $dev --help' failed: this vmio has no $dev device"
 
+	# shellcheck source=scripts/guest/platform.sh
+	. "$top/scripts/guest/platform.sh"
+	platform_check "$platform" || fail "--platform $platform"
 	start=$SECONDS
-	"$top/scripts/guest/build-image.sh" "$image" >/dev/null || fail "building the guest image failed"
-	image=$(cd "$image" && pwd)
+	image=$("$top/scripts/guest/build-image.sh" --platform "$platform" "$image") ||
+		fail "building the guest image for platform $platform failed"
+	qemu=$(guest_qemu "$image" 2>&1) || fail "$qemu"
+	read -r qemu_major qemu_minor <<<"$(qemu_version "$qemu")"
+	[[ -n ${qemu_minor:-} ]] || fail "cannot tell the version of $qemu: $("$qemu" --version 2>&1 | head -n 2)"
+	kernel_release=$(cat "$image/kernel-release")
+	# Each platform's logs in its image directory (build/guest/6.12/logs).
+	echo "$name: platform $platform: Linux $kernel_release, QEMU $qemu_major.$qemu_minor ($qemu)"
 	logs=$image/logs
 	mkdir -p "$logs"
 	serial=$logs/$name.serial.log
@@ -141,7 +156,7 @@ vh_boot() { # guest script, more run-guest.sh options... [-- QEMU options...]
 	local script=$1 opts=() devq=("${dev_qemu[@]}")
 	shift
 	# shellcheck disable=SC2054 # QEMU's commas
-	((${#devq[@]})) || devq=(-chardev "socket,id=vs,path=$sock" -device "vhost-user-vsock-pci,chardev=vs${packed:+,packed=on}")
+	((${#devq[@]})) || devq=(-chardev "socket,id=vs,path=$sock" -device "vhost-user-vsock-pci,chardev=vs${packed:+,packed=on}${in_order:+,in_order=on}")
 	# The guest checks what its driver negotiated (check_ring).
 	[[ -z $packed ]] || opts+=(--append RING=packed)
 	while (($#)) && [[ $1 != -- ]]; do

@@ -15,6 +15,10 @@
  *   vsock-tool cid                the guest's own CID (from the device config)
  *   vsock-tool nic-stats IFACE    the NIC driver's counters (ethtool -S: busybox
  *                                 has no ethtool), one "name value" a line
+ *   vsock-tool nic-queues IFACE   the NIC's packets and bytes per queue, from
+ *                                 whatever the running kernel reports them in,
+ *                                 as "rx_queue_N_packets V" ("tx_...", "_bytes")
+ *                                 lines and a "source NAME" line (below)
  *
  * The unix modes are the guest-side peers of a relay running in the guest
  * (`vmio redirect` between vsock and unix sockets): the same engine on
@@ -29,6 +33,8 @@
  */
 #include <arpa/inet.h>
 #include <linux/ethtool.h>
+#include <linux/genetlink.h>
+#include <linux/netlink.h>
 #include <linux/sockios.h>
 #include <linux/vm_sockets.h>
 #include <net/if.h>
@@ -54,7 +60,8 @@ static void usage(void)
 			"       %s fnv BYTES\n"
 			"       %s cid\n"
 			"       %s nic-stats IFACE\n"
-			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
+			"       %s nic-queues IFACE\n"
+			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
 	exit(2);
 }
 
@@ -159,6 +166,258 @@ static int nic_stats(const char *iface)
 	return 0;
 }
 
+/* Per-queue counters, wherever the kernel keeps them. Linux 6.1's
+ * virtio_net lists them in ethtool -S as rx_queue_N_packets; from 6.10 on
+ * it reports per-queue packets and bytes only through the netdev generic
+ * netlink family's QSTATS_GET (ethtool -S keeps drops, kicks and XDP
+ * counts, as rx0_drops...). So: netdev qstats first, where the family has
+ * it and the driver answers; the ethtool names (either form) otherwise. */
+enum { Q_PACKETS, Q_BYTES, Q_FIELDS };
+#define Q_MAX 64
+struct queue_counts {
+	bool seen[2][Q_MAX]; /* [0] rx, [1] tx */
+	uint64_t v[2][Q_MAX][Q_FIELDS];
+};
+
+/* From include/uapi/linux/netdev.h (Linux 6.9+), which Debian 12's
+ * linux-libc-dev (6.1) does not have. */
+#define NETDEV_FAMILY "netdev"
+#define NETDEV_CMD_QSTATS_GET_ 12
+#define NETDEV_A_QSTATS_IFINDEX_ 1
+#define NETDEV_A_QSTATS_QUEUE_TYPE_ 2
+#define NETDEV_A_QSTATS_QUEUE_ID_ 3
+#define NETDEV_A_QSTATS_SCOPE_ 4
+#define NETDEV_A_QSTATS_RX_PACKETS_ 8
+#define NETDEV_A_QSTATS_RX_BYTES_ 9
+#define NETDEV_A_QSTATS_TX_PACKETS_ 10
+#define NETDEV_A_QSTATS_TX_BYTES_ 11
+#define NETDEV_QSTATS_SCOPE_QUEUE_ 1
+
+static void nl_put_attr(struct nlmsghdr *h, uint16_t type, const void *data, uint16_t len)
+{
+	struct nlattr *a = (struct nlattr *)((char *)h + NLMSG_ALIGN(h->nlmsg_len));
+	a->nla_type = type;
+	a->nla_len = (uint16_t)(NLA_HDRLEN + len);
+	memcpy((char *)a + NLA_HDRLEN, data, len);
+	h->nlmsg_len = NLMSG_ALIGN(h->nlmsg_len) + NLA_ALIGN(a->nla_len);
+}
+
+/* An unsigned attribute of 1, 2, 4 or 8 bytes (netlink's "uint"). */
+static uint64_t nl_uint(const struct nlattr *a)
+{
+	const void *p = (const char *)a + NLA_HDRLEN;
+	switch (a->nla_len - NLA_HDRLEN) {
+	case 1: return *(const uint8_t *)p;
+	case 2: { uint16_t v; memcpy(&v, p, 2); return v; }
+	case 4: { uint32_t v; memcpy(&v, p, 4); return v; }
+	case 8: { uint64_t v; memcpy(&v, p, 8); return v; }
+	default: return 0;
+	}
+}
+
+/* Sends the request in buf and walks every reply message (a dump's too)
+ * through cb, until DONE; 0, or -errno (from an NLMSG_ERROR too). */
+static int nl_talk(int fd, struct nlmsghdr *req, void (*cb)(const struct nlmsghdr *, void *), void *arg)
+{
+	struct sockaddr_nl k = { .nl_family = AF_NETLINK };
+	if (sendto(fd, req, req->nlmsg_len, 0, (struct sockaddr *)&k, sizeof(k)) < 0)
+		return -errno;
+	static char buf[65536];
+	for (;;) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		if (n < 0)
+			return -errno;
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+			if (h->nlmsg_type == NLMSG_DONE)
+				return 0;
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				const struct nlmsgerr *e = NLMSG_DATA(h);
+				if (e->error)
+					return e->error;
+				if (!(req->nlmsg_flags & NLM_F_DUMP))
+					return 0;
+				continue;
+			}
+			cb(h, arg);
+			/* A dump ends at DONE only: its messages need not carry
+			 * NLM_F_MULTI (genlmsg_iput() in 6.12's netdev family
+			 * sets no flag). */
+			if (!(req->nlmsg_flags & NLM_F_DUMP))
+				return 0;
+		}
+	}
+}
+
+/* The attributes of a generic netlink message, by type (0 if absent). */
+static void genl_attrs(const struct nlmsghdr *h, const struct nlattr **tb, int max)
+{
+	memset(tb, 0, sizeof(*tb) * (size_t)(max + 1));
+	const char *p = (const char *)NLMSG_DATA(h) + GENL_HDRLEN;
+	int left = (int)h->nlmsg_len - NLMSG_HDRLEN - GENL_HDRLEN;
+	while (left >= NLA_HDRLEN) {
+		const struct nlattr *a = (const struct nlattr *)p;
+		if (a->nla_len < NLA_HDRLEN || a->nla_len > left)
+			break;
+		int t = a->nla_type & NLA_TYPE_MASK;
+		if (t <= max)
+			tb[t] = a;
+		p += NLA_ALIGN(a->nla_len);
+		left -= NLA_ALIGN(a->nla_len);
+	}
+}
+
+static void family_cb(const struct nlmsghdr *h, void *arg)
+{
+	const struct nlattr *tb[CTRL_ATTR_MAX + 1];
+	genl_attrs(h, tb, CTRL_ATTR_MAX);
+	if (tb[CTRL_ATTR_FAMILY_ID])
+		*(int *)arg = (int)nl_uint(tb[CTRL_ATTR_FAMILY_ID]);
+}
+
+struct qstats_arg {
+	unsigned ifindex;
+	struct queue_counts *q;
+	int entries;
+};
+
+static void qstats_cb(const struct nlmsghdr *h, void *arg)
+{
+	struct qstats_arg *qa = arg;
+	const struct nlattr *tb[NETDEV_A_QSTATS_TX_BYTES_ + 1];
+	genl_attrs(h, tb, NETDEV_A_QSTATS_TX_BYTES_);
+	if (!tb[NETDEV_A_QSTATS_IFINDEX_] || nl_uint(tb[NETDEV_A_QSTATS_IFINDEX_]) != qa->ifindex ||
+	    !tb[NETDEV_A_QSTATS_QUEUE_TYPE_] || !tb[NETDEV_A_QSTATS_QUEUE_ID_])
+		return;
+	uint64_t type = nl_uint(tb[NETDEV_A_QSTATS_QUEUE_TYPE_]), id = nl_uint(tb[NETDEV_A_QSTATS_QUEUE_ID_]);
+	if (type > 1 || id >= Q_MAX)
+		return;
+	int pk = type ? NETDEV_A_QSTATS_TX_PACKETS_ : NETDEV_A_QSTATS_RX_PACKETS_;
+	int by = type ? NETDEV_A_QSTATS_TX_BYTES_ : NETDEV_A_QSTATS_RX_BYTES_;
+	if (!tb[pk])
+		return;
+	qa->q->seen[type][id] = true;
+	qa->q->v[type][id][Q_PACKETS] = nl_uint(tb[pk]);
+	qa->q->v[type][id][Q_BYTES] = tb[by] ? nl_uint(tb[by]) : 0;
+	qa->entries++;
+}
+
+/* Per-queue counters from netdev's QSTATS_GET; the number of queues found
+ * (0: no such family, command or driver support), or -errno. */
+static int queues_from_qstats(const char *iface, struct queue_counts *q)
+{
+	unsigned ifindex = if_nametoindex(iface);
+	if (!ifindex)
+		return -errno;
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+	if (fd < 0)
+		return -errno;
+	union {
+		struct nlmsghdr h;
+		char b[256];
+	} req;
+	memset(&req, 0, sizeof(req));
+	struct genlmsghdr g = { .cmd = CTRL_CMD_GETFAMILY, .version = 1 };
+	req.h = (struct nlmsghdr){ .nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN), .nlmsg_type = GENL_ID_CTRL,
+				   .nlmsg_flags = NLM_F_REQUEST, .nlmsg_seq = 1 };
+	memcpy(NLMSG_DATA(&req.h), &g, sizeof(g));
+	nl_put_attr(&req.h, CTRL_ATTR_FAMILY_NAME, NETDEV_FAMILY, sizeof(NETDEV_FAMILY));
+	int family = 0, rc = nl_talk(fd, &req.h, family_cb, &family);
+	if (rc < 0 || !family) {
+		close(fd);
+		return (rc == -ENOENT || !family) ? 0 : rc; /* ENOENT: a kernel before 6.5 */
+	}
+	memset(&req, 0, sizeof(req));
+	g = (struct genlmsghdr){ .cmd = NETDEV_CMD_QSTATS_GET_, .version = 1 };
+	req.h = (struct nlmsghdr){ .nlmsg_len = NLMSG_LENGTH(GENL_HDRLEN), .nlmsg_type = (uint16_t)family,
+				   .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 2 };
+	memcpy(NLMSG_DATA(&req.h), &g, sizeof(g));
+	uint32_t scope = NETDEV_QSTATS_SCOPE_QUEUE_;
+	nl_put_attr(&req.h, NETDEV_A_QSTATS_IFINDEX_, &ifindex, sizeof(ifindex));
+	nl_put_attr(&req.h, NETDEV_A_QSTATS_SCOPE_, &scope, sizeof(scope));
+	struct qstats_arg qa = { .ifindex = ifindex, .q = q };
+	rc = nl_talk(fd, &req.h, qstats_cb, &qa);
+	close(fd);
+	/* EOPNOTSUPP: a driver without per-queue stats; EINVAL: a kernel whose
+	 * netdev family has no QSTATS_GET (6.5 to 6.8). */
+	if (rc == -EOPNOTSUPP || rc == -EINVAL)
+		return 0;
+	return rc < 0 ? rc : qa.entries;
+}
+
+/* Per-queue counters from ethtool -S names: rx_queue_N_packets (Linux
+ * 6.1's virtio_net) or rxN_packets; the number of queues found. */
+static int queues_from_ethtool(const char *iface, struct queue_counts *q)
+{
+	struct ethtool_drvinfo info = { .cmd = ETHTOOL_GDRVINFO };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || ethtool(fd, iface, &info) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return -e;
+	}
+	uint32_t n = info.n_stats;
+	struct ethtool_gstrings *names = calloc(1, sizeof(*names) + (size_t)n * ETH_GSTRING_LEN);
+	struct ethtool_stats *vals = calloc(1, sizeof(*vals) + (size_t)n * sizeof(uint64_t));
+	int found = 0;
+	if (!names || !vals) {
+		found = -ENOMEM;
+		goto out;
+	}
+	*names = (struct ethtool_gstrings){ .cmd = ETHTOOL_GSTRINGS, .string_set = ETH_SS_STATS, .len = n };
+	*vals = (struct ethtool_stats){ .cmd = ETHTOOL_GSTATS, .n_stats = n };
+	if (ethtool(fd, iface, names) < 0 || ethtool(fd, iface, vals) < 0) {
+		found = -errno;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		char name[ETH_GSTRING_LEN + 1], dir[3], what[ETH_GSTRING_LEN + 1];
+		unsigned id;
+		int end = 0;
+		snprintf(name, sizeof(name), "%.*s", ETH_GSTRING_LEN, (char *)names->data + i * ETH_GSTRING_LEN);
+		if (!(sscanf(name, "%2[rtx]_queue_%u_%32[a-z]%n", dir, &id, what, &end) == 3 && !name[end]) &&
+		    !(sscanf(name, "%2[rtx]%u_%32[a-z]%n", dir, &id, what, &end) == 3 && !name[end]))
+			continue;
+		int t = !strcmp(dir, "rx") ? 0 : !strcmp(dir, "tx") ? 1 : -1;
+		int f = !strcmp(what, "packets") ? Q_PACKETS : !strcmp(what, "bytes") ? Q_BYTES : -1;
+		if (t < 0 || f < 0 || id >= Q_MAX)
+			continue;
+		if (!q->seen[t][id])
+			found++;
+		q->seen[t][id] = true;
+		q->v[t][id][f] = vals->data[i];
+	}
+out:
+	free(names);
+	free(vals);
+	close(fd);
+	return found;
+}
+
+/* nic-queues IFACE: per-queue packets and bytes, and where they came from. */
+static int nic_queues(const char *iface)
+{
+	static struct queue_counts q;
+	const char *source = "netdev-qstats";
+	int n = queues_from_qstats(iface, &q);
+	if (n <= 0) {
+		memset(&q, 0, sizeof(q));
+		source = "ethtool";
+		n = queues_from_ethtool(iface, &q);
+	}
+	if (n < 0) {
+		printf("%s: nic-queues %s result=error errno=%s\n", prog, iface, pe_errname(-n));
+		return 1;
+	}
+	printf("source %s\n", n ? source : "none");
+	for (int t = 0; t < 2; t++)
+		for (int id = 0; id < Q_MAX; id++)
+			if (q.seen[t][id])
+				printf("%s_queue_%d_packets %" PRIu64 "\n%s_queue_%d_bytes %" PRIu64 "\n", t ? "tx" : "rx", id,
+				       q.v[t][id][Q_PACKETS], t ? "tx" : "rx", id, q.v[t][id][Q_BYTES]);
+	return 0;
+}
+
 /* seq-connect CID PORT / seq-listen PORT: seqpacket (seq-engine.h). */
 static int seq_main(int pos, char **posv, double timeout)
 {
@@ -221,6 +480,8 @@ int main(int argc, char **argv)
 
 	if (pos == 2 && !strcmp(posv[0], "nic-stats"))
 		return nic_stats(posv[1]);
+	if (pos == 2 && !strcmp(posv[0], "nic-queues"))
+		return nic_queues(posv[1]);
 
 	if ((pos == 3 && !strcmp(posv[0], "seq-connect")) ||
 	    (pos == 2 && !strcmp(posv[0], "seq-listen")))

@@ -21,10 +21,15 @@
 #                  guest echo: the same sizes; one byte more closes the
 #                  connection (the backend refuses it, never splits it)
 #
-# usage: tests/guest/vsock_test.sh [--image DIR] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
-# (defaults: build/guest, build/vmio, build/tests/guest/...). Exit 0 when
-# every scenario passed; 1 with "vsock_test: FAIL: ..." lines otherwise.
-# Logs: DIR/logs/vsock_test.*.log (serial console, vmio -v, host peers).
+# usage: tests/guest/vsock_test.sh [--platform NAME] [--packed] [--in-order]
+#          [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
+# (defaults: 6.1, split rings, build/guest, build/vmio,
+# build/tests/guest/...). --packed: QEMU's packed=on, the guest must
+# negotiate RING_PACKED; --in-order (QEMU 10): in_order=on as well, and
+# the features the guest reports must be those vmio was told (its
+# --control document). Exit 0 when every scenario passed; 1 with
+# "vsock_test: FAIL: ..." lines otherwise.
+# Logs: ROOT/NAME/logs/vsock_test.*.log (serial console, vmio -v, host peers).
 # The set-up and verdicts shared with redirect_test.sh: vsock-host.sh.
 set -euo pipefail
 
@@ -32,6 +37,9 @@ name=vsock_test
 # shellcheck source=tests/guest/vsock-host.sh
 . "$(dirname "$0")/vsock-host.sh"
 vh_setup "$@"
+if [[ -n $in_order ]] && ! "$qemu" -device vhost-user-vsock-pci,help 2>/dev/null | grep -q 'in_order='; then
+	fail "--in-order: QEMU $qemu_major.$qemu_minor ($qemu) has no in_order property on vhost-user-vsock-pci (QEMU 10 has)"
+fi
 
 # --- host services, then the backend, then QEMU ---------------------------
 vh_service 5001 --count 1 --expect 32M             # g2h: every byte checked
@@ -41,7 +49,10 @@ vh_service 5004 --count 64 --mode echo
 vh_service 5005 --count 1 --expect 8M
 # seq-g2h: a seqpacket echo service (uds-peer seq-listen), judged below.
 vh_spawn 5010 "$peer" seq-listen "${uds}_5010" --timeout "$limit"
-vh_start_vmio
+# --in-order: vmio's own view of what the driver acked, from its control
+# socket, to hold against the guest's.
+ctl=$tmp/control.sock
+vh_start_vmio --guest-cid 3 --socket "$sock" --uds-path "$uds" ${in_order:+--control "$ctl"}
 vh_boot "$top/tests/guest/vsock-guest.sh"
 
 # --- host to guest, once the guest's services are up ----------------------
@@ -50,6 +61,9 @@ vh_boot "$top/tests/guest/vsock-guest.sh"
 ready=
 if vh_wait_marker VSOCK-H2G-READY; then
 	ready=1
+	# The driver is up and has acked its features: vmio's "features"
+	# (what the front end acked, as a number).
+	[[ -z $in_order ]] || acked=$("$vmio" stats --json "$ctl" 2>&1 | sed -n 's/.*"features": *\([0-9]*\).*/\1/p' | head -n1)
 	# No listener on 6099 in the guest: the backend must close the socket
 	# (guest RST) at once, with no OK line.
 	"$peer" connect "$uds" 6099 --timeout 10 >"$logs/vsock_test.host-6099.log" 2>&1 || true
@@ -69,6 +83,28 @@ vh_finish_guest
 vh_expect_steps cid rst g2h half-close concurrent64 slow-reader h2g h2g-echo seq-g2h seq-h2g
 # --packed: the guest saw its driver negotiate packed rings.
 [[ -z $packed ]] || vh_expect_steps ring-packed
+# --in-order (QEMU 10's in_order=on; vmio offers VIRTIO_F_IN_ORDER): what
+# the guest says it negotiated (its features file, bit N the N+1th
+# character) must be what vmio was told, PACKED (34) among it. IN_ORDER
+# (35) is the driver's to take: Linux up to 6.12 never does (its
+# virtio_ring clears the bit), and the report says which.
+in_order_seen=
+if [[ -n $in_order ]]; then
+	gfeat=$(sed -n 's/^FEATURES [^ ]* \([01]*\)$/\1/p' <<<"$con" | head -n1)
+	if [[ -z $gfeat ]]; then
+		bad "in-order: the guest printed no FEATURES line"
+	elif [[ -z ${acked:-} ]]; then
+		bad "in-order: no features from vmio's control socket ($ctl)"
+	else
+		for bit in 34 35; do
+			g=${gfeat:bit:1}
+			v=$(((acked >> bit) & 1))
+			[[ $g == "$v" ]] || bad "in-order: feature bit $bit is $g in the guest but $v in what vmio was told ($acked)"
+		done
+		[[ ${gfeat:34:1} == 1 ]] || bad "in-order: the guest did not negotiate RING_PACKED (features $gfeat)"
+		in_order_seen="RING_PACKED yes, IN_ORDER $([[ ${gfeat:35:1} == 1 ]] && echo yes || echo no) (guest and vmio agree)"
+	fi
+fi
 vh_wait_services
 
 # The checksum of the pattern is computed here, independently of both ends.
@@ -110,5 +146,6 @@ vh_row "h2g-echo 1M" "$(hl 6002 || true)"
 vh_row "h2g-rst" "${r6099//result=error/result=ok}"
 vh_row "seq g2h 1B-256K" "$seq_g2h"
 vh_row "seq h2g 1B-256K" "${seq_h2g:-}"
+[[ -z $in_order ]] || echo "  packed=on,in_order=on: negotiated ${in_order_seen:-?}"
 
 vh_conclude
