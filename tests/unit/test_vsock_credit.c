@@ -19,12 +19,12 @@ static void test_init(void **state)
 	(void)state;
 	vsock_credit_init(&c, BUF, 0);
 	assert_int_equal(c.buf_alloc, BUF);
-	assert_int_equal(c.update_threshold, BUF / 4);
+	assert_int_equal(vsock_credit_update_threshold(&c), BUF / 4);
 	assert_int_equal(vsock_credit_rx_pending(&c), 0);
 	/* No credit from the guest until it advertises some. */
 	assert_int_equal(vsock_credit_peer_free(&c), 0);
 	vsock_credit_init(&c, BUF, 4096);
-	assert_int_equal(c.update_threshold, 4096);
+	assert_int_equal(vsock_credit_update_threshold(&c), 4096);
 
 	vsock_credit_peer_init(&c, 262144, 0);
 	assert_int_equal(vsock_credit_peer_free(&c), 262144);
@@ -222,6 +222,45 @@ static void test_update_threshold(void **state)
 	assert_false(vsock_credit_update_needed(&c));
 }
 
+/* Our buffer larger than the guest's: Linux keeps no more than its own
+ * buf_alloc in flight, so the update must come when the guest's part runs
+ * low, not ours (with 1 MiB here and 256 KiB there, a quarter of ours
+ * never came: the stream stopped at 262144 bytes for good). */
+static void test_update_within_guest_window(void **state)
+{
+	struct vsock_credit c;
+	uint32_t ba = 0, fc = 0;
+
+	(void)state;
+	vsock_credit_init(&c, 1u << 20, 0);
+	assert_int_equal(vsock_credit_window(&c), 1u << 20);
+	vsock_credit_peer_init(&c, 256 * 1024, 0);
+	assert_int_equal(vsock_credit_window(&c), 256 * 1024);
+	assert_int_equal(vsock_credit_update_threshold(&c), 64 * 1024);
+	vsock_credit_advertise(&c, &ba, &fc);
+
+	/* The guest fills its own 256 KiB and we write it all out. */
+	assert_int_equal(vsock_credit_rx(&c, 256 * 1024), 0);
+	assert_true(vsock_credit_consumed(&c, 256 * 1024));
+	assert_int_equal(vsock_credit_guest_view(&c), 0);
+	assert_true(vsock_credit_update_needed(&c));
+	vsock_credit_advertise(&c, &ba, &fc);
+	assert_int_equal(ba, 1u << 20);
+	assert_int_equal(vsock_credit_guest_view(&c), 256 * 1024);
+	assert_false(vsock_credit_update_needed(&c));
+
+	/* A guest whose buffer grows past ours is held to ours. */
+	assert_int_equal(vsock_credit_peer_update(&c, 4u << 20, 0), 0);
+	assert_int_equal(vsock_credit_window(&c), 1u << 20);
+	assert_int_equal(vsock_credit_update_threshold(&c), 256 * 1024);
+	assert_int_equal(vsock_credit_rx(&c, 700 * 1024), 0);
+	assert_true(vsock_credit_consumed(&c, 700 * 1024));
+	assert_int_equal(vsock_credit_guest_view(&c), 324 * 1024);
+	assert_false(vsock_credit_update_needed(&c));
+	assert_int_equal(vsock_credit_rx(&c, 100 * 1024), 0);
+	assert_true(vsock_credit_update_needed(&c));
+}
+
 static void test_credit_request(void **state)
 {
 	struct vsock_credit c;
@@ -254,6 +293,7 @@ int main(void)
 		cmocka_unit_test(test_rx_overrun),
 		cmocka_unit_test(test_rx_wraps),
 		cmocka_unit_test(test_update_threshold),
+		cmocka_unit_test(test_update_within_guest_window),
 		cmocka_unit_test(test_credit_request),
 	};
 

@@ -123,7 +123,6 @@ void vsock_conn_set_seqpacket(struct vsock_conn *c)
 	c->type = VSOCK_TYPE_SEQPACKET;
 	c->ring_size = size;
 	c->credit.buf_alloc = size;
-	c->credit.update_threshold = size / 4;
 }
 
 static void conn_close_host(struct vsock_conn *c)

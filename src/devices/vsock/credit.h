@@ -54,7 +54,8 @@ struct vsock_credit {
 	uint32_t fwd_cnt;     /* of those, bytes written to the host socket */
 	uint32_t adv_fwd_cnt; /* fwd_cnt in the last header we sent */
 	/* Send a CREDIT_UPDATE unprompted when the free space the guest
-	 * believes we have falls below this (and we have more to give). */
+	 * believes it may still fill falls below this (and we have more to
+	 * give); 0: a quarter of the window (vsock_credit_window). */
 	uint32_t update_threshold;
 
 	/* host -> guest: the guest's receive side */
@@ -65,17 +66,17 @@ struct vsock_credit {
 };
 
 /* Sets up a connection with our buffer size. threshold 0 picks the default
- * of buf_alloc / 4: an update goes out while the guest still has a quarter
- * of the buffer to write into, so a guest writing steadily never stalls on
- * a round trip (updates are cheap: 44 bytes, batched on the rx queue). A
- * threshold above buf_alloc sends an update whenever anything was
- * consumed. */
+ * of a quarter of the window: an update goes out while the guest still has
+ * a quarter of what it may fill to write into, so a guest writing steadily
+ * never stalls on a round trip (updates are cheap: 44 bytes, batched on
+ * the rx queue). A threshold above buf_alloc sends an update whenever
+ * anything was consumed. */
 static inline void vsock_credit_init(struct vsock_credit *c,
 				     uint32_t buf_alloc, uint32_t threshold)
 {
 	*c = (struct vsock_credit){
 		.buf_alloc = buf_alloc,
-		.update_threshold = threshold ? threshold : buf_alloc / 4,
+		.update_threshold = threshold,
 	};
 }
 
@@ -199,13 +200,36 @@ static inline void vsock_credit_advertise(struct vsock_credit *c,
 	c->adv_fwd_cnt = c->fwd_cnt;
 }
 
-/* Free space in our buffer as the guest computes it from our last header:
- * buf_alloc - (its tx_cnt, i.e. our rx_cnt, - the fwd_cnt it saw). */
+/* What of our buffer the guest may fill at once. Linux caps a sender's
+ * bytes in flight at its own socket's buf_alloc as well as its peer's
+ * ("cap TX credit to local buffer size", 6.12.69 and the 6.1 stable
+ * series), so with a buffer larger than the guest's, the guest stops at
+ * its own size: an update timed on our buffer alone would never come and
+ * the stream would stall there for good. Before the guest advertised
+ * anything (peer_buf_alloc 0), our buffer. */
+static inline uint32_t vsock_credit_window(const struct vsock_credit *c)
+{
+	return c->peer_buf_alloc && c->peer_buf_alloc < c->buf_alloc
+		       ? c->peer_buf_alloc
+		       : c->buf_alloc;
+}
+
+/* Free space as the guest computes it from our last header, within the
+ * window: window - (its tx_cnt, i.e. our rx_cnt, - the fwd_cnt it saw). */
 static inline uint32_t vsock_credit_guest_view(const struct vsock_credit *c)
 {
 	uint32_t used = c->rx_cnt - c->adv_fwd_cnt;
+	uint32_t window = vsock_credit_window(c);
 
-	return used >= c->buf_alloc ? 0 : c->buf_alloc - used;
+	return used >= window ? 0 : window - used;
+}
+
+/* The free space below which an update goes out unprompted. */
+static inline uint32_t
+vsock_credit_update_threshold(const struct vsock_credit *c)
+{
+	return c->update_threshold ? c->update_threshold
+				   : vsock_credit_window(c) / 4;
 }
 
 /* True if a CREDIT_UPDATE should go out unprompted: the guest believes it
@@ -214,7 +238,7 @@ static inline uint32_t vsock_credit_guest_view(const struct vsock_credit *c)
 static inline bool vsock_credit_update_needed(const struct vsock_credit *c)
 {
 	return c->fwd_cnt != c->adv_fwd_cnt &&
-	       vsock_credit_guest_view(c) < c->update_threshold;
+	       vsock_credit_guest_view(c) < vsock_credit_update_threshold(c);
 }
 
 /* True if we have no credit and have not asked for more since we last
