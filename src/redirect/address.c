@@ -335,7 +335,8 @@ static int parse_size(const char *s, size_t n, uint64_t max, uint64_t *out)
 	}
 	if (shift)
 		n--;
-	if (parse_dec(s, n, max >> shift, out))
+	/* Bounded here: parse_dec's check wraps for a bound below 9. */
+	if (parse_dec(s, n, UINT64_MAX >> shift, out) || *out > max >> shift)
 		return -1;
 	*out <<= shift;
 	return 0;
