@@ -11,6 +11,9 @@
 #   stall  32 MiB with the host sink reading nothing for 3 s after 2 MiB:
 #          the sender held back, the kernel holding no more of its data
 #          than its send buffer, the guest's memory flat, nothing lost
+#   refused (Linux before 6.4) told to try sockmap anyway, vmio meets the
+#          kernel's refusal of the vsock socket and goes on with the
+#          message engine on the same connection
 # The host credit is 4 MiB, as large as the sockmap engine's vsock buffer:
 # its retries wait a jiffy each time the socket is out of credit.
 #
@@ -33,18 +36,32 @@ MIB32=33554432
 vh_spawn 7001 "$bench" sink --path "${uds}_7001" --bytes $MIB32 --timeout "$limit"
 vh_spawn 7002 "$bench" sink --path "${uds}_7002" --bytes $MIB32 --timeout "$limit" \
 	--stall-after 2M --stall-ms 3000
+# Before Linux 6.4 the kernel itself must refuse the vsock socket too.
+krel=$(cat "$image/kernel-release")
+old=
+[[ $krel =~ ^([0-9]+)\.([0-9]+) ]] &&
+	((BASH_REMATCH[1] < 6 || (BASH_REMATCH[1] == 6 && BASH_REMATCH[2] < 4))) && old=1
+ports=(7001 7002)
+steps=(xfer stall)
+if [[ -n $old ]]; then
+	vh_spawn 7003 "$bench" sink --path "${uds}_7003" --bytes 8M --timeout "$limit"
+	ports+=(7003)
+	steps+=(refused)
+fi
 vh_start_vmio --guest-cid 3 --socket "$sock" --uds-path "$uds" --tx-buffer-size 4m
 vh_boot "$top/tests/guest/redirect-sockmap-guest.sh" --exe "$vmio:/bin/vmio" \
 	--exe "$bench:/bin/vmio-redirect-bench"
 
 # --- verdicts -------------------------------------------------------------
 vh_finish_guest
-vh_expect_steps xfer stall
+vh_expect_steps "${steps[@]}"
 vh_wait_services
-for port in 7001 7002; do
+for port in "${ports[@]}"; do
+	want=$MIB32
+	[[ $port != 7003 ]] || want=8388608
 	line=$(tail -n 1 "$logs/$name.host-$port.log" 2>/dev/null || true)
-	[[ $line == "bytes=$MIB32 "*"intact=1"* ]] ||
-		bad "host sink $port: '$line', expected bytes=$MIB32 ... intact=1"
+	[[ $line == "bytes=$want "*"intact=1"* ]] ||
+		bad "host sink $port: '$line', expected bytes=$want ... intact=1"
 done
 
 # --- report ---------------------------------------------------------------
@@ -55,7 +72,8 @@ row() { # scenario, port, guest line
 }
 row xfer 7001 "$(grep '^SOCKMAP-XFER ' <<<"$con" || true)"
 row stall 7002 "$(grep '^SOCKMAP-STALL ' <<<"$con" || true)"
+[[ -z $old ]] || row refused 7003 "$(grep '^SOCKMAP-REFUSED ' <<<"$con" || true)"
 echo "$name: the guest's relays said:"
-grep -E '^SOCKMAP-(XFER|STALL)-RELAY ' <<<"$con" | sed 's/^/  /' || true
+grep -E '^SOCKMAP-(XFER|STALL|REFUSED)-RELAY ' <<<"$con" | sed 's/^/  /' || true
 
 vh_conclude
