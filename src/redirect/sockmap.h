@@ -7,7 +7,8 @@
  * 6.18 and written down in README ("vmio redirect: engines"): a stream
  * ingress lags forever behind whatever was queued before it was inserted,
  * a TCP ingress has no backpressure, and an egress that keeps message
- * boundaries gets them split. */
+ * boundaries gets them split. The egress is a unix or TCP stream, or a
+ * vsock stream on Linux 6.4+ (docs/architecture.md, section 5). */
 #ifndef VMIO_REDIRECT_SOCKMAP_H
 #define VMIO_REDIRECT_SOCKMAP_H
 
