@@ -15,6 +15,7 @@
 #include "cli/serve.h"
 #include "devices/vsock/connect_line.h"
 #include "devices/vsock/device.h"
+#include "devices/vsock/guest_backlog.h"
 #include "devices/vsock/muxer.h"
 #include "devices/vsock/tx_splice.h"
 #include "devices/vsock/router.h"
@@ -90,6 +91,18 @@ static const char vsock_usage[] =
 	"                           to read their spliced pages (1 to 4096,\n"
 	"                           default 32; one connection at most half);\n"
 	"                           beyond it, data is copied\n"
+	"  --rx-packet-overhead N   bytes of the guest's receive buffer each of\n"
+	"                           our packets is counted as, beside the byte\n"
+	"                           credit: a connection never has more than\n"
+	"                           buf_alloc / N packets unread in the guest\n"
+	"                           (Linux 6.12 resets it past about\n"
+	"                           buf_alloc / 576), and small host writes to a\n"
+	"                           guest that fell behind are merged (64 to\n"
+	"                           65536, default 1024; 0: bytes only, no\n"
+	"                           merging)\n"
+	"  --host-port-range A-B    host-side ports of host-initiated connections,\n"
+	"                           the N of \"OK N\" (default 1024-65535, counting\n"
+	"                           up; Firecracker's is 1073741824-2147483647)\n"
 	"\n"
 	"Threads (a VM lives on one worker; one VM, one worker):\n"
 	VMIO_WORKERS_OPTS_HELP
@@ -124,6 +137,8 @@ enum {
 	OPT_TX_SPLICE,
 	OPT_TX_HOLD,
 	OPT_FORWARD,
+	OPT_RX_PKT_OVERHEAD,
+	OPT_HOST_PORT_RANGE,
 };
 
 struct vsock_opts {
@@ -140,13 +155,43 @@ struct vsock_opts {
 	bool tx_copy;   /* --tx-copy: the default, said explicitly */
 	bool tx_splice; /* --tx-splice */
 	uint64_t tx_hold;
+	uint64_t rx_pkt_overhead;
+	uint32_t port_first, port_last;
 	struct vmio_workers_opts workers;
 };
+
+/* --host-port-range A-B: both inclusive, A <= B. */
+static int parse_port_range(struct vsock_opts *v, const char *arg)
+{
+	const char *dash = strchr(arg, '-');
+	char first[16];
+	uint64_t a, b;
+
+	if (!dash || (size_t)(dash - arg) >= sizeof(first))
+		return vmio_cli_usage_error(
+			"vsock", "--host-port-range: '%s' is not FIRST-LAST",
+			arg);
+	memcpy(first, arg, (size_t)(dash - arg));
+	first[dash - arg] = '\0';
+	if (vmio_parse_u64(first, UINT32_MAX, &a) ||
+	    vmio_parse_u64(dash + 1, UINT32_MAX, &b))
+		return vmio_cli_usage_error(
+			"vsock", "--host-port-range: '%s' is not two ports "
+			"(0 to 4294967295) joined by '-'", arg);
+	if (a > b)
+		return vmio_cli_usage_error(
+			"vsock", "--host-port-range: %llu is above %llu",
+			(unsigned long long)a, (unsigned long long)b);
+	v->port_first = (uint32_t)a;
+	v->port_last = (uint32_t)b;
+	return 0;
+}
 
 static int handle_opt(void *vp, int c, const char *arg)
 {
 	struct vsock_opts *v = vp;
 	char err[512];
+	int rc;
 
 	switch (c) {
 	case OPT_GUEST_CID:
@@ -209,6 +254,18 @@ static int handle_opt(void *vp, int c, const char *arg)
 	case OPT_TX_HOLD:
 		return vmio_cli_parse_num("vsock", "--tx-hold", arg, 1,
 					  VSOCK_MUX_TX_HOLD_MAX, &v->tx_hold);
+	case OPT_RX_PKT_OVERHEAD:
+		rc = vmio_cli_parse_num("vsock", "--rx-packet-overhead", arg, 0,
+					65536, &v->rx_pkt_overhead);
+		if (rc)
+			return rc;
+		if (v->rx_pkt_overhead && v->rx_pkt_overhead < 64)
+			return vmio_cli_usage_error(
+				"vsock", "--rx-packet-overhead: %s is below 64 "
+				"(0 turns the packet bound off)", arg);
+		return 0;
+	case OPT_HOST_PORT_RANGE:
+		return parse_port_range(v, arg);
 	case OPT_THREADS:
 		return vmio_workers_parse_threads("vsock", arg, &v->workers);
 	case OPT_CPUS:
@@ -237,6 +294,13 @@ static int check_uds_path(const char *name, const char *path)
 			"most %zu bytes, to leave room for _PORT)",
 			name, path, sizeof(sa.sun_path) - sizeof("_4294967295"));
 	return vmio_cli_check_socket_dir("vsock", name, path);
+}
+
+/* --rx-packet-overhead as the device takes it: 0 there is its default. */
+static uint32_t pkt_overhead(const struct vsock_opts *v)
+{
+	return v->rx_pkt_overhead ? (uint32_t)v->rx_pkt_overhead
+				  : VSOCK_MUX_NO_PACKET_BOUND;
 }
 
 /* One VM as the control socket sees it. */
@@ -291,6 +355,9 @@ static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
 		.poll_ns = (uint32_t)v->poll_us * 1000,
 		.tx_copy = !v->tx_splice,
 		.tx_hold_max = (unsigned)v->tx_hold,
+		.rx_pkt_overhead = pkt_overhead(v),
+		.port_first = v->port_first,
+		.port_last = v->port_last,
 	};
 	struct vmio_workers *pool = vmio_workers_from_opts(&v->workers, 1);
 	struct vmio_loop *loop = pool ? vmio_workers_loop(pool, 0) : NULL;
@@ -403,6 +470,9 @@ static int run_multi(const struct vmio_backend_opts *o,
 			.poll_ns = (uint32_t)v->poll_us * 1000,
 			.tx_copy = !v->tx_splice,
 			.tx_hold_max = (unsigned)v->tx_hold,
+			.rx_pkt_overhead = pkt_overhead(v),
+			.port_first = v->port_first,
+			.port_last = v->port_last,
 		};
 
 		struct vmio_loop *loop = vmio_workers_loop(pool, worker[i]);
@@ -587,6 +657,7 @@ int vmio_cmd_vsock(int argc, char **argv)
 		.max_conns = VSOCK_DEFAULT_MAX_CONNS,
 		.connect_timeout_ms = VSOCK_DEFAULT_CONNECT_TIMEOUT_MS,
 		.line_max = VSOCK_DEFAULT_LINE_MAX,
+		.rx_pkt_overhead = VSOCK_BACKLOG_OVERHEAD_DEFAULT,
 	};
 	int rc = vsock_main(argc, argv, &v);
 
@@ -614,6 +685,10 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 		{ "tx-copy", no_argument, NULL, OPT_TX_COPY },
 		{ "tx-splice", no_argument, NULL, OPT_TX_SPLICE },
 		{ "tx-hold", required_argument, NULL, OPT_TX_HOLD },
+		{ "rx-packet-overhead", required_argument, NULL,
+		  OPT_RX_PKT_OVERHEAD },
+		{ "host-port-range", required_argument, NULL,
+		  OPT_HOST_PORT_RANGE },
 		/* vhost-device-vsock's AF_VSOCK backend: refused by name. */
 		{ "forward-cid", required_argument, NULL, OPT_FORWARD },
 		{ "forward-listen", required_argument, NULL, OPT_FORWARD },

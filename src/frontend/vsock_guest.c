@@ -24,6 +24,7 @@
  * handlers run while queues are being reaped and must not send (sending
  * may wait for a tx slot, which reaps again). */
 #define CTL_CREDIT_UPDATE 1u
+#define CTL_RST 2u /* for a packet we refused: Linux resets then */
 
 /* Complete messages a seqpacket socket holds unread at most; one more is
  * a violation (the device sends no empty messages, so the credit bounds
@@ -49,6 +50,11 @@ struct vg_sock {
 	uint32_t buf_alloc, rx_cnt, fwd_cnt, adv_fwd_cnt;
 	uint8_t *rbuf; /* buf_alloc bytes, made on the first data */
 	uint32_t rhead, rlen;
+	/* The packets that hold them, as Linux queues them, and the error
+	 * a refusal leaves for the next read. */
+	struct vg_rxq rxq;
+	int rx_err;
+	bool rx_refused;
 	/* Seqpacket: the complete messages in rbuf, oldest first (made with
 	 * rbuf); the msg_partial bytes after them await their EOM. */
 	struct vg_msg *msgs;
@@ -87,6 +93,20 @@ static void violation(struct vg *g, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The Linux limits, unless the environment turns them off for a run
+ * that shows what they catch (VG_RX_PKT_OVERHEAD=0, VG_TX_CAP=0). */
+static uint32_t env_u32(const char *name, uint32_t dflt)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long n;
+
+	if (!v || !*v)
+		return dflt;
+	n = strtoul(v, &end, 10);
+	return *end || n > UINT32_MAX ? dflt : (uint32_t)n;
+}
+
 void vg_opts_init(struct vg_opts *o)
 {
 	*o = (struct vg_opts){
@@ -100,6 +120,9 @@ void vg_opts_init(struct vg_opts *o)
 		.max_sockets = 4096,
 		.seqpacket = true,
 		.tx_pkt_max = VSOCK_MAX_PKT_PAYLOAD,
+		.rx_pkt_overhead = env_u32("VG_RX_PKT_OVERHEAD",
+					   VG_LINUX_PKT_OVERHEAD),
+		.tx_cap = env_u32("VG_TX_CAP", 1) != 0,
 	};
 }
 
@@ -222,22 +245,69 @@ static void push_unmatched(struct vg *g, const struct vsock_hdr *h)
 	g->unmatched[(g->unmatched_head + g->unmatched_len++) % cap] = *h;
 }
 
-static void sock_take_data(struct vg_sock *s, const uint8_t *p, uint32_t n)
+/* Refuses an RW as Linux 6.12.94 does: the connection is reset, with an
+ * RST owed to the device (sent from vg_poll: handlers do not send), and
+ * the next read fails with ENOBUFS. */
+static void sock_refuse(struct vg_sock *s, enum vg_rx_verdict v, uint32_t n)
 {
 	struct vg *g = s->g;
 	uint32_t held = s->rx_cnt - s->fwd_cnt;
+
+	if (v == VG_RX_OVER_PACKETS)
+		g->rx_refused_pkts++;
+	else
+		g->rx_refused_bytes++;
+	g->rx_resets++;
+	snprintf(g->refusal, sizeof(g->refusal),
+		 "port %u refused an RW of %u bytes with %u packets (%u "
+		 "bytes) queued against buf_alloc %u: %s", s->local_port, n,
+		 s->rxq.count, held, s->buf_alloc,
+		 v == VG_RX_OVER_PACKETS ? "one packet too many"
+					 : "past the credit");
+	s->reset = true;
+	s->rx_refused = true;
+	s->rx_err = -ENOBUFS;
+	s->ctl |= CTL_RST;
+	g->ctl_owed = true;
+}
+
+/* Whether an RW of n bytes may join the socket's queue, by the rule of
+ * vsock_guest_limits.h. */
+static bool sock_admit(struct vg_sock *s, uint32_t n)
+{
+	struct vg *g = s->g;
+	uint32_t held = s->rx_cnt - s->fwd_cnt;
+	enum vg_rx_verdict v = vg_rx_admit(s->rxq.count, held, s->buf_alloc,
+					   n, g->o.rx_pkt_overhead);
+
+	if (v == VG_RX_ACCEPT)
+		return true;
+	/* The device may send no more than the buffer we advertised. */
+	if (v == VG_RX_OVER_BYTES)
+		violation(g, "RW of %u bytes on port %u overruns our credit "
+			  "(%u free)", n, s->local_port, s->buf_alloc - held);
+	/* Without the packet rule, as Linux 6.1: dropped, no reset. */
+	if (g->o.rx_pkt_overhead)
+		sock_refuse(s, v, n);
+	return false;
+}
+
+/* An RW's payload joins the socket's bytes, and its packet the queue;
+ * room is the payload space of the buffer it came in (what Linux can
+ * copy later small packets into). */
+static void sock_take_data(struct vg_sock *s, const uint8_t *p, uint32_t n,
+			   bool eom, uint32_t room)
+{
+	struct vg *g = s->g;
+	int r;
 
 	if (!s->established || (s->peer_shut & VSOCK_SHUTDOWN_SEND)) {
 		violation(g, "RW on port %u in the wrong state",
 			  s->local_port);
 		return;
 	}
-	/* The device may send no more than the buffer we advertised. */
-	if (n > s->buf_alloc - held) {
-		violation(g, "RW of %u bytes on port %u overruns our credit "
-			  "(%u free)", n, s->local_port, s->buf_alloc - held);
+	if (!sock_admit(s, n))
 		return;
-	}
 	if (!s->rbuf) {
 		s->rbuf = malloc(s->buf_alloc);
 		if (s->type == VSOCK_TYPE_SEQPACKET)
@@ -258,19 +328,25 @@ static void sock_take_data(struct vg_sock *s, const uint8_t *p, uint32_t n)
 		s->rlen += k;
 		done += k;
 	}
+	r = vg_rxq_add(&s->rxq, s->rx_cnt, n, room, eom);
+	if (r < 0)
+		violation(g, "out of memory");
+	g->rx_coalesced += r == 1;
+	if (s->rxq.peak > g->rx_queue_peak)
+		g->rx_queue_peak = s->rxq.peak;
 	s->rx_cnt += n;
 }
 
 /* A seqpacket RW: its bytes join the message; EOM completes it. */
 static void sock_take_msg_data(struct vg_sock *s, const struct vsock_hdr *h,
-			       const uint8_t *p, uint32_t n)
+			       const uint8_t *p, uint32_t n, uint32_t room)
 {
 	struct vg *g = s->g;
 	uint32_t held = s->rx_cnt;
 
-	sock_take_data(s, p, n);
+	sock_take_data(s, p, n, h->flags & VSOCK_SEQ_EOM, room);
 	if (s->rx_cnt - held != n)
-		return; /* refused: a violation is recorded */
+		return; /* refused, and counted */
 	s->msg_partial += n;
 	if (!(h->flags & VSOCK_SEQ_EOM)) {
 		if (h->flags & VSOCK_SEQ_EOR)
@@ -295,7 +371,7 @@ static void sock_take_msg_data(struct vg_sock *s, const struct vsock_hdr *h,
 }
 
 static void handle_pkt(struct vg *g, const struct vsock_hdr *h,
-		       const uint8_t *payload, uint32_t n)
+		       const uint8_t *payload, uint32_t n, uint32_t room)
 {
 	struct vg_listener *l;
 	struct vg_sock *s;
@@ -377,9 +453,9 @@ static void handle_pkt(struct vg *g, const struct vsock_hdr *h,
 		break;
 	case VSOCK_OP_RW:
 		if (s->type == VSOCK_TYPE_SEQPACKET)
-			sock_take_msg_data(s, h, payload, n);
+			sock_take_msg_data(s, h, payload, n, room);
 		else
-			sock_take_data(s, payload, n);
+			sock_take_data(s, payload, n, false, room);
 		break;
 	case VSOCK_OP_CREDIT_UPDATE:
 		break;
@@ -392,6 +468,11 @@ static void handle_pkt(struct vg *g, const struct vsock_hdr *h,
 			  s->local_port);
 		break;
 	}
+}
+
+static void asm_reset(struct vg *g)
+{
+	g->asm_len = g->asm_bufs = g->asm_want = g->asm_room = 0;
 }
 
 /* One used buffer of a mergeable packet (mrg_rx.h): appended to the
@@ -408,11 +489,12 @@ static void take_mrg_buf(struct vg *g, unsigned i, uint32_t len)
 		violation(g, "mergeable rx: used length %u of a %u-byte "
 			  "buffer, %u bytes of the packet before it",
 			  len, g->rx_size[i], g->asm_len);
-		g->asm_len = g->asm_bufs = g->asm_want = 0;
+		asm_reset(g);
 		return;
 	}
 	memcpy(g->asm_buf + g->asm_len, p, len);
 	g->asm_len += len;
+	g->asm_room += g->rx_size[i];
 	g->asm_bufs++;
 	if (!g->asm_want && g->asm_len >= VSOCK_MRG_HDR_SIZE) {
 		g->asm_want = (unsigned)g->asm_buf[VSOCK_HDR_SIZE] |
@@ -420,7 +502,7 @@ static void take_mrg_buf(struct vg *g, unsigned i, uint32_t len)
 		if (g->asm_want < g->asm_bufs) {
 			violation(g, "mergeable rx: num_buffers %u, but the "
 				  "header took %u", g->asm_want, g->asm_bufs);
-			g->asm_len = g->asm_bufs = g->asm_want = 0;
+			asm_reset(g);
 			return;
 		}
 	}
@@ -437,8 +519,9 @@ static void take_mrg_buf(struct vg *g, unsigned i, uint32_t len)
 			  "buffers",
 			  vsock_op_name(h.op), h.len, g->asm_len, g->asm_bufs);
 	else
-		handle_pkt(g, &h, g->asm_buf + VSOCK_MRG_HDR_SIZE, h.len);
-	g->asm_len = g->asm_bufs = g->asm_want = 0;
+		handle_pkt(g, &h, g->asm_buf + VSOCK_MRG_HDR_SIZE, h.len,
+			   g->asm_room - VSOCK_MRG_HDR_SIZE);
+	asm_reset(g);
 }
 
 /* Reaps both used rings. Handles packets, frees tx slots, re-posts rx
@@ -485,7 +568,8 @@ static int service(struct vg *g)
 			if (n > h.len)
 				n = h.len;
 		}
-		handle_pkt(g, &h, p + VSOCK_HDR_SIZE, n);
+		handle_pkt(g, &h, p + VSOCK_HDR_SIZE, n,
+			   g->rx_size[i] - VSOCK_HDR_SIZE);
 		post_rx(g, i);
 	}
 	if (g->rx_dirty) {
@@ -731,6 +815,7 @@ fail:
 
 static void sock_free(struct vg_sock *s)
 {
+	vg_rxq_free(&s->rxq);
 	free(s->msgs);
 	free(s->rbuf);
 	free(s);
@@ -807,6 +892,13 @@ static void flush_ctl(struct vg *g)
 	for (unsigned i = 0; i < g->nsocks; i++) {
 		struct vg_sock *s = g->socks[i];
 
+		/* The RST of a refusal goes even though we count the socket
+		 * reset already. */
+		if ((s->ctl & CTL_RST) && g->tx_nfree &&
+		    !sock_send(s, VSOCK_OP_RST, 0, NULL, 0, 0))
+			s->ctl &= ~CTL_RST;
+		if (s->ctl & CTL_RST)
+			g->ctl_owed = true;
 		if (!(s->ctl & CTL_CREDIT_UPDATE))
 			continue;
 		if (s->reset) /* nothing more goes to a reset peer */
@@ -1079,9 +1171,8 @@ struct vg_sock *vg_accept(struct vg *g, uint32_t port, bool refuse,
 
 static uint32_t peer_credit(const struct vg_sock *s)
 {
-	uint32_t flight = s->tx_cnt - s->peer_fwd_cnt;
-
-	return flight >= s->peer_buf_alloc ? 0 : s->peer_buf_alloc - flight;
+	return vg_tx_space(s->peer_buf_alloc, s->buf_alloc, s->tx_cnt,
+			   s->peer_fwd_cnt, s->g->o.tx_cap);
 }
 
 /* Sends len bytes as RW packets within the credit; the last one carries
@@ -1094,7 +1185,7 @@ static ssize_t sock_write(struct vg_sock *s, const void *buf, size_t len,
 	size_t done = 0;
 	int err = 0;
 
-	for (bool polled = false; done < len;) {
+	for (bool polled = false, capped = false; done < len;) {
 		uint32_t n = peer_credit(s);
 
 		if (s->reset) {
@@ -1113,6 +1204,13 @@ static ssize_t sock_write(struct vg_sock *s, const void *buf, size_t len,
 		if (!n) {
 			int r;
 
+			/* Once a wait: what the cap alone holds back. */
+			if (!capped &&
+			    vg_tx_space(s->peer_buf_alloc, s->buf_alloc,
+					s->tx_cnt, s->peer_fwd_cnt, false)) {
+				s->g->tx_cap_waits++;
+				capped = true;
+			}
 			if (polled && vmio_now_ms() >= deadline) {
 				err = -ETIMEDOUT;
 				break;
@@ -1129,6 +1227,7 @@ static ssize_t sock_write(struct vg_sock *s, const void *buf, size_t len,
 			n = s->g->o.tx_pkt_max;
 		if (n > len - done)
 			n = (uint32_t)(len - done);
+		capped = false;
 		err = sock_send(s, VSOCK_OP_RW,
 				done + n == len ? last_flags : 0, p + done, n,
 				left_ms(deadline));
@@ -1157,8 +1256,11 @@ ssize_t vg_send_msg(struct vg_sock *s, const void *buf, size_t len,
 
 	if (s->type != VSOCK_TYPE_SEQPACKET)
 		return -EOPNOTSUPP;
-	/* As Linux: a message the peer's buffer cannot hold is refused. */
-	if (len > s->peer_buf_alloc && !(flags & VG_MSG_FORCE))
+	/* As Linux: a message the peer's buffer cannot hold is refused, and
+	 * since the cap one ours cannot either. */
+	if (len > vg_tx_space(s->peer_buf_alloc, s->buf_alloc, 0, 0,
+			      s->g->o.tx_cap) &&
+	    !(flags & VG_MSG_FORCE))
 		return -EMSGSIZE;
 	if (!len) {
 		int r = sock_send(s, VSOCK_OP_RW, last, NULL, 0, timeout_ms);
@@ -1172,10 +1274,18 @@ ssize_t vg_send_msg(struct vg_sock *s, const void *buf, size_t len,
  * msg a complete message. Returns 1, 0 at end of stream, or -errno. */
 static int sock_wait_readable(struct vg_sock *s, bool msg, int64_t deadline)
 {
-	for (bool polled = false; msg ? !s->msg_count : !s->rlen;
-	     polled = true) {
+	for (bool polled = false;; polled = true) {
 		int r;
 
+		/* Linux reports the error of a refusal before anything,
+		 * once. */
+		if (s->rx_err) {
+			r = s->rx_err;
+			s->rx_err = 0;
+			return r;
+		}
+		if (msg ? s->msg_count : s->rlen)
+			return 1;
 		/* End of stream first: an RST after the host's
 		 * SHUTDOWN(SEND) is how a finished connection goes away
 		 * (Linux reads EOF then too). */
@@ -1192,7 +1302,6 @@ static int sock_wait_readable(struct vg_sock *s, bool msg, int64_t deadline)
 		if (r < 0)
 			return r;
 	}
-	return 1;
 }
 
 /* Takes len held bytes off the receive buffer, copying them to p (NULL:
@@ -1216,6 +1325,7 @@ static void rbuf_take(struct vg_sock *s, uint8_t *p, uint32_t len)
 static void sock_consumed(struct vg_sock *s, uint32_t done, int64_t deadline)
 {
 	s->fwd_cnt += done;
+	vg_rxq_consumed(&s->rxq, s->fwd_cnt);
 	/* As Linux: tell the host once the space it believes we have runs
 	 * low, so it never stalls on a full buffer we already emptied. */
 	if (s->buf_alloc - (s->rx_cnt - s->adv_fwd_cnt) <
@@ -1285,7 +1395,7 @@ void vg_close(struct vg_sock *s)
 {
 	if (!s)
 		return;
-	if (!s->reset)
+	if (!s->reset || (s->ctl & CTL_RST))
 		(void)sock_send(s, VSOCK_OP_RST, 0, NULL, 0, 1000);
 	sock_unlink(s);
 	sock_free(s);
@@ -1302,5 +1412,7 @@ void vg_sock_info(const struct vg_sock *s, struct vg_sock_info *i)
 		.peer_credit = peer_credit(s),
 		.peer_buf_alloc = s->peer_buf_alloc,
 		.unread = s->rlen,
+		.queued_pkts = s->rxq.count,
+		.refused = s->rx_refused,
 	};
 }

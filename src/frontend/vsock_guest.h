@@ -22,6 +22,14 @@
  *
  * VG_TRACE=1 in the environment logs every received packet to stderr.
  *
+ * Each socket keeps the limits of a Linux 6.12 guest (vsock_guest_limits.h)
+ * unless told otherwise: it refuses an RW one packet past what Linux
+ * queues (or past the credit), and then resets the connection as Linux
+ * does (RST to the device, ENOBUFS to the next read); and it keeps what
+ * it sends within its own buf_alloc as well as the host's. A refusal for
+ * the packet count is no violation of the spec: it is counted in
+ * rx_refused_pkts, not in violations.
+ *
  * Packets that name no socket of ours are not answered (Linux would send
  * an RST; a test wants to see them instead): they go to a small queue
  * read with vg_next_unmatched. */
@@ -35,6 +43,7 @@
 
 #include "devices/vsock/packet.h"
 #include "frontend/frontend.h"
+#include "frontend/vsock_guest_limits.h"
 
 struct vg_opts {
 	uint64_t guest_cid;      /* our CID (default 3) */
@@ -70,6 +79,16 @@ struct vg_opts {
 				  * moment it comes back used: a device that
 				  * gives a buffer back before the host read
 				  * it shows as wrong bytes on the host */
+	uint32_t rx_pkt_overhead; /* what each queued rx packet costs against
+				   * buf_alloc, as Linux 6.12.94 counts it
+				   * (default VG_LINUX_PKT_OVERHEAD, 576, or
+				   * $VG_RX_PKT_OVERHEAD); 0 checks the bytes
+				   * only and drops an RW past the credit
+				   * without a reset, as Linux 6.1 does */
+	bool tx_cap;             /* bytes in flight within our own buf_alloc
+				  * too, not only the host's (Linux 6.12.69
+				  * and 6.1 stable; default true, false with
+				  * $VG_TX_CAP=0) */
 };
 
 void vg_opts_init(struct vg_opts *o);
@@ -89,6 +108,7 @@ struct vg {
 	uint8_t *asm_buf;   /* VSOCK_MRG_HDR_SIZE + 64 KiB */
 	uint32_t asm_len;
 	unsigned asm_bufs, asm_want; /* buffers taken, and num_buffers */
+	uint32_t asm_room;  /* bytes of the buffers taken */
 	uint64_t *tx_gpa;   /* per tx slot */
 	unsigned *tx_free;  /* stack of free tx slots */
 	unsigned tx_nfree;
@@ -115,6 +135,17 @@ struct vg {
 	uint64_t rx_ops[VSOCK_OP_MAX + 1]; /* packets received, by op */
 	uint64_t violations;
 	char violation[160];
+
+	/* The Linux limits at work (o.rx_pkt_overhead, o.tx_cap). */
+	uint64_t rx_refused_pkts;  /* RWs refused for one packet too many */
+	uint64_t rx_refused_bytes; /* RWs refused past the credit (each also
+				    * a violation) */
+	uint64_t rx_resets;        /* connections reset for a refusal */
+	uint64_t rx_coalesced;     /* small RWs copied into the one before */
+	unsigned rx_queue_peak;    /* most packets a socket held unread */
+	uint64_t tx_cap_waits;     /* waits for credit that the host's
+				    * buf_alloc alone would have spared */
+	char refusal[200];         /* the last refusal, said in full */
 	char error[160];    /* why the last call failed */
 };
 
@@ -162,9 +193,10 @@ bool vg_wait_unmatched(struct vg *g, uint16_t op, uint32_t dst_port,
 		       struct vsock_hdr *h, int timeout_ms);
 
 /* Sockets. Every function that can wait takes timeout_ms; errors are
- * negative errno: -ETIMEDOUT, -ECONNRESET (the host sent RST),
- * -ECONNREFUSED (RST in answer to our REQUEST), -EPIPE (we shut down
- * sending), -ENOTCONN. */
+ * negative errno: -ETIMEDOUT, -ECONNRESET (the host sent RST, or we reset
+ * the connection), -ECONNREFUSED (RST in answer to our REQUEST), -EPIPE
+ * (we shut down sending), -ENOTCONN, -ENOBUFS (once, from the first read
+ * after we refused a packet and reset the connection). */
 
 /* REQUEST to the host (CID 2) port; waits for RESPONSE or RST. Returns
  * the socket, or NULL with *err (may be NULL) set. */
@@ -200,14 +232,16 @@ ssize_t vg_write(struct vg_sock *s, const void *buf, size_t len,
 /* Reads up to len bytes, waiting until at least one is there. Returns
  * the bytes read, 0 at end of stream (the host shut down sending, or
  * reset the connection after doing so, and everything was read), or
- * -errno (-ECONNRESET for an RST without a SHUTDOWN(SEND) before it). */
+ * -errno (-ECONNRESET for an RST without a SHUTDOWN(SEND) before it;
+ * -ENOBUFS first, as Linux reports it, when we refused a packet and
+ * reset the connection: what was queued before it is read after that). */
 ssize_t vg_read(struct vg_sock *s, void *buf, size_t len, int timeout_ms);
 /* Seqpacket messages. vg_send_msg sends one message of len bytes (RW
  * packets of at most tx_pkt_max, within the credit, EOM on the last, EOR
  * too with VG_MSG_EOR) and returns the bytes sent, which is len unless the
  * wait timed out or the connection broke; -EMSGSIZE, as Linux, when len
- * exceeds the host's buf_alloc, unless VG_MSG_FORCE (for tests of a guest
- * that ignores it). len 0 sends an empty RW with EOM.
+ * exceeds the host's buf_alloc (or with tx_cap our own, if smaller),
+ * unless VG_MSG_FORCE (for tests of a guest that ignores it). len 0 sends an empty RW with EOM.
  * vg_recv_msg waits for a complete message, copies up to len bytes of it
  * and drops the rest, and returns its whole length (0 at end of stream,
  * -errno as vg_read); *flags (may be NULL) gets VG_MSG_EOR if it ended a
@@ -233,6 +267,8 @@ struct vg_sock_info {
 	uint32_t peer_credit; /* bytes we may send now */
 	uint32_t peer_buf_alloc;
 	uint32_t unread;      /* received, not read */
+	unsigned queued_pkts; /* packets holding them, as Linux counts */
+	bool refused;         /* we reset the connection for a refusal */
 };
 void vg_sock_info(const struct vg_sock *s, struct vg_sock_info *i);
 

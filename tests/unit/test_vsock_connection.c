@@ -387,7 +387,7 @@ static void test_host_to_guest_credit(void **state)
 	for (i = 0; i < sizeof(data); i++)
 		data[i] = pattern(i);
 	assert_int_equal(send(host, data, sizeof(data), 0), sizeof(data));
-	vsock_conn_host_readable(&conn);
+	vsock_conn_host_readable(&conn, false);
 	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
 	/* Readability is known: EPOLLIN would only wake us again. */
 	assert_int_equal(vsock_conn_epoll_events(&conn), 0);
@@ -400,7 +400,7 @@ static void test_host_to_guest_credit(void **state)
 	/* Credit exhausted: nothing until the guest stayed without for a
 	 * whole tick (it may update by itself), then one CREDIT_REQUEST,
 	 * then silence, and the host socket is not watched. */
-	assert_true(vsock_conn_credit_starved(&conn));
+	assert_true(vsock_conn_wants_tick(&conn));
 	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
 	vsock_conn_tick(&conn);
 	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
@@ -479,7 +479,7 @@ static void test_host_to_guest_batch(void **state)
 		data[i] = pattern(i);
 	assert_int_equal(send(host, data, sizeof(data), 0), sizeof(data));
 	shutdown(host, SHUT_WR);
-	vsock_conn_host_readable(&conn);
+	vsock_conn_host_readable(&conn, false);
 	assert_int_equal(vsock_conn_rx_batch_bytes(&conn), 10000);
 
 	/* One read, bounded by credit: 4096 + 4096 + 1808, the fourth
@@ -640,11 +640,11 @@ static void test_guest_shutdown_send(void **state)
 	 * then SHUTDOWN(SEND), then the flow is reset (clean close). */
 	assert_int_equal(send(host, "bye", 3, 0), 3);
 	shutdown(host, SHUT_WR);
-	vsock_conn_host_readable(&conn);
+	vsock_conn_host_readable(&conn, false);
 	assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE + 3);
 	assert_int_equal(h.op, VSOCK_OP_RW);
 	assert_memory_equal(rxbuf + VSOCK_HDR_SIZE, "bye", 3);
-	vsock_conn_host_readable(&conn);
+	vsock_conn_host_readable(&conn, false);
 	assert_true(guest_recv(&h) > 0);
 	assert_int_equal(h.op, VSOCK_OP_SHUTDOWN);
 	assert_int_equal(h.flags, VSOCK_SHUTDOWN_SEND);
@@ -660,7 +660,7 @@ static void test_host_eof(void **state)
 
 	established(65536, 65536, 0);
 	shutdown(host, SHUT_WR);
-	vsock_conn_host_readable(&conn);
+	vsock_conn_host_readable(&conn, false);
 	assert_true(guest_recv(&h) > 0);
 	assert_int_equal(h.op, VSOCK_OP_SHUTDOWN);
 	assert_int_equal(h.flags, VSOCK_SHUTDOWN_SEND);
@@ -882,7 +882,7 @@ static void test_seq_host_message_to_guest(void **state)
 		msg[i] = pattern(i);
 	assert_int_equal(send(host, msg, sizeof(msg), 0), sizeof(msg));
 	assert_int_equal(send(host, msg, 3, 0), 3);
-	vsock_conn_host_readable(&conn);
+	vsock_conn_host_readable(&conn, false);
 	/* 4096 + 4096 + 1808, EOM on the last only; then the next one. */
 	while (got < sizeof(msg)) {
 		assert_true(guest_recv(&h) > 0);
@@ -902,7 +902,7 @@ static void test_seq_host_message_to_guest(void **state)
 	/* Host close: SHUTDOWN as for a stream. */
 	close(host);
 	host = -1;
-	vsock_conn_host_readable(&conn);
+	vsock_conn_host_readable(&conn, false);
 	expect_op(VSOCK_OP_SHUTDOWN);
 }
 
@@ -915,7 +915,7 @@ static void test_seq_host_message_too_large(void **state)
 	 * taken whole. */
 	seq_established(65536, 4096, 0);
 	assert_int_equal(send(host, msg, sizeof(msg), 0), sizeof(msg));
-	vsock_conn_host_readable(&conn);
+	vsock_conn_host_readable(&conn, false);
 	assert_true(guest_recv(&h) > 0);
 	assert_int_equal(h.op, VSOCK_OP_RST);
 	assert_int_equal(conn.state, VSOCK_CONN_KILLED);

@@ -78,29 +78,55 @@ static void test_table_bound_and_duplicates(void **state)
 	assert_int_equal(vsock_table_init(&t, 0), -EINVAL);
 }
 
+static uint32_t alloc(struct vsock_conn_table *t, uint32_t peer)
+{
+	uint32_t port = 0;
+
+	assert_int_equal(vsock_table_alloc_port(t, peer, &port), 0);
+	return port;
+}
+
 static void test_port_alloc_round_robin(void **state)
 {
 	struct vsock_conn_table t;
 	struct vsock_table_entry used = { .local_port =
 						  VSOCK_LOCAL_PORT_FIRST + 1,
 					  .peer_port = 80 };
+	uint32_t port;
 
+	(void)state;
 	assert_int_equal(vsock_table_init(&t, 8), 0);
-	assert_int_equal(vsock_table_alloc_port(&t, 80), VSOCK_LOCAL_PORT_FIRST);
+	/* Small, counting up: "OK 1024\n" fits systemd-ssh-proxy's window. */
+	assert_int_equal(alloc(&t, 80), 1024);
 	assert_int_equal(vsock_table_insert(&t, &used), 0);
 	/* FIRST + 1 is taken towards port 80, not towards 81. */
-	assert_int_equal(vsock_table_alloc_port(&t, 80),
-			 VSOCK_LOCAL_PORT_FIRST + 2);
+	assert_int_equal(alloc(&t, 80), VSOCK_LOCAL_PORT_FIRST + 2);
 	t.next_port = VSOCK_LOCAL_PORT_FIRST + 1;
-	assert_int_equal(vsock_table_alloc_port(&t, 81),
-			 VSOCK_LOCAL_PORT_FIRST + 1);
+	assert_int_equal(alloc(&t, 81), VSOCK_LOCAL_PORT_FIRST + 1);
 	/* The range wraps back to its start, skipping ports in use. */
-	t.next_port = VSOCK_LOCAL_PORT_END - 1;
-	assert_int_equal(vsock_table_alloc_port(&t, 80),
-			 VSOCK_LOCAL_PORT_END - 1);
-	assert_int_equal(vsock_table_alloc_port(&t, 80), VSOCK_LOCAL_PORT_FIRST);
-	assert_int_equal(vsock_table_alloc_port(&t, 80),
-			 VSOCK_LOCAL_PORT_FIRST + 2);
+	t.next_port = VSOCK_LOCAL_PORT_LAST;
+	assert_int_equal(alloc(&t, 80), 65535);
+	assert_int_equal(alloc(&t, 80), VSOCK_LOCAL_PORT_FIRST);
+	assert_int_equal(alloc(&t, 80), VSOCK_LOCAL_PORT_FIRST + 2);
+
+	/* Firecracker's range, up to its very last port. */
+	vsock_table_set_ports(&t, VSOCK_FC_PORT_FIRST, VSOCK_FC_PORT_LAST);
+	assert_int_equal(alloc(&t, 80), 1u << 30);
+	t.next_port = VSOCK_FC_PORT_LAST;
+	assert_int_equal(alloc(&t, 80), 0x7fffffffu);
+	assert_int_equal(alloc(&t, 80), 1u << 30);
+
+	/* A range every port of which is in use towards 80: refused, and
+	 * the search ends. */
+	vsock_table_set_ports(&t, VSOCK_LOCAL_PORT_FIRST + 1,
+			      VSOCK_LOCAL_PORT_FIRST + 1);
+	assert_int_equal(vsock_table_alloc_port(&t, 80, &port), -EADDRINUSE);
+	assert_int_equal(alloc(&t, 81), VSOCK_LOCAL_PORT_FIRST + 1);
+	/* The whole u32 range is allowed: no overflow at its end. */
+	vsock_table_set_ports(&t, 0xfffffffeu, 0xffffffffu);
+	assert_int_equal(alloc(&t, 80), 0xfffffffeu);
+	assert_int_equal(alloc(&t, 80), 0xffffffffu);
+	assert_int_equal(alloc(&t, 80), 0xfffffffeu);
 	vsock_table_release(&t);
 }
 

@@ -24,6 +24,8 @@ int vsock_table_init(struct vsock_conn_table *t, unsigned max)
 	uint32_t n = 16;
 
 	*t = (struct vsock_conn_table){ .max = max,
+					.port_first = VSOCK_LOCAL_PORT_FIRST,
+					.port_last = VSOCK_LOCAL_PORT_LAST,
 					.next_port = VSOCK_LOCAL_PORT_FIRST };
 	if (!max)
 		return -EINVAL;
@@ -90,15 +92,28 @@ void vsock_table_remove(struct vsock_conn_table *t, struct vsock_table_entry *e)
 	}
 }
 
-uint32_t vsock_table_alloc_port(struct vsock_conn_table *t, uint32_t peer_port)
+void vsock_table_set_ports(struct vsock_conn_table *t, uint32_t first,
+			   uint32_t last)
 {
-	for (;;) {
+	t->port_first = t->next_port = first;
+	t->port_last = last;
+}
+
+int vsock_table_alloc_port(struct vsock_conn_table *t, uint32_t peer_port,
+			   uint32_t *port)
+{
+	uint64_t range = (uint64_t)t->port_last - t->port_first + 1;
+	uint64_t tries = range < (uint64_t)t->max + 1 ? range
+						      : (uint64_t)t->max + 1;
+
+	while (tries--) {
 		uint32_t p = t->next_port;
 
-		t->next_port = p + 1 < VSOCK_LOCAL_PORT_END
-				       ? p + 1
-				       : VSOCK_LOCAL_PORT_FIRST;
-		if (!vsock_table_find(t, p, peer_port))
-			return p;
+		t->next_port = p < t->port_last ? p + 1 : t->port_first;
+		if (!vsock_table_find(t, p, peer_port)) {
+			*port = p;
+			return 0;
+		}
 	}
+	return -EADDRINUSE;
 }

@@ -20,11 +20,21 @@
 #include <stdint.h>
 
 /* Host-side ports handed to host-initiated connections (the port the
- * guest sees as the source, and the one in the `OK <port>` reply): round
- * robin over [2^30, 2^31), as Firecracker does, so they never collide
- * with the well-known low ports a guest connects to. */
-#define VSOCK_LOCAL_PORT_FIRST (1u << 30)
-#define VSOCK_LOCAL_PORT_END (1u << 31)
+ * guest sees as the source, and the one in the `OK <port>` reply):
+ * counting up through a range, skipping a port whose pair is in use, and
+ * wrapping at its end. By default 1024 to 65535, small as
+ * vhost-device-vsock's: systemd's ssh proxy (systemd-ssh-proxy
+ * vsock-mux/PATH, v259) consumes the OK line only when it fits in
+ * "OK 65535\n", and leaves a longer one in front of the guest's banner.
+ * Not below 1024: a guest takes a source port under 1024 for a privileged
+ * peer (Linux reserves them for CAP_NET_BIND_SERVICE), which a host
+ * program that connected to the hybrid socket is not. Firecracker's range,
+ * 2^30 to 2^31 - 1, is there for clients that expect it
+ * (--host-port-range). */
+#define VSOCK_LOCAL_PORT_FIRST 1024u
+#define VSOCK_LOCAL_PORT_LAST 65535u
+#define VSOCK_FC_PORT_FIRST (1u << 30)
+#define VSOCK_FC_PORT_LAST ((1u << 31) - 1)
 
 struct vsock_table_entry {
 	struct vsock_table_entry *next; /* bucket chain */
@@ -38,6 +48,7 @@ struct vsock_conn_table {
 	uint32_t seed;
 	unsigned count;
 	unsigned max;
+	uint32_t port_first, port_last; /* the range, inclusive */
 	uint32_t next_port; /* next candidate of vsock_table_alloc_port */
 };
 
@@ -64,10 +75,17 @@ static inline bool vsock_table_full(const struct vsock_conn_table *t)
 	return t->count >= t->max;
 }
 
+/* Sets the range of host-side ports (first <= last), and starts at its
+ * first. Without it: VSOCK_LOCAL_PORT_FIRST to VSOCK_LOCAL_PORT_LAST. */
+void vsock_table_set_ports(struct vsock_conn_table *t, uint32_t first,
+			   uint32_t last);
+
 /* Picks a host-side port for a new connection to the guest's peer_port:
- * the next one round robin, skipping any whose pair with peer_port is in
- * use (at most max are, so the search ends within max + 1 steps). */
-uint32_t vsock_table_alloc_port(struct vsock_conn_table *t,
-				uint32_t peer_port);
+ * the next one of the range, skipping any whose pair with peer_port is in
+ * use. Returns 0 with *port set, or -EADDRINUSE when every port of the
+ * range is in use towards peer_port (the search looks at most at min(max,
+ * range) + 1 ports: only max pairs can be in use). */
+int vsock_table_alloc_port(struct vsock_conn_table *t, uint32_t peer_port,
+			   uint32_t *port);
 
 #endif

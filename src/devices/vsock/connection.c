@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,6 +30,8 @@
 #define CONN_RX_IOV 256
 
 #define IO_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL)
+
+static void conn_merge_release(struct vsock_conn *c);
 
 const char *vsock_conn_state_name(enum vsock_conn_state s)
 {
@@ -56,8 +59,37 @@ static void conn_init(struct vsock_conn *c, uint64_t guest_cid,
 		.peer_port = peer_port,
 		.fd = fd,
 		.ring_size = buf_size,
+		.rx_pkt_cap = VSOCK_MAX_PKT_PAYLOAD,
 	};
 	vsock_credit_init(&c->credit, buf_size, 0);
+	vsock_backlog_init(&c->backlog, VSOCK_BACKLOG_OVERHEAD_DEFAULT);
+}
+
+void vsock_conn_set_packet_overhead(struct vsock_conn *c, uint32_t overhead)
+{
+	vsock_backlog_init(&c->backlog, overhead);
+}
+
+/* No room for another packet in the guest's queue. */
+static bool conn_packet_bound(const struct vsock_conn *c)
+{
+	return !vsock_backlog_room(&c->backlog, c->credit.peer_buf_alloc);
+}
+
+/* Payload bytes the guest takes in our next RW packet: its byte credit,
+ * or none while it holds as many of our packets as it takes. */
+static uint32_t conn_rx_room(const struct vsock_conn *c)
+{
+	return conn_packet_bound(c) ? 0 : vsock_credit_peer_free(&c->credit);
+}
+
+/* Whether a CREDIT_REQUEST would tell us something: no byte credit and
+ * none asked for since we last had some, or at the packet bound (asked
+ * again each time: credit.h's `requested` is about bytes). */
+static bool conn_needs_request(const struct vsock_conn *c)
+{
+	return vsock_credit_request_needed(&c->credit) ||
+	       (conn_packet_bound(c) && vsock_credit_peer_free(&c->credit));
 }
 
 void vsock_conn_init_local(struct vsock_conn *c, uint64_t guest_cid,
@@ -137,6 +169,8 @@ static void conn_close_host(struct vsock_conn *c)
 	free(c->hmsg);
 	c->hmsg = NULL;
 	c->hmsg_len = c->hmsg_off = 0;
+	vsock_backlog_free(&c->backlog);
+	c->merge_hold = false;
 }
 
 void vsock_conn_destroy(struct vsock_conn *c)
@@ -741,8 +775,13 @@ bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		conn_kill(c, true, "fwd_cnt ahead of what we sent");
 		return false;
 	}
-	if (vsock_credit_peer_free(&c->credit))
+	vsock_backlog_consumed(&c->backlog, c->credit.peer_fwd_cnt);
+	if (conn_rx_room(c))
 		c->starve_seen = c->starve_due = false;
+	/* The guest is reading again: what was held for merging goes. */
+	if (c->merge_hold &&
+	    vsock_backlog_len(&c->backlog) < VSOCK_CONN_MERGE_AFTER)
+		conn_merge_release(c);
 	switch (h->op) {
 	case VSOCK_OP_RW:
 		return conn_rx_rw(c, pkt, tx, may_hold);
@@ -762,6 +801,8 @@ bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 			c->pending &= ~VSOCK_RXOP_CREDIT_UPDATE;
 			seq_drop_partial(c);
 		}
+		if (c->peer_shut & VSOCK_SHUTDOWN_RCV)
+			c->merge_hold = false;
 		if (c->peer_shut & VSOCK_SHUTDOWN_RCV)
 			c->pending &= ~(VSOCK_RXOP_RW |
 					VSOCK_RXOP_CREDIT_REQUEST |
@@ -784,28 +825,69 @@ static bool conn_may_read(const struct vsock_conn *c)
 	       !(c->peer_shut & VSOCK_SHUTDOWN_RCV);
 }
 
-void vsock_conn_host_readable(struct vsock_conn *c)
+/* Ends a merge hold: the data is read at the next rx turn. */
+static void conn_merge_release(struct vsock_conn *c)
 {
+	c->merge_hold = false;
 	if (conn_may_read(c))
 		c->pending |= VSOCK_RXOP_RW;
+}
+
+/* Whether to leave stream data in the host socket for now, to go out
+ * merged with what follows (vsock_conn_host_readable). */
+static bool conn_merge_wait(const struct vsock_conn *c)
+{
+	uint32_t want = conn_rx_room(c);
+	int inq;
+
+	if (c->type != VSOCK_TYPE_STREAM ||
+	    vsock_backlog_len(&c->backlog) < VSOCK_CONN_MERGE_AFTER)
+		return false;
+	if (want > c->rx_pkt_cap)
+		want = c->rx_pkt_cap;
+	if (ioctl(c->fd, FIONREAD, &inq) < 0 || inq < 0)
+		return false;
+	return (uint32_t)inq < want;
+}
+
+void vsock_conn_host_readable(struct vsock_conn *c, bool hangup)
+{
+	if (!conn_may_read(c))
+		return;
+	if (!hangup && conn_merge_wait(c)) {
+		if (!c->merge_hold)
+			c->stats.merge_holds++;
+		c->merge_hold = true;
+		return;
+	}
+	c->merge_hold = false;
+	c->pending |= VSOCK_RXOP_RW;
+}
+
+/* Host data waits for the guest's credit and asking may help. */
+static bool conn_credit_starved(const struct vsock_conn *c)
+{
+	return c->state == VSOCK_CONN_ESTABLISHED &&
+	       (c->pending & VSOCK_RXOP_RW) && !conn_rx_room(c) &&
+	       conn_needs_request(c);
 }
 
 /* A CREDIT_REQUEST may go now (see vsock_conn_pending_rx). */
 static bool conn_request_due(const struct vsock_conn *c)
 {
-	return c->starve_due && vsock_credit_request_needed(&c->credit);
+	return c->starve_due && conn_credit_starved(c);
 }
 
-bool vsock_conn_credit_starved(const struct vsock_conn *c)
+bool vsock_conn_wants_tick(const struct vsock_conn *c)
 {
-	return c->state == VSOCK_CONN_ESTABLISHED &&
-	       (c->pending & VSOCK_RXOP_RW) &&
-	       vsock_credit_request_needed(&c->credit);
+	return conn_credit_starved(c) || c->merge_hold;
 }
 
 void vsock_conn_tick(struct vsock_conn *c)
 {
-	if (!vsock_conn_credit_starved(c))
+	if (c->merge_hold)
+		conn_merge_release(c);
+	if (!conn_credit_starved(c))
 		c->starve_seen = c->starve_due = false;
 	else if (c->starve_seen)
 		c->starve_due = true;
@@ -819,7 +901,7 @@ unsigned vsock_conn_pending_rx(const struct vsock_conn *c)
 
 	if (p & VSOCK_RXOP_RW) {
 		p &= ~VSOCK_RXOP_RW;
-		if (vsock_credit_peer_free(&c->credit))
+		if (conn_rx_room(c))
 			p |= VSOCK_RXOP_RW;
 		else if (conn_request_due(c))
 			p |= VSOCK_RXOP_CREDIT_REQUEST;
@@ -834,8 +916,8 @@ uint32_t vsock_conn_epoll_events(const struct vsock_conn *c)
 	if (c->fd < 0 || c->state != VSOCK_CONN_ESTABLISHED)
 		return 0;
 	if (conn_may_read(c) && !(c->pending & VSOCK_RXOP_RW) &&
-	    vsock_credit_peer_free(&c->credit))
-		ev |= EPOLLIN;
+	    conn_rx_room(c))
+		ev |= c->merge_hold ? EPOLLIN | EPOLLRDHUP | EPOLLET : EPOLLIN;
 	if (c->ring_len)
 		ev |= EPOLLOUT;
 	return ev;
@@ -882,15 +964,20 @@ static ssize_t conn_read_host(struct vsock_conn *c,
 			      const struct vmio_chain *rx, uint32_t max_payload)
 {
 	uint32_t cap = vsock_pkt_rx_capacity(rx, max_payload);
-	uint32_t credit = vsock_credit_peer_free(&c->credit);
+	uint32_t credit = conn_rx_room(c);
 	struct iovec iov[CONN_IOV];
 	size_t covered;
 	unsigned n;
 
+	c->rx_pkt_cap = cap;
 	if (credit < cap)
 		cap = credit;
 	if (!cap)
 		return 0;
+	if (vsock_backlog_reserve(&c->backlog, 1)) {
+		conn_kill(c, true, "cannot track the guest's packets");
+		return -1;
+	}
 	n = vmio_iov_slice(rx->iov + rx->nout, rx->nin, VSOCK_HDR_SIZE, cap,
 			    iov, CONN_IOV, &covered);
 	if (!n)
@@ -947,9 +1034,13 @@ static ssize_t seq_read_host(struct vsock_conn *c, const struct vmio_chain *rx,
 			     uint32_t max_payload, uint32_t *flags)
 {
 	uint32_t cap = vsock_pkt_rx_capacity(rx, max_payload);
-	uint32_t credit = vsock_credit_peer_free(&c->credit);
+	uint32_t credit = conn_rx_room(c);
 	ssize_t r;
 
+	if (vsock_backlog_reserve(&c->backlog, 1)) {
+		conn_kill(c, true, "cannot track the guest's packets");
+		return -1;
+	}
 	if (c->hmsg_off == c->hmsg_len) {
 		r = seq_load_msg(c);
 		if (r <= 0)
@@ -999,10 +1090,15 @@ static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,
 		c->stats.rsts_sent++;
 	else if (op == VSOCK_OP_CREDIT_REQUEST)
 		c->stats.credit_requests_sent++;
-	/* The data that used the guest's last credit: what waits now
-	 * waits for it. */
-	if (op == VSOCK_OP_RW && len && !vsock_credit_peer_free(&c->credit))
-		c->stats.credit_stalls++;
+	if (op == VSOCK_OP_RW && len) {
+		vsock_backlog_push(&c->backlog, c->credit.tx_cnt);
+		/* The data that used the guest's last credit, or its last
+		 * packet: what waits now waits for it. */
+		if (!vsock_credit_peer_free(&c->credit))
+			c->stats.credit_stalls++;
+		else if (conn_packet_bound(c))
+			c->stats.packet_stalls++;
+	}
 	return VSOCK_HDR_SIZE + len;
 }
 
@@ -1034,7 +1130,7 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
 		return conn_emit(c, rx, VSOCK_OP_CREDIT_UPDATE, 0, 0);
 	}
 	if (c->pending & VSOCK_RXOP_RW) {
-		if (vsock_credit_peer_free(&c->credit)) {
+		if (conn_rx_room(c)) {
 			uint32_t flags = 0;
 
 			n = c->type == VSOCK_TYPE_SEQPACKET
@@ -1052,7 +1148,7 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
 			}
 		} else if (conn_request_due(c)) {
 			/* Data waits and the guest gave no room for a tick:
-			 * ask once; RW stays pending for when credit comes. */
+			 * ask; RW stays pending for when credit comes. */
 			vsock_credit_mark_requested(&c->credit);
 			c->starve_seen = c->starve_due = false;
 			return conn_emit(c, rx, VSOCK_OP_CREDIT_REQUEST, 0, 0);
@@ -1077,8 +1173,7 @@ static bool conn_next_rx_is_rw(const struct vsock_conn *c)
 	return c->state == VSOCK_CONN_ESTABLISHED &&
 	       !(c->pending & (VSOCK_RXOP_REQUEST | VSOCK_RXOP_RESPONSE |
 			       VSOCK_RXOP_CREDIT_UPDATE)) &&
-	       (c->pending & VSOCK_RXOP_RW) &&
-	       vsock_credit_peer_free(&c->credit);
+	       (c->pending & VSOCK_RXOP_RW) && conn_rx_room(c);
 }
 
 uint32_t vsock_conn_rx_want(const struct vsock_conn *c)
@@ -1087,7 +1182,7 @@ uint32_t vsock_conn_rx_want(const struct vsock_conn *c)
 
 	if (!conn_next_rx_is_rw(c))
 		return 0;
-	credit = vsock_credit_peer_free(&c->credit);
+	credit = conn_rx_room(c);
 	return credit < VSOCK_MAX_PKT_PAYLOAD ? credit : VSOCK_MAX_PKT_PAYLOAD;
 }
 
@@ -1122,13 +1217,22 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 {
 	struct iovec iov[CONN_RX_IOV];
 	uint32_t want = vsock_conn_rx_batch_bytes(c), total = 0, left;
+	uint32_t pkts = vsock_backlog_room(&c->backlog,
+					   c->credit.peer_buf_alloc);
 	unsigned niov = 0, nchains, i;
 	ssize_t r;
 
 	if (!n)
 		return 0;
-	if (n == 1 || !want)
+	/* Each chain is a packet of its own: no more than the guest's
+	 * queue takes. */
+	if (pkts < n)
+		n = pkts;
+	if (n <= 1 || !want)
 		return conn_fill_one(c, rx[0], max_payload, written);
+	if (vsock_backlog_reserve(&c->backlog, n))
+		return conn_fill_one(c, rx[0], max_payload, written);
+	c->rx_pkt_cap = vsock_pkt_rx_capacity(rx[0], max_payload);
 
 	/* Describe the payload areas of the chains, in pop order, as one
 	 * scatter list. Until the read, written[i] holds the payload bytes

@@ -58,6 +58,7 @@
 #include <stdint.h>
 
 #include "devices/vsock/credit.h"
+#include "devices/vsock/guest_backlog.h"
 #include "devices/vsock/packet.h"
 #include "devices/vsock/stats.h"
 #include "devices/vsock/tx_splice.h"
@@ -104,6 +105,14 @@ struct vsock_conn {
 	 * (starve_seen) and still at the next (starve_due: a CREDIT_REQUEST
 	 * may go). */
 	bool starve_seen, starve_due;
+	/* Our data packets the guest holds unread: what keeps us within a
+	 * Linux guest's packet limit, and tells when it fell behind. */
+	struct vsock_backlog backlog;
+	/* Stream: host data is left in the host socket to be merged with
+	 * what follows (vsock_conn_host_readable); rx_pkt_cap is the
+	 * payload the guest's last rx packet could take. */
+	bool merge_hold;
+	uint32_t rx_pkt_cap;
 
 	/* Guest data the host socket has not taken yet. Its length always
 	 * equals vsock_credit_rx_pending(&credit), so the credit we give
@@ -179,6 +188,11 @@ void vsock_conn_destroy(struct vsock_conn *c);
 bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 			 const struct vmio_chain *tx, bool may_hold);
 
+/* What a guest packet costs in its buffer (guest_backlog.h; 0: no packet
+ * bound and no merging). Right after init; the default is
+ * VSOCK_BACKLOG_OVERHEAD_DEFAULT. */
+void vsock_conn_set_packet_overhead(struct vsock_conn *c, uint32_t overhead);
+
 /* Sets the bound on held chains (> 0). Before the first hold only. */
 void vsock_conn_set_hold_cap(struct vsock_conn *c, uint16_t cap);
 
@@ -189,9 +203,23 @@ void vsock_conn_set_hold_cap(struct vsock_conn *c, uint16_t cap);
 unsigned vsock_conn_tx_release(struct vsock_conn *c, uint16_t heads[],
 			       unsigned max, bool force);
 
-/* The multiplexer saw EPOLLIN (or HUP/ERR) on the fd: data, EOF or an
- * error waits to be read into an rx chain. */
-void vsock_conn_host_readable(struct vsock_conn *c);
+/* The multiplexer saw EPOLLIN (hangup: HUP, RDHUP or ERR) on the fd:
+ * data, EOF or an error waits to be read into an rx chain.
+ *
+ * Stream data is read at once, unless the guest has fallen behind (it
+ * holds VSOCK_CONN_MERGE_AFTER or more of our packets unread) and the
+ * socket has less than a full packet: then it stays in the host socket
+ * (merge_hold), so that a host writing small pieces to a guest that is
+ * not reading fills the guest's buffers instead of its packet limit. The
+ * hold ends when the socket has a packet's worth (the fd is watched
+ * edge-triggered meanwhile, so each new write is looked at once), when
+ * the guest reads (any header whose fwd_cnt brings it below the mark), at
+ * the next tick (at most about 100 ms), or at a hangup. A connection whose
+ * guest keeps up never holds: a lone small write goes out at once. */
+void vsock_conn_host_readable(struct vsock_conn *c, bool hangup);
+
+/* Guest packets unread from which stream data is merged (above). */
+#define VSOCK_CONN_MERGE_AFTER 8
 
 /* The multiplexer saw EPOLLOUT: writes buffered guest data to the host
  * socket, then does the SHUT_WR or close the guest asked for once the
@@ -257,9 +285,12 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 				  unsigned n, uint32_t max_payload,
 				  uint32_t written[]);
 
-/* Out of guest credit, host data waiting, no CREDIT_REQUEST sent: the
- * multiplexer ticks (vsock_conn_tick) while this holds. */
-bool vsock_conn_credit_starved(const struct vsock_conn *c);
+/* The multiplexer ticks (vsock_conn_tick) while this holds: host data
+ * waits for credit and a CREDIT_REQUEST may be due (no byte credit and
+ * none asked for yet, or the guest holds as many packets as it takes:
+ * asked again every other tick, since a Linux guest that reads part of
+ * its queue says nothing), or host data is held for merging. */
+bool vsock_conn_wants_tick(const struct vsock_conn *c);
 /* One tick of the multiplexer's timer (about 100 ms). */
 void vsock_conn_tick(struct vsock_conn *c);
 
@@ -267,7 +298,8 @@ void vsock_conn_tick(struct vsock_conn *c);
  *   EPOLLIN   established, guest may still receive, host not at EOF, the
  *             guest has credit, and no readable report is pending already
  *             (that one waits for an rx buffer; watching EPOLLIN meanwhile
- *             would wake the loop for nothing, level-triggered)
+ *             would wake the loop for nothing, level-triggered); with
+ *             EPOLLRDHUP and EPOLLET while held for merging
  *   EPOLLOUT  only while buffered guest data waits (vhost-device-vsock
  *             #800: an always-armed EPOLLOUT burns a CPU) */
 uint32_t vsock_conn_epoll_events(const struct vsock_conn *c);

@@ -28,6 +28,8 @@ struct vsock_device_config {
 	uint32_t poll_ns;            /* --poll-us */
 	bool tx_copy;                /* --tx-copy */
 	unsigned tx_hold_max;        /* --tx-hold (0: the default) */
+	uint32_t rx_pkt_overhead;    /* --rx-packet-overhead (muxer.h) */
+	uint32_t port_first, port_last; /* --host-port-range (0: default) */
 };
 
 struct vsock_device;

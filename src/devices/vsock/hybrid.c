@@ -89,6 +89,9 @@ static const char *refusal_reason(int rc)
 		return "no VM is attached";
 	if (rc == -EPROTONOSUPPORT)
 		return "the guest did not negotiate this socket type";
+	if (rc == -EADDRINUSE)
+		return "every host port of --host-port-range is in use towards "
+		       "that guest port";
 	return strerror(-rc);
 }
 

@@ -294,8 +294,9 @@ static void conn_update(struct mux_conn *mc)
 
 	if (!mc->in_rxq && vsock_conn_pending_rx(c))
 		rxq_append(m, mc);
-	/* Its CREDIT_REQUEST waits for the tick (vsock_conn_pending_rx). */
-	if (vsock_conn_credit_starved(c))
+	/* Its CREDIT_REQUEST, or the end of a merge hold, waits for the
+	 * tick (vsock_conn_pending_rx, vsock_conn_host_readable). */
+	if (vsock_conn_wants_tick(c))
 		timer_arm(m, true);
 }
 
@@ -315,6 +316,7 @@ static struct mux_conn *conn_new(struct vsock_muxer *m)
 static void conn_setup_tx(struct vsock_muxer *m, struct mux_conn *mc)
 {
 	mc->c.vm_stats = &m->stats;
+	vsock_conn_set_packet_overhead(&mc->c, m->cfg.rx_pkt_overhead);
 	if (mc->c.type != VSOCK_TYPE_STREAM || !m->splice)
 		return;
 	mc->c.splice = m->splice;
@@ -970,7 +972,8 @@ static void conn_io_cb(void *opaque, int fd, uint32_t events)
 		vsock_conn_flush(&mc->c);
 	/* HUP and ERR are read too: the read reports EOF or the error. */
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
-		vsock_conn_host_readable(&mc->c);
+		vsock_conn_host_readable(&mc->c, events & (EPOLLHUP | EPOLLRDHUP |
+							   EPOLLERR));
 	conn_update(mc);
 	serve_rx(m);
 }
@@ -1026,7 +1029,7 @@ static void timer_cb(void *opaque)
 
 	for (mc = m->all; mc; mc = next) {
 		next = mc->all_next;
-		if (vsock_conn_credit_starved(&mc->c)) {
+		if (vsock_conn_wants_tick(&mc->c)) {
 			vsock_conn_tick(&mc->c);
 			waiting = true;
 			if (!mc->in_rxq && vsock_conn_pending_rx(&mc->c))
@@ -1075,7 +1078,11 @@ int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
 		close(fd);
 		return -ENOMEM;
 	}
-	port = vsock_table_alloc_port(&m->table, peer_port);
+	if (vsock_table_alloc_port(&m->table, peer_port, &port)) {
+		free(mc);
+		close(fd);
+		return -EADDRINUSE;
+	}
 	vsock_conn_init_local(&mc->c, m->cfg.guest_cid, port, peer_port, fd,
 			      m->cfg.buf_size);
 	if (type == VSOCK_TYPE_SEQPACKET)
@@ -1187,6 +1194,11 @@ struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
 		return NULL;
 	m->loop = loop;
 	m->cfg = *cfg;
+	/* From here on, what each connection is given. */
+	if (!m->cfg.rx_pkt_overhead)
+		m->cfg.rx_pkt_overhead = VSOCK_BACKLOG_OVERHEAD_DEFAULT;
+	else if (m->cfg.rx_pkt_overhead == VSOCK_MUX_NO_PACKET_BOUND)
+		m->cfg.rx_pkt_overhead = 0;
 	m->types = VSOCK_TYPES_STREAM;
 	m->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
 	m->hold_max = cfg->tx_hold_max ? cfg->tx_hold_max
@@ -1205,6 +1217,9 @@ struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
 	m->cfg.uds_path = m->uds_path;
 	if (!m->uds_path || vsock_table_init(&m->table, cfg->max_conns))
 		goto fail;
+	if (cfg->port_first || cfg->port_last)
+		vsock_table_set_ports(&m->table, cfg->port_first,
+				      cfg->port_last);
 	vmio_defer_init(&m->tx_again, loop, tx_again_cb, m);
 	vmio_defer_init(&m->rx_again, loop, rx_again_cb, m);
 	if (vmio_timer_init(&m->tick, loop, timer_cb, m))

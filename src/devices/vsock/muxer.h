@@ -68,7 +68,16 @@ struct vsock_muxer_config {
 	 * copy path: the tx queue never waits for a host reader. */
 	bool tx_copy;
 	unsigned tx_hold_max;
+	/* What one of our packets costs in the guest's receive buffer
+	 * (guest_backlog.h): 0 takes VSOCK_BACKLOG_OVERHEAD_DEFAULT,
+	 * VSOCK_MUX_NO_PACKET_BOUND sends within the byte credit alone. */
+	uint32_t rx_pkt_overhead;
+	/* Host-side ports of host-initiated connections, inclusive
+	 * (conn_table.h); both 0: VSOCK_LOCAL_PORT_FIRST to _LAST. */
+	uint32_t port_first, port_last;
 };
+
+#define VSOCK_MUX_NO_PACKET_BOUND UINT32_MAX
 
 #define VSOCK_MUX_TX_HOLD_DEFAULT 32
 #define VSOCK_MUX_TX_HOLD_MAX 4096

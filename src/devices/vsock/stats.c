@@ -13,6 +13,8 @@ void vsock_conn_stats_add(struct vsock_conn_stats *sum,
 	sum->credit_requests_sent += s->credit_requests_sent;
 	sum->credit_requests_received += s->credit_requests_received;
 	sum->credit_stalls += s->credit_stalls;
+	sum->packet_stalls += s->packet_stalls;
+	sum->merge_holds += s->merge_holds;
 	sum->rsts_sent += s->rsts_sent;
 	sum->rsts_received += s->rsts_received;
 }
@@ -28,6 +30,8 @@ void vsock_conn_stats_write(const struct vsock_conn_stats *s,
 	vmio_json_kv_uint(j, "credit_requests_received",
 			  s->credit_requests_received);
 	vmio_json_kv_uint(j, "credit_stalls", s->credit_stalls);
+	vmio_json_kv_uint(j, "packet_stalls", s->packet_stalls);
+	vmio_json_kv_uint(j, "merge_holds", s->merge_holds);
 	vmio_json_kv_uint(j, "rsts_sent", s->rsts_sent);
 	vmio_json_kv_uint(j, "rsts_received", s->rsts_received);
 }

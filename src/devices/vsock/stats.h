@@ -19,6 +19,13 @@ struct vsock_conn_stats {
 	uint64_t credit_requests_sent, credit_requests_received;
 	/* Times host data waited because the guest's credit ran out. */
 	uint64_t credit_stalls;
+	/* Times host data waited because the guest held as many of our
+	 * packets unread as it takes (guest_backlog.h). */
+	uint64_t packet_stalls;
+	/* Times a stream's host data, less than a receive buffer, was left
+	 * in the host socket to go out merged with what follows, because
+	 * the guest had fallen behind (vsock_conn_host_readable). */
+	uint64_t merge_holds;
 	uint64_t rsts_sent, rsts_received;
 };
 
