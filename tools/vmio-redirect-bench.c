@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <linux/vm_sockets.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -34,6 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -63,6 +66,7 @@
 
 static const char usage[] =
 	"Usage: vmio-redirect-bench sink --path PATH [--bytes N] [--timeout S]\n"
+	"                                [--stall-after N --stall-ms MS]\n"
 	"       vmio-redirect-bench send --to KIND:WHERE --bytes N [--msg N]\n"
 	"                                [--timeout S]\n"
 	"       vmio-redirect-bench run --sink PATH --to KIND:WHERE --bytes N\n"
@@ -70,14 +74,20 @@ static const char usage[] =
 	"                               [--term] -- RELAY...\n"
 	"       vmio-redirect-bench run --direct --to KIND:WHERE --bytes N\n"
 	"                               [--msg N] [--timeout S]\n"
+	"       vmio-redirect-bench relay --from udg:PATH --to vsock:CID:PORT\n"
+	"                                 [--timeout S]\n"
 	"\n"
 	"Moves N bytes of a checked pattern through a relay into a unix stream\n"
 	"sink. KIND:WHERE is udg:PATH (unix datagrams, an empty one at the end),\n"
 	"ust:PATH (unix stream) or tcp:PORT (TCP to 127.0.0.1).\n"
 	"\n"
 	"  sink   accept one connection on PATH, read to EOF or --bytes N,\n"
-	"         check, and print bytes=N time=S MB/s=X intact=0|1\n"
-	"  send   send N bytes in --msg byte messages (default 64K), then EOF\n"
+	"         check, and print bytes=N time=S MB/s=X intact=0|1;\n"
+	"         --stall-after N --stall-ms MS: once N bytes are in, read\n"
+	"         nothing for MS milliseconds (a stalled reader), then go on\n"
+	"  send   send N bytes in --msg byte messages (default 64K), then EOF;\n"
+	"         outq_max= is the most of them the kernel held charged to\n"
+	"         the socket after a send (SIOCOUTQ)\n"
 	"  run    start a sink on PATH, then RELAY (which reads KIND:WHERE and\n"
 	"         writes to PATH), send into it, wait for the relay to exit and\n"
 	"         print the sink's line with the relay's CPU seconds (user+sys,\n"
@@ -95,6 +105,12 @@ static const char usage[] =
 	"         --direct: no relay: the sink itself listens on (or binds)\n"
 	"         KIND:WHERE and the sender sends straight to it, the limit a\n"
 	"         relay from that socket type is measured against.\n"
+	"  relay  the plainest copy relay, for a guest's benchmark: bind a\n"
+	"         unix datagram socket at PATH, connect a vsock stream to\n"
+	"         CID:PORT, then recv() each datagram and write() it all,\n"
+	"         blocking, until an empty datagram; then shut the stream\n"
+	"         down and wait for its peer to close. Inside a guest only:\n"
+	"         on a host, AF_VSOCK reaches the host's own hypervisor.\n"
 	"\n"
 	"Sizes take K, M, G suffixes. --timeout: seconds without progress\n"
 	"before giving up (default 10).\n";
@@ -187,10 +203,19 @@ static int wait_readable(int fd, int timeout_ms)
  * socat (1.7.4) does not take the sender's empty datagram for an EOF, and
  * only ends once the sink has closed. The listener may be non-blocking:
  * the accepted socket is blocking, reads bounded by poll. */
+/* --stall-after N --stall-ms MS: the sink stops reading for MS once N
+ * bytes are in (ms 0: never). */
+struct stall {
+	uint64_t after;
+	int ms;
+};
+
 static void sink_run(int lfd, bool dgram, uint64_t want, int timeout_ms,
-		     int accept_ms, struct sink_result *r)
+		     int accept_ms, const struct stall *stall,
+		     struct sink_result *r)
 {
 	static uint8_t buf[MAX_MSG];
+	bool stalled = false;
 	int fd;
 
 	*r = (struct sink_result){ 0 };
@@ -255,6 +280,12 @@ read:
 		}
 		r->bytes += (uint64_t)n;
 		r->last_ns = (int64_t)vmio_now_ns();
+		if (stall->ms && !stalled && r->bytes >= stall->after) {
+			/* Nothing read meanwhile: what the relay still sends
+			 * waits in the sink's socket and behind it. */
+			stalled = true;
+			usleep((useconds_t)stall->ms * 1000);
+		}
 		/* A datagram sink reads on to the empty datagram: its
 		 * sender has no other way to end. */
 		if (want && r->bytes >= want && (!dgram || r->bytes > want)) {
@@ -361,8 +392,12 @@ static int target_open(const struct target *t)
 /* Sends bytes of the pattern in msg-byte messages on a connected blocking
  * socket, then the end: an empty datagram, or a write shutdown. Returns 0,
  * or -1 with err filled. */
-static int send_all(int fd, const struct target *t, uint64_t bytes,
-		    uint64_t msg, int timeout_ms, char *err, size_t size)
+/* send_all, with the most the kernel held charged to the socket after a
+ * send (SIOCOUTQ: its send memory on a unix socket) in *outq_max when
+ * not NULL: how much of the sender's data sits in kernel queues. */
+static int send_all_outq(int fd, const struct target *t, uint64_t bytes,
+			 uint64_t msg, int timeout_ms, uint64_t *outq_max,
+			 char *err, size_t size)
 {
 	struct timeval tv = { .tv_sec = timeout_ms / 1000 };
 	uint64_t sent = 0;
@@ -382,6 +417,12 @@ static int send_all(int fd, const struct target *t, uint64_t bytes,
 			return -1;
 		}
 		sent += (uint64_t)r;
+		if (outq_max) {
+			int q = 0;
+
+			if (!ioctl(fd, SIOCOUTQ, &q) && (uint64_t)q > *outq_max)
+				*outq_max = (uint64_t)q;
+		}
 	}
 	if (t->kind == KIND_UDG ? send(fd, "", 0, MSG_NOSIGNAL) < 0 :
 				  shutdown(fd, SHUT_WR) < 0) {
@@ -389,6 +430,12 @@ static int send_all(int fd, const struct target *t, uint64_t bytes,
 		return -1;
 	}
 	return 0;
+}
+
+static int send_all(int fd, const struct target *t, uint64_t bytes,
+		    uint64_t msg, int timeout_ms, char *err, size_t size)
+{
+	return send_all_outq(fd, t, bytes, msg, timeout_ms, NULL, err, size);
 }
 
 /* ---- run: sink, relay and sender ---- */
@@ -402,6 +449,9 @@ struct opts {
 	unsigned streams;   /* run: connections at once */
 	bool term;          /* run: SIGTERM the relay once the data is in */
 	bool direct;        /* run: no relay, the sink on the target */
+	struct stall stall; /* sink */
+	const char *from;   /* relay: the datagram path */
+	uint32_t vsock_cid, vsock_port; /* relay: where to */
 	char **relay;       /* run: the command after -- */
 };
 
@@ -422,7 +472,7 @@ static pid_t start_sink(const struct opts *o, int lfd, int *report_fd)
 		/* The relay connects to the sink only once the sender is in:
 		 * give it the time for both. */
 		sink_run(lfd, o->direct && o->to.kind == KIND_UDG, o->bytes,
-			 o->timeout_ms, 3 * o->timeout_ms, &r);
+			 o->timeout_ms, 3 * o->timeout_ms, &o->stall, &r);
 		(void)!write(p[1], &r, sizeof(r));
 		_exit(0);
 	}
@@ -827,7 +877,8 @@ static int cmd_sink(const struct opts *o)
 			o->path, strerror(-lfd));
 		return 1;
 	}
-	sink_run(lfd, false, o->bytes, o->timeout_ms, o->timeout_ms, &r);
+	sink_run(lfd, false, o->bytes, o->timeout_ms, o->timeout_ms, &o->stall,
+		 &r);
 	close(lfd);
 	vmio_unix_unlink_if_same(o->path, &st);
 	print_sink_result(&r);
@@ -840,6 +891,7 @@ static int cmd_sink(const struct opts *o)
 static int cmd_send(const struct opts *o)
 {
 	int64_t end = (int64_t)vmio_now_ns() + (int64_t)o->timeout_ms * 1000000, t0;
+	uint64_t outq_max = 0;
 	char err[200];
 	int fd;
 
@@ -853,15 +905,116 @@ static int cmd_send(const struct opts *o)
 		usleep(5000);
 	}
 	t0 = (int64_t)vmio_now_ns();
-	if (send_all(fd, &o->to, o->bytes, o->msg, o->timeout_ms, err,
-		     sizeof(err))) {
+	if (send_all_outq(fd, &o->to, o->bytes, o->msg, o->timeout_ms,
+			  &outq_max, err, sizeof(err))) {
 		fprintf(stderr, "vmio-redirect-bench: %s\n", err);
 		close(fd);
 		return 1;
 	}
 	close(fd);
-	printf("sent bytes=%" PRIu64 " msg=%" PRIu64 " time=%.3f\n", o->bytes,
-	       o->msg, (double)((int64_t)vmio_now_ns() - t0) / 1e9);
+	printf("sent bytes=%" PRIu64 " msg=%" PRIu64 " time=%.3f outq_max=%" PRIu64
+	       "\n", o->bytes, o->msg,
+	       (double)((int64_t)vmio_now_ns() - t0) / 1e9, outq_max);
+	return 0;
+}
+
+/* The plainest relay: what a user would write in a few lines, and what
+ * the seed's "copying packets via userspace" was measured against. */
+static int cmd_relay(const struct opts *o)
+{
+	static uint8_t buf[MAX_MSG];
+	struct sockaddr_vm vm = {
+		.svm_family = AF_VSOCK,
+		.svm_cid = o->vsock_cid,
+		.svm_port = o->vsock_port,
+	};
+	struct timeval tv = { .tv_sec = o->timeout_ms / 1000 };
+	uint64_t bytes = 0;
+	struct stat st;
+	const char *what = NULL;
+	int v, d = -1, rc;
+
+	v = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (v < 0 || connect(v, (struct sockaddr *)&vm, sizeof(vm)) < 0) {
+		fprintf(stderr, "vmio-redirect-bench: relay: vsock %u:%u: %s\n",
+			o->vsock_cid, o->vsock_port, strerror(errno));
+		return 1;
+	}
+	d = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	unlink(o->from);
+	rc = d < 0 ? -errno : vmio_unix_bind_socket(d, o->from, SOCK_DGRAM, 0,
+						    "relay", &st);
+	if (rc) {
+		fprintf(stderr, "vmio-redirect-bench: relay: bind %s: %s\n",
+			o->from, strerror(-rc));
+		return 1;
+	}
+	/* Every wait bounded: a sender or a sink that stops fails the run. */
+	setsockopt(d, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(v, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(v, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	for (;;) {
+		ssize_t n = recv(d, buf, sizeof(buf), 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			what = "recv";
+			break;
+		}
+		if (n == 0)
+			break;
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = write(v, buf + off, (size_t)(n - off));
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0) {
+				what = "write";
+				break;
+			}
+			off += w;
+		}
+		if (what)
+			break;
+		bytes += (uint64_t)n;
+	}
+	if (!what && shutdown(v, SHUT_WR) < 0)
+		what = "shutdown";
+	/* The sink closes once it has everything. */
+	while (!what && read(v, buf, sizeof(buf)) > 0)
+		;
+	if (what)
+		fprintf(stderr, "vmio-redirect-bench: relay: %s: %s after %" PRIu64
+			" bytes\n", what, strerror(errno), bytes);
+	else
+		printf("relayed bytes=%" PRIu64 "\n", bytes);
+	vmio_unix_unlink_if_same(o->from, &st);
+	close(d);
+	close(v);
+	return what ? 1 : 0;
+}
+
+/* vsock:CID:PORT, relay's --to. */
+static int parse_vsock(const char *text, struct opts *o)
+{
+	const char *colon;
+	uint64_t cid, port;
+	char num[16];
+
+	if (strncmp(text, "vsock:", 6))
+		return -1;
+	text += 6;
+	colon = strchr(text, ':');
+	if (!colon || (size_t)(colon - text) >= sizeof(num))
+		return -1;
+	memcpy(num, text, (size_t)(colon - text));
+	num[colon - text] = '\0';
+	if (vmio_parse_u64(num, UINT32_MAX, &cid) ||
+	    vmio_parse_u64(colon + 1, UINT32_MAX, &port))
+		return -1;
+	o->vsock_cid = (uint32_t)cid;
+	o->vsock_port = (uint32_t)port;
 	return 0;
 }
 
@@ -887,6 +1040,9 @@ int main(int argc, char **argv)
 		{ "streams", required_argument, NULL, 'S' },
 		{ "term", no_argument, NULL, 'K' },
 		{ "direct", no_argument, NULL, 'D' },
+		{ "stall-after", required_argument, NULL, 'A' },
+		{ "stall-ms", required_argument, NULL, 'W' },
+		{ "from", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -900,7 +1056,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc < 2)
-		return bad_usage("a role is needed (sink, send or run)", NULL);
+		return bad_usage("a role is needed (sink, send, run or relay)",
+				 NULL);
 	role = argv[1];
 	optind = 2;
 	opterr = 0;
@@ -913,6 +1070,13 @@ int main(int argc, char **argv)
 			o.path = optarg;
 			break;
 		case 't':
+			if (!strcmp(role, "relay")) {
+				if (parse_vsock(optarg, &o))
+					return bad_usage("--to: not vsock:CID:PORT",
+							 optarg);
+				o.have_to = true;
+				break;
+			}
 			if (parse_target(optarg, &o.to))
 				return bad_usage("--to: not udg:PATH, ust:PATH or tcp:PORT",
 						 optarg);
@@ -943,6 +1107,21 @@ int main(int argc, char **argv)
 		case 'D':
 			o.direct = true;
 			break;
+		case 'A':
+			if (vmio_parse_u64(optarg, UINT64_MAX, &o.stall.after))
+				return bad_usage("--stall-after: not a size", optarg);
+			break;
+		case 'W':
+			if (vmio_parse_u64(optarg, 3600000, &v))
+				return bad_usage("--stall-ms: not 0 to 3600000",
+						 optarg);
+			o.stall.ms = (int)v;
+			break;
+		case 'F':
+			if (strncmp(optarg, "udg:", 4) || !optarg[4])
+				return bad_usage("--from: not udg:PATH", optarg);
+			o.from = optarg + 4;
+			break;
 		default:
 			return bad_usage("unknown option or missing value",
 					 argv[optind - 1]);
@@ -960,6 +1139,12 @@ int main(int argc, char **argv)
 			return bad_usage("send takes --to KIND:WHERE --bytes N",
 					 NULL);
 		return cmd_send(&o);
+	}
+	if (!strcmp(role, "relay")) {
+		if (!o.from || !o.have_to || optind != argc)
+			return bad_usage("relay takes --from udg:PATH --to vsock:CID:PORT",
+					 NULL);
+		return cmd_relay(&o);
 	}
 	if (!strcmp(role, "run") && o.direct) {
 		if (!o.have_to || !o.bytes || optind != argc || o.streams > 1)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "cli/backend_args.h"
@@ -80,6 +81,11 @@ static const char redirect_usage[] =
 	"  keepalive     SO_KEEPALIVE on each TCP connection\n"
 	"  connect-timeout=SECONDS  give up a connect after SECONDS (0.5: half\n"
 	"                a second; the kernel's limit otherwise)\n"
+	"  vsock-buffer=SIZE  vsock only: SO_VM_SOCKETS_BUFFER_SIZE, the\n"
+	"                socket's receive buffer and (Linux 6.12.69+) the most\n"
+	"                it has in flight; default 4m for the sockmap engine,\n"
+	"                whose kernel retries wait 4 ms each time credit runs\n"
+	"                out, else the kernel's (0: the kernel's; 4k to 64m)\n"
 	"  mode=OCTAL, user=NAME, group=NAME  the socket file of UNIX-LISTEN\n"
 	"                or UNIX-RECV: the mode from its creation on, the\n"
 	"                owner before it listens\n"
@@ -88,9 +94,10 @@ static const char redirect_usage[] =
 	"Options:\n"
 	"  --engine E        auto, copy, splice or sockmap. sockmap: the\n"
 	"                    kernel forwards UNIX-RECV's datagrams to a\n"
-	"                    stream ADDRESS2 through a BPF program, never\n"
-	"                    through this process (root, or CAP_BPF and\n"
-	"                    CAP_NET_ADMIN; no other pair: see README). auto:\n"
+	"                    stream ADDRESS2 (vsock: Linux 6.4+) through a\n"
+	"                    BPF program, never through this process (root,\n"
+	"                    or CAP_BPF and CAP_NET_ADMIN; no other pair:\n"
+	"                    see README). auto:\n"
 	"                    sockmap where it applies and loads (-v says\n"
 	"                    which), else splice for stream to stream; a\n"
 	"                    direction with a datagram or seqpacket end\n"
@@ -127,6 +134,16 @@ static const char redirect_usage[] =
  * timer tick once the send buffer is half full, so a small one caps the
  * rate (45 MB/s at the default against 3 GB/s at 4 MiB, measured here). */
 #define SOCKMAP_DEFAULT_SNDBUF (4 << 20)
+/* Unless vsock-buffer= says otherwise, a vsock ADDRESS2 of the sockmap
+ * engine: the same timer tick comes each time the socket runs out of
+ * credit, which Linux 6.12.69+ bounds by this buffer as well as by the
+ * host's. In a 6.12 guest through `vmio vsock --tx-buffer-size 4m`, 16
+ * MiB of 64 KiB datagrams waited a tick 50 times at the kernel's 256
+ * KiB, 1 to 3 times at 2 MiB, never at 4 MiB (README, "vsock credit"). */
+#define SOCKMAP_VSOCK_BUFFER (4u << 20)
+/* The first Linux that takes a vsock socket into a sockmap
+ * (634f1a7110b4, "vsock: support sockmap"). */
+#define SOCKMAP_VSOCK_LINUX 0x060400u
 
 enum {
 	OPT_ENGINE = 0x100,
@@ -139,6 +156,7 @@ enum {
 struct redirect {
 	struct redir_endpoint ep[2];
 	enum redir_engine engine;
+	enum redir_engine asked;  /* --engine as given */
 	size_t buffer;
 	bool buffer_given;
 	unsigned dirs;            /* REDIR_BOTH; -u, -U: one */
@@ -311,17 +329,47 @@ static int connect_first(struct redirect *rd)
 	return 0;
 }
 
-/* The sockmap engine's UNIX-RECV: ADDRESS2 is connected first, then the
- * datagram socket joins the map before it has an address, so that no
- * datagram can be queued on it unseen by the program. */
+/* The kernel would not take ADDRESS2 (already connected, b) into the
+ * sockmap: auto goes on with the message engine on the same connection,
+ * so that the peer sees one connection whatever ran. Returns 0 or -1. */
+static int sockmap_fall_back(struct redirect *rd, int b, int err)
+{
+	int a;
+
+	redir_sockmap_free(rd->sm);
+	rd->sm = NULL;
+	if (rd->asked == REDIR_ENGINE_SOCKMAP) {
+		log_err("--engine sockmap: the kernel does not take ADDRESS2 into a sockmap: %s",
+			strerror(-err));
+		close(b);
+		return -1;
+	}
+	log_debug("the sockmap engine is not available (the kernel does not take ADDRESS2 into a sockmap: %s): using the message engine",
+		  strerror(-err));
+	rd->engine = rd->setup.engine = REDIR_ENGINE_SPLICE;
+	a = redir_endpoint_listen(&rd->ep[0]);
+	if (a < 0) {
+		close(b);
+		return -1;
+	}
+	redirect_conn_start_connected(&rd->workers[0], a, b);
+	return 0;
+}
+
+/* The sockmap engine's UNIX-RECV: ADDRESS2 is connected and joins the
+ * map first, then the datagram socket joins it before it has an address,
+ * so that no datagram can be queued on it unseen by the program. */
 static int receive_first_sockmap(struct redirect *rd)
 {
 	int sndbuf = rd->buffer_given ? (int)rd->buffer : SOCKMAP_DEFAULT_SNDBUF;
-	int a, b = connect_now(&rd->ep[1]);
+	int a, rc, b = connect_now(&rd->ep[1]);
 	struct redirect_conn *c;
 
 	if (b < 0)
 		return -1;
+	rc = redir_sockmap_join_egress(rd->sm, b, sndbuf);
+	if (rc)
+		return sockmap_fall_back(rd, b, rc);
 	a = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (a < 0) {
 		log_err("socket: %s", strerror(errno));
@@ -422,8 +470,6 @@ static const char *sockmap_misfit(const struct redirect *rd)
 		return "STDIO is no socket the kernel could forward between";
 	if (out->socktype != SOCK_STREAM)
 		return "the kernel splits messages on their way into a datagram or seqpacket socket";
-	if (out->family == AF_VSOCK)
-		return "forwarding into vsock needs Linux 6.4, and is not tested here (vsock is tested in a 6.1 guest)";
 	if (in->family == AF_INET || in->family == AF_INET6 ||
 	    in->family == AF_UNSPEC)
 		return "a TCP ingress gets no backpressure: the kernel acknowledges what it holds for a slow ADDRESS2, without bound";
@@ -432,19 +478,66 @@ static const char *sockmap_misfit(const struct redirect *rd)
 	return NULL;
 }
 
+/* The running kernel's version as 0xMMmmpp (major, minor, patch), or 0
+ * when uname's release does not start with one. */
+static unsigned kernel_version(void)
+{
+	struct utsname u;
+	unsigned maj, min, patch = 0;
+
+	if (uname(&u) || sscanf(u.release, "%u.%u.%u", &maj, &min, &patch) < 2 ||
+	    min > 255)
+		return 0;
+	return maj << 16 | min << 8 | (patch > 255 ? 255 : patch);
+}
+
+/* Why this kernel cannot run the sockmap engine for a pair that fits it,
+ * or NULL; the message is written into buf. Only what is known before
+ * connecting: the kernel may still refuse ADDRESS2 once connected
+ * (sockmap_fall_back). */
+static const char *sockmap_unavailable(const struct redirect *rd, char *buf,
+				       size_t size)
+{
+	struct utsname u;
+	unsigned v = kernel_version();
+
+	/* For the guest test: have an old kernel refuse the socket itself,
+	 * which takes the path a backported or vendor kernel would. */
+	if (getenv("VMIO_REDIRECT_SOCKMAP_ANY_KERNEL"))
+		return NULL;
+	if (rd->ep[1].addr.family == AF_VSOCK && v && v < SOCKMAP_VSOCK_LINUX) {
+		snprintf(buf, size,
+			 "forwarding into vsock needs Linux 6.4, this is %s",
+			 uname(&u) ? "older" : u.release);
+		return buf;
+	}
+	return NULL;
+}
+
 /* Settles --engine for this pair: sockmap where asked, or where auto finds
- * it fits and the program loads. Returns 0 or an exit status. */
+ * it fits, the kernel has what it needs and the program loads. Returns 0
+ * or an exit status. */
 static int choose_engine(struct redirect *rd)
 {
-	const char *misfit = sockmap_misfit(rd);
+	const char *misfit = sockmap_misfit(rd), *unavailable = NULL;
 	char err[256];
 
+	rd->asked = rd->engine;
 	if (rd->engine == REDIR_ENGINE_SOCKMAP && misfit)
 		return vmio_cli_usage_error("redirect",
 			"--engine sockmap: %s to %s is not supported: %s",
 			rd->ep[0].addr.keyword, rd->ep[1].addr.keyword, misfit);
+	if (!misfit)
+		unavailable = sockmap_unavailable(rd, err, sizeof(err));
+	if (unavailable && rd->engine == REDIR_ENGINE_SOCKMAP) {
+		log_err("--engine sockmap: %s", unavailable);
+		return 1;
+	}
+	if (unavailable && rd->engine == REDIR_ENGINE_AUTO)
+		log_debug("the sockmap engine is not available (%s): using the message engine",
+			  unavailable);
 	if (rd->engine == REDIR_ENGINE_SOCKMAP ||
-	    (rd->engine == REDIR_ENGINE_AUTO && !misfit)) {
+	    (rd->engine == REDIR_ENGINE_AUTO && !misfit && !unavailable)) {
 		rd->sm = redir_sockmap_load(err, sizeof(err));
 		if (rd->sm) {
 			rd->engine = REDIR_ENGINE_SOCKMAP;
@@ -458,6 +551,13 @@ static int choose_engine(struct redirect *rd)
 	}
 	if (rd->engine == REDIR_ENGINE_AUTO)
 		rd->engine = REDIR_ENGINE_SPLICE;
+	/* A vsock ADDRESS2 of the sockmap engine gets the larger buffer
+	 * the kernel's timer-driven retries need; the other engines wake
+	 * as soon as credit comes, and keep the kernel's. */
+	if (rd->engine == REDIR_ENGINE_SOCKMAP &&
+	    rd->ep[1].addr.family == AF_VSOCK &&
+	    rd->ep[1].addr.vsock_buffer == REDIR_VSOCK_BUFFER_UNSET)
+		rd->ep[1].addr.vsock_buffer = SOCKMAP_VSOCK_BUFFER;
 	return 0;
 }
 
@@ -653,6 +753,17 @@ static int finish(struct redirect *rd, int rc)
 
 /* ---- --control ---------------------------------------------------------- */
 
+/* The engine that moves the bytes: a datagram or seqpacket end takes the
+ * message engine whatever --engine said (relay.h). */
+static const char *running_engine(const struct redirect *rd)
+{
+	if (rd->engine != REDIR_ENGINE_SOCKMAP &&
+	    (rd->ep[0].addr.socktype != SOCK_STREAM ||
+	     rd->ep[1].addr.socktype != SOCK_STREAM))
+		return "message";
+	return redir_engine_name(rd->engine);
+}
+
 /* Worker 0's: what the listener did. */
 static void write_listener(void *opaque, struct vmio_json *j)
 {
@@ -663,7 +774,7 @@ static void write_listener(void *opaque, struct vmio_json *j)
 	vmio_json_kv_string(j, "address1", redir_endpoint_describe(
 						  &rd->ep[0], where,
 						  sizeof(where)));
-	vmio_json_kv_string(j, "engine", redir_engine_name(rd->engine));
+	vmio_json_kv_string(j, "engine", running_engine(rd));
 	vmio_json_kv_uint(j, "accepted", rd->accepted);
 	vmio_json_kv_uint(j, "accept_failures", rd->accept_failures);
 	vmio_json_object_end(j);
@@ -727,7 +838,12 @@ int vmio_cmd_redirect(int argc, char **argv)
 	rc = choose_engine(&rd);
 	if (rc)
 		return rc;
-	if (rd.engine == REDIR_ENGINE_SOCKMAP)
+	if (rd.engine == REDIR_ENGINE_SOCKMAP && rd.ep[1].addr.family == AF_VSOCK)
+		log_debug("engine sockmap, ADDRESS2 send buffer %zu bytes, vsock buffer %u bytes%s",
+			  rd.buffer_given ? rd.buffer : SOCKMAP_DEFAULT_SNDBUF,
+			  rd.ep[1].addr.vsock_buffer,
+			  rd.ep[1].addr.vsock_buffer ? "" : " (the kernel's)");
+	else if (rd.engine == REDIR_ENGINE_SOCKMAP)
 		log_debug("engine sockmap, ADDRESS2 send buffer %zu bytes",
 			  rd.buffer_given ? rd.buffer : SOCKMAP_DEFAULT_SNDBUF);
 	else if (rd.ep[0].addr.socktype != SOCK_STREAM ||

@@ -357,6 +357,19 @@ void redirect_conn_hand_over(struct redirect_worker *w, int a)
 	vmio_defer_post(&c->arrive);
 }
 
+void redirect_conn_start_connected(struct redirect_worker *w, int a, int b)
+{
+	struct redirect_conn *c = conn_new(w, (struct redir_side){ a, a });
+
+	if (!c) {
+		close(a);
+		close(b);
+		return;
+	}
+	peer_name(a, c->peer, sizeof(c->peer));
+	start_relay(c, (struct redir_side){ b, b });
+}
+
 struct redirect_conn *redirect_conn_start_sockmap(struct redirect_worker *w,
 						  struct redir_sockmap *sm,
 						  int ingress, int egress,
@@ -395,8 +408,11 @@ static void write_conn(const struct redirect_conn *c, struct vmio_json *j)
 		redir_relay_get_stats(c->relay, &st);
 	vmio_json_object_begin(j);
 	vmio_json_kv_uint(j, "id", c->id);
-	vmio_json_kv_string(j, "engine", c->krelay ? "sockmap"
-						   : redir_engine_name(s->engine));
+	/* What moves the bytes, not what was asked: a datagram end takes
+	 * the message engine, and a connecting one has no engine yet. */
+	vmio_json_kv_string(j, "engine", c->krelay ? "sockmap" :
+					 c->relay ? redir_relay_engine(c->relay) :
+					 redir_engine_name(s->engine));
 	vmio_json_kv_string(j, "state", c->relay || c->krelay ? "relaying"
 							      : "connecting");
 	vmio_json_kv_string(j, "peer1", c->peer);

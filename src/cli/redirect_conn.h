@@ -75,9 +75,15 @@ void redirect_conn_start_side(struct redirect_worker *w, struct redir_side a);
  * is made here and starts on w's next turn. */
 void redirect_conn_hand_over(struct redirect_worker *w, int a);
 
+/* Relays a and b, both connected already (or a UNIX-RECV socket bound),
+ * on w, starting now; owns both from now on. For the sockmap engine's
+ * fallback, which learns only once ADDRESS2 is connected that the
+ * kernel will not take it into a sockmap. */
+void redirect_conn_start_connected(struct redirect_worker *w, int a, int b);
+
 /* The sockmap engine's one connection (UNIX-RECV), on w before the
- * workers run: ingress joined to egress through sm, with sndbuf-byte
- * send buffers. Owns all three from now on, even on failure. Returns the
+ * workers run: ingress joined to egress (which redir_sockmap_join_egress
+ * already took) through sm, with sndbuf-byte send buffers. Owns all three from now on, even on failure. Returns the
  * connection, or NULL (logged, and ended). */
 struct redirect_conn *redirect_conn_start_sockmap(struct redirect_worker *w,
 						  struct redir_sockmap *sm,

@@ -321,6 +321,27 @@ static int parse_seconds(const char *s, size_t n, uint64_t *ns)
 	return *ns && *ns <= 86400ull * 1000000000u ? 0 : -1;
 }
 
+/* A size in bytes, with an optional k, m or g suffix (powers of 1024). */
+static int parse_size(const char *s, size_t n, uint64_t max, uint64_t *out)
+{
+	unsigned shift = 0;
+
+	if (n > 1) {
+		switch (s[n - 1]) {
+		case 'k': case 'K': shift = 10; break;
+		case 'm': case 'M': shift = 20; break;
+		case 'g': case 'G': shift = 30; break;
+		}
+	}
+	if (shift)
+		n--;
+	/* Bounded here: parse_dec's check wraps for a bound below 9. */
+	if (parse_dec(s, n, UINT64_MAX >> shift, out) || *out > max >> shift)
+		return -1;
+	*out <<= shift;
+	return 0;
+}
+
 /* user= and group=: a name or a number, looked up when the address is
  * resolved. */
 static int copy_id(char *dst, size_t size, const char *name, const char *val,
@@ -359,6 +380,7 @@ static int parse_option(struct redir_addr *a, const char *s, size_t n,
 			      !strcasecmp(name, "backlog") ||
 			      !strcasecmp(name, "type") ||
 			      !strcasecmp(name, "connect-timeout") ||
+			      !strcasecmp(name, "vsock-buffer") ||
 			      !strcasecmp(name, "mode") ||
 			      !strcasecmp(name, "user") ||
 			      !strcasecmp(name, "group"))) {
@@ -389,6 +411,17 @@ static int parse_option(struct redir_addr *a, const char *s, size_t n,
 			return bad_value(written, val, val_len,
 					 "0.000001 to 86400 seconds", err,
 					 err_size);
+	} else if (!strcasecmp(name, "vsock-buffer")) {
+		uint64_t v;
+
+		if (a->family != AF_VSOCK)
+			return not_here(a, written, err, err_size);
+		if (parse_size(val, val_len, REDIR_VSOCK_BUFFER_MAX, &v) ||
+		    (v && v < 4096))
+			return bad_value(written, val, val_len,
+					 "0 (the kernel's) or 4k to 64m", err,
+					 err_size);
+		a->vsock_buffer = (uint32_t)v;
 	} else if (!strcasecmp(name, "mode")) {
 		unsigned v = 0;
 
@@ -515,6 +548,8 @@ int redir_addr_parse(const char *text, struct redir_addr *a, char *err,
 	a->keyword = kw->canonical;
 	a->family = kw->family;
 	a->socktype = kw->socktype;
+	if (a->family == AF_VSOCK)
+		a->vsock_buffer = REDIR_VSOCK_BUFFER_UNSET;
 	if (kw->params == P_NONE && *p == ':') {
 		snprintf(err, err_size, "%s takes no ':' parameters", a->keyword);
 		return -1;

@@ -45,6 +45,13 @@ struct redir_addr {
 	bool nodelay;          /* TCP_NODELAY on the connection */
 	bool keepalive;        /* SO_KEEPALIVE on the connection */
 	uint64_t connect_timeout_ns; /* 0: the kernel's */
+	/* vsock-buffer=: SO_VM_SOCKETS_BUFFER_SIZE (and _MAX_SIZE) of each
+	 * vsock connection, in bytes; 0: the kernel's (256 KiB);
+	 * REDIR_VSOCK_BUFFER_UNSET: not given, the engine's default. Linux
+	 * 6.12.69 and later keep a sender's bytes in flight within its own
+	 * socket's buffer as well as within the peer's credit, so this
+	 * bounds the rate towards the host as much as the host does. */
+	uint32_t vsock_buffer;
 	/* The socket file a unix listener makes: chmod'ed, chown'ed
 	 * before it listens. */
 	bool has_mode;
@@ -58,6 +65,11 @@ bool redir_addr_connects(const struct redir_addr *a);
 
 /* True for the kinds that wait for a peer (the listeners and UNIX-RECV). */
 bool redir_addr_is_passive(const struct redir_addr *a);
+
+#define REDIR_VSOCK_BUFFER_UNSET UINT32_MAX
+/* The largest vsock-buffer= taken: the kernel takes up to 4 GiB - 1,
+ * but what the buffer holds is guest memory, per connection. */
+#define REDIR_VSOCK_BUFFER_MAX (64u << 20)
 
 /* Parses text into *a. Returns 0, or -1 with a message naming the
  * offending keyword, option or value in err. */

@@ -274,6 +274,30 @@ static int set_v6only(int fd, bool only)
 		       -errno : 0;
 }
 
+/* The vsock socket's buffer: its receive buffer, and since Linux
+ * 6.12.69 also the most it keeps in flight towards its peer. The maximum
+ * goes first, or the kernel would clamp the size to the old one (256 KiB).
+ * Set before connect (or on the listener, whose connections inherit it),
+ * the first credit the peer sees is already this one. */
+static int set_vsock_buffer(int fd, uint32_t bytes)
+{
+	unsigned long long v = bytes;
+
+	if (!bytes || bytes == REDIR_VSOCK_BUFFER_UNSET)
+		return 0;
+	if (setsockopt(fd, AF_VSOCK, SO_VM_SOCKETS_BUFFER_MAX_SIZE, &v,
+		       sizeof(v)) < 0 ||
+	    setsockopt(fd, AF_VSOCK, SO_VM_SOCKETS_BUFFER_SIZE, &v,
+		       sizeof(v)) < 0) {
+		int err = errno;
+
+		log_err("cannot set the vsock buffer to %u bytes: %s", bytes,
+			strerror(err));
+		return -err;
+	}
+	return 0;
+}
+
 static int listen_inet(const struct redir_endpoint *ep, int backlog)
 {
 	const struct redir_addr *a = &ep->addr;
@@ -284,6 +308,8 @@ static int listen_inet(const struct redir_endpoint *ep, int backlog)
 	if (fd < 0)
 		return -errno;
 	rc = a->reuseaddr ? set_reuseaddr(fd) : 0;
+	if (!rc && a->family == AF_VSOCK)
+		rc = set_vsock_buffer(fd, a->vsock_buffer);
 	if (!rc && ep->sa.ss_family == AF_INET6)
 		rc = set_v6only(fd, a->family == AF_INET6);
 	if (!rc && (bind(fd, (const struct sockaddr *)&ep->sa, ep->sa_len) < 0 ||
@@ -379,6 +405,13 @@ int redir_endpoint_tune(const struct redir_endpoint *ep, int fd)
 {
 	const struct redir_addr *a = &ep->addr;
 	int one = 1;
+
+	if (a->family == AF_VSOCK && a->kind != REDIR_VSOCK_LISTEN) {
+		int rc = set_vsock_buffer(fd, a->vsock_buffer);
+
+		if (rc)
+			return rc;
+	}
 
 	if (a->nodelay &&
 	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)

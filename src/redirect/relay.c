@@ -434,6 +434,15 @@ void redir_relay_get_stats(const struct redir_relay *r,
 	};
 }
 
+const char *redir_relay_engine(const struct redir_relay *r)
+{
+	/* Both directions share their two ends, hence their engine. */
+	const struct redir_engine_ops *ops = r->dir[0].ops;
+
+	return ops == &redir_engine_msg ? "message" :
+	       ops == &redir_engine_splice ? "splice" : "copy";
+}
+
 void redir_relay_free(struct redir_relay *r)
 {
 	if (!r)

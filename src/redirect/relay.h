@@ -101,6 +101,11 @@ struct redir_relay *redir_relay_new_one_way(struct vmio_loop *loop, int a,
 void redir_relay_get_stats(const struct redir_relay *r,
 			   struct redir_relay_stats *st);
 
+/* The engine that moves r's bytes: "copy", "splice" or "message" (a
+ * datagram or seqpacket end takes the message engine whatever was
+ * asked), for --control and log lines. */
+const char *redir_relay_engine(const struct redir_relay *r);
+
 /* Stops watching and closes both sockets. */
 void redir_relay_free(struct redir_relay *r);
 

@@ -14,6 +14,7 @@
 
 struct redir_sockmap {
 	struct sockmap_redirect *skel;
+	int egress; /* in slot 0 of the egress map; -1: none yet */
 };
 
 /* libbpf prints its own diagnostics; they belong in our debug log, not on
@@ -41,6 +42,7 @@ struct redir_sockmap *redir_sockmap_load(char *err, size_t err_size)
 		snprintf(err, err_size, "out of memory");
 		return NULL;
 	}
+	sm->egress = -1;
 	libbpf_set_print(libbpf_to_log);
 	sm->skel = sockmap_redirect__open_and_load();
 	if (!sm->skel) {
@@ -87,16 +89,28 @@ static int insert(int map_fd, __u32 key, int fd)
 		       -errno : 0;
 }
 
+int redir_sockmap_join_egress(struct redir_sockmap *sm, int egress,
+			      int sndbuf)
+{
+	int rc;
+
+	set_sndbuf(egress, sndbuf);
+	rc = insert(bpf_map__fd(sm->skel->maps.egress), 0, egress);
+	if (!rc)
+		sm->egress = egress;
+	return rc;
+}
+
 int redir_sockmap_attach(struct redir_sockmap *sm, int ingress, int egress,
 			 int diversion, int sndbuf)
 {
 	int egress_map = bpf_map__fd(sm->skel->maps.egress);
-	int rc;
+	int rc = 0;
 
-	set_sndbuf(egress, sndbuf);
 	set_sndbuf(diversion, sndbuf);
 	/* Egress first: a datagram redirected to an empty slot is dropped. */
-	rc = insert(egress_map, 0, egress);
+	if (sm->egress != egress)
+		rc = redir_sockmap_join_egress(sm, egress, sndbuf);
 	if (!rc)
 		rc = insert(egress_map, 1, diversion);
 	if (!rc)
@@ -104,6 +118,7 @@ int redir_sockmap_attach(struct redir_sockmap *sm, int ingress, int egress,
 	if (rc) {
 		for (__u32 key = 0; key < 2; key++)
 			bpf_map_delete_elem(egress_map, &key);
+		sm->egress = -1;
 	}
 	return rc;
 }

@@ -794,6 +794,10 @@ static void test_bad_arguments(void **state)
 		  "UNIX-CONNECT:/b", NULL },
 		/* A short option in a cluster is named as itself. */
 		{ "redirect", "-vy", "UNIX-LISTEN:@A@", "UNIX-CONNECT:/b", NULL },
+		{ "redirect", "UNIX-LISTEN:@A@", "VSOCK-CONNECT:2:1,vsock-buffer=1",
+		  NULL },
+		{ "redirect", "UNIX-LISTEN:@A@", "UNIX-CONNECT:/b,vsock-buffer=1m",
+		  NULL },
 	};
 	static const char *const expect[] = {
 		"unsupported address 'FOO'", "unsupported option 'nonsense'",
@@ -811,6 +815,8 @@ static void test_bad_arguments(void **state)
 		"the kernel splits messages",
 		"--threads: '0' is not a number", "--cpus: 'x' is not a list",
 		"unknown option '-y'",
+		"option 'vsock-buffer': '1' is not 0 (the kernel's) or 4k to 64m",
+		"option 'vsock-buffer' does not apply to UNIX-CONNECT",
 	};
 	const char *a = harness_path("bad-a.sock");
 	char err[4096], out[8192], arg[256];
@@ -1204,6 +1210,48 @@ static void test_control_live(void **state)
 	assert_true(s.x.intact);
 	assert_int_equal(wait_ended(1), 1000);
 	stop_clean(pid);
+}
+
+/* --control names the engine that moves the bytes: a datagram end takes
+ * the message engine whatever --engine asked ("copy" here). */
+static void test_control_engine(void **state)
+{
+	const char *a = harness_path("ctle-a.sock"),
+		   *b = harness_path("ctle-b.sock");
+	struct server s = { .mode = SERVE_STALL, .conns = 1 };
+	json_t *doc = NULL, *conn = NULL;
+
+	server_start(&s, b);
+	pid_t pid = harness_spawn((const char *[]){
+		"redirect", "--control", next_ctl(), "--engine", "copy",
+		addr_arg(0, "UNIX-RECV", a, ""),
+		addr_arg(1, "UNIX-CONNECT", b, ""), NULL });
+	int fd = unix_connect_retry(a, SOCK_DGRAM);
+
+	/* The connection shows once ADDRESS2 is connected. */
+	for (int i = 0; i < HARNESS_WAIT_MS / 10; i++) {
+		json_decref(doc);
+		doc = harness_control_get(rd_ctl);
+		conn = json_array_get(json_object_get(json_array_get(
+			json_object_get(doc, "workers"), 0), "connections"), 0);
+		if (conn && !strcmp(json_string_value(json_object_get(
+					    conn, "state")), "relaying"))
+			break;
+		usleep(10000);
+	}
+	assert_non_null(conn);
+	assert_string_equal(json_string_value(json_object_get(conn, "engine")),
+			    "message");
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(json_object_get(doc, "listener"), 0), "engine")),
+		"message");
+	json_decref(doc);
+
+	atomic_store(&s.release, true);
+	assert_int_equal(send(fd, "", 0, 0), 0);
+	close(fd);
+	server_join(&s);
+	harness_expect_exit(pid, 0);
 }
 
 /* `vmio redirect --stats --threads N UNIX-LISTEN:a,fork UNIX-CONNECT:b`,
@@ -1644,6 +1692,7 @@ int main(void)
 		cmocka_unit_test(test_truncation_trap),
 		cmocka_unit_test(test_fork_many),
 		cmocka_unit_test(test_control_live),
+		cmocka_unit_test(test_control_engine),
 		cmocka_unit_test(test_threads_echo),
 		cmocka_unit_test(test_threads_sigterm),
 		cmocka_unit_test(test_threads_drops),

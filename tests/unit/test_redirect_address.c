@@ -113,6 +113,36 @@ static void test_vsock_keywords(void **state)
 	assert_int_equal(a.socktype, SOCK_SEQPACKET);
 }
 
+/* vsock-buffer=: not given is the engine's choice, 0 the kernel's, else
+ * a size with an optional binary suffix; vsock addresses only. */
+static void test_vsock_buffer(void **state)
+{
+	ok("VSOCK-CONNECT:2:1");
+	assert_int_equal(a.vsock_buffer, REDIR_VSOCK_BUFFER_UNSET);
+	ok("VSOCK-CONNECT:2:1,vsock-buffer=0");
+	assert_int_equal(a.vsock_buffer, 0);
+	ok("VSOCK-CONNECT:2:1,vsock-buffer=4m");
+	assert_int_equal(a.vsock_buffer, 4u << 20);
+	ok("VSOCK-LISTEN:1,VSOCK-BUFFER=512K");
+	assert_int_equal(a.vsock_buffer, 512u << 10);
+	ok("VSOCK-CONNECT:2:1,vsock-buffer=4096");
+	assert_int_equal(a.vsock_buffer, 4096);
+	ok("VSOCK-CONNECT:2:1,vsock-buffer=64m");
+	assert_int_equal(a.vsock_buffer, REDIR_VSOCK_BUFFER_MAX);
+	bad("VSOCK-CONNECT:2:1,vsock-buffer=4095", "'4095' is not 0 (the kernel's) or 4k to 64m");
+	bad("VSOCK-CONNECT:2:1,vsock-buffer=65m", "'65m' is not");
+	bad("VSOCK-CONNECT:2:1,vsock-buffer=1g", "'1g' is not");
+	bad("VSOCK-CONNECT:2:1,vsock-buffer=4x", "'4x' is not");
+	bad("VSOCK-CONNECT:2:1,vsock-buffer=m", "'m' is not");
+	bad("VSOCK-CONNECT:2:1,vsock-buffer=-1", "'-1' is not");
+	bad("VSOCK-CONNECT:2:1,vsock-buffer=99999999999999999999999k", "is not");
+	bad("VSOCK-CONNECT:2:1,vsock-buffer", "needs '=value'");
+	bad("UNIX-CONNECT:/x,vsock-buffer=1m", "vsock-buffer");
+	bad("TCP:h:1,vsock-buffer=1m", "vsock-buffer");
+	ok("UNIX-CONNECT:/x");
+	assert_int_equal(a.vsock_buffer, 0);
+}
+
 /* socat's aliases (socat(1), ADDRESS TYPES), messages in the canonical
  * spelling. */
 static void test_aliases(void **state)
@@ -325,6 +355,7 @@ int main(void)
 		cmocka_unit_test(test_unix_keywords),
 		cmocka_unit_test(test_tcp_keywords),
 		cmocka_unit_test(test_vsock_keywords),
+		cmocka_unit_test(test_vsock_buffer),
 		cmocka_unit_test(test_options),
 		cmocka_unit_test(test_aliases),
 		cmocka_unit_test(test_socat_options),

@@ -1,0 +1,178 @@
+# shellcheck shell=sh
+# The guest half of tests/guest/redirect_sockmap_test.sh (busybox sh, run
+# as /test.sh): the seed's shape, a unix datagram sender -> `vmio redirect
+# UNIX-RECV:... VSOCK-CONNECT:2:PORT` -> vsock -> a host sink, with the
+# kernel moving the datagrams (the sockmap engine) on Linux 6.4 and later,
+# and the message engine on older kernels, which must say why.
+#   xfer   32 MiB of 64 KiB datagrams, every byte checked by the host sink
+#          on <uds-path>_7001; the engine that runs is the one -v and
+#          --control name
+#   stall  the same into the sink on <uds-path>_7002, which stops reading
+#          for 3 s after 2 MiB: the sender must be held back (its send
+#          takes the stall), the kernel must hold no more of its data than
+#          its own send buffer (SIOCOUTQ), the guest's MemAvailable must
+#          not fall by more than 8 MiB, and every byte must arrive
+#   refused (kernels before 6.4) vmio told to try sockmap anyway: the
+#          kernel refuses the vsock socket, and the message engine goes on
+#          with the same connection (8 MiB into <uds-path>_7003)
+# Sender and sink are vmio-redirect-bench (send, sink): one pattern.
+# shellcheck source=tests/guest/guest-steps.sh
+. /lib/guest-steps.sh
+need_vsock
+V=/bin/vmio
+B=/bin/vmio-redirect-bench
+MIB32=33554432
+
+# The engine this kernel must run: vsock joins a sockmap from Linux 6.4.
+kver=$(uname -r)
+maj=${kver%%.*}
+min=${kver#*.}
+min=${min%%[!0-9]*}
+if [ "$maj" -gt 6 ] || { [ "$maj" -eq 6 ] && [ "$min" -ge 4 ]; }; then
+	want=sockmap
+else
+	want=message
+fi
+echo "SOCKMAP-GUEST kernel=$kver engine=$want"
+
+if ! $V redirect --help >/dev/null 2>/tmp/vmio.err; then
+	fail vmio "vmio does not run in the guest: $(cat /tmp/vmio.err)"
+	# --- refused (kernels before 6.4) -----------------------------------------
+# Told to try whatever the version says, vmio meets the kernel's own
+# refusal of the connected vsock socket (EOPNOTSUPP), as on a kernel whose
+# version hides what it can do, and goes on with the message engine on
+# that same connection: the host sink takes one connection only.
+if [ $want = message ]; then
+	VMIO_REDIRECT_SOCKMAP_ANY_KERNEL=1 $V redirect -v --control /tmp/ctl3.sock \
+		UNIX-RECV:/tmp/in3.sock VSOCK-CONNECT:2:7003 >/tmp/r3.log 2>&1 &
+	r=$!
+	wait_socket /tmp/in3.sock
+	eng=$(engines /tmp/ctl3.sock)
+	out=$($B send --to udg:/tmp/in3.sock --bytes 8388608 --timeout 60 2>&1); rc=$?
+	wait $r; rrc=$?
+	echo "SOCKMAP-REFUSED $out"
+	echo "SOCKMAP-REFUSED-RELAY exit=$rrc engines=$eng $(grep -E 'engine|not available|^vmio redirect: connection' /tmp/r3.log | tr '\n' ' ')"
+	if [ $rc -ne 0 ]; then fail refused "the sender failed: $out"
+	elif [ $rrc -ne 0 ]; then fail refused "vmio redirect exited $rrc: $(tail -n 2 /tmp/r3.log)"
+	elif ! grep -q 'the sockmap engine is not available (the kernel does not take ADDRESS2 into a sockmap: Operation not supported): using the message engine' /tmp/r3.log; then
+		fail refused "-v did not say the kernel refused the socket: $(grep -i engine /tmp/r3.log)"
+	elif [ "$eng" != "message message " ]; then
+		fail refused "--control names engines '$eng', expected message twice"
+	else pass refused; fi
+fi
+
+echo "redirect sockmap guest: $fails failed"
+	exit "$fails"
+fi
+
+mem_avail() { sed -n 's/^MemAvailable: *\([0-9]*\) kB$/\1/p' /proc/meminfo; }
+
+# UNIX-RECV's socket file appears once the relay is ready (for sockmap:
+# ADDRESS2 connected and both sockets in the map).
+wait_socket() { # path
+	i=0
+	while [ ! -S "$1" ] && [ $i -lt 200 ]; do
+		i=$((i + 1))
+		usleep 50000
+	done
+	[ -S "$1" ]
+}
+
+# The engines --control names (the listener's, then each connection's),
+# space-separated.
+engines() { # control socket
+	$V stats --json "$1" 2>/dev/null | grep -o '"engine":"[a-z]*"' |
+		sed 's/.*:"\(.*\)"/\1/' | tr '\n' ' '
+}
+
+# What -v must have said about the engine.
+check_engine() { # step, relay log, engines from --control
+	if [ "$(echo "$3" | tr ' ' '\n' | grep -c .)" -lt 2 ] ||
+		[ -n "$(echo "$3" | tr ' ' '\n' | grep . | grep -v "^$want$")" ]; then
+		fail "$1" "--control names engines '$3', expected $want for the listener and the connection"
+		return 1
+	fi
+	if [ $want = sockmap ]; then
+		grep -q 'engine sockmap, ADDRESS2 send buffer [0-9]* bytes, vsock buffer 4194304 bytes' "$2" ||
+			{ fail "$1" "-v did not say 'engine sockmap ... vsock buffer 4194304': $(grep engine "$2")"; return 1; }
+	else
+		grep -q 'the sockmap engine is not available (forwarding into vsock needs Linux 6.4, this is ' "$2" ||
+			{ fail "$1" "-v did not say why the sockmap engine does not run: $(grep -i engine "$2")"; return 1; }
+	fi
+	return 0
+}
+
+# --- xfer -----------------------------------------------------------------
+$V redirect -v --stats --control /tmp/ctl1.sock UNIX-RECV:/tmp/in1.sock \
+	VSOCK-CONNECT:2:7001 >/tmp/r1.log 2>&1 &
+r=$!
+wait_socket /tmp/in1.sock
+eng=$(engines /tmp/ctl1.sock)
+out=$($B send --to udg:/tmp/in1.sock --bytes $MIB32 --timeout 60 2>&1); rc=$?
+wait $r; rrc=$?
+echo "SOCKMAP-XFER $out"
+echo "SOCKMAP-XFER-RELAY exit=$rrc engines=$eng $(grep -E 'engine|not available|^vmio redirect: connection' /tmp/r1.log | tr '\n' ' ')"
+if [ $rc -ne 0 ]; then fail xfer "the sender failed: $out"
+elif [ $rrc -ne 0 ]; then fail xfer "vmio redirect exited $rrc: $(tail -n 2 /tmp/r1.log)"
+elif check_engine xfer /tmp/r1.log "$eng"; then pass xfer; fi
+
+# --- stall ----------------------------------------------------------------
+$V redirect -v --stats --control /tmp/ctl2.sock UNIX-RECV:/tmp/in2.sock \
+	VSOCK-CONNECT:2:7002 >/tmp/r2.log 2>&1 &
+r=$!
+wait_socket /tmp/in2.sock
+eng=$(engines /tmp/ctl2.sock)
+# The relay settles first (its own allocations are not the queue).
+sleep 1
+base=$(mem_avail)
+# MemAvailable four times a second, the stall's 3 s included.
+(while :; do mem_avail; usleep 250000; done) >/tmp/mem2.log 2>&1 &
+m=$!
+out=$($B send --to udg:/tmp/in2.sock --bytes $MIB32 --timeout 60 2>&1); rc=$?
+kill $m
+wait $r; rrc=$?
+low=$(sort -n /tmp/mem2.log | head -n 1)
+drop=$((base - ${low:-$base}))
+sndbuf=$(cat /proc/sys/net/core/wmem_default)
+outq=$(field outq_max "$out")
+secs=$(field time "$out")
+echo "SOCKMAP-STALL $out mem_drop_kib=$drop sndbuf=$sndbuf"
+echo "SOCKMAP-STALL-RELAY exit=$rrc engines=$eng $(grep -E 'engine|not available|^vmio redirect: connection' /tmp/r2.log | tr '\n' ' ')"
+# A 64 KiB datagram costs 66560 bytes of send memory here; the sender may
+# go one over its buffer (the kernel checks before it allocates).
+if [ $rc -ne 0 ]; then fail stall "the sender failed: $out"
+elif [ $rrc -ne 0 ]; then fail stall "vmio redirect exited $rrc: $(tail -n 2 /tmp/r2.log)"
+elif [ "${secs%%.*}" -lt 2 ]; then
+	fail stall "the sender was not held back: its 32 MiB took ${secs} s, with the host reading nothing for 3 s"
+elif [ "${outq:-0}" -gt $((sndbuf + 2 * 66560)) ]; then
+	fail stall "the kernel held ${outq} bytes of the sender's, beyond its send buffer of $sndbuf"
+elif [ "$drop" -gt 8192 ]; then
+	fail stall "MemAvailable fell by $drop KiB while the host stalled"
+elif check_engine stall /tmp/r2.log "$eng"; then pass stall; fi
+
+# --- refused (kernels before 6.4) -----------------------------------------
+# Told to try whatever the version says, vmio meets the kernel's own
+# refusal of the connected vsock socket (EOPNOTSUPP), as on a kernel whose
+# version hides what it can do, and goes on with the message engine on
+# that same connection: the host sink takes one connection only.
+if [ $want = message ]; then
+	VMIO_REDIRECT_SOCKMAP_ANY_KERNEL=1 $V redirect -v --control /tmp/ctl3.sock \
+		UNIX-RECV:/tmp/in3.sock VSOCK-CONNECT:2:7003 >/tmp/r3.log 2>&1 &
+	r=$!
+	wait_socket /tmp/in3.sock
+	eng=$(engines /tmp/ctl3.sock)
+	out=$($B send --to udg:/tmp/in3.sock --bytes 8388608 --timeout 60 2>&1); rc=$?
+	wait $r; rrc=$?
+	echo "SOCKMAP-REFUSED $out"
+	echo "SOCKMAP-REFUSED-RELAY exit=$rrc engines=$eng $(grep -E 'engine|not available|^vmio redirect: connection' /tmp/r3.log | tr '\n' ' ')"
+	if [ $rc -ne 0 ]; then fail refused "the sender failed: $out"
+	elif [ $rrc -ne 0 ]; then fail refused "vmio redirect exited $rrc: $(tail -n 2 /tmp/r3.log)"
+	elif ! grep -q 'the sockmap engine is not available (the kernel does not take ADDRESS2 into a sockmap: Operation not supported): using the message engine' /tmp/r3.log; then
+		fail refused "-v did not say the kernel refused the socket: $(grep -i engine /tmp/r3.log)"
+	elif [ "$eng" != "message message " ]; then
+		fail refused "--control names engines '$eng', expected message twice"
+	else pass refused; fi
+fi
+
+echo "redirect sockmap guest: $fails failed"
+exit "$fails"
