@@ -677,6 +677,128 @@ static void test_get_vring_base_stops(void **state)
 	assert_int_equal(used_idx(f, 1), 3);
 }
 
+/* QEMU 8.1 and later (10.0 too) stop a device with SET_VRING_ENABLE 0,
+ * then GET_VRING_BASE per queue, and only then SET_STATUS 0; 7.2 sent
+ * SET_STATUS 0 first. Either way the bases are where the rings stopped,
+ * and the device starts again from them. */
+static void stop_in_order(struct fx *f, bool status_first)
+{
+	struct vhost_user_vring_state s = vstate(1, 0);
+	struct vhost_user_msg r;
+	uint64_t zero = 0;
+
+	post(f, 1);
+	post(f, 1);
+	post(f, 1);
+	kick(f, 1);
+	assert_int_equal(used_idx(f, 1), 3);
+	if (status_first)
+		assert_int_equal(acked(f, VHOST_USER_SET_STATUS, &zero, 8, NULL,
+				       0), 0);
+	for (unsigned q = 0; q < 2; q++) {
+		s = vstate(q, 0);
+		assert_int_equal(acked(f, VHOST_USER_SET_VRING_ENABLE, &s, 8,
+				       NULL, 0), 0);
+	}
+	for (unsigned q = 0; q < 2; q++) {
+		s = vstate(q, 0);
+		send_msg(f, VHOST_USER_GET_VRING_BASE, 0, &s, 8, NULL, 0);
+		assert_int_equal(get_reply(f, &r), 1);
+		assert_int_equal(r.payload.state.index, q);
+		assert_int_equal(r.payload.state.num, q == 1 ? 3 : 0);
+	}
+	if (!status_first)
+		assert_int_equal(acked(f, VHOST_USER_SET_STATUS, &zero, 8, NULL,
+				       0), 0);
+	assert_false(f->dev.running[0] || f->dev.running[1]);
+	assert_int_equal(get_u64(f, VHOST_USER_GET_STATUS), 0);
+
+	/* Started again from the base it gave. */
+	s = vstate(1, 3);
+	assert_int_equal(acked(f, VHOST_USER_SET_VRING_BASE, &s, 8, NULL, 0), 0);
+	uint64_t idx = 1;
+	assert_int_equal(acked(f, VHOST_USER_SET_VRING_KICK, &idx, 8,
+			       &f->kick[1], 1), 0);
+	s.num = 1;
+	assert_int_equal(acked(f, VHOST_USER_SET_VRING_ENABLE, &s, 8, NULL, 0),
+			 0);
+	assert_true(f->dev.running[1]);
+	post(f, 1);
+	kick(f, 1);
+	assert_int_equal(used_idx(f, 1), 4);
+	assert_int_equal(f->gone, 0);
+}
+
+static void test_stop_order_qemu10(void **state)
+{
+	stop_in_order(running_device(state), false);
+}
+
+static void test_stop_order_qemu72(void **state)
+{
+	stop_in_order(running_device(state), true);
+}
+
+/* Without REPLY_ACK, QEMU 8.2 and later follow SET_VRING_ENABLE with a
+ * GET_FEATURES and take its reply as the sign that the enable is done:
+ * the queue must have stopped (or started) by the time that reply is
+ * written. */
+static void test_enable_then_get_features_barrier(void **state)
+{
+	struct fx *f = *state;
+	uint64_t protocol = VMIO_BIT(VHOST_USER_PROTOCOL_F_MQ) |
+			    VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIG);
+	struct vhost_user_vring_state s;
+	struct vhost_user_vring_addr a = vaddr(0);
+	uint64_t idx = 0;
+	struct vhost_user_msg r;
+
+	struct vhost_user_memory m = { .nregions = 1 };
+
+	m.regions[0] = (struct vhost_user_memory_region){
+		.size = MEM_SIZE, .uva = UVA_BASE };
+	negotiate(f, protocol);
+	send_msg(f, VHOST_USER_SET_MEM_TABLE, 0, &m, 8 + 32, &f->memfd, 1);
+	s = vstate(0, QSIZE);
+	send_msg(f, VHOST_USER_SET_VRING_NUM, 0, &s, 8, NULL, 0);
+	send_msg(f, VHOST_USER_SET_VRING_ADDR, 0, &a, sizeof(a), NULL, 0);
+	send_msg(f, VHOST_USER_SET_VRING_CALL, 0, &idx, 8, &f->call[0], 1);
+	send_msg(f, VHOST_USER_SET_VRING_KICK, 0, &idx, 8, &f->kick[0], 1);
+	s = vstate(0, 1);
+	send_msg(f, VHOST_USER_SET_VRING_ENABLE, 0, &s, 8, NULL, 0);
+	get_u64(f, VHOST_USER_GET_FEATURES);
+	assert_true(f->dev.running[0]);
+	s = vstate(0, 0);
+	send_msg(f, VHOST_USER_SET_VRING_ENABLE, 0, &s, 8, NULL, 0);
+	get_u64(f, VHOST_USER_GET_FEATURES);
+	assert_false(f->dev.running[0]);
+	/* Nothing but the two replies was written. */
+	assert_int_equal(get_reply(f, &r), -EAGAIN);
+	assert_int_equal(f->gone, 0);
+}
+
+/* QEMU 10 acks every protocol feature the backend offers up to bit 19
+ * (SHARED_OBJECT 18, DEVICE_STATE 19): vmio offers none it does not do,
+ * and refuses an ack of them. */
+static void test_protocol_features_qemu10_mask(void **state)
+{
+	struct fx *f = *state;
+	uint64_t offered = get_u64(f, VHOST_USER_GET_PROTOCOL_FEATURES);
+
+	capture_log(f);
+	assert_int_equal(offered & (VMIO_BIT(17) | VMIO_BIT(18) | VMIO_BIT(19)),
+			 0);
+	for (unsigned bit = 17; bit <= 19; bit++) {
+		uint64_t p = VMIO_BIT(VHOST_USER_PROTOCOL_F_REPLY_ACK);
+
+		send_msg(f, VHOST_USER_SET_PROTOCOL_FEATURES, 0, &p, 8, NULL,
+			 0);
+		p |= VMIO_BIT(bit);
+		assert_int_not_equal(acked(f, VHOST_USER_SET_PROTOCOL_FEATURES,
+					   &p, 8, NULL, 0), 0);
+	}
+}
+
 static void test_without_protocol_features_kick_enables(void **state)
 {
 	struct fx *f = *state;
@@ -1347,6 +1469,10 @@ int main(void)
 		T(test_get_vring_base_stops),
 		T(test_without_protocol_features_kick_enables),
 		T(test_enable_disable),
+		T(test_stop_order_qemu10),
+		T(test_stop_order_qemu72),
+		T(test_enable_then_get_features_barrier),
+		T(test_protocol_features_qemu10_mask),
 		T(test_mem_table_replaced_while_running),
 		T(test_mem_table_without_rings_stops_queue),
 		T(test_add_rem_mem_reg),
