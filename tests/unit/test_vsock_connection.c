@@ -519,6 +519,55 @@ static void test_host_to_guest_batch(void **state)
 	assert_int_equal(guest_recv_batch(written), 0);
 }
 
+/* A guest that holds VSOCK_CONN_MERGE_AFTER of our packets unread gets
+ * small host writes merged: held while the socket has less than a
+ * packet's worth, sent once it has. What a full packet leaves behind is
+ * held in the same way, not sent as a small packet of its own; the tick
+ * sends it whatever its size. */
+static void test_merge_after_full_packet(void **state)
+{
+	static uint8_t data[8 * 100 + 100 + 5000];
+	struct vsock_hdr h;
+	size_t i, at = 0;
+
+	established(65536, 262144, 0);
+	for (i = 0; i < sizeof(data); i++)
+		data[i] = pattern(i);
+	/* Eight lone writes go out at once, a packet each. */
+	for (i = 0; i < VSOCK_CONN_MERGE_AFTER; i++, at += 100) {
+		assert_int_equal(send(host, data + at, 100, 0), 100);
+		vsock_conn_host_readable(&conn, false);
+		assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE + 100);
+	}
+	assert_int_equal(conn.stats.merge_holds, 0);
+
+	/* The ninth waits for more. */
+	assert_int_equal(send(host, data + at, 100, 0), 100);
+	vsock_conn_host_readable(&conn, false);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(conn.stats.merge_holds, 1);
+	assert_int_equal(vsock_conn_epoll_events(&conn),
+			 EPOLLIN | EPOLLRDHUP | EPOLLET);
+
+	/* A packet's worth: one full packet, and the rest held again. */
+	assert_int_equal(send(host, data + at + 100, 5000, 0), 5000);
+	vsock_conn_host_readable(&conn, false);
+	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE + RX_DATA);
+	assert_memory_equal(rxbuf + VSOCK_HDR_SIZE, data + at, RX_DATA);
+	at += RX_DATA;
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(guest_recv(&h), 0);
+	assert_int_equal(conn.stats.merge_holds, 2);
+
+	/* The tick ends the hold: the rest goes, short as it is. */
+	assert_true(vsock_conn_wants_tick(&conn));
+	vsock_conn_tick(&conn);
+	assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE + sizeof(data) - at);
+	assert_memory_equal(rxbuf + VSOCK_HDR_SIZE, data + at,
+			    sizeof(data) - at);
+}
+
 static void test_credit_overrun(void **state)
 {
 	established(1024, 65536, 0);
@@ -967,6 +1016,8 @@ int main(void)
 					  teardown),
 		cmocka_unit_test_teardown(test_guest_rst, teardown),
 		cmocka_unit_test_teardown(test_host_to_guest_batch, teardown),
+		cmocka_unit_test_teardown(test_merge_after_full_packet,
+					  teardown),
 		cmocka_unit_test_teardown(test_credit_request, teardown),
 		cmocka_unit_test_teardown(test_unexpected_op, teardown),
 		cmocka_unit_test_teardown(test_second_request, teardown),

@@ -850,18 +850,36 @@ static bool conn_merge_wait(const struct vsock_conn *c)
 	return (uint32_t)inq < want;
 }
 
+/* Leaves the host socket's data for later: RW is not pending, and an
+ * edge-triggered watch, the guest's progress or the tick ends the hold. */
+static void conn_merge_hold(struct vsock_conn *c)
+{
+	if (!c->merge_hold)
+		c->stats.merge_holds++;
+	c->merge_hold = true;
+	c->pending &= ~VSOCK_RXOP_RW;
+}
+
 void vsock_conn_host_readable(struct vsock_conn *c, bool hangup)
 {
 	if (!conn_may_read(c))
 		return;
 	if (!hangup && conn_merge_wait(c)) {
-		if (!c->merge_hold)
-			c->stats.merge_holds++;
-		c->merge_hold = true;
+		conn_merge_hold(c);
 		return;
 	}
 	c->merge_hold = false;
 	c->pending |= VSOCK_RXOP_RW;
+}
+
+/* A stream read that filled its packet leaves RW pending for what is
+ * still in the socket. Sent at once, that rest would be a small packet
+ * of its own, the very thing merging avoids for a guest that fell
+ * behind: ask the same question new data is asked. */
+static void conn_merge_recheck(struct vsock_conn *c)
+{
+	if ((c->pending & VSOCK_RXOP_RW) && conn_merge_wait(c))
+		conn_merge_hold(c);
 }
 
 /* Host data waits for the guest's credit and asking may help. */
@@ -1137,9 +1155,13 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
 				    ? seq_read_host(c, rx, max_payload, &flags)
 				    : conn_read_host(c, rx, max_payload);
 			if (n > 0) {
+				size_t w;
+
 				vsock_credit_sent(&c->credit, (uint32_t)n);
-				return conn_emit(c, rx, VSOCK_OP_RW, flags,
-						 (uint32_t)n);
+				w = conn_emit(c, rx, VSOCK_OP_RW, flags,
+					      (uint32_t)n);
+				conn_merge_recheck(c);
+				return w;
 			}
 			if (n < 0) {
 				/* Killed: its RST goes out in this chain. */
@@ -1281,5 +1303,6 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 		written[i] = (uint32_t)conn_emit(c, rx[i], VSOCK_OP_RW, 0, len);
 		left -= len;
 	}
+	conn_merge_recheck(c);
 	return i;
 }
