@@ -498,6 +498,7 @@ static int run_multi(const struct vmio_backend_opts *o,
 		}
 		vmio_backend_set_message_timeout(vi[i].be,
 						 o->message_timeout_ms);
+		vmio_backend_set_kick_budget(vi[i].be, &o->idle_kicks);
 		rc = vmio_backend_listen(vi[i].be, s->socket);
 		if (rc) {
 			log_err("VM %u: cannot listen on %s: %s", i + 1,

@@ -144,6 +144,7 @@ static int serve(struct serve_run *r, struct vmio_backend *be,
 
 	int rc;
 	vmio_backend_set_message_timeout(be, o->message_timeout_ms);
+	vmio_backend_set_kick_budget(be, &o->idle_kicks);
 	if (o->socket_path) {
 		rc = vmio_backend_listen(be, o->socket_path);
 		/* Success is the backend's to say, once. */

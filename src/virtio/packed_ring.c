@@ -285,6 +285,12 @@ uint16_t vmio_packed_avail_pending(const struct vmio_vq *vq)
 	return next_avail(vq);
 }
 
+uint32_t vmio_packed_progress(const struct vmio_vq *vq)
+{
+	return (uint32_t)next_avail(vq) << 16 |
+	       vmio_packed_position(vq->last_avail_idx, vq->avail_wrap);
+}
+
 bool vmio_packed_enable_kicks(struct vmio_vq *vq, bool enable)
 {
 	if (!enable) {
