@@ -44,7 +44,7 @@ total() { # key
 		sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"
 }
 declare -A before=() delta=()
-# True if $1 is a number above (below) $2 ("?": vmio had no such counter).
+# True if $1 is a number above (below) $2 (not if vmio had no such counter).
 above() { [[ $1 =~ ^[0-9]+$ ]] && (($1 > $2)); }
 below() { [[ $1 =~ ^[0-9]+$ ]] && (($1 < $2)); }
 snap() { # the counters now, into before
@@ -55,11 +55,12 @@ since() { # case: each counter's growth since snap, into delta[case.key]
 	local k v
 	for k in "${!before[@]}"; do
 		v=$(total "$k")
-		delta[$1.$k]=$([[ -n $v && -n ${before[$k]} ]] && echo $((v - before[$k])) || echo "?")
+		delta[$1.$k]=$([[ -n $v && -n ${before[$k]} ]] && echo $((v - before[$k])) || echo "none (no such counter)")
 	done
 }
 
 # --- the host sink, the backend, QEMU -------------------------------------
+# The sink fails unless exactly 4 MiB of the pattern arrive.
 vh_service 5101 --count 1 --expect 4M
 vh_start_vmio --guest-cid 3 --socket "$sock" --uds-path "$uds" \
 	--tx-buffer-size 1048576 --control "$ctl"
@@ -86,9 +87,6 @@ fi
 vh_finish_guest
 vh_expect_steps g2h-1m trickle-stream trickle-seqpacket
 vh_wait_services
-fnv4=$("$peer" fnv 4M)
-[[ $(field recv_fnv "$(hl 5101)") == "$fnv4" ]] ||
-	bad "g2h-1m: the host sink's checksum is not the pattern's: $(hl 5101)"
 if [[ -n $ready ]]; then
 	for kind in stream seqpacket; do
 		port=6101
