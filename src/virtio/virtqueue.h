@@ -70,9 +70,9 @@ uint16_t vmio_vq_avail_pending(const struct vmio_vq *vq);
 /* Where the driver and the device stand on the ring, as one value: a
  * kick that finds it as it was after the last kick brought the device
  * nothing it can use. Split: the driver's avail->idx and our next pop.
- * Packed, which has no driver index: our next pop and whether a chain
- * waits there, so buffers the device holds back (rx with nothing to
- * send) do not count as new each time. 0 when not mapped. */
+ * Packed, which has no driver index: our next pop and the run of
+ * descriptors available past it (a walk of their flags). 0 when not
+ * mapped. */
 uint32_t vmio_vq_progress(const struct vmio_vq *vq);
 
 /* Looks at the ring for new buffers for up to poll_ns (0: not at all),
