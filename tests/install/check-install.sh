@@ -205,20 +205,23 @@ echo "examples: vsock listens, net and redirect set what their units read"
 
 # ---- Socket activation ------------------------------------------------------
 
-# What systemd does for vmio-net-accept@t1.socket: listen, accept, start
-# the wrapper with the connection on fd 3 and LISTEN_FDNAMES=t1. The
-# wrapper's configuration folder is moved to one of ours. A vhost-user
-# GET_FEATURES must be answered on the connection, and vmio must end when
-# it closes.
-mkdir -p "$run/conf/net"
+# What systemd does for vmio-net-accept@t1.socket: listen on
+# /run/vmio/net/t1/vhost.sock, accept, start the wrapper with the
+# connection on fd 3 and LISTEN_FDNAMES=connection (systemd before 257
+# ignores FileDescriptorName= with Accept=yes), so the wrapper must find
+# t1 in the socket's address. Its /etc/vmio and /run/vmio are moved to
+# folders of ours. A vhost-user GET_FEATURES must be answered on the
+# connection, the unit's control socket must answer `vmio stats`, and
+# vmio must end when the connection closes.
+mkdir -p "$run/conf/net" "$run/net/t1"
 echo 'OPTIONS="--null -q"' >"$run/conf/net/t1.conf"
-sed -e "s|$BINDIR/vmio|$vmio|" -e "s|$CONFDIR/|$run/conf/|" \
+sed -e "s|$BINDIR/vmio|$vmio|" -e "s|$CONFDIR/|$run/conf/|" -e "s|/run/vmio/|$run/|g" \
 	"$(root "$LIBEXECDIR/vmio-net-accept")" >"$run/accept"
-systemd-socket-activate -l "$run/t1.sock" --accept --fdname=t1 \
+systemd-socket-activate -l "$run/net/t1/vhost.sock" --accept --fdname=connection \
 	sh "$run/accept" 2>"$run/activate.log" &
 activator=$!
-python3 - "$run/t1.sock" <<'PY' || fail "no vhost-user answer through vmio-net-accept: $(cat "$run/activate.log")"
-import socket, struct, sys, time
+python3 - "$run/net/t1/vhost.sock" "$vmio" "$run/net/t1/control.sock" <<'PY' ||
+import json, os, socket, struct, subprocess, sys, time
 for _ in range(100):
     try:
         s = socket.socket(socket.AF_UNIX)
@@ -237,14 +240,21 @@ while len(reply) < 20:
 req, flags, size, features = struct.unpack("<IIIQ", reply)
 if req != 1 or flags != 5 or size != 8:
     sys.exit(f"reply {req} {flags:#x} {size}")
+# The reply came after the control socket was bound.
+out = subprocess.run([sys.argv[2], "stats", "--json", sys.argv[3]],
+                     capture_output=True, text=True, timeout=10)
+if out.returncode != 0 or json.loads(out.stdout).get("device") != "net":
+    sys.exit(f"vmio stats {sys.argv[3]}: {out.returncode} {out.stdout} {out.stderr}")
 s.close()
 PY
+	fail "no vhost-user answer or stats through vmio-net-accept: $(cat "$run/activate.log")"
 for _ in $(seq 100); do
 	grep -q "died with code" "$run/activate.log" && break
 	sleep 0.05
 done
 grep -q "died with code 0" "$run/activate.log" ||
 	fail "vmio net --fd 3 did not end cleanly with its VMM: $(cat "$run/activate.log")"
+[[ ! -e $run/net/t1/control.sock ]] || fail "vmio net left its control socket behind"
 echo "socket activation: vmio-net-accept serves the accepted connection"
 
 echo "ok"
