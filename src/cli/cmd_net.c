@@ -263,13 +263,13 @@ static void print_stats(const struct vnet_device *dev,
 
 	vnet_device_stats(dev, &st);
 	vnet_stats_format(&st, line, sizeof(line));
-	fprintf(stderr, "vmio net: stats: %s\n", line);
+	vmio_log_raw(VMIO_LOG_INFO, "vmio net: stats: %s", line);
 	for (unsigned i = 0; b->ops->pair_mode && i < b->pairs; i++) {
 		char counters[512] = "";
 
 		if (b->ops->pair_counters)
 			b->ops->pair_counters(b, i, counters, sizeof(counters));
-		fprintf(stderr, "vmio net: pair %u: %s %s%s%s\n", i,
+		vmio_log_raw(VMIO_LOG_INFO, "vmio net: pair %u: %s %s%s%s", i,
 			b->ops->name, b->ops->pair_mode(b, i),
 			counters[0] ? " " : "", counters);
 	}

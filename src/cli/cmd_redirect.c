@@ -30,6 +30,7 @@
 #include "redirect/sockmap.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/sd_notify.h"
 
 static const char redirect_usage[] =
 	"Usage: vmio redirect [options] ADDRESS1 ADDRESS2\n"
@@ -742,8 +743,8 @@ static int finish(struct redirect *rd, int rc)
 	free(rd->workers);
 	vmio_workers_free(rd->pool);
 	if (rd->stats)
-		fprintf(stderr,
-			"vmio redirect: total: %u connections, %llu bytes, %llu messages dropped\n",
+		vmio_log_raw(VMIO_LOG_INFO,
+			"vmio redirect: total: %u connections, %llu bytes, %llu messages dropped",
 			sum.conns, (unsigned long long)sum.bytes,
 			(unsigned long long)sum.dropped);
 	if (sum.dropped)
@@ -811,6 +812,9 @@ static int run(struct redirect *rd)
 				       add_parts, rd, &rd->ctl);
 	if (!rc)
 		rc = open_address1(rd);
+	/* Listening, or connected: what the unit's dependents wait for. */
+	if (!rc)
+		vmio_sd_notify_ready();
 	/* Without fork the one connection may have ended already: its stop,
 	 * asked before the run, ends the run at once. */
 	if (!rc)

@@ -22,6 +22,7 @@
 #include "cli/vsock_vms.h"
 #include "cli/workers_args.h"
 #include "util/log.h"
+#include "util/sd_notify.h"
 
 #define VSOCK_DEFAULT_QUEUE_SIZE 1024
 #define VSOCK_DEFAULT_GUEST_CID 3
@@ -528,6 +529,8 @@ static int run_multi(const struct vmio_backend_opts *o,
 	if (vmio_cli_watch_signals(vmio_workers_loop(pool, 0), stop_workers,
 				   pool))
 		goto out;
+	/* Every VM's sockets are bound: systemd may start the VMMs. */
+	vmio_sd_notify_ready();
 	if (!vmio_workers_start(pool)) {
 		rc = vmio_workers_run(pool);
 		if (!rc)

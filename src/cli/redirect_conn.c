@@ -73,8 +73,8 @@ static void count_and_print(struct redirect_conn *c)
 	t->dropped += st.dropped;
 	t->conns++;
 	if (c->w->setup->stats)
-		fprintf(stderr,
-			"vmio redirect: connection %u: %llu bytes 1->2, %llu bytes 2->1, %llu messages dropped, %.3f s, %.1f MB/s\n",
+		vmio_log_raw(VMIO_LOG_INFO,
+			"vmio redirect: connection %u: %llu bytes 1->2, %llu bytes 2->1, %llu messages dropped, %.3f s, %.1f MB/s",
 			c->id, (unsigned long long)st.bytes_ab,
 			(unsigned long long)st.bytes_ba,
 			(unsigned long long)st.dropped, secs,
