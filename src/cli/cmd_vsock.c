@@ -23,6 +23,7 @@
 #include "cli/workers_args.h"
 #include "util/log.h"
 #include "util/sd_notify.h"
+#include "util/unix_socket.h"
 
 #define VSOCK_DEFAULT_QUEUE_SIZE 1024
 #define VSOCK_DEFAULT_GUEST_CID 3
@@ -373,8 +374,7 @@ static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
 		dev = vsock_device_new(loop, &cfg, &rc);
 	if (!dev) {
 		log_err("cannot serve --uds-path %s: %s", v->uds_path,
-			rc == -EADDRINUSE ? "another process is serving it"
-					  : strerror(-rc));
+			vmio_unix_strerror(rc));
 	} else {
 		log_info("vsock: guest CID %llu, host sockets at %s",
 			 (unsigned long long)v->guest_cid, v->uds_path);
@@ -482,9 +482,7 @@ static int run_multi(const struct vmio_backend_opts *o,
 		if (!vi[i].dev) {
 			log_err("VM %u: cannot serve uds-path %s: %s", i + 1,
 				s->uds_path,
-				rc == -EADDRINUSE
-					? "another process is serving it"
-					: strerror(-rc));
+				vmio_unix_strerror(rc));
 			goto out;
 		}
 		vi[i].be = vmio_backend_new(loop, vsock_device_ops(vi[i].dev),
@@ -503,10 +501,7 @@ static int run_multi(const struct vmio_backend_opts *o,
 		if (rc) {
 			log_err("VM %u: cannot listen on %s: %s", i + 1,
 				s->socket,
-				rc == -EADDRINUSE
-					? "another backend is serving that "
-					  "socket"
-					: strerror(-rc));
+				vmio_unix_strerror(rc));
 			goto out;
 		}
 		log_info("vsock: VM %u: guest CID %llu, vhost-user socket %s, "

@@ -12,6 +12,7 @@
 
 #include "util/log.h"
 #include "util/sd_notify.h"
+#include "util/unix_socket.h"
 
 void vmio_cli_set_verbosity(int verbosity)
 {
@@ -158,9 +159,7 @@ static int serve(struct serve_run *r, struct vmio_backend *be,
 		/* Success is the backend's to say, once. */
 		if (rc)
 			log_err("cannot listen on %s: %s", o->socket_path,
-				rc == -EADDRINUSE ?
-					"another backend is serving that socket" :
-					strerror(-rc));
+				vmio_unix_strerror(rc));
 	} else if (is_listening(o->fd)) {
 		/* Socket activation: a listener the service manager made,
 		 * served as --socket-path serves its own. */

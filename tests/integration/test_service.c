@@ -191,9 +191,10 @@ static void expect_journal_lines(unsigned want_errors, const char *needle)
 		fail_msg("no line says '%s' (first: %s)", needle, lines[0]);
 }
 
-/* A configuration that cannot be used: exit 2, no READY=1, one error
- * line in the journal that names the problem. */
-static void expect_refused(const char *const args[], const char *needle)
+/* A start that fails with status: no READY=1, one error line in the
+ * journal that names the problem. */
+static void expect_failure(const char *const args[], int status,
+			   const char *needle)
 {
 	char msg[128];
 	pid_t pid;
@@ -201,10 +202,17 @@ static void expect_refused(const char *const args[], const char *needle)
 	log_is_journal();
 	harness_log_clear();
 	pid = harness_spawn(args);
-	harness_expect_exit(pid, 2);
+	harness_expect_exit(pid, status);
 	next_notify(msg, sizeof(msg), 0);
 	assert_string_equal(msg, "");
 	expect_journal_lines(1, needle);
+}
+
+/* A configuration that cannot be used exits 2, which the units keep
+ * from restarting. */
+static void expect_refused(const char *const args[], const char *needle)
+{
+	expect_failure(args, 2, needle);
 }
 
 static void test_bad_configs(void **state)
@@ -225,6 +233,33 @@ static void test_bad_configs(void **state)
 		       "unknown engine");
 }
 
+/* A socket another process serves: one error line for the one cause,
+ * whichever socket it is. */
+static void test_socket_in_use(void **state)
+{
+	const char *sock = harness_path("busy.sock"), *ctl = harness_path("busy.ctl");
+	char msg[128], a1[200];
+	pid_t pid;
+
+	(void)state;
+	pid = harness_spawn((const char *[]){ "net", "--null", "--socket", sock,
+					      "--control", ctl, NULL });
+	next_notify(msg, sizeof(msg), HARNESS_WAIT_MS);
+	assert_string_equal(msg, "READY=1");
+	expect_failure((const char *[]){ "net", "--null", "--socket", sock,
+					 NULL }, 1, "a live process listens");
+	expect_failure((const char *[]){ "net", "--null", "--socket",
+					 harness_path("free.sock"), "--control",
+					 ctl, NULL }, 1, "a live process listens");
+	expect_failure((const char *[]){ "vsock", "--socket",
+					 harness_path("free.sock"), "--uds-path",
+					 sock, NULL }, 1, "a live process listens");
+	snprintf(a1, sizeof(a1), "UNIX-LISTEN:%s", sock);
+	expect_failure((const char *[]){ "redirect", a1, "STDIO", NULL }, 1,
+		       "a live process listens");
+	assert_int_equal(harness_stop(pid, HARNESS_WAIT_MS), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -236,6 +271,8 @@ int main(void)
 						bind_notify, close_notify),
 		cmocka_unit_test_setup_teardown(test_bad_configs, bind_notify,
 						close_notify),
+		cmocka_unit_test_setup_teardown(test_socket_in_use,
+						bind_notify, close_notify),
 	};
 	int rc;
 
