@@ -7,7 +7,8 @@
 # A tool it needs that is missing fails the test: nothing is skipped.
 #
 # meson.build passes the build's directories: MESON, BUILD_ROOT, and the
-# absolute BINDIR, LIBEXECDIR, MANDIR, DATADIR, DOCDIR, UNITDIR, CONFDIR.
+# absolute BINDIR, LIBEXECDIR, MANDIR, DATADIR, DOCDIR, UNITDIR,
+# SYSUSERSDIR, CONFDIR.
 set -euo pipefail
 export LC_ALL=C.UTF-8
 
@@ -50,6 +51,7 @@ files=("${executables[@]}")
 for u in "${units[@]}"; do files+=("$UNITDIR/$u"); done
 for p in vmio "${commands[@]/#/vmio-}"; do files+=("$MANDIR/man1/$p.1"); done
 for d in "${descriptors[@]}"; do files+=("$DATADIR/qemu/vhost-user/50-vmio-$d.json"); done
+files+=("$SYSUSERSDIR/vmio.conf")
 files+=("$DATADIR/bash-completion/completions/vmio" "$DOCDIR/LICENSE"
 	"$DOCDIR/examples/vsock/vm1.yaml" "$DOCDIR/examples/net/vm1.conf"
 	"$DOCDIR/examples/redirect/syslog.conf")
@@ -81,6 +83,36 @@ out=$(MANPATH=$(root "$MANDIR") systemd-analyze verify "$units_dir"/* 2>&1) ||
 	fail "systemd-analyze verify failed: $out"
 [[ -z $out ]] || fail "systemd-analyze verify: $out"
 echo "units: ${#units[@]} verified"
+
+# What systemd is to see of each unit (the boot test checks it happens):
+# readiness, retries that outlast a peer restarting, the control socket,
+# who may connect, and the socket unit's order against its service.
+unit_has() { # unit, Key=value lines it must hold as they are
+	local u=$1 line
+	shift
+	for line; do
+		grep -qxF -e "$line" "$(root "$UNITDIR/$u")" || fail "$u lacks '$line'"
+	done
+}
+access=("Group=vmio" "UMask=0007")
+retry=("Restart=on-failure" "RestartSec=5s" "RestartPreventExitStatus=2"
+	"StartLimitIntervalSec=10min" "StartLimitBurst=60")
+unit_has vmio-vsock@.service Type=notify "${access[@]}" "${retry[@]}" \
+	"ExecStart=$BINDIR/vmio vsock --config $CONFDIR/vsock/%i.yaml --control /run/vmio/vsock/%i/control.sock"
+unit_has vmio-net@.service Type=notify "${access[@]}" "${retry[@]}" \
+	"ExecStart=$BINDIR/vmio net --socket /run/vmio/net/%i/vhost.sock --control /run/vmio/net/%i/control.sock \$OPTIONS"
+unit_has vmio-redirect@.service Type=notify "${access[@]}" "${retry[@]}" \
+	"ExecStart=$BINDIR/vmio redirect --control /run/vmio/redirect/%i/control.sock \$OPTIONS \${ADDRESS1} \${ADDRESS2}"
+unit_has vmio-net-accept@.service Type=notify "${access[@]}" \
+	"ReadWritePaths=/run/vmio/net"
+grep -qF -- '--control "/run/vmio/net/$name/control.sock"' "$(root "$LIBEXECDIR/vmio-net-accept")" ||
+	fail "vmio-net-accept gives no --control /run/vmio/net/NAME/control.sock"
+unit_has vmio-net-accept@.socket "Conflicts=vmio-net@%i.service" \
+	"After=vmio-net@%i.service" "RemoveOnStop=yes" "SocketGroup=vmio" \
+	"SocketMode=0660" "ListenStream=/run/vmio/net/%i/vhost.sock"
+grep -qx 'g vmio - -' "$(root "$SYSUSERSDIR/vmio.conf")" ||
+	fail "sysusers.d/vmio.conf does not make the group vmio"
+echo "units: notify, retries, control sockets, group vmio, socket order"
 
 # ---- Man pages --------------------------------------------------------
 
