@@ -158,6 +158,8 @@ struct redirect {
 	struct redir_endpoint ep[2];
 	enum redir_engine engine;
 	enum redir_engine asked;  /* --engine as given */
+	/* Why the engine that runs is not the one asked, or "". */
+	char engine_why[320];
 	size_t buffer;
 	bool buffer_given;
 	unsigned dirs;            /* REDIR_BOTH; -u, -U: one */
@@ -330,6 +332,8 @@ static int connect_first(struct redirect *rd)
 	return 0;
 }
 
+static const char *running_engine(const struct redirect *rd);
+
 /* The kernel would not take ADDRESS2 (already connected, b) into the
  * sockmap: auto goes on with the message engine on the same connection,
  * so that the peer sees one connection whatever ran. Returns 0 or -1. */
@@ -345,9 +349,11 @@ static int sockmap_fall_back(struct redirect *rd, int b, int err)
 		close(b);
 		return -1;
 	}
-	log_debug("the sockmap engine is not available (the kernel does not take ADDRESS2 into a sockmap: %s): using the message engine",
-		  strerror(-err));
+	snprintf(rd->engine_why, sizeof(rd->engine_why),
+		 "the kernel does not take ADDRESS2 into a sockmap: %s",
+		 strerror(-err));
 	rd->engine = rd->setup.engine = REDIR_ENGINE_SPLICE;
+	rd->setup.engine_name = running_engine(rd);
 	a = redir_endpoint_listen(&rd->ep[0]);
 	if (a < 0) {
 		close(b);
@@ -535,8 +541,8 @@ static int choose_engine(struct redirect *rd)
 		return 1;
 	}
 	if (unavailable && rd->engine == REDIR_ENGINE_AUTO)
-		log_debug("the sockmap engine is not available (%s): using the message engine",
-			  unavailable);
+		snprintf(rd->engine_why, sizeof(rd->engine_why),
+			 "sockmap is not available: %s", unavailable);
 	if (rd->engine == REDIR_ENGINE_SOCKMAP ||
 	    (rd->engine == REDIR_ENGINE_AUTO && !misfit && !unavailable)) {
 		rd->sm = redir_sockmap_load(err, sizeof(err));
@@ -546,8 +552,8 @@ static int choose_engine(struct redirect *rd)
 			log_err("--engine sockmap: %s", err);
 			return 1;
 		} else {
-			log_debug("the sockmap engine is not available (%s): using the message engine",
-				  err);
+			snprintf(rd->engine_why, sizeof(rd->engine_why),
+				 "sockmap is not available: %s", err);
 		}
 	}
 	if (rd->engine == REDIR_ENGINE_AUTO)
@@ -692,6 +698,7 @@ static int make_workers(struct redirect *rd)
 	rd->setup = (struct redirect_conn_setup){
 		.to = &rd->ep[1],
 		.engine = rd->engine,
+		.engine_name = running_engine(rd),
 		.buffer = rd->buffer,
 		.dirs = rd->dirs,
 		.stats = rd->stats,
@@ -799,6 +806,25 @@ static int add_parts(void *opaque, struct vmio_control *c)
 	return 0;
 }
 
+/* Which engine runs, at info, and why when it is not the one asked:
+ * said once ADDRESS1 is open, since the kernel may still refuse the
+ * sockmap then (sockmap_fall_back). */
+static void log_engine(const struct redirect *rd)
+{
+	const char *run = running_engine(rd), *misfit = sockmap_misfit(rd);
+	const char *asked = redir_engine_name(rd->asked);
+	const char *why = rd->engine_why[0] ? rd->engine_why : NULL;
+
+	if (!why && !strcmp(run, "message") && strcmp(asked, "message"))
+		why = "a datagram or seqpacket end takes the message engine";
+	if (!why && rd->asked == REDIR_ENGINE_AUTO && misfit)
+		why = misfit;
+	if (why)
+		log_info("engine %s (--engine %s: %s)", run, asked, why);
+	else
+		log_info("engine %s", run);
+}
+
 static int run(struct redirect *rd)
 {
 	int rc = make_workers(rd);
@@ -813,8 +839,10 @@ static int run(struct redirect *rd)
 	if (!rc)
 		rc = open_address1(rd);
 	/* Listening, or connected: what the unit's dependents wait for. */
-	if (!rc)
+	if (!rc) {
+		log_engine(rd);
 		vmio_sd_notify_ready();
+	}
 	/* Without fork the one connection may have ended already: its stop,
 	 * asked before the run, ends the run at once. */
 	if (!rc)

@@ -408,11 +408,11 @@ static void write_conn(const struct redirect_conn *c, struct vmio_json *j)
 		redir_relay_get_stats(c->relay, &st);
 	vmio_json_object_begin(j);
 	vmio_json_kv_uint(j, "id", c->id);
-	/* What moves the bytes, not what was asked: a datagram end takes
-	 * the message engine, and a connecting one has no engine yet. */
+	/* What moves the bytes, not what was asked: a connecting one has
+	 * no relay yet, and will run the one the setup names. */
 	vmio_json_kv_string(j, "engine", c->krelay ? "sockmap" :
 					 c->relay ? redir_relay_engine(c->relay) :
-					 redir_engine_name(s->engine));
+					 s->engine_name);
 	vmio_json_kv_string(j, "state", c->relay || c->krelay ? "relaying"
 							      : "connecting");
 	vmio_json_kv_string(j, "peer1", c->peer);
