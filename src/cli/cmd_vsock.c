@@ -160,6 +160,10 @@ struct vsock_opts {
 	uint64_t rx_pkt_overhead;
 	uint32_t port_first, port_last;
 	struct vmio_workers_opts workers;
+	/* The options the command line gave (getopt codes), which a
+	 * config file's do not override. */
+	int given[64];
+	unsigned ngiven;
 };
 
 /* --host-port-range A-B: both inclusive, A <= B. */
@@ -559,12 +563,6 @@ static int main_multi(const struct vmio_backend_opts *o, struct vsock_opts *v)
 			"vsock", "%s cannot be used with --vm or --config "
 			"(give it per VM)",
 			v->single_opt);
-	if (v->config && v->vms.n)
-		return vmio_cli_usage_error(
-			"vsock", "--vm and --config cannot be used together");
-	if (v->config &&
-	    vsock_vms_load_config(&v->vms, v->config, err, sizeof(err)))
-		return vmio_cli_usage_error("vsock", "%s", err);
 	if (vsock_vms_check(&v->vms, err, sizeof(err)))
 		return vmio_cli_usage_error("vsock", "%s%s%s%s",
 					    v->config ? "--config " : "--vm",
@@ -593,6 +591,8 @@ static void note_single_vm_option(void *vp, int c)
 {
 	struct vsock_opts *v = vp;
 
+	if (v->ngiven < sizeof(v->given) / sizeof(v->given[0]))
+		v->given[v->ngiven++] = c;
 	if (single_vm_option(c))
 		v->single_opt = single_vm_option(c);
 }
@@ -625,7 +625,127 @@ static const char *single_vm_option(int c)
 	return NULL;
 }
 
+static const struct option vsock_longopts[] = {
+	{ "guest-cid", required_argument, NULL, OPT_GUEST_CID },
+	{ "uds-path", required_argument, NULL, OPT_UDS_PATH },
+	{ "tx-buffer-size", required_argument, NULL,
+	  OPT_TX_BUFFER_SIZE },
+	{ "max-connections", required_argument, NULL, OPT_MAX_CONNS },
+	{ "connect-timeout", required_argument, NULL,
+	  OPT_CONNECT_TIMEOUT },
+	{ "connect-line-max", required_argument, NULL, OPT_LINE_MAX },
+	{ "vm", required_argument, NULL, OPT_VM },
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "groups", required_argument, NULL, OPT_GROUPS },
+	{ "threads", required_argument, NULL, OPT_THREADS },
+	{ "cpus", required_argument, NULL, OPT_CPUS },
+	{ "poll-us", required_argument, NULL, OPT_POLL_US },
+	{ "tx-copy", no_argument, NULL, OPT_TX_COPY },
+	{ "tx-splice", no_argument, NULL, OPT_TX_SPLICE },
+	{ "tx-hold", required_argument, NULL, OPT_TX_HOLD },
+	{ "rx-packet-overhead", required_argument, NULL,
+	  OPT_RX_PKT_OVERHEAD },
+	{ "host-port-range", required_argument, NULL,
+	  OPT_HOST_PORT_RANGE },
+	/* vhost-device-vsock's AF_VSOCK backend: refused by name. */
+	{ "forward-cid", required_argument, NULL, OPT_FORWARD },
+	{ "forward-listen", required_argument, NULL, OPT_FORWARD },
+	VMIO_BACKEND_LONG_OPTIONS,
+	{ NULL, 0, NULL, 0 },
+};
+
 static int vsock_main(int argc, char **argv, struct vsock_opts *vp);
+
+/* Whether a config file may set option code: the command's options for
+ * every VM, not those of one VM (they go under vms:), nor the ones about
+ * the command line itself. */
+static bool file_may_set(int code)
+{
+	switch (code) {
+	case OPT_VM:
+	case OPT_CONFIG:
+	case VMIO_OPT_PRINT_CAPS:
+	case 'h':
+	case 'V':
+	case 'v':
+	case 'q':
+		return false;
+	}
+	return !single_vm_option(code);
+}
+
+/* Whether the command line gave code; --tx-copy and --tx-splice are one
+ * choice. */
+static bool given_on_command_line(const struct vsock_opts *v, int code)
+{
+	bool tx = code == OPT_TX_COPY || code == OPT_TX_SPLICE;
+
+	for (unsigned i = 0; i < v->ngiven; i++)
+		if (v->given[i] == code ||
+		    (tx && (v->given[i] == OPT_TX_COPY ||
+			    v->given[i] == OPT_TX_SPLICE)))
+			return true;
+	return false;
+}
+
+/* A config file's option: value as its long option takes it, flags
+ * true or false. Returns 0 or an exit status. */
+static int apply_file_option(struct vmio_backend_opts *o, struct vsock_opts *v,
+			     const struct vsock_file_option *f)
+{
+	const struct option *lo = vsock_longopts;
+	const char *arg = f->value;
+	char err[256];
+
+	while (lo->name && strcmp(lo->name, f->name))
+		lo++;
+	if (!lo->name || !file_may_set(lo->val))
+		return vmio_cli_usage_error(
+			"vsock", "--config %s:%u: unknown option '%s' (options "
+			"for every VM, as the long options are named; a VM's "
+			"own keys go under vms:)",
+			v->config, f->line, f->name);
+	if (given_on_command_line(v, lo->val))
+		return 0;
+	if (lo->has_arg == no_argument) {
+		if (!strcmp(arg, "false"))
+			return 0;
+		if (strcmp(arg, "true"))
+			return vmio_cli_usage_error(
+				"vsock", "--config %s:%u: %s: '%s' is not true "
+				"or false", v->config, f->line, f->name, arg);
+		arg = NULL;
+	}
+	if (lo->val < VMIO_OPT_COMMON_BASE)
+		return handle_opt(v, lo->val, arg);
+	if (vmio_backend_opts_handle(o, lo->val, arg, err, sizeof(err)) < 0)
+		return vmio_cli_usage_error("vsock", "--config %s:%u: %s",
+					    v->config, f->line, err);
+	return 0;
+}
+
+/* --config: its VMs, and its options where the command line gave none.
+ * Returns 0 or an exit status. */
+static int load_config(struct vmio_backend_opts *o, struct vsock_opts *v)
+{
+	char err[512];
+	int rc;
+
+	if (v->vms.n)
+		return vmio_cli_usage_error(
+			"vsock", "--vm and --config cannot be used together");
+	if (vsock_vms_load_config(&v->vms, v->config, err, sizeof(err)))
+		return vmio_cli_usage_error("vsock", "%s", err);
+	for (unsigned i = 0; i < v->vms.nopts; i++) {
+		rc = apply_file_option(o, v, &v->vms.opts[i]);
+		if (rc)
+			return rc;
+	}
+	if (o->control_path)
+		return vmio_cli_check_socket_dir("vsock", "--control",
+						 o->control_path);
+	return 0;
+}
 
 /* Which guest-to-host path runs, said once (-v). */
 static void log_tx_path(const struct vsock_opts *v)
@@ -665,38 +785,10 @@ int vmio_cmd_vsock(int argc, char **argv)
 
 static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 {
-	static const struct option longopts[] = {
-		{ "guest-cid", required_argument, NULL, OPT_GUEST_CID },
-		{ "uds-path", required_argument, NULL, OPT_UDS_PATH },
-		{ "tx-buffer-size", required_argument, NULL,
-		  OPT_TX_BUFFER_SIZE },
-		{ "max-connections", required_argument, NULL, OPT_MAX_CONNS },
-		{ "connect-timeout", required_argument, NULL,
-		  OPT_CONNECT_TIMEOUT },
-		{ "connect-line-max", required_argument, NULL, OPT_LINE_MAX },
-		{ "vm", required_argument, NULL, OPT_VM },
-		{ "config", required_argument, NULL, OPT_CONFIG },
-		{ "groups", required_argument, NULL, OPT_GROUPS },
-		{ "threads", required_argument, NULL, OPT_THREADS },
-		{ "cpus", required_argument, NULL, OPT_CPUS },
-		{ "poll-us", required_argument, NULL, OPT_POLL_US },
-		{ "tx-copy", no_argument, NULL, OPT_TX_COPY },
-		{ "tx-splice", no_argument, NULL, OPT_TX_SPLICE },
-		{ "tx-hold", required_argument, NULL, OPT_TX_HOLD },
-		{ "rx-packet-overhead", required_argument, NULL,
-		  OPT_RX_PKT_OVERHEAD },
-		{ "host-port-range", required_argument, NULL,
-		  OPT_HOST_PORT_RANGE },
-		/* vhost-device-vsock's AF_VSOCK backend: refused by name. */
-		{ "forward-cid", required_argument, NULL, OPT_FORWARD },
-		{ "forward-listen", required_argument, NULL, OPT_FORWARD },
-		VMIO_BACKEND_LONG_OPTIONS,
-		{ NULL, 0, NULL, 0 },
-	};
 	struct vsock_opts *v = vp;
 	const struct vmio_backend_cmdline cl = {
 		.sub = "vsock", .qemu_type = "vsock", .usage = vsock_usage,
-		.longopts = longopts,
+		.longopts = vsock_longopts,
 		.own = handle_opt, .seen = note_single_vm_option,
 		.sockets_elsewhere = has_vm_list, .opaque = v,
 	};
@@ -707,6 +799,8 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 	vmio_backend_opts_init(&o, VSOCK_DEFAULT_QUEUE_SIZE);
 	rc = vmio_cli_parse_backend(&cl, argc, argv, &o);
 	if (rc >= 0)
+		return rc;
+	if (v->config && (rc = load_config(&o, v)))
 		return rc;
 	if (v->tx_copy && v->tx_splice)
 		return vmio_cli_usage_error("vsock", "--tx-copy and --tx-splice "

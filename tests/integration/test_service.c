@@ -120,25 +120,37 @@ static void expect_ready(pid_t pid, const char *const sockets[])
 	assert_int_equal(harness_stop(pid, HARNESS_WAIT_MS), 0);
 }
 
+/* The service's options in the file beside its VMs: its control socket
+ * here, which the command line's overrides. */
 static void test_vsock_config_ready(void **state)
 {
+	const char *ctl = harness_path("ctl.sock"),
+		   *cli_ctl = harness_path("cli-ctl.sock");
 	char yaml[1024];
 
 	(void)state;
 	snprintf(yaml, sizeof(yaml),
+		 "max_connections: 64\n"
+		 "control: %s\n"
 		 "vms:\n"
 		 "  - guest_cid: 3\n"
 		 "    socket: %s\n"
 		 "    uds_path: %s\n",
-		 harness_path("v.sock"), harness_path("vm.vsock"));
+		 ctl, harness_path("v.sock"), harness_path("vm.vsock"));
 	const char *conf = write_file("vm1.yaml", yaml);
-	const char *ctl = harness_path("ctl.sock");
-	pid_t pid = harness_spawn((const char *[]){
-		"vsock", "--config", conf, "--control", ctl, NULL });
+	pid_t pid = harness_spawn((const char *[]){ "vsock", "--config", conf,
+						    NULL });
 
 	expect_ready(pid, (const char *[]){ harness_path("v.sock"),
 					     harness_path("vm.vsock"), ctl,
 					     NULL });
+
+	pid = harness_spawn((const char *[]){ "vsock", "--config", conf,
+					      "--control", cli_ctl, NULL });
+	expect_ready(pid, (const char *[]){ cli_ctl, NULL });
+	if (connectable(ctl))
+		fail_msg("the file's control socket was used over the "
+			 "command line's");
 }
 
 static void test_net_ready(void **state)
@@ -225,6 +237,13 @@ static void test_bad_configs(void **state)
 						 "    colour: red\n");
 	expect_refused((const char *[]){ "vsock", "--config", bad, NULL },
 		       "unknown key 'colour'");
+	bad = write_file("bad-option.yaml", "colour: red\nvms:\n"
+					    "  - guest_cid: 3\n");
+	expect_refused((const char *[]){ "vsock", "--config", bad, NULL },
+		       "bad-option.yaml:1: unknown option 'colour'");
+	bad = write_file("bad-value.yaml", "vms: []\nmax_connections: many\n");
+	expect_refused((const char *[]){ "vsock", "--config", bad, NULL },
+		       "--max-connections: 'many' is not a number");
 	expect_refused((const char *[]){ "net", "--null", "--socket",
 					 harness_path("nodir/x.sock"), NULL },
 		       "does not exist");
