@@ -117,7 +117,10 @@ static const char vsock_usage[] =
 	"                           thread=K (its worker, from 0; default: the\n"
 	"                           VMs are dealt out over the workers in turn)\n"
 	"  --config FILE            the VMs from a YAML file: a vms: list of\n"
-	"                           mappings with the same keys\n"
+	"                           mappings with the same keys; beside it,\n"
+	"                           the options above for every VM as\n"
+	"                           top-level keys (max_connections: 4096),\n"
+	"                           the command line's winning\n"
 	"  A guest reaches a sibling's CID when the two share a group; else RST.\n"
 	"\n"
 	"Common options (--queue-size defaults to 1024):\n";

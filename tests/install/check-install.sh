@@ -222,6 +222,21 @@ done
 [[ -S $run/vsock/vm1/vhost.sock ]] || fail "vmio vsock does not listen with examples/vsock/vm1.yaml"
 kill -TERM "$pid"
 wait "$pid" || fail "vmio vsock with examples/vsock/vm1.yaml exited $?"
+# So must vmio-vsock(1)'s file, as copied from the page: the roff block
+# that starts with its options, unescaped.
+sed -n '/^max_connections:/,/^\.fi/p' "$(root "$MANDIR/man1/vmio-vsock.1")" |
+	sed -e '/^\.fi/d' -e 's/\\-/-/g' -e "s|/run/vmio/|$run/|g" >"$run/man.yaml"
+grep -q '^vms:' "$run/man.yaml" || fail "vmio-vsock(1) has no YAML example to copy"
+"$vmio" vsock --config "$run/man.yaml" -q &
+pid=$!
+for _ in $(seq 100); do
+	[[ -S $run/vsock/vm1/vm4.sock ]] && break
+	kill -0 "$pid" 2>/dev/null || break
+	sleep 0.05
+done
+[[ -S $run/vsock/vm1/vm4.sock ]] || fail "vmio vsock does not listen with vmio-vsock(1)'s YAML example"
+kill -TERM "$pid"
+wait "$pid" || fail "vmio vsock with vmio-vsock(1)'s YAML example exited $?"
 # The other two are EnvironmentFile= lines, which sh reads the same way.
 sets() { # example file, the variables it must set
 	local file=$1
@@ -233,7 +248,7 @@ sets() { # example file, the variables it must set
 }
 sets net/vm1.conf OPTIONS
 sets redirect/syslog.conf OPTIONS ADDRESS1 ADDRESS2
-echo "examples: vsock listens, net and redirect set what their units read"
+echo "examples: vsock's and vmio-vsock(1)'s listen, net and redirect set what their units read"
 
 # ---- Socket activation ------------------------------------------------------
 
