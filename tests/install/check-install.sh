@@ -105,6 +105,7 @@ unit_has vmio-redirect@.service Type=notify "${access[@]}" "${retry[@]}" \
 	"ExecStart=$BINDIR/vmio redirect --control /run/vmio/redirect/%i/control.sock \$OPTIONS \${ADDRESS1} \${ADDRESS2}"
 unit_has vmio-net-accept@.service Type=notify "${access[@]}" \
 	"ReadWritePaths=/run/vmio/net"
+# shellcheck disable=SC2016 # the wrapper's text, $name as it is written
 grep -qF -- '--control "/run/vmio/net/$name/control.sock"' "$(root "$LIBEXECDIR/vmio-net-accept")" ||
 	fail "vmio-net-accept gives no --control /run/vmio/net/NAME/control.sock"
 unit_has vmio-net-accept@.socket "Conflicts=vmio-net@%i.service" \
@@ -207,36 +208,32 @@ echo "completion: every command and option"
 
 # ---- Examples ---------------------------------------------------------------
 
-# The vsock example as the service would run it, its paths moved to a
-# folder of ours: it must parse and listen.
+# A vsock configuration as the service would run it, its paths moved to
+# a folder of ours: it must parse and listen.
 run=$dest/.run
 mkdir -p "$run/vsock/vm1"
-sed "s|/run/vmio/|$run/|g" "$(root "$DOCDIR/examples/vsock/vm1.yaml")" >"$run/vm1.yaml"
-"$vmio" vsock --config "$run/vm1.yaml" -q &
-pid=$!
-for _ in $(seq 100); do
-	[[ -S $run/vsock/vm1/vhost.sock ]] && break
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.05
-done
-[[ -S $run/vsock/vm1/vhost.sock ]] || fail "vmio vsock does not listen with examples/vsock/vm1.yaml"
-kill -TERM "$pid"
-wait "$pid" || fail "vmio vsock with examples/vsock/vm1.yaml exited $?"
+vsock_listens() { # YAML file, a socket it makes, what it is for messages
+	local pid
+	sed "s|/run/vmio/|$run/|g" "$1" >"$run/vsock.yaml"
+	"$vmio" vsock --config "$run/vsock.yaml" -q &
+	pid=$!
+	for _ in $(seq 100); do
+		[[ -S $2 ]] && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	[[ -S $2 ]] || fail "vmio vsock does not listen with $3"
+	kill -TERM "$pid"
+	wait "$pid" || fail "vmio vsock with $3 exited $?"
+}
+vsock_listens "$(root "$DOCDIR/examples/vsock/vm1.yaml")" "$run/vsock/vm1/vhost.sock" \
+	examples/vsock/vm1.yaml
 # So must vmio-vsock(1)'s file, as copied from the page: the roff block
 # that starts with its options, unescaped.
 sed -n '/^max_connections:/,/^\.fi/p' "$(root "$MANDIR/man1/vmio-vsock.1")" |
-	sed -e '/^\.fi/d' -e 's/\\-/-/g' -e "s|/run/vmio/|$run/|g" >"$run/man.yaml"
+	sed -e '/^\.fi/d' -e 's/\\-/-/g' >"$run/man.yaml"
 grep -q '^vms:' "$run/man.yaml" || fail "vmio-vsock(1) has no YAML example to copy"
-"$vmio" vsock --config "$run/man.yaml" -q &
-pid=$!
-for _ in $(seq 100); do
-	[[ -S $run/vsock/vm1/vm4.sock ]] && break
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.05
-done
-[[ -S $run/vsock/vm1/vm4.sock ]] || fail "vmio vsock does not listen with vmio-vsock(1)'s YAML example"
-kill -TERM "$pid"
-wait "$pid" || fail "vmio vsock with vmio-vsock(1)'s YAML example exited $?"
+vsock_listens "$run/man.yaml" "$run/vsock/vm1/vm4.sock" "vmio-vsock(1)'s YAML example"
 # The other two are EnvironmentFile= lines, which sh reads the same way.
 sets() { # example file, the variables it must set
 	local file=$1
