@@ -590,7 +590,7 @@ static int main_multi(const struct vmio_backend_opts *o, struct vsock_opts *v)
 /* Options that name the one VM of the single-VM form. */
 static const char *single_vm_option(int c);
 
-static void note_single_vm_option(void *vp, int c)
+static void note_option(void *vp, int c)
 {
 	struct vsock_opts *v = vp;
 
@@ -792,7 +792,7 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 	const struct vmio_backend_cmdline cl = {
 		.sub = "vsock", .qemu_type = "vsock", .usage = vsock_usage,
 		.longopts = vsock_longopts,
-		.own = handle_opt, .seen = note_single_vm_option,
+		.own = handle_opt, .seen = note_option,
 		.sockets_elsewhere = has_vm_list, .opaque = v,
 	};
 	struct vmio_backend_opts o;
