@@ -316,6 +316,21 @@ bool harness_log_contains(const char *needle)
 	return found;
 }
 
+unsigned harness_log_lines(char lines[][HARNESS_LOG_LINE], unsigned cap)
+{
+	FILE *f = fopen(harness_path("vmio.log"), "r");
+	unsigned n = 0;
+
+	if (!f)
+		return 0;
+	while (n < cap && fgets(lines[n], HARNESS_LOG_LINE, f)) {
+		lines[n][strcspn(lines[n], "\n")] = '\0';
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
 struct capture {
 	int fd;
 	char *buf;

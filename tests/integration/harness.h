@@ -48,6 +48,11 @@ int harness_stop(pid_t pid, int timeout_ms);
 /* True if the log written by spawned processes contains needle. */
 bool harness_log_contains(const char *needle);
 
+/* The first cap lines of that log, without their newline, each cut to
+ * HARNESS_LOG_LINE bytes; returns how many. */
+#define HARNESS_LOG_LINE 512
+unsigned harness_log_lines(char lines[][HARNESS_LOG_LINE], unsigned cap);
+
 /* Empties the log, so that what a test asks of it is this test's. */
 void harness_log_clear(void);
 
