@@ -1075,6 +1075,34 @@ static void test_seq_packet_bound_mid_message(void **state)
 	expect_rw(8192, 1808, VSOCK_SEQ_EOM);
 }
 
+/* A message that needs more packets than the bound allows: a guest
+ * cannot read any of it before its EOM (Linux dequeues seqpacket data a
+ * whole message at a time), so its fwd_cnt stays put and a bound that
+ * stopped the message midway would never open again. Here 4 packets at
+ * 65536 bytes each (the largest --rx-packet-overhead) in 256 KiB, a
+ * message of 5 packets of 4 KiB; the same comes with the default 1024
+ * and a guest that posts rx buffers under 1 KiB. The whole message must
+ * go: the guest's own limit (576 bytes a packet on Linux) takes any
+ * message its buffer takes, in buffers of 576 bytes or more. */
+static void test_seq_message_longer_than_bound(void **state)
+{
+	static uint8_t msg[5 * 4096 - 100];
+
+	seq_established(65536, 262144, 0);
+	vsock_conn_set_packet_overhead(&conn, 65536);
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = pattern(i);
+	assert_int_equal(send(host, msg, sizeof(msg), 0), sizeof(msg));
+	vsock_conn_host_readable(&conn, false);
+	for (unsigned i = 0; i < 4; i++)
+		expect_rw(i * 4096, 4096, 0);
+	/* The guest holds four packets of a message it cannot read yet,
+	 * and says so whenever asked. */
+	guest_reads_to(0);
+	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	expect_rw(4 * 4096, 4096 - 100, VSOCK_SEQ_EOM);
+}
+
 /* Sends one 100-byte host write and tells the connection. */
 static void host_write_small(size_t *at)
 {
@@ -1225,6 +1253,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_packet_bound_batch, teardown),
 		cmocka_unit_test_teardown(test_packet_bound_off, teardown),
 		cmocka_unit_test_teardown(test_seq_packet_bound_mid_message,
+					  teardown),
+		cmocka_unit_test_teardown(test_seq_message_longer_than_bound,
 					  teardown),
 		cmocka_unit_test_teardown(test_merge_hold, teardown),
 		cmocka_unit_test_teardown(test_merge_release, teardown),
