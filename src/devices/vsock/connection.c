@@ -70,9 +70,15 @@ void vsock_conn_set_packet_overhead(struct vsock_conn *c, uint32_t overhead)
 	vsock_backlog_init(&c->backlog, overhead);
 }
 
-/* No room for another packet in the guest's queue. */
+/* No room for another packet in the guest's queue. A seqpacket message
+ * under way whose packets are all the guest holds goes on to its EOM
+ * regardless: the guest reads nothing of a message before its end, so
+ * its fwd_cnt could not move and the bound would never open. Linux's own
+ * limit takes any message that fits its buffer, in 4 KiB packets. */
 static bool conn_packet_bound(const struct vsock_conn *c)
 {
+	if (c->hmsg_off && vsock_backlog_len(&c->backlog) <= c->hmsg_pkts)
+		return false;
 	return !vsock_backlog_room(&c->backlog, c->credit.peer_buf_alloc);
 }
 
@@ -168,7 +174,7 @@ static void conn_close_host(struct vsock_conn *c)
 	c->seq_msgs = c->seq_partial = 0;
 	free(c->hmsg);
 	c->hmsg = NULL;
-	c->hmsg_len = c->hmsg_off = 0;
+	c->hmsg_len = c->hmsg_off = c->hmsg_pkts = 0;
 	vsock_backlog_free(&c->backlog);
 	c->merge_hold = false;
 }
@@ -1073,9 +1079,10 @@ static ssize_t seq_read_host(struct vsock_conn *c, const struct vmio_chain *rx,
 	cap = (uint32_t)vsock_pkt_write_payload(rx, 0, c->hmsg + c->hmsg_off,
 						cap);
 	c->hmsg_off += cap;
+	c->hmsg_pkts++;
 	if (c->hmsg_off == c->hmsg_len) {
 		*flags = VSOCK_SEQ_EOM | (c->hmsg_eor ? VSOCK_SEQ_EOR : 0);
-		c->hmsg_off = c->hmsg_len = 0;
+		c->hmsg_off = c->hmsg_len = c->hmsg_pkts = 0;
 	}
 	return cap;
 }
