@@ -9,7 +9,9 @@
 #   CACHE defaults to build/sysroot; the copy is CACHE/deb/src and the
 #   package's path is printed. A second run compares a key of the tree's
 #   files (every file git tracks or would track, by content) and does
-#   nothing if it is unchanged.
+#   nothing if it is unchanged. The key leaves out tests/ and scripts/
+#   (but for scripts/deb.sh): nothing of theirs is in the package, and
+#   editing a test must not cost a package build.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -38,7 +40,8 @@ tree_files() {
 			[[ -e $top/$f ]] && printf '%s\0' "$f"
 		done
 }
-key=$(cd "$top" && tree_files | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+key=$(cd "$top" && tree_files | grep -zv -e '^tests/' -e '^scripts/' |
+	xargs -0 sha256sum scripts/deb.sh | sha256sum | cut -d' ' -f1)
 key="script $(sha256sum "$0" | cut -d' ' -f1) tree $key"
 deb=$(cat "$dir/deb" 2>/dev/null || true)
 if [[ -f $dir/stamp && $(cat "$dir/stamp") == "$key" && -f $deb ]]; then

@@ -35,11 +35,21 @@ packages=(
 	iproute2                  # the checks: ip link shows vmio net's TAP
 	python3-minimal           # the checks: small socket clients (a vhost-user GET_FEATURES, a datagram)
 	libyaml-0-2 libbpf1 libxdp1 # vmio's shared libraries (the .deb Depends on them)
-	dpdk                      # dpdk-testpmd: the VMM in front of vmio net, as in test_net
+	# dpdk-testpmd, vmio net's VMM in the test as in test_net, is the
+	# host's (its package, dpdk-dev, brings all of DPDK's headers and
+	# drivers): the libraries it links to, and the two drivers it loads.
+	librte-net-virtio23 librte-mempool-ring23
 )
+testpmd=/usr/bin/dpdk-testpmd
 
 [[ $(id -u) -eq 0 ]] || die "needs root (debootstrap, and the test boots the root with systemd-nspawn)"
 command -v debootstrap >/dev/null || die "'debootstrap' is missing: run scripts/deps.sh (as root)"
+[[ -x $testpmd ]] || die "$testpmd is missing: run scripts/deps.sh (as root; package dpdk-dev)"
+# The packages of its libraries (dpkg knows libc's by their /lib names
+# only, and debootstrap brings those anyway).
+# shellcheck disable=SC2046 # one package a word
+packages+=($(ldd "$testpmd" | awk '$3 ~ /^\// { print $3 }' | xargs readlink -f |
+	{ xargs dpkg -S 2>/dev/null || true; } | cut -d: -f1 | sort -u))
 
 # Tests may run in parallel: one builds, the others wait and find it fresh.
 exec 9>"$cache/.lock"

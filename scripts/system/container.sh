@@ -54,7 +54,7 @@ container_boot() { # root log
 }
 
 container_run() { # command...
-	nsenter --target "$container_leader" --all --root --wd=/ \
+	nsenter --target "$container_leader" --all --root --wd \
 		env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 		LANG=C.UTF-8 HOME=/root TERM=dumb "$@"
 }
