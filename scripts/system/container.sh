@@ -15,7 +15,9 @@
 #
 # The container has a network namespace of its own (loopback only), and
 # the capabilities and system calls that vmio's TAP, AF_XDP and sockmap
-# need beyond nspawn's defaults.
+# need beyond nspawn's defaults. nspawn shows only part of /sys; DPDK's
+# EAL refuses to start without /sys/module (it looks for vfio there), so
+# the host's is there, read-only.
 
 container_nspawn= # systemd-nspawn's PID
 container_leader= # the container's PID 1, as the host sees it
@@ -26,7 +28,7 @@ container_boot() { # root log
 		--register=no --keep-unit --link-journal=no \
 		--machine=vmio-system --private-network \
 		--capability=CAP_NET_ADMIN,CAP_BPF,CAP_IPC_LOCK \
-		--system-call-filter='bpf perf_event_open' \
+		--system-call-filter='bpf perf_event_open' --bind-ro=/sys/module \
 		--console=read-only </dev/null >"$log" 2>&1 &
 	container_nspawn=$!
 	container_leader=

@@ -217,8 +217,28 @@ sed -e "s|$BINDIR/vmio|$vmio|" -e "s|$CONFDIR/|$run/conf/|" \
 systemd-socket-activate -l "$run/t1.sock" --accept --fdname=t1 \
 	sh "$run/accept" 2>"$run/activate.log" &
 activator=$!
-python3 "$(dirname "$0")/../system/sockets.py" features "$run/t1.sock" >/dev/null ||
-	fail "no vhost-user answer through vmio-net-accept: $(cat "$run/activate.log")"
+python3 - "$run/t1.sock" <<'PY' || fail "no vhost-user answer through vmio-net-accept: $(cat "$run/activate.log")"
+import socket, struct, sys, time
+for _ in range(100):
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sys.argv[1])
+        break
+    except OSError:
+        time.sleep(0.05)
+s.settimeout(5)
+s.sendall(struct.pack("<III", 1, 1, 0))  # GET_FEATURES, version 1
+reply = b""
+while len(reply) < 20:
+    chunk = s.recv(20 - len(reply))
+    if not chunk:
+        sys.exit("connection closed before the reply")
+    reply += chunk
+req, flags, size, features = struct.unpack("<IIIQ", reply)
+if req != 1 or flags != 5 or size != 8:
+    sys.exit(f"reply {req} {flags:#x} {size}")
+s.close()
+PY
 for _ in $(seq 100); do
 	grep -q "died with code" "$run/activate.log" && break
 	sleep 0.05
