@@ -1,8 +1,10 @@
 """The system test's socket clients, run in the booted root (python3-minimal):
 
-  features PATH           connect to the vhost-user socket PATH (retrying for
+  features PATH [CMD...]  connect to the vhost-user socket PATH (retrying for
                           up to 5 s while it is not there), send GET_FEATURES
-                          and check the reply's header; prints the features
+                          and check the reply's header; prints the features;
+                          then runs CMD, if given, while still connected, and
+                          exits with its status
   collect PATH N          listen on the unix stream socket PATH, accept one
                           connection, read N bytes; prints their SHA-256
   send PATH N             send N bytes to the unix datagram socket PATH in
@@ -16,6 +18,7 @@ import hashlib
 import os
 import socket
 import struct
+import subprocess
 import sys
 import time
 
@@ -26,7 +29,7 @@ def pattern(n):
     return bytes((i * 7 + (i >> 10)) & 0xFF for i in range(n))
 
 
-def features(path):
+def features(path, cmd):
     deadline = time.monotonic() + 5
     while True:
         s = socket.socket(socket.AF_UNIX)
@@ -49,7 +52,9 @@ def features(path):
     req, flags, size, bits = struct.unpack("<IIIQ", reply)
     if req != 1 or flags != 5 or size != 8:
         sys.exit(f"{path}: reply {req} {flags:#x} {size}, expected 1 0x5 8")
-    print(f"features={bits:#x}")
+    print(f"features={bits:#x}", flush=True)
+    if cmd:
+        sys.exit(subprocess.run(cmd, timeout=TIMEOUT).returncode)
 
 
 def collect(path, n):
@@ -83,8 +88,8 @@ def send(path, n):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "features":
-        features(sys.argv[2])
+    if len(sys.argv) >= 3 and sys.argv[1] == "features":
+        features(sys.argv[2], sys.argv[3:])
     elif len(sys.argv) == 4 and sys.argv[1] in ("collect", "send"):
         {"collect": collect, "send": send}[sys.argv[1]](sys.argv[2], int(sys.argv[3]))
     else:

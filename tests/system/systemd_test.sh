@@ -44,7 +44,7 @@ vmm_user=vmm    # a VMM that is not root, created in the root by this test
 # before branch sysunits do not provide: their failure says so.
 needs_sysunits=(vsock_ready_on_start vsock_stats vsock_nonroot net_stats
 	net_accept_socket_after_service net_accept_connection net_accept_nonroot
-	redirect_stats bad_config_fails_start config_error_at_err)
+	net_accept_stats net_accept_socket_removed_on_stop redirect_stats bad_config_fails_start config_error_at_err)
 
 limit=30 # seconds any one command in the root may take
 boot_limit=${VMIO_SYSTEM_BOOT_TIMEOUT:-120}
@@ -107,12 +107,12 @@ failed=0
 passed=()
 failures=()
 in_root() { container_run timeout "$limit" "$@"; }
-# Runs check NAME (a function) and prints its TAP line and what it printed.
-check() { # name function [args]
+# Runs check NAME (the function of that name) and prints its TAP line and
+# what it printed.
+check() { # name
 	local name=$1 out rc
-	shift
 	n=$((n + 1))
-	out=$("$@" 2>&1)
+	out=$("$name" 2>&1)
 	rc=$?
 	if ((rc == 0)); then
 		echo "ok $n $name"
@@ -275,6 +275,15 @@ net_accept_client() { # user
 }
 net_accept_connection() { net_accept_client root; }
 net_accept_nonroot() { net_accept_client "$vmm_user"; }
+# The connection's vmio net answers `vmio stats` on the device's control
+# socket while the VMM is connected.
+net_accept_stats() {
+	local doc
+	doc=$(in_root python3 "$tools/sockets.py" features "$net_sock" \
+		vmio stats --json "$(control net vm1)" | tail -n 1) || { echo "$doc"; return 1; }
+	json_check 'd["devices"][0]["connected"] and d["devices"][0]["sessions"] == 1' \
+		"connected, one session" <<<"$doc"
+}
 
 # The example relays datagrams on in.sock to a collector's stream socket;
 # sockets.py is both the collector and the sender.
@@ -330,11 +339,18 @@ for l in sys.stdin: e = json.loads(l); print(e["PRIORITY"], e["MESSAGE"])'
 	fi
 }
 
+# The accept socket's file goes with it: nothing left that refuses VMMs.
+net_accept_socket_removed_on_stop() {
+	in_root systemctl stop vmio-net-accept@vm1.socket || return 1
+	in_root test -e "$net_sock" || { echo "$net_sock is gone"; return 0; }
+	in_root ls -l "$net_sock"
+	return 1
+}
+
 stop_units() {
 	local u bad=0
-	in_root systemctl stop vmio-vsock@vm1.service vmio-net-accept@vm1.socket \
-		vmio-redirect@syslog.service vmio-net@vm1.service || bad=1
-	for u in vmio-vsock@vm1.service vmio-net-accept@vm1.socket vmio-redirect@syslog.service; do
+	in_root systemctl stop vmio-vsock@vm1.service vmio-redirect@syslog.service || bad=1
+	for u in vmio-vsock@vm1.service vmio-redirect@syslog.service; do
 		state="$(in_root systemctl show -P ActiveState "$u") $(in_root systemctl show -P Result "$u")"
 		echo "$u: $state"
 		[[ $state == "inactive success" ]] || bad=1
@@ -347,29 +363,31 @@ powered_off() {
 	container_poweroff 30 && echo "powered off"
 }
 
-check booted booted
-check install_package install_package
+check booted
+check install_package
 if [[ " ${failures[*]} " == *" install_package "* ]]; then
-	check powered_off powered_off
+	check powered_off
 	bail "the package did not install: no unit can be checked"
 fi
-check vsock_ready_on_start vsock_ready_on_start
-check vsock_session vsock_session
-check vsock_stats vsock_stats
-check vsock_nonroot vsock_nonroot
-check vsock_restart vsock_restart
-check net_session net_session
-check net_stats net_stats
-check net_accept_socket_after_service net_accept_socket_after_service
-check net_accept_connection net_accept_connection
-check net_accept_nonroot net_accept_nonroot
-check redirect_session redirect_session
-check redirect_stats redirect_stats
-check bad_config_fails_start bad_config_fails_start
-check config_error_at_err config_error_at_err
-check stop_units stop_units
+check vsock_ready_on_start
+check vsock_session
+check vsock_stats
+check vsock_nonroot
+check vsock_restart
+check net_session
+check net_stats
+check net_accept_socket_after_service
+check net_accept_connection
+check net_accept_nonroot
+check net_accept_stats
+check net_accept_socket_removed_on_stop
+check redirect_session
+check redirect_stats
+check bad_config_fails_start
+check config_error_at_err
+check stop_units
 t_checks=$((SECONDS - t0))
-check powered_off powered_off
+check powered_off
 echo "1..$n"
 echo "# times: root ${t_root} s, package ${t_deb} s, boot and checks ${t_checks} s"
 echo "# failed: ${failures[*]:-none}"
