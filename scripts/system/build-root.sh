@@ -47,9 +47,8 @@ command -v debootstrap >/dev/null || die "'debootstrap' is missing: run scripts/
 [[ -x $testpmd ]] || die "$testpmd is missing: run scripts/deps.sh (as root; package dpdk-dev)"
 # The packages of its libraries (dpkg knows libc's by their /lib names
 # only, and debootstrap brings those anyway).
-# shellcheck disable=SC2046 # one package a word
-packages+=($(ldd "$testpmd" | awk '$3 ~ /^\// { print $3 }' | xargs readlink -f |
-	{ xargs dpkg -S 2>/dev/null || true; } | cut -d: -f1 | sort -u))
+mapfile -t -O "${#packages[@]}" packages < <(ldd "$testpmd" | awk '$3 ~ /^\// { print $3 }' |
+	xargs readlink -f | { xargs dpkg -S 2>/dev/null || true; } | cut -d: -f1 | sort -u)
 
 # Tests may run in parallel: one builds, the others wait and find it fresh.
 exec 9>"$cache/.lock"

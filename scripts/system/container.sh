@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Boots a root's systemd with systemd-nspawn and runs commands in it, on a
 # host whose PID 1 need not be systemd: the container is not registered
 # with machined (--register=no) and stays in the caller's cgroup
