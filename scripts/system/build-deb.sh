@@ -33,11 +33,12 @@ git -C "$top" rev-parse --git-dir >/dev/null 2>&1 ||
 exec 9>"$dir/.lock"
 flock 9
 
-# The files of the tree, NUL-separated: tracked or not ignored, and there.
+# The files of the tree, NUL-separated: tracked or not ignored, there, and
+# no symbolic link to a folder.
 tree_files() {
 	git -C "$top" ls-files -z --cached --others --exclude-standard |
 		while IFS= read -r -d '' f; do
-			[[ -e $top/$f ]] && printf '%s\0' "$f"
+			if [[ -e $top/$f && ! -d $top/$f ]]; then printf '%s\0' "$f"; fi
 		done
 }
 key=$(cd "$top" && tree_files | grep -zv -e '^tests/' -e '^scripts/' |
