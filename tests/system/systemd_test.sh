@@ -40,11 +40,14 @@ run=$cache/run # this run's overlay and logs, kept until the next run
 control_path=/run/vmio/DEVICE/NAME/control.sock # every unit's --control socket
 vmm_group=vmio  # the group whose members may connect to the units' sockets
 vmm_user=vmm    # a VMM that is not root, created in the root by this test
+outsider=outsider # a user not in the group, created likewise
 # The checks of what issue 26 asks of the units, which the units on main
 # before branch sysunits do not provide: their failure says so.
-needs_sysunits=(vsock_ready_on_start vsock_stats vsock_nonroot net_stats
-	net_accept_socket_after_service net_accept_connection net_accept_nonroot
-	net_accept_stats net_accept_socket_removed_on_stop redirect_stats bad_config_fails_start config_error_at_err)
+needs_sysunits=(vsock_ready_on_start vsock_stats vsock_nonroot outsider_denied
+	net_stats net_accept_socket_after_service net_accept_connection
+	net_accept_nonroot net_accept_stats net_accept_socket_removed_on_stop
+	redirect_stats redirect_outlasts_collector bad_config_fails_start
+	config_error_at_err missing_config_fails_start bad_options_fail_start)
 
 limit=30 # seconds any one command in the root may take
 boot_limit=${VMIO_SYSTEM_BOOT_TIMEOUT:-120}
@@ -100,6 +103,8 @@ cp "$deb" "$root/root/vmio.deb"
 
 t0=$SECONDS
 container_boot "$root" "$run/console.log" || bail "the root did not boot (console: $run/console.log)"
+t_boot=$((SECONDS - t0))
+t0=$SECONDS
 
 # --- the checks ----------------------------------------------------------
 n=0
@@ -110,10 +115,12 @@ in_root() { container_run timeout "$limit" "$@"; }
 # Runs check NAME (the function of that name) and prints its TAP line and
 # what it printed.
 check() { # name
-	local name=$1 out rc
+	local name=$1 out rc start
 	n=$((n + 1))
+	start=$EPOCHREALTIME
 	out=$("$name" 2>&1)
 	rc=$?
+	out+=$'\n'"($(python3 -c "print(f'{$EPOCHREALTIME - $start:.1f}')") s)"
 	if ((rc == 0)); then
 		echo "ok $n $name"
 		passed+=("$name")
@@ -165,7 +172,8 @@ install_package() {
 		for d in vsock net redirect; do mkdir -p /etc/vmio/$d; done
 		cp $ex/vsock/vm1.yaml /etc/vmio/vsock/; cp $ex/net/vm1.conf /etc/vmio/net/
 		cp $ex/redirect/syslog.conf /etc/vmio/redirect/' || return 1
-	in_root useradd --system --no-create-home "$vmm_user"
+	in_root useradd --system --no-create-home "$vmm_user" &&
+		in_root useradd --system --no-create-home "$outsider"
 }
 
 vsock_sock=/run/vmio/vsock/vm1/vhost.sock
@@ -178,6 +186,10 @@ vsock_bench() { # user direction bytes
 # `systemctl start` returns once the service is ready (Type=notify): the
 # VMM may connect at once.
 vsock_ready_on_start() {
+	local type
+	type=$(in_root systemctl show -P Type vmio-vsock@vm1.service)
+	echo "Type=$type"
+	[[ $type == notify ]] || return 1
 	in_root systemctl start vmio-vsock@vm1.service || { unit_log vmio-vsock@vm1; return 1; }
 	in_root test -S "$vsock_sock" && echo "$vsock_sock is there when systemctl start returns" && return 0
 	echo "$vsock_sock is not there yet when systemctl start returns"
@@ -202,12 +214,28 @@ vsock_stats() {
 		json_check 'd["vms"][0]["totals"]["bytes_to_guest"] >= 4 << 20' "bytes_to_guest >= 4 MiB" <<<"$doc"
 }
 
-# A VMM in the group: its vhost-user session and a host program's
-# connection into the guest (the hybrid vsock socket).
+# A VMM in the group: its vhost-user session, a host program's
+# connection into the guest (the hybrid vsock socket), and its stats.
 vsock_nonroot() {
 	in_root usermod -a -G "$vmm_group" "$vmm_user" || return 1
 	in_root ls -ld /run/vmio /run/vmio/vsock /run/vmio/vsock/vm1 "$vsock_sock" "$vsock_uds"
-	vsock_bench "$vmm_user" h2g 1M
+	vsock_bench "$vmm_user" h2g 1M &&
+		in_root runuser -u "$vmm_user" -- vmio stats --json "$(control vsock vm1)" >/dev/null &&
+		echo "vmio stats as $vmm_user: read"
+}
+
+# A user outside the group may not connect to any of them.
+outsider_denied() {
+	local bad=0 out
+	for sock in "$vsock_sock" "$vsock_uds"; do
+		out=$(in_root runuser -u "$outsider" -- python3 "$tools/sockets.py" features "$sock" 2>&1)
+		echo "$outsider on $sock: $out"
+		[[ $out == *"Permission denied"* ]] || bad=1
+	done
+	out=$(in_root runuser -u "$outsider" -- vmio stats "$(control vsock vm1)" 2>&1)
+	echo "$outsider: vmio stats: $out"
+	[[ $out == *"Permission denied"* ]] || bad=1
+	return $bad
 }
 
 vsock_restart() {
@@ -282,13 +310,30 @@ net_accept_client() { # user
 net_accept_connection() { net_accept_client root; }
 net_accept_nonroot() { net_accept_client "$vmm_user"; }
 # The connection's vmio net answers `vmio stats` on the device's control
-# socket while the VMM is connected.
+# socket while the VMM is connected; once it has gone, so has that vmio
+# (and its control socket), and no connection's service failed.
 net_accept_stats() {
-	local doc
+	local doc ctl failed
+	ctl=$(control net vm1)
 	doc=$(in_root python3 "$tools/sockets.py" features "$net_sock" \
-		vmio stats --json "$(control net vm1)" | tail -n 1) || { echo "$doc"; return 1; }
+		vmio stats --json "$ctl" | tail -n 1) || { echo "$doc"; return 1; }
 	json_check 'd["devices"][0]["connected"] and d["devices"][0]["sessions"] == 1' \
-		"connected, one session" <<<"$doc"
+		"connected, one session" <<<"$doc" || return 1
+	# shellcheck disable=SC2016 # for the inner shell
+	in_root sh -c 'for i in $(seq 100); do [ -e "$1" ] || exit 0; sleep 0.05; done; exit 1' sh "$ctl" ||
+		{ echo "$ctl still there 5 s after the VMM left"; return 1; }
+	failed=$(in_root systemctl list-units --no-legend --state=failed 'vmio-net-accept@*.service')
+	echo "failed connection services: ${failed:-none}"
+	[[ -z $failed ]]
+}
+
+# vmio-net@vm1 started while the socket listens takes its place: the
+# socket stops first, and the service's VMM connects.
+net_service_after_socket() {
+	in_root systemctl start vmio-net@vm1.service || { unit_log vmio-net@vm1; return 1; }
+	echo "vmio-net-accept@vm1.socket: $(in_root systemctl is-active vmio-net-accept@vm1.socket)"
+	in_root systemctl is-active --quiet vmio-net-accept@vm1.socket && return 1
+	in_root python3 "$tools/sockets.py" features "$net_sock"
 }
 
 # The example relays datagrams on in.sock to a collector's stream socket;
@@ -310,58 +355,119 @@ redirect_session() {
 	[[ $got == "$want" ]] || { unit_log vmio-redirect@syslog; return 1; }
 }
 
+# The relay's counters, and one engine named: the listener's is the one
+# its connection runs.
 redirect_stats() {
 	local doc
 	doc=$(in_root vmio stats --json "$(control redirect syslog)") || { unit_state vmio-redirect@syslog; return 1; }
 	json_check 'sum(c["bytes_1to2"] for w in d["workers"] for c in w.get("connections", [])) >= 65536' \
-		"bytes_1to2 >= 65536" <<<"$doc"
+		"bytes_1to2 >= 65536" <<<"$doc" &&
+		json_check '{d["listener"][0]["engine"]} == {c["engine"] for w in d["workers"] for c in w.get("connections", [])}' \
+			"listener and connections name one engine ($(python3 -c 'import json, sys
+d = json.load(sys.stdin)
+print(d["listener"][0]["engine"], [c["engine"] for w in d["workers"] for c in w.get("connections", [])])' <<<"$doc"))" <<<"$doc"
 }
 
-# A config vmio refuses: systemctl start must say so, and the journal
-# must have vmio's reason at priority err, once.
-bad_config_fails_start() {
-	in_root sh -c 'printf "vms:\n  - guest_cid: 4\n    socket: /run/vmio/vsock/bad/vhost.sock\n    no_such_key: 1\n" >/etc/vmio/vsock/bad.yaml'
-	if in_root systemctl start vmio-vsock@bad.service; then
-		echo "systemctl start vmio-vsock@bad returned 0 for a config with an unknown key"
-		unit_state vmio-vsock@bad
+# The collector restarts (down for 2 s): the relay, which cannot reach
+# it meanwhile, must be running again once it is back, and relay.
+redirect_outlasts_collector() {
+	local collector want got state
+	in_root systemctl stop vmio-redirect@syslog.service
+	in_root rm -f /run/collector/in.sock
+	in_root systemctl start vmio-redirect@syslog.service
+	echo "without its collector: $(unit_state vmio-redirect@syslog)"
+	sleep 2 # the collector's downtime: what the unit must outlast
+	container_run timeout "$limit" python3 "$tools/sockets.py" collect /run/collector/in.sock 1024 \
+		>"$run/collector.out" 2>&1 &
+	collector=$!
+	wait_socket /run/collector/in.sock || { echo "the collector does not listen"; return 1; }
+	# The next restart (RestartSec=, 5 s) finds the collector.
+	local end=$((SECONDS + 12))
+	while ((SECONDS < end)); do
+		state=$(in_root systemctl show -P SubState vmio-redirect@syslog.service)
+		[[ $state == running ]] && break
+		sleep 0.1
+	done
+	echo "with it back: $(unit_state vmio-redirect@syslog)"
+	[[ $state == running ]] || { kill "$collector" 2>/dev/null; wait "$collector"; return 1; }
+	wait_socket "$redirect_in" && want=$(in_root python3 "$tools/sockets.py" send "$redirect_in" 1024)
+	wait "$collector"
+	got=$(cat "$run/collector.out")
+	echo "sent: $want; collected: $got"
+	[[ -n $want && $got == "$want" ]]
+}
+
+# systemctl start of a unit whose config vmio refuses must fail, once:
+# exit 2 is not restarted.
+start_fails() { # unit
+	if in_root systemctl start "$1"; then
+		echo "systemctl start $1 returned 0"
+		unit_state "$1"
 		return 1
 	fi
-	echo "systemctl start failed, as it should"
+	echo "systemctl start $1 failed; $(unit_state "$1")"
+	[[ $(in_root systemctl show -P ExecMainStatus "$1") == 2 &&
+		$(in_root systemctl show -P NRestarts "$1") == 0 ]]
 }
-
-# The run of bad_config_fails_start: one cause, one line at err.
-config_error_at_err() {
+# What the unit's vmio logged: one line at err or above, matching the
+# pattern, and no line with a severity prefix left in it or a "Try".
+one_error_line() { # unit pattern
 	local lines count
 	# The service's own lines (_SYSTEMD_UNIT), not systemd's about it.
-	lines=$(in_root journalctl -b --no-pager -o cat -p err _SYSTEMD_UNIT=vmio-vsock@bad.service)
+	lines=$(in_root journalctl -b --no-pager -o cat -p err "_SYSTEMD_UNIT=$1")
 	count=$(grep -c . <<<"$lines")
-	echo "at err or above ($count): ${lines:-nothing}"
-	if ((count != 1)) || ! grep -q no_such_key <<<"$lines"; then
-		echo "wanted one line naming no_such_key; all that the service logged, by priority:"
-		in_root journalctl -b --no-pager -o json _SYSTEMD_UNIT=vmio-vsock@bad.service |
-			python3 -c 'import json, sys
-for l in sys.stdin: e = json.loads(l); print(e["PRIORITY"], e["MESSAGE"])'
-		return 1
+	echo "$1 at err or above ($count): ${lines:-nothing}"
+	if ((count == 1)) && grep -q -- "$2" <<<"$lines" &&
+		! in_root journalctl -b --no-pager -o cat "_SYSTEMD_UNIT=$1" | grep -qE "^<[0-7]>|^Try '"; then
+		return 0
 	fi
+	echo "wanted one line matching '$2'; all that $1 logged, by priority:"
+	in_root journalctl -b --no-pager -o json "_SYSTEMD_UNIT=$1" |
+		python3 -c 'import json, sys
+for l in sys.stdin: e = json.loads(l); print(e["PRIORITY"], e["MESSAGE"])'
+	return 1
+}
+
+bad_config_fails_start() {
+	in_root sh -c 'printf "vms:\n  - guest_cid: 4\n    socket: /run/vmio/vsock/bad/vhost.sock\n    no_such_key: 1\n" >/etc/vmio/vsock/bad.yaml'
+	start_fails vmio-vsock@bad.service
+}
+# The run of bad_config_fails_start: one cause, one line at err.
+config_error_at_err() { one_error_line vmio-vsock@bad.service no_such_key; }
+
+missing_config_fails_start() {
+	start_fails vmio-vsock@missing.service && one_error_line vmio-vsock@missing.service missing.yaml
+}
+
+bad_options_fail_start() {
+	in_root sh -c 'echo OPTIONS=\"--null --bogus\" >/etc/vmio/net/bad.conf'
+	start_fails vmio-net@bad.service && one_error_line vmio-net@bad.service bogus
 }
 
 # The accept socket's file goes with it: nothing left that refuses VMMs.
 net_accept_socket_removed_on_stop() {
-	in_root systemctl stop vmio-net-accept@vm1.socket || return 1
+	in_root systemctl stop vmio-net@vm1.service &&
+		in_root systemctl start vmio-net-accept@vm1.socket &&
+		in_root systemctl stop vmio-net-accept@vm1.socket || return 1
 	in_root test -e "$net_sock" || { echo "$net_sock is gone"; return 0; }
 	in_root ls -l "$net_sock"
 	return 1
 }
 
+# Running services stop cleanly (exit 0 on SIGTERM) and take their
+# sockets with them.
 stop_units() {
 	local u bad=0
-	in_root systemctl stop vmio-vsock@vm1.service vmio-redirect@syslog.service || bad=1
-	for u in vmio-vsock@vm1.service vmio-redirect@syslog.service; do
+	in_root systemctl start vmio-vsock@vm1.service vmio-net@vm1.service || return 1
+	in_root systemctl stop vmio-vsock@vm1.service vmio-net@vm1.service || bad=1
+	for u in vmio-vsock@vm1.service vmio-net@vm1.service; do
 		state="$(in_root systemctl show -P ActiveState "$u") $(in_root systemctl show -P Result "$u")"
 		echo "$u: $state"
 		[[ $state == "inactive success" ]] || bad=1
 	done
-	in_root test -e "$vsock_sock" && { echo "$vsock_sock is left behind"; bad=1; }
+	for sock in "$vsock_sock" "$net_sock"; do
+		in_root test -e "$sock" && { echo "$sock is left behind"; bad=1; }
+	done
 	return $bad
 }
 
@@ -379,6 +485,7 @@ check vsock_ready_on_start
 check vsock_session
 check vsock_stats
 check vsock_nonroot
+check outsider_denied
 check vsock_restart
 check net_session
 check net_stats
@@ -386,15 +493,19 @@ check net_accept_socket_after_service
 check net_accept_connection
 check net_accept_nonroot
 check net_accept_stats
+check net_service_after_socket
 check net_accept_socket_removed_on_stop
 check redirect_session
 check redirect_stats
+check redirect_outlasts_collector
 check bad_config_fails_start
 check config_error_at_err
+check missing_config_fails_start
+check bad_options_fail_start
 check stop_units
 t_checks=$((SECONDS - t0))
 check powered_off
 echo "1..$n"
-echo "# times: root ${t_root} s, package ${t_deb} s, boot and checks ${t_checks} s"
+echo "# times: root ${t_root} s, package ${t_deb} s, boot to systemd ${t_boot} s, checks ${t_checks} s"
 echo "# failed: ${failures[*]:-none}"
 ((failed == 0))
