@@ -5,9 +5,11 @@
 # overlay of its own, boots with systemd-nspawn, and each unit the package
 # ships is started, given a real session by a client, read with
 # `vmio stats`, broken, restarted and stopped, as an administrator would.
-# The clients are the build's own tools (vmio-vsock-bench: a guest driver
-# and a host program; dpdk-testpmd, from the root, as vmio net's VMM;
-# tests/system/sockets.py), copied into the overlay.
+# The clients, copied into the overlay: the build's vmio-vsock-bench (a
+# guest driver and a host program), the host's dpdk-testpmd as vmio net's
+# VMM (build-root.sh puts its libraries in the root), and
+# tests/system/sockets.py (a vhost-user GET_FEATURES, a collector, a
+# sender).
 #
 # usage: tests/system/systemd_test.sh [--build DIR]
 #   DIR is the meson build tree the tools come from (default build).
@@ -109,7 +111,6 @@ t0=$SECONDS
 # --- the checks ----------------------------------------------------------
 n=0
 failed=0
-passed=()
 failures=()
 in_root() { container_run timeout "$limit" "$@"; }
 # Runs check NAME (the function of that name) and prints its TAP line and
@@ -123,7 +124,6 @@ check() { # name
 	out+=$'\n'"($(python3 -c "print(f'{$EPOCHREALTIME - $start:.1f}')") s)"
 	if ((rc == 0)); then
 		echo "ok $n $name"
-		passed+=("$name")
 	else
 		echo "not ok $n $name"
 		failed=$((failed + 1))
