@@ -31,12 +31,14 @@ packages=(
 	ethtool           # guest test over AF_XDP: turns off the veth peer's checksum offload
 	systemd           # install test: systemd-analyze verify, systemd-socket-activate
 	man-db            # install test: man --warnings renders the man pages
+	debhelper         # make deb and the system test: dh and its meson build system, compat 13
+	dpkg-dev          # make deb and the system test: dpkg-buildpackage
+	debootstrap       # system test: the Debian 12 root the package is installed into
+	systemd-container # system test: systemd-nspawn boots that root's systemd
 )
 
 if [[ ${1:-} == deb ]]; then
 	packages+=(
-		debhelper     # make deb: dh and its meson build system, compat 13
-		dpkg-dev      # make deb: dpkg-buildpackage
 		lintian       # make deb: checks the built package
 	)
 fi

@@ -1,0 +1,68 @@
+#!/bin/bash
+# Builds the Debian package of the source tree as it is now (committed or
+# not) for the system test: scripts/deb.sh, run in a copy of the tree so
+# that the build neither writes into the tree nor beside it, where other
+# checkouts' packages land. Lintian and the package's own unit tests are
+# left to `make deb` and the suite; this is the same package otherwise.
+#
+# usage: scripts/system/build-deb.sh [CACHE]
+#   CACHE defaults to build/sysroot; the copy is CACHE/deb/src and the
+#   package's path is printed. A second run compares a key of the tree's
+#   files (every file git tracks or would track, by content) and does
+#   nothing if it is unchanged. The key leaves out tests/ and scripts/
+#   (but for scripts/deb.sh): nothing of theirs is in the package, and
+#   editing a test must not cost a package build.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cache=${1:-$top/build/sysroot}
+mkdir -p "$cache/deb"
+cache=$(cd "$cache" && pwd)
+dir=$cache/deb
+
+die() { echo "build-deb: $*" >&2; exit 1; }
+log() { echo "build-deb: $*" >&2; }
+
+for tool in git dpkg-buildpackage dh cpio; do
+	command -v "$tool" >/dev/null ||
+		die "'$tool' is missing: run scripts/deps.sh (as root; packages git, dpkg-dev, debhelper, cpio)"
+done
+git -C "$top" rev-parse --git-dir >/dev/null 2>&1 ||
+	die "$top is not a git checkout: the package is built from the files git lists"
+
+exec 9>"$dir/.lock"
+flock 9
+
+# The files of the tree, NUL-separated: tracked or not ignored, there, and
+# no symbolic link to a folder.
+tree_files() {
+	git -C "$top" ls-files -z --cached --others --exclude-standard |
+		while IFS= read -r -d '' f; do
+			if [[ -e $top/$f && ! -d $top/$f ]]; then printf '%s\0' "$f"; fi
+		done
+}
+key=$(cd "$top" && tree_files | grep -zv -e '^tests/' -e '^scripts/' |
+	xargs -0 sha256sum scripts/deb.sh | sha256sum | cut -d' ' -f1)
+key="script $(sha256sum "$0" | cut -d' ' -f1) tree $key"
+deb=$(cat "$dir/deb" 2>/dev/null || true)
+if [[ -f $dir/stamp && $(cat "$dir/stamp") == "$key" && -f $deb ]]; then
+	log "up to date: $deb"
+	echo "$deb"
+	exit 0
+fi
+
+start=$SECONDS
+log "building the package of $top in $dir/src"
+rm -f "$dir/stamp" "$dir/deb"
+rm -rf "$dir/src" "$dir"/*.deb "$dir"/*.buildinfo "$dir"/*.changes
+mkdir "$dir/src"
+(cd "$top" && tree_files | cpio --null -pdm --quiet "$dir/src")
+DEB_BUILD_OPTIONS="nocheck ${DEB_BUILD_OPTIONS:-}" VMIO_DEB_LINTIAN=no \
+	"$dir/src/scripts/deb.sh" >"$dir/build.log" 2>&1 ||
+	die "scripts/deb.sh failed; the end of $dir/build.log: $(tail -n 30 "$dir/build.log")"
+deb=$(find "$dir/src/build-deb" -name 'vmio_*.deb' | head -n1)
+[[ -f $deb ]] || die "scripts/deb.sh made no vmio_*.deb (see $dir/build.log)"
+echo "$deb" >"$dir/deb"
+echo "$key" >"$dir/stamp"
+log "built $(basename "$deb") in $((SECONDS - start)) s"
+echo "$deb"

@@ -1,0 +1,511 @@
+#!/bin/bash
+# The package on a booted systemd: a Debian 12 root (debootstrapped once,
+# cached in BUILD/sysroot by scripts/system/build-root.sh) gets the .deb of
+# this tree (scripts/system/build-deb.sh, rebuilt when a file changed) in an
+# overlay of its own, boots with systemd-nspawn, and each unit the package
+# ships is started, given a real session by a client, read with
+# `vmio stats`, broken, restarted and stopped, as an administrator would.
+# The clients, copied into the overlay: the build's vmio-vsock-bench (a
+# guest driver and a host program), the host's dpdk-testpmd as vmio net's
+# VMM (build-root.sh puts its libraries in the root), and
+# tests/system/sockets.py (a vhost-user GET_FEATURES, a collector, a
+# sender).
+#
+# usage: tests/system/systemd_test.sh [--build DIR]
+#   DIR is the meson build tree the tools come from (default build).
+# Prints one TAP line per check (ok N NAME / not ok N NAME, then what the
+# check saw as # lines), and the times taken; exits 1 if any failed.
+# Needs root, systemd-nspawn, debootstrap and the network to the Debian
+# archive on the first run: what is missing fails the test with its
+# reason, nothing is skipped.
+#
+# Environment:
+#   VMIO_SYSTEM_DEB           a vmio .deb to install instead of building
+#                             the tree's (a released one, or one at hand)
+#   VMIO_SYSTEM_BOOT_TIMEOUT  seconds the boot may take (default 120)
+set -uo pipefail
+export LC_ALL=C.UTF-8
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+here=$top/tests/system
+build=$top/build
+while (($#)); do
+	case $1 in
+	--build) build=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR]" >&2; exit 2 ;;
+	esac
+done
+cache=$build/sysroot
+run=$cache/run # this run's overlay and logs, kept until the next run
+
+# What the units provide, each in one place (issue 26).
+control_path=/run/vmio/DEVICE/NAME/control.sock # every unit's --control socket
+vmm_group=vmio  # the group whose members may connect to the units' sockets
+vmm_user=vmm    # a VMM that is not root, created in the root by this test
+outsider=outsider # a user not in the group, created likewise
+# The checks of what issue 26 asks of the units, which the units on main
+# before branch sysunits do not provide: their failure says so.
+needs_sysunits=(vsock_ready_on_start vsock_stats vsock_nonroot outsider_denied
+	net_stats net_accept_socket_after_service net_accept_connection
+	net_accept_nonroot net_accept_stats net_accept_socket_removed_on_stop
+	redirect_stats redirect_outlasts_collector bad_config_fails_start
+	config_error_at_err missing_config_fails_start bad_options_fail_start)
+
+limit=30 # seconds any one command in the root may take
+boot_limit=${VMIO_SYSTEM_BOOT_TIMEOUT:-120}
+
+bail() { echo "Bail out! $*"; exit 1; }
+control() { # device name
+	local p=${control_path/DEVICE/$1}
+	echo "${p/NAME/$2}"
+}
+
+[[ $(id -u) -eq 0 ]] || bail "systemd_test needs root: it mounts an overlay and boots a container"
+for tool in systemd-nspawn nsenter debootstrap dpkg-buildpackage python3 mount; do
+	command -v "$tool" >/dev/null ||
+		bail "'$tool' is missing: run scripts/deps.sh (as root; systemd-nspawn is in systemd-container)"
+done
+[[ -x $build/vmio-vsock-bench ]] || bail "$build/vmio-vsock-bench is not built (ninja -C $build)"
+testpmd=/usr/bin/dpdk-testpmd
+[[ -x $testpmd ]] || bail "$testpmd is missing: run scripts/deps.sh (as root; package dpdk-dev)"
+grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
+	bail "the kernel has no overlayfs: the root is booted through one"
+
+# shellcheck source=scripts/system/container.sh
+. "$top/scripts/system/container.sh"
+
+t0=$SECONDS
+base=$("$top/scripts/system/build-root.sh" "$cache") || bail "no Debian 12 root (build-root.sh said why above)"
+t_root=$((SECONDS - t0))
+t0=$SECONDS
+if [[ -n ${VMIO_SYSTEM_DEB:-} ]]; then
+	deb=$VMIO_SYSTEM_DEB
+	[[ -f $deb ]] || bail "VMIO_SYSTEM_DEB=$deb: no such file"
+else
+	deb=$("$top/scripts/system/build-deb.sh" "$cache") || bail "no package (build-deb.sh said why above)"
+fi
+t_deb=$((SECONDS - t0))
+
+# --- this run's root: an overlay on the cached one -----------------------
+root=$run/root
+cleanup() {
+	container_poweroff 20 >/dev/null 2>&1
+	mountpoint -q "$root" && umount "$root"
+}
+trap cleanup EXIT
+mountpoint -q "$root" && umount "$root"
+rm -rf "$run"
+mkdir -p "$run/upper" "$run/work" "$root"
+mount -t overlay overlay -o "lowerdir=$base,upperdir=$run/upper,workdir=$run/work" "$root" ||
+	bail "cannot mount an overlay on $base"
+tools=/usr/local/lib/vmio-test
+mkdir -p "$root$tools"
+cp "$build/vmio-vsock-bench" "$here/sockets.py" "$testpmd" "$root$tools/"
+cp "$deb" "$root/root/vmio.deb"
+
+t0=$SECONDS
+container_boot "$root" "$run/console.log" || bail "the root did not boot (console: $run/console.log)"
+t_boot=$((SECONDS - t0))
+t0=$SECONDS
+
+# --- the checks ----------------------------------------------------------
+n=0
+failed=0
+failures=()
+in_root() { container_run timeout "$limit" "$@"; }
+# Runs check NAME (the function of that name) and prints its TAP line and
+# what it printed.
+check() { # name
+	local name=$1 out rc start
+	n=$((n + 1))
+	start=$EPOCHREALTIME
+	out=$("$name" 2>&1)
+	rc=$?
+	out+=$'\n'"($(python3 -c "print(f'{$EPOCHREALTIME - $start:.1f}')") s)"
+	if ((rc == 0)); then
+		echo "ok $n $name"
+	else
+		echo "not ok $n $name"
+		failed=$((failed + 1))
+		failures+=("$name")
+		[[ " ${needs_sysunits[*]} " != *" $name "* ]] ||
+			out+=$'\n'"(this checks what issue 26 asks of the units: main fails it until branch sysunits is merged)"
+	fi
+	[[ -z $out ]] || printf '# %s\n' "${out//$'\n'/$'\n'# }"
+}
+# Fails with what it was given unless the JSON document (stdin) passes
+# the Python expression over it (`d`).
+json_check() { # expression what
+	python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+ok = eval(sys.argv[1])
+print(sys.argv[2] + (": yes" if ok else ": NO"))
+sys.exit(0 if ok else 1)' "$1" "$2"
+}
+# The unit's state after a command, to print when a check fails.
+unit_state() { # unit
+	in_root systemctl show -p ActiveState,SubState,Result,ExecMainStatus,MainPID "$1" | tr '\n' ' '
+	echo
+}
+unit_log() { # unit
+	in_root journalctl -b -u "$1" --no-pager -o short-monotonic -n 30
+}
+wait_socket() { # path: in the root, up to 5 s
+	# shellcheck disable=SC2016 # for the inner shell
+	in_root sh -c 'for i in $(seq 100); do [ -S "$1" ] && exit 0; sleep 0.05; done; exit 1' sh "$1"
+}
+
+booted() {
+	container_wait_booted "$boot_limit" || {
+		in_root systemctl --failed --no-pager
+		return 1
+	}
+}
+
+install_package() {
+	in_root dpkg -i /root/vmio.deb || return 1
+	in_root systemctl cat vmio-vsock@.service >/dev/null || return 1
+	# The administrator's copies of the examples, as README says.
+	# shellcheck disable=SC2016 # for the inner shell
+	in_root sh -c 'set -e; ex=/usr/share/doc/vmio/examples
+		for d in vsock net redirect; do mkdir -p /etc/vmio/$d; done
+		cp $ex/vsock/vm1.yaml /etc/vmio/vsock/; cp $ex/net/vm1.conf /etc/vmio/net/
+		cp $ex/redirect/syslog.conf /etc/vmio/redirect/' || return 1
+	in_root useradd --system --no-create-home "$vmm_user" &&
+		in_root useradd --system --no-create-home "$outsider"
+}
+
+vsock_sock=/run/vmio/vsock/vm1/vhost.sock
+vsock_uds=/run/vmio/vsock/vm1/vm.vsock
+vsock_bench() { # user direction bytes
+	in_root runuser -u "$1" -- "$tools/vmio-vsock-bench" --socket "$vsock_sock" \
+		--uds-path "$vsock_uds" --direction "$2" --bytes "$3"
+}
+
+# `systemctl start` returns once the service is ready (Type=notify): the
+# VMM may connect at once.
+vsock_ready_on_start() {
+	local type
+	type=$(in_root systemctl show -P Type vmio-vsock@vm1.service)
+	echo "Type=$type"
+	[[ $type == notify ]] || return 1
+	in_root systemctl start vmio-vsock@vm1.service || { unit_log vmio-vsock@vm1; return 1; }
+	in_root test -S "$vsock_sock" && echo "$vsock_sock is there when systemctl start returns" && return 0
+	echo "$vsock_sock is not there yet when systemctl start returns"
+	unit_state vmio-vsock@vm1
+	return 1
+}
+
+vsock_session() {
+	in_root systemctl start vmio-vsock@vm1.service || return 1
+	wait_socket "$vsock_sock" || { echo "no $vsock_sock"; unit_log vmio-vsock@vm1; return 1; }
+	if ! vsock_bench root g2h 4M || ! vsock_bench root h2g 4M; then
+		unit_log vmio-vsock@vm1
+		return 1
+	fi
+}
+
+vsock_stats() {
+	local doc
+	doc=$(in_root vmio stats --json "$(control vsock vm1)") || { unit_state vmio-vsock@vm1; return 1; }
+	json_check 'd["vms"][0]["sessions"] >= 2' "sessions >= 2 (one per bench run)" <<<"$doc" &&
+		json_check 'd["vms"][0]["totals"]["bytes_from_guest"] >= 4 << 20' "bytes_from_guest >= 4 MiB" <<<"$doc" &&
+		json_check 'd["vms"][0]["totals"]["bytes_to_guest"] >= 4 << 20' "bytes_to_guest >= 4 MiB" <<<"$doc"
+}
+
+# A VMM in the group: its vhost-user session, a host program's
+# connection into the guest (the hybrid vsock socket), and its stats.
+vsock_nonroot() {
+	in_root usermod -a -G "$vmm_group" "$vmm_user" || return 1
+	in_root ls -ld /run/vmio /run/vmio/vsock /run/vmio/vsock/vm1 "$vsock_sock" "$vsock_uds"
+	vsock_bench "$vmm_user" h2g 1M &&
+		in_root runuser -u "$vmm_user" -- vmio stats --json "$(control vsock vm1)" >/dev/null &&
+		echo "vmio stats as $vmm_user: read"
+}
+
+# A user outside the group may not connect to any of them.
+outsider_denied() {
+	local bad=0 out
+	for sock in "$vsock_sock" "$vsock_uds"; do
+		out=$(in_root runuser -u "$outsider" -- python3 "$tools/sockets.py" features "$sock" 2>&1)
+		echo "$outsider on $sock: $out"
+		[[ $out == *"Permission denied"* ]] || bad=1
+	done
+	out=$(in_root runuser -u "$outsider" -- vmio stats "$(control vsock vm1)" 2>&1)
+	echo "$outsider: vmio stats: $out"
+	[[ $out == *"Permission denied"* ]] || bad=1
+	return $bad
+}
+
+vsock_restart() {
+	local before after
+	before=$(in_root systemctl show -P MainPID vmio-vsock@vm1.service)
+	in_root systemctl restart vmio-vsock@vm1.service || { unit_log vmio-vsock@vm1; return 1; }
+	after=$(in_root systemctl show -P MainPID vmio-vsock@vm1.service)
+	echo "MainPID $before, then $after"
+	[[ $after != 0 && $after != "$before" ]] || return 1
+	wait_socket "$vsock_sock" || { echo "no $vsock_sock after the restart"; return 1; }
+	vsock_bench root g2h 1M
+}
+
+# testpmd sends frames for as long as it runs; vmio net writes them to the
+# example's TAP, vmtap0, whose kernel counters (rx_packets: what the TAP
+# received from vmio) are the proof.
+testpmd_txonly() { # socket queues minimum-frames
+	# shellcheck disable=SC2016 # for the inner shell
+	in_root sh -c '
+		sock=$1 q=$2 want=$3 tap=/sys/class/net/vmtap0
+		$0 --no-pci --single-file-segments --lcores 0@0,1@0 --no-huge -m 256 \
+			--file-prefix=vmio-system --log-level lib.eal:error \
+			--vdev "net_virtio_user0,path=$sock,queues=$q" -- --forward-mode=txonly \
+			--stats-period 1 --total-num-mbufs 4096 --rxq=$q --txq=$q >/tmp/testpmd.log 2>&1 &
+		pmd=$!
+		got=0
+		for i in $(seq 200); do
+			[ -d $tap ] && ip link set vmtap0 up 2>/dev/null
+			[ -r $tap/statistics/rx_packets ] && got=$(cat $tap/statistics/rx_packets)
+			[ "$got" -ge "$want" ] && break
+			kill -0 $pmd 2>/dev/null || break
+			sleep 0.05
+		done
+		kill -INT $pmd 2>/dev/null; wait $pmd
+		echo "vmtap0 rx_packets=$got (wanted $want)"
+		[ "$got" -ge "$want" ] || { tail -n 20 /tmp/testpmd.log; exit 1; }' "$tools/dpdk-testpmd" "$@"
+}
+
+net_sock=/run/vmio/net/vm1/vhost.sock
+net_session() {
+	in_root systemctl start vmio-net@vm1.service || { unit_log vmio-net@vm1; return 1; }
+	wait_socket "$net_sock" || { echo "no $net_sock"; unit_log vmio-net@vm1; return 1; }
+	testpmd_txonly "$net_sock" 2 1000 || { unit_log vmio-net@vm1; return 1; }
+}
+
+net_stats() {
+	local doc
+	doc=$(in_root vmio stats --json "$(control net vm1)") || { unit_state vmio-net@vm1; return 1; }
+	json_check 'd["devices"][0]["sessions"] >= 1' "sessions >= 1" <<<"$doc" &&
+		json_check 'sum(q["tx_frames"] for q in d["queue_pairs"]) >= 1000' "tx_frames >= 1000 over the queue pairs" <<<"$doc"
+}
+
+# Switching vmio-net@vm1 (running) to its socket unit: the socket must
+# listen where the VMM connects once the service has gone.
+net_accept_socket_after_service() {
+	in_root systemctl start vmio-net-accept@vm1.socket || { unit_log vmio-net-accept@vm1.socket; return 1; }
+	in_root systemctl is-active vmio-net@vm1.service && { echo "vmio-net@vm1 still runs"; return 1; }
+	in_root test -S "$net_sock" && { echo "$net_sock listens"; return 0; }
+	echo "$net_sock is gone while vmio-net-accept@vm1.socket is $(in_root systemctl is-active vmio-net-accept@vm1.socket)"
+	return 1
+}
+
+net_accept_client() { # user
+	# A socket unit left without its file by the check before would fail
+	# this one too: restart it so that only the connection is checked.
+	in_root systemctl restart vmio-net-accept@vm1.socket || return 1
+	in_root runuser -u "$1" -- python3 "$tools/sockets.py" features "$net_sock" && return 0
+	in_root ls -l "$net_sock"
+	in_root journalctl -b --no-pager -o short-monotonic -n 20 -u 'vmio-net-accept@*.service'
+	return 1
+}
+net_accept_connection() { net_accept_client root; }
+net_accept_nonroot() { net_accept_client "$vmm_user"; }
+# The connection's vmio net answers `vmio stats` on the device's control
+# socket while the VMM is connected; once it has gone, so has that vmio
+# (and its control socket), and no connection's service failed.
+net_accept_stats() {
+	local doc ctl failed
+	ctl=$(control net vm1)
+	doc=$(in_root python3 "$tools/sockets.py" features "$net_sock" \
+		vmio stats --json "$ctl" | tail -n 1) || { echo "$doc"; return 1; }
+	json_check 'd["devices"][0]["connected"] and d["devices"][0]["sessions"] == 1' \
+		"connected, one session" <<<"$doc" || return 1
+	# shellcheck disable=SC2016 # for the inner shell
+	in_root sh -c 'for i in $(seq 100); do [ -e "$1" ] || exit 0; sleep 0.05; done; exit 1' sh "$ctl" ||
+		{ echo "$ctl still there 5 s after the VMM left"; return 1; }
+	failed=$(in_root systemctl list-units --no-legend --state=failed 'vmio-net-accept@*.service')
+	echo "failed connection services: ${failed:-none}"
+	[[ -z $failed ]]
+}
+
+# vmio-net@vm1 started while the socket listens takes its place: the
+# socket stops first, and the service's VMM connects.
+net_service_after_socket() {
+	in_root systemctl start vmio-net@vm1.service || { unit_log vmio-net@vm1; return 1; }
+	echo "vmio-net-accept@vm1.socket: $(in_root systemctl is-active vmio-net-accept@vm1.socket)"
+	in_root systemctl is-active --quiet vmio-net-accept@vm1.socket && return 1
+	in_root python3 "$tools/sockets.py" features "$net_sock"
+}
+
+# The example relays datagrams on in.sock to a collector's stream socket;
+# sockets.py is both the collector and the sender.
+redirect_in=/run/vmio/redirect/syslog/in.sock
+redirect_session() {
+	local collector want got
+	container_run timeout "$limit" python3 "$tools/sockets.py" collect /run/collector/in.sock 65536 \
+		>"$run/collector.out" 2>&1 &
+	collector=$!
+	wait_socket /run/collector/in.sock || { echo "the collector does not listen"; return 1; }
+	in_root systemctl start vmio-redirect@syslog.service || { unit_log vmio-redirect@syslog; return 1; }
+	wait_socket "$redirect_in" || { echo "no $redirect_in"; unit_log vmio-redirect@syslog; return 1; }
+	want=$(in_root python3 "$tools/sockets.py" send "$redirect_in" 65536) || return 1
+	wait "$collector"
+	got=$(cat "$run/collector.out")
+	echo "sent: $want"
+	echo "collected: $got"
+	[[ $got == "$want" ]] || { unit_log vmio-redirect@syslog; return 1; }
+}
+
+# The relay's counters, and one engine named: the listener's is the one
+# its connection runs.
+redirect_stats() {
+	local doc
+	doc=$(in_root vmio stats --json "$(control redirect syslog)") || { unit_state vmio-redirect@syslog; return 1; }
+	json_check 'sum(c["bytes_1to2"] for w in d["workers"] for c in w.get("connections", [])) >= 65536' \
+		"bytes_1to2 >= 65536" <<<"$doc" &&
+		json_check '{d["listener"][0]["engine"]} == {c["engine"] for w in d["workers"] for c in w.get("connections", [])}' \
+			"listener and connections name one engine ($(python3 -c 'import json, sys
+d = json.load(sys.stdin)
+print(d["listener"][0]["engine"], [c["engine"] for w in d["workers"] for c in w.get("connections", [])])' <<<"$doc"))" <<<"$doc"
+}
+
+# The collector restarts (down for 2 s): the relay, which cannot reach
+# it meanwhile, must be running again once it is back, and relay.
+redirect_outlasts_collector() {
+	local collector want got state
+	in_root systemctl stop vmio-redirect@syslog.service
+	in_root rm -f /run/collector/in.sock
+	in_root systemctl start vmio-redirect@syslog.service
+	echo "without its collector: $(unit_state vmio-redirect@syslog)"
+	sleep 2 # the collector's downtime: what the unit must outlast
+	container_run timeout "$limit" python3 "$tools/sockets.py" collect /run/collector/in.sock 1024 \
+		>"$run/collector.out" 2>&1 &
+	collector=$!
+	wait_socket /run/collector/in.sock || { echo "the collector does not listen"; return 1; }
+	# The next restart (RestartSec=, 5 s) finds the collector.
+	local end=$((SECONDS + 12))
+	while ((SECONDS < end)); do
+		state=$(in_root systemctl show -P SubState vmio-redirect@syslog.service)
+		[[ $state == running ]] && break
+		sleep 0.1
+	done
+	echo "with it back: $(unit_state vmio-redirect@syslog)"
+	[[ $state == running ]] || { kill "$collector" 2>/dev/null; wait "$collector"; return 1; }
+	wait_socket "$redirect_in" && want=$(in_root python3 "$tools/sockets.py" send "$redirect_in" 1024)
+	wait "$collector"
+	got=$(cat "$run/collector.out")
+	echo "sent: $want; collected: $got"
+	[[ -n $want && $got == "$want" ]]
+}
+
+# systemctl start of a unit whose config vmio refuses must fail, once:
+# exit 2 is not restarted.
+start_fails() { # unit
+	if in_root systemctl start "$1"; then
+		echo "systemctl start $1 returned 0"
+		unit_state "$1"
+		return 1
+	fi
+	echo "systemctl start $1 failed; $(unit_state "$1")"
+	[[ $(in_root systemctl show -P ExecMainStatus "$1") == 2 &&
+		$(in_root systemctl show -P NRestarts "$1") == 0 ]]
+}
+# What the unit's vmio logged: one line at err or above, matching the
+# pattern, and no line with a severity prefix left in it or a "Try".
+one_error_line() { # unit pattern
+	local lines count
+	# The service's own lines (_SYSTEMD_UNIT), not systemd's about it.
+	lines=$(in_root journalctl -b --no-pager -o cat -p err "_SYSTEMD_UNIT=$1")
+	count=$(grep -c . <<<"$lines")
+	echo "$1 at err or above ($count): ${lines:-nothing}"
+	if ((count == 1)) && grep -q -- "$2" <<<"$lines" &&
+		! in_root journalctl -b --no-pager -o cat "_SYSTEMD_UNIT=$1" | grep -qE "^<[0-7]>|^Try '"; then
+		return 0
+	fi
+	echo "wanted one line matching '$2'; all that $1 logged, by priority:"
+	in_root journalctl -b --no-pager -o json "_SYSTEMD_UNIT=$1" |
+		python3 -c 'import json, sys
+for l in sys.stdin: e = json.loads(l); print(e["PRIORITY"], e["MESSAGE"])'
+	return 1
+}
+
+bad_config_fails_start() {
+	in_root sh -c 'printf "vms:\n  - guest_cid: 4\n    socket: /run/vmio/vsock/bad/vhost.sock\n    no_such_key: 1\n" >/etc/vmio/vsock/bad.yaml'
+	start_fails vmio-vsock@bad.service
+}
+# The run of bad_config_fails_start: one cause, one line at err.
+config_error_at_err() { one_error_line vmio-vsock@bad.service no_such_key; }
+
+missing_config_fails_start() {
+	start_fails vmio-vsock@missing.service && one_error_line vmio-vsock@missing.service missing.yaml
+}
+
+bad_options_fail_start() {
+	in_root sh -c 'echo OPTIONS=\"--null --bogus\" >/etc/vmio/net/bad.conf'
+	start_fails vmio-net@bad.service && one_error_line vmio-net@bad.service bogus
+}
+
+# The accept socket's file goes with it: nothing left that refuses VMMs.
+net_accept_socket_removed_on_stop() {
+	in_root systemctl stop vmio-net@vm1.service &&
+		in_root systemctl start vmio-net-accept@vm1.socket &&
+		in_root systemctl stop vmio-net-accept@vm1.socket || return 1
+	in_root test -e "$net_sock" || { echo "$net_sock is gone"; return 0; }
+	in_root ls -l "$net_sock"
+	return 1
+}
+
+# Running services stop cleanly (exit 0 on SIGTERM) and take their
+# sockets with them.
+stop_units() {
+	local u bad=0
+	in_root systemctl start vmio-vsock@vm1.service vmio-net@vm1.service || return 1
+	in_root systemctl stop vmio-vsock@vm1.service vmio-net@vm1.service || bad=1
+	for u in vmio-vsock@vm1.service vmio-net@vm1.service; do
+		state="$(in_root systemctl show -P ActiveState "$u") $(in_root systemctl show -P Result "$u")"
+		echo "$u: $state"
+		[[ $state == "inactive success" ]] || bad=1
+	done
+	for sock in "$vsock_sock" "$net_sock"; do
+		in_root test -e "$sock" && { echo "$sock is left behind"; bad=1; }
+	done
+	return $bad
+}
+
+powered_off() {
+	container_poweroff 30 && echo "powered off"
+}
+
+check booted
+check install_package
+if [[ " ${failures[*]} " == *" install_package "* ]]; then
+	check powered_off
+	bail "the package did not install: no unit can be checked"
+fi
+check vsock_ready_on_start
+check vsock_session
+check vsock_stats
+check vsock_nonroot
+check outsider_denied
+check vsock_restart
+check net_session
+check net_stats
+check net_accept_socket_after_service
+check net_accept_connection
+check net_accept_nonroot
+check net_accept_stats
+check net_service_after_socket
+check net_accept_socket_removed_on_stop
+check redirect_session
+check redirect_stats
+check redirect_outlasts_collector
+check bad_config_fails_start
+check config_error_at_err
+check missing_config_fails_start
+check bad_options_fail_start
+check stop_units
+t_checks=$((SECONDS - t0))
+check powered_off
+echo "1..$n"
+echo "# times: root ${t_root} s, package ${t_deb} s, boot to systemd ${t_boot} s, checks ${t_checks} s"
+echo "# failed: ${failures[*]:-none}"
+((failed == 0))
