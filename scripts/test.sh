@@ -2,8 +2,12 @@
 # Builds vmio three times: plain, with AddressSanitizer and
 # UndefinedBehaviorSanitizer, and with ThreadSanitizer; runs the whole
 # suite in the first two and the unit and integration tests (where the
-# worker threads are) in the third; ends with the line "N passed, M
-# failed" (one count per test case and build).
+# worker threads are) in the third. Then builds the libFuzzer targets with
+# clang (build-fuzz, as `make fuzz` does) and runs each for
+# FUZZ_TEST_SECONDS (default 5; 0 skips it) from its corpus: a check that
+# no longer holds fails the suite there (a test case per target). Ends
+# with the line "N passed, M failed" (one count per test case and build).
+# Arguments go to meson test (which tests to run) and skip the fuzzing.
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,6 +52,24 @@ for b in "${builds[@]}"; do
 	meson test -C "$b" --print-errorlogs --num-processes 2 $(suites "$b") "$@" || status=1
 done
 
+# Two targets at a time, as the builds' tests run: about a minute to
+# build them and FUZZ_TEST_SECONDS * 5 to run the nine.
+fuzz_seconds=${FUZZ_TEST_SECONDS:-5}
+if ((fuzz_seconds > 0 && $# == 0)); then
+	echo "=== build-fuzz: building the fuzz targets"
+	if scripts/fuzz.sh build; then
+		echo "=== build-fuzz: fuzzing each target for ${fuzz_seconds}s"
+		FUZZ_TEST_SECONDS=$fuzz_seconds meson test -C build-fuzz \
+			--no-rebuild --print-errorlogs --num-processes 2 \
+			--suite fuzz_run || status=1
+	else
+		echo "vmio: build in build-fuzz failed" >&2
+		status=1
+		rm -f build-fuzz/meson-logs/testlog.json
+	fi
+	builds+=(build-fuzz)
+fi
+
 python3 - "${builds[@]}" <<'PY'
 # Counts test cases: a cmocka program reports each case in TAP; any other
 # test (a script, a corpus replay) counts as one. A program that failed
@@ -76,6 +98,9 @@ for b in sys.argv[1:]:
         failed += bad
         if not ok:
             print(f"FAILED: {b}: {r['name']} ({r['result']})")
+            # A fuzz target says which input failed it (run_target.sh).
+            for l in re.findall(r"^\S+: FAILED after .*$", out, re.M):
+                print(f"  {l}")
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
 PY

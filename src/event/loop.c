@@ -40,6 +40,11 @@ struct vmio_loop {
 	int timer_fd;
 	uint64_t timer_fd_at; /* deadline it is set to; 0: disarmed */
 	uint64_t expiry_pass;
+	/* The clock (vmio_loop_set_clock); own_clock: not CLOCK_MONOTONIC,
+	 * so not the timerfd's. */
+	vmio_clock_fn now;
+	void *now_opaque;
+	bool own_clock;
 
 	struct defer_queue deferred;
 	uint64_t turn;
@@ -65,6 +70,12 @@ static uint64_t pack(int fd, uint32_t generation)
 static void timer_fd_cb(void *opaque, int fd, uint32_t events);
 static void wake_fd_cb(void *opaque, int fd, uint32_t events);
 
+static uint64_t monotonic_now(void *opaque)
+{
+	(void)opaque;
+	return vmio_now_ns();
+}
+
 struct vmio_loop *vmio_loop_new(void)
 {
 	struct vmio_loop *loop = calloc(1, sizeof(*loop));
@@ -75,6 +86,7 @@ struct vmio_loop *vmio_loop_new(void)
 					TFD_NONBLOCK | TFD_CLOEXEC);
 	loop->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	loop->next_generation = 1;
+	loop->now = monotonic_now;
 	TAILQ_INIT(&loop->deferred);
 	TAILQ_INIT(&loop->posted);
 	pthread_mutex_init(&loop->post_lock, NULL);
@@ -168,6 +180,26 @@ void vmio_loop_remove(struct vmio_loop *loop, int fd)
 	loop->watches[fd].active = false;
 }
 
+/* ---- Time -------------------------------------------------------------- */
+
+int vmio_loop_set_clock(struct vmio_loop *loop, vmio_clock_fn now,
+			void *opaque)
+{
+	/* A timer cancelled may have left the timerfd set: its wake-up finds
+	 * nothing due, as after any cancel. */
+	if (loop->timers.len)
+		return -EBUSY;
+	loop->own_clock = now != NULL;
+	loop->now = now ? now : monotonic_now;
+	loop->now_opaque = now ? opaque : NULL;
+	return 0;
+}
+
+uint64_t vmio_loop_now_ns(const struct vmio_loop *loop)
+{
+	return loop->now(loop->now_opaque);
+}
+
 /* ---- Timers ------------------------------------------------------------ */
 
 static struct vmio_timer *timer_of(struct vmio_heap_node *n)
@@ -183,7 +215,8 @@ static void timer_fd_update(struct vmio_loop *loop)
 {
 	struct vmio_heap_node *min = vmio_heap_min(&loop->timers);
 
-	if (!min || (loop->timer_fd_at && loop->timer_fd_at <= min->key))
+	if (loop->own_clock || !min ||
+	    (loop->timer_fd_at && loop->timer_fd_at <= min->key))
 		return;
 	/* 0 would disarm the timerfd: a deadline in the past is 1 ns. */
 	uint64_t at = min->key ? min->key : 1;
@@ -239,7 +272,7 @@ static void timer_set(struct vmio_timer *t, uint64_t deadline, uint64_t period)
 void vmio_timer_arm_ns(struct vmio_timer *t, uint64_t delay_ns)
 {
 	if (t->initialised)
-		timer_set(t, vmio_now_ns() + delay_ns, 0);
+		timer_set(t, vmio_loop_now_ns(t->loop) + delay_ns, 0);
 }
 
 void vmio_timer_arm_periodic_ns(struct vmio_timer *t, uint64_t period_ns)
@@ -247,7 +280,7 @@ void vmio_timer_arm_periodic_ns(struct vmio_timer *t, uint64_t period_ns)
 	if (!period_ns)
 		period_ns = 1;
 	if (t->initialised)
-		timer_set(t, vmio_now_ns() + period_ns, period_ns);
+		timer_set(t, vmio_loop_now_ns(t->loop) + period_ns, period_ns);
 }
 
 void vmio_timer_cancel(struct vmio_timer *t)
@@ -261,7 +294,7 @@ void vmio_timer_cancel(struct vmio_timer *t)
  * cannot keep the loop here. Returns the callbacks run. */
 static int timers_expire(struct vmio_loop *loop)
 {
-	uint64_t now = vmio_now_ns();
+	uint64_t now = vmio_loop_now_ns(loop);
 	int ran = 0;
 
 	loop->expiry_pass++;
@@ -286,6 +319,13 @@ static int timers_expire(struct vmio_loop *loop)
 	}
 	timer_fd_update(loop);
 	return ran;
+}
+
+static bool timers_due(struct vmio_loop *loop)
+{
+	struct vmio_heap_node *min = vmio_heap_min(&loop->timers);
+
+	return min && min->key <= vmio_loop_now_ns(loop);
 }
 
 static void timer_fd_cb(void *opaque, int fd, uint32_t events)
@@ -414,7 +454,8 @@ int vmio_loop_run_once(struct vmio_loop *loop, int timeout_ms)
 	bool timers_fired = false;
 	int ran = 0;
 
-	if (!TAILQ_EMPTY(&loop->deferred))
+	if (!TAILQ_EMPTY(&loop->deferred) ||
+	    (loop->own_clock && timers_due(loop)))
 		timeout_ms = 0;
 	int n = epoll_wait(loop->epfd, events, LOOP_MAX_EVENTS, timeout_ms);
 	if (n < 0 && errno != EINTR)
@@ -434,7 +475,8 @@ int vmio_loop_run_once(struct vmio_loop *loop, int timeout_ms)
 		else
 			ran++;
 	}
-	if (timers_fired)
+	/* On a clock of its own no timerfd tells when: look every turn. */
+	if (timers_fired || loop->own_clock)
 		ran += timers_expire(loop);
 	ran += deferred_run(loop);
 	current_loop = outer;

@@ -44,17 +44,35 @@ int vmio_loop_modify(struct vmio_loop *loop, int fd, uint32_t events);
 /* Removing an fd that is not watched is a no-op. Call it before close(fd). */
 void vmio_loop_remove(struct vmio_loop *loop, int fd);
 
+/* ---- Time -------------------------------------------------------------- */
+
+/* A loop's clock, in ns: what its timers' deadlines are kept on, and what
+ * the code it runs reads for a deadline of its own (vmio_loop_now_ns), so
+ * that the two agree. By default CLOCK_MONOTONIC (util/clock.h). A test
+ * or fuzzer gives a loop a clock of its own, which moves only when the
+ * harness moves it: the loop then leaves its timerfd alone and, on every
+ * turn, runs the timers due on that clock after the fd events (a turn
+ * with one due does not wait in epoll_wait). The function may be called
+ * from any thread (stats are written on the control server's). */
+typedef uint64_t (*vmio_clock_fn)(void *opaque);
+
+/* now NULL: CLOCK_MONOTONIC again. Only while no timer is armed (their
+ * deadlines are on the old clock): returns 0, or -EBUSY. */
+int vmio_loop_set_clock(struct vmio_loop *loop, vmio_clock_fn now,
+			void *opaque);
+uint64_t vmio_loop_now_ns(const struct vmio_loop *loop);
+
 /* ---- Timers ------------------------------------------------------------ */
 
-/* "Call me in N ns", once or every N ns. The struct lives in its owner;
- * the loop keeps a min-heap of the armed ones and one timerfd set to the
- * earliest. Its room in the heap is reserved at init, so arming never
- * fails. */
+/* "Call me in N ns", once or every N ns, on the loop's clock. The struct
+ * lives in its owner; the loop keeps a min-heap of the armed ones and one
+ * timerfd set to the earliest. Its room in the heap is reserved at init,
+ * so arming never fails. */
 struct vmio_timer {
 	struct vmio_loop *loop;
 	vmio_task_cb cb;
 	void *opaque;
-	struct vmio_heap_node node; /* key: deadline, CLOCK_MONOTONIC ns */
+	struct vmio_heap_node node; /* key: deadline, the loop's clock */
 	uint64_t period_ns;         /* 0: one-shot */
 	uint64_t armed_in;          /* the expiry pass it was armed in */
 	bool initialised;

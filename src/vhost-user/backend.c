@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "util/clock.h"
 #include "util/fd.h"
 #include "util/json.h"
 #include "util/unix_socket.h"
@@ -43,7 +42,7 @@ static void relisten_cb(void *opaque)
 static void listen_again(struct vmio_backend *be)
 {
 	uint64_t next = be->last_session_ns + VMIO_BACKEND_SESSION_GAP_NS;
-	uint64_t now = vmio_now_ns();
+	uint64_t now = vmio_loop_now_ns(be->loop);
 
 	if (be->listen_fd < 0)
 		return;
@@ -172,7 +171,7 @@ static int start_connection(struct vmio_backend *be, int fd)
 		return rc;
 	be->touched = true;
 	be->sessions++;
-	be->last_session_ns = vmio_now_ns();
+	be->last_session_ns = vmio_loop_now_ns(be->loop);
 	watch_listener(be, false);
 	log_ratelimited(&be->rl_sessions, VMIO_LOG_INFO,
 			"vhost-user: front end connected (session %u, device %s)",
@@ -387,7 +386,9 @@ uint64_t vmio_backend_errors(const struct vmio_backend *be)
 void vmio_backend_write_stats(const struct vmio_backend *be,
 			      struct vmio_json *j)
 {
-	uint64_t now = vmio_now_ns();
+	/* The homes' clock: the backend's (a program that gives one loop a
+	 * clock of its own gives it to all). */
+	uint64_t now = vmio_loop_now_ns(be->loop);
 
 	vmio_json_kv_string(j, "device", be->ops->name);
 	vmio_json_kv_string(j, "socket", be->socket_path);

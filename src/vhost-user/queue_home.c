@@ -10,7 +10,6 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "util/clock.h"
 
 static bool is_local(const struct vmio_backend_queue *q)
 {
@@ -37,7 +36,7 @@ static void run_stop(struct vmio_backend_queue *q, enum vmio_queue_stop how)
 		return;
 	unwatch_kick(q);
 	vmio_timer_fini(&q->look);
-	vmio_kick_guard_stop(&q->guard, vmio_now_ns());
+	vmio_kick_guard_stop(&q->guard, vmio_loop_now_ns(q->home));
 	q->home_running = false;
 	log_debug("vhost-user: queue %u %s", q->vq.index,
 		  how == VMIO_QUEUE_PAUSE ? "paused" : "stopped");
@@ -97,7 +96,7 @@ static bool watch_kick(struct vmio_backend_queue *q)
  * is no kick of the guard's). */
 static void serve_kick(struct vmio_backend_queue *q, bool looked)
 {
-	uint64_t now = vmio_now_ns();
+	uint64_t now = vmio_loop_now_ns(q->home);
 	bool work = vmio_vq_progress(&q->vq) != q->progress;
 
 	q->be->ops->queue_kick(q->be->dev, &q->vq);
@@ -127,7 +126,8 @@ static void look_cb(void *opaque)
 	if (kicked < 0)
 		return;
 	work = vmio_vq_progress(&q->vq) != q->progress;
-	if (!vmio_kick_guard_look(&q->guard, vmio_now_ns(), work, kicked)) {
+	if (!vmio_kick_guard_look(&q->guard, vmio_loop_now_ns(q->home),
+				  work, kicked)) {
 		vmio_timer_arm_ns(&q->look, vmio_kick_guard_delay(&q->guard));
 		return;
 	}
@@ -175,7 +175,8 @@ static void run_start(struct vmio_backend_queue *q)
 			return;
 		}
 	}
-	vmio_kick_guard_start(&q->guard, &be->kick_budget, vmio_now_ns());
+	vmio_kick_guard_start(&q->guard, &be->kick_budget,
+			      vmio_loop_now_ns(q->home));
 	q->home_running = true;
 	log_debug("vhost-user: queue %u started (size %u)", q->vq.index,
 		  q->vq.size);

@@ -45,6 +45,33 @@ static inline uint64_t next64(struct stream *s)
 	return lo | (uint64_t)next32(s) << 32;
 }
 
+/* A clock for a target's loop (vmio_loop_set_clock) that moves only when
+ * the input says so: deadlines pass inside an input, at the record that
+ * moves it, and never because the machine was slow. */
+struct fuzz_clock {
+	uint64_t ns;
+};
+
+/* Where a fuzz_clock starts: far from 0 (which some deadlines read as
+ * "none") and from CLOCK_MONOTONIC's readings, so that a deadline taken
+ * on the wrong clock shows. */
+#define FUZZ_CLOCK_START 4000000000000000000ull
+
+static inline uint64_t fuzz_clock_now(void *opaque)
+{
+	return ((const struct fuzz_clock *)opaque)->ns;
+}
+
+/* How far an input byte moves the clock: below 0x80 that many ms (the
+ * kick guard's looks, the ticks), else (b - 0x7f) quarter seconds, up to
+ * 32 s (past every timeout a target sets). */
+static inline uint64_t fuzz_clock_step_ns(uint8_t b)
+{
+	uint64_t ms = b < 0x80 ? b : (b - 0x7fu) * 250u;
+
+	return ms * 1000000u;
+}
+
 /* Guest memory for a target: a memfd of size bytes (for vmio_mem regions
  * to map, as a VMM's would be) in *fd, and the target's own shared
  * mapping of it, returned. Aborts on failure: without memory a target

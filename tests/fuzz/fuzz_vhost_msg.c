@@ -13,6 +13,20 @@
  *   memory:   [0xff] [offset: u32 LE] [len: u16 LE] [len bytes], written
  *             into guest memory (one 1 MiB memfd, gpa = fd offset), to lay
  *             out rings.
+ *   clock:    [0x7f] [t]: the loop's clock moves on by t ms (t below 0x80)
+ *             or (t - 0x7f) * 250 ms, and the loop runs: the deadlines
+ *             kept on it pass there (the channel's --message-timeout on
+ *             a message begun and not finished, the kick guard's looks,
+ *             the session gap). The clock is the harness's (fuzz.h):
+ *             nothing else moves it.
+ *   late:     [0x7e] [k] [t], then a message record (whatever its ctl):
+ *             through the socket, its first 1 + k % length bytes are
+ *             sent, the clock moves on by t as above and the loop runs,
+ *             then (if the connection is still open) the rest is sent: a
+ *             message that takes longer than --message-timeout (1 s)
+ *             closes the connection, one that takes less is served.
+ *             Straight into the handler the clock moves, then the message
+ *             is handled.
  * Eventfds start at 1 so every kick fd is readable: after each message the
  * loop runs once and delivers kicks to the device. A message the handler
  * answers by closing the connection ends the input, as it would end the
@@ -48,6 +62,8 @@
 #define CTL_EXPLICIT 0x80
 #define CTL_MEMFDS 0x10
 #define CTL_MEMORY 0xff
+#define CTL_CLOCK 0x7f
+#define CTL_LATE 0x7e
 
 /* ---- A device that serves rings and checks the core's promises ------ */
 
@@ -169,6 +185,7 @@ static const struct vmio_device_ops dev_ops = {
 /* ---- Process-wide equipment ----------------------------------------- */
 
 static struct vmio_loop *loop;
+static struct fuzz_clock clock_ = { FUZZ_CLOCK_START };
 static int memfd = -1;
 static uint8_t *image;
 
@@ -179,7 +196,8 @@ static void init_once(void)
 	vmio_log_set_level(VMIO_LOG_ERR);
 	loop = vmio_loop_new();
 	memfd = memfd_create("fuzz_vhost_msg", MFD_CLOEXEC);
-	if (!loop || memfd < 0 || ftruncate(memfd, MEM_SIZE) < 0)
+	if (!loop || memfd < 0 || ftruncate(memfd, MEM_SIZE) < 0 ||
+	    vmio_loop_set_clock(loop, fuzz_clock_now, &clock_))
 		abort();
 	image = mmap(NULL, MEM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, memfd,
 		     0);
@@ -228,6 +246,15 @@ static void memory_record(struct cursor *c)
 	memcpy(image + off, c->p, len);
 	c->p += len;
 	c->left -= len;
+}
+
+/* Moves the clock on by the step its byte says. */
+static void clock_record(struct cursor *c)
+{
+	uint8_t t = 0;
+
+	take(c, &t, 1);
+	clock_.ns += fuzz_clock_step_ns(t);
 }
 
 static int new_fd(bool mem)
@@ -377,6 +404,25 @@ static void send_part(int fe, const uint8_t *wire, size_t from, size_t to,
 	(void)!sendmsg(fe, &mh, MSG_NOSIGNAL);
 }
 
+/* Sends bytes [from, to) of the message: at once, or (split) a byte at a
+ * time with a turn of the loop after each, until the connection goes. */
+static void send_range(int fe, const uint8_t *wire, size_t from, size_t to,
+		       const struct vhost_user_msg *m, bool split,
+		       const bool *gone)
+{
+	if (!split) {
+		if (from < to)
+			send_part(fe, wire, from, to, m);
+		return;
+	}
+	for (size_t k = from; k < to && !*gone; k++) {
+		send_part(fe, wire, k, k + 1, m);
+		vmio_loop_run_once(loop, 0);
+	}
+}
+
+static void settle(void);
+
 /* Turns the loop until nothing is left to do (bounded: a ring the fuzzer
  * made may keep a device busy). */
 static void settle(void)
@@ -409,6 +455,28 @@ static void socket_run(const uint8_t *data, size_t size, bool split,
 			memory_record(&c);
 			continue;
 		}
+		if (ctl == CTL_CLOCK) {
+			clock_record(&c);
+			settle();
+			collect_replies(sv[0], o);
+			if (gone)
+				o->closed_at = index;
+			continue;
+		}
+		/* A late message: its first part, time, then the rest. */
+		uint8_t late_k = 0;
+		bool late = ctl == CTL_LATE;
+		uint64_t late_ns = 0;
+		if (late) {
+			take(&c, &late_k, 1);
+			uint8_t t = 0;
+			take(&c, &t, 1);
+			late_ns = fuzz_clock_step_ns(t);
+			if (!c.left)
+				break;
+			ctl = *c.p++;
+			c.left--;
+		}
 		struct vhost_user_msg m;
 		if (!read_message(&c, ctl, &m))
 			break;
@@ -419,14 +487,15 @@ static void socket_run(const uint8_t *data, size_t size, bool split,
 			memcpy(wire + len, &m.payload, m.hdr.size);
 			len += m.hdr.size;
 		}
-		if (split) {
-			for (size_t k = 0; k < len && !gone; k++) {
-				send_part(sv[0], wire, k, k + 1, &m);
-				vmio_loop_run_once(loop, 0);
-			}
-		} else {
-			send_part(sv[0], wire, 0, len, &m);
+		size_t first = late ? 1 + late_k % len : len;
+		send_range(sv[0], wire, 0, first, &m, split, &gone);
+		if (late) {
+			settle();
+			clock_.ns += late_ns;
+			settle();
 		}
+		if (!gone)
+			send_range(sv[0], wire, first, len, &m, split, &gone);
 		vhost_user_msg_close_fds(&m);
 		settle();
 		collect_replies(sv[0], o);
@@ -457,10 +526,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (c.left) {
 		uint8_t ctl = *c.p++;
 		c.left--;
-		if (ctl == CTL_MEMORY)
+		if (ctl == CTL_MEMORY) {
 			memory_record(&c);
-		else if (!message_record(be, &c, ctl))
+		} else if (ctl == CTL_CLOCK) {
+			clock_record(&c);
+			vmio_loop_run_once(loop, 0);
+		} else if (ctl == CTL_LATE) {
+			uint8_t k;
+
+			take(&c, &k, 1);
+			clock_record(&c);
+			if (!c.left)
+				break;
+			ctl = *c.p++;
+			c.left--;
+			if (!message_record(be, &c, ctl))
+				break;
+		} else if (!message_record(be, &c, ctl)) {
 			break;
+		}
 	}
 	vmio_backend_free(be);
 	for (unsigned i = 0; i < NQ; i++)

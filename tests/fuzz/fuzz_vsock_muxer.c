@@ -17,7 +17,12 @@
  *    a sibling;
  *  - no fd leak (counted every 1024 inputs) and no sanitizer report; time
  *    per input is bounded (records, packets, loop turns), and the loop is
- *    only ever run with timeout 0, so the clock never decides a verdict.
+ *    only ever run with timeout 0.
+ * The loop runs on a clock of the harness's (fuzz.h): it moves only at
+ * the records that say so, and the devices' deadlines (connect timeout,
+ * CONNECT line timeout, shutdown drain, the RST queue's retry, all on
+ * the muxer's and hybrid's ticks) pass there, in the middle of whatever
+ * the input set going; at the end it moves past all of them.
  *
  * Input: a 4-byte header (missing bytes read as zero), then records.
  *   [0]  bit 0 two VMs (sharing a router); bit 1 they share a group;
@@ -32,7 +37,10 @@
  *        bound is met at once, and a seqpacket message may need more);
  *        bits 5-6 host-side ports: the default range, one port, three,
  *        or the last three below 2^31 (with one or three, CONNECTs to
- *        one guest port soon find every port in use)
+ *        one guest port soon find every port in use); and bits 3-7
+ *        together the connect (and CONNECT line) timeout,
+ *        100 ms * (1 + [2] >> 3), 100 ms to 3.2 s (two branches took
+ *        the same byte: each value is still reached, tied to the others)
  *  [3]  bit 0 VM 0 negotiates mergeable rx buffers (MRG_RXBUF), bit 1
  *        VM 1 does: rx packets then span buffers, and each must be
  *        whole, its buffers filled in order (all but the last full), its
@@ -61,7 +69,9 @@
  *        (size_rx()), each in 1 + split % 3 descriptors; split & 0x80
  *        makes the first descriptor readable (a broken driver); kick
  *        unless a & 8
- *   2    1 + [b] % 16 loop turns (timeout 0)
+ *   2    1 + [b] % 16 loop turns (timeout 0); a & 8: before them the
+ *        clock moves on by [t] (after [b]): t ms below 0x80, else
+ *        (t - 0x7f) * 250 ms
  *   3    a host listener at <uds>_<port>: port index a >> 1 & 3, a & 8
  *        seqpacket
  *   4    accept on listener a >> 1 & 3 of vm
@@ -215,6 +225,7 @@ struct vm {
 };
 
 static struct vmio_loop *loop;
+static struct fuzz_clock clock_;
 static struct vsock_router *router;
 static struct vm vms[NVM];
 static unsigned nvms;
@@ -752,6 +763,16 @@ static void run_loop(unsigned n)
 	}
 }
 
+/* Record 2. */
+static void rec_turns(uint8_t a, struct stream *s)
+{
+	unsigned n = 1 + next8(s) % 16;
+
+	if (a & 8)
+		clock_.ns += fuzz_clock_step_ns(next8(s));
+	run_loop(n);
+}
+
 static int unix_socket(bool seq)
 {
 	return socket(AF_UNIX, (seq ? SOCK_SEQPACKET : SOCK_STREAM) |
@@ -974,6 +995,8 @@ static bool tx_copy;
 static unsigned tx_hold;
 static uint32_t pkt_overhead, port_last;
 
+static unsigned connect_timeout_ms;
+
 static void vm_new(unsigned i, uint32_t buf_size, unsigned max_conns)
 {
 	struct vm *v = &vms[i];
@@ -982,8 +1005,7 @@ static void vm_new(unsigned i, uint32_t buf_size, unsigned max_conns)
 		.uds_path = v->uds,
 		.buf_size = buf_size,
 		.max_conns = max_conns,
-		/* Long: no deadline passes within an input. */
-		.connect_timeout_ms = 60000,
+		.connect_timeout_ms = connect_timeout_ms,
 		.connect_line_max = 64,
 		.max_queue_size = QMAX,
 		.router = router,
@@ -1036,8 +1058,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (unsigned i = 0; i < NHOST; i++)
 		hosts[i].fd = -1;
 
+	connect_timeout_ms = 100u * (1u + (hdr[2] >> 3));
 	loop = vmio_loop_new();
-	if (!loop)
+	clock_.ns = FUZZ_CLOCK_START;
+	if (!loop || vmio_loop_set_clock(loop, fuzz_clock_now, &clock_))
 		abort();
 	router = nvms > 1 ? vsock_router_new(nvms, 1 + hdr[2] % 8) : NULL;
 	if (nvms > 1 && !router)
@@ -1102,7 +1126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			rec_rx(v, a, &s);
 			break;
 		case 2:
-			run_loop(1 + next8(&s) % 16);
+			rec_turns(a, &s);
 			break;
 		case 3:
 			rec_listen(v, a);
@@ -1140,15 +1164,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		reap_all();
 	}
-	/* Let what the input set going run out (bounded). */
+	/* Let what the input set going run out (bounded), then every
+	 * deadline it left pass. */
 	turns = 0;
 	run_loop(32);
+	clock_.ns += fuzz_clock_step_ns(0xff);
+	run_loop(8);
 	reap_all();
 
 	for (unsigned i = 0; i < NHOST; i++)
 		rec_close((uint8_t)(i << 1));
-	/* Every host socket closed: the devices see the EOFs. */
+	/* Every host socket closed: the devices see the EOFs, and the
+	 * drains they start time out. */
 	turns = 0;
+	run_loop(8);
+	clock_.ns += fuzz_clock_step_ns(0xff);
 	run_loop(8);
 	reap_all();
 	for (unsigned i = 0; i < NVM; i++)

@@ -26,6 +26,7 @@
 #include "virtio/features.h"
 #include "frontend/msg_io.h"
 #include "vhost-user/backend.h"
+#include "vhost-user/kick_guard.h"
 
 #define NQ 2
 #define QSIZE 16
@@ -1397,6 +1398,44 @@ static void test_listen(void **state)
 /* A VMM that connects and hangs up in a loop gets a session at most every
  * VMIO_BACKEND_SESSION_GAP_NS; the rest wait in the backlog, and every one
  * is still served. */
+static uint64_t test_clock_now(void *opaque)
+{
+	return *(const uint64_t *)opaque;
+}
+
+/* The idle-kick budget and the looks of a held queue go by the loop's
+ * clock: with it standing still, real time refills nothing and brings no
+ * look; moved on, the look comes and finds the work. */
+static void test_kick_guard_on_the_loop_clock(void **state)
+{
+	struct fx *f = *state;
+	/* 1000 idle kicks a second, one at once: each costs 1 ms. */
+	struct vmio_kick_budget b = { .rate = 1000, .burst = 1 };
+	uint64_t now = 5000000000000000ull;
+
+	assert_int_equal(vmio_loop_set_clock(f->loop, test_clock_now, &now), 0);
+	vmio_backend_set_kick_budget(f->be, &b);
+	running_device(state);
+	kick(f, 1); /* idle: the one token */
+	usleep(5000); /* 5 ms of real time: 5 tokens on the wrong clock */
+	kick(f, 1); /* idle, none left: served, then the kick fd goes */
+	assert_int_equal(f->dev.kicks, 2);
+	post(f, 1);
+	kick(f, 1); /* unheard */
+	usleep(20000);
+	pump(f);
+	assert_int_equal(f->dev.kicks, 2);
+	assert_int_equal(f->dev.consumed[1], 0);
+	/* The first look, VMIO_KICK_POLL_MIN_NS on, finds the work. */
+	now += VMIO_KICK_POLL_MIN_NS;
+	pump(f);
+	assert_int_equal(f->dev.consumed[1], 1);
+	/* And the kick fd is back: a kick is served at once. */
+	post(f, 1);
+	kick(f, 1);
+	assert_int_equal(f->dev.consumed[1], 2);
+}
+
 static void test_sessions_spaced(void **state)
 {
 	struct fx *f = *state;
@@ -1495,6 +1534,7 @@ int main(void)
 		T(test_listen),
 		T(test_listen_replaces_stale_socket),
 		T(test_sessions_spaced),
+		T(test_kick_guard_on_the_loop_clock),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

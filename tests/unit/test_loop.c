@@ -1,5 +1,6 @@
 /* The event loop: dispatch, removal during dispatch, stale events;
- * timers and deferred work; what another thread may do (post, stop). */
+ * timers and deferred work; a clock the test moves; what another thread
+ * may do (post, stop). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,7 +137,7 @@ static void tick_cb(void *opaque)
 	struct tick *k = opaque;
 
 	k->calls++;
-	k->fired_ns = vmio_now_ns();
+	k->fired_ns = vmio_loop_now_ns(k->t.loop);
 	if (k->next_order)
 		k->order = (*k->next_order)++;
 	if (k->cancel)
@@ -264,6 +265,146 @@ static void test_timer_rearm_zero_waits_a_pass(void **state)
 	struct vmio_timer zero = { 0 };
 	assert_false(vmio_timer_armed(&zero));
 	vmio_timer_fini(&zero);
+	vmio_loop_free(loop);
+}
+
+/* ---- A clock the test moves -------------------------------------------- */
+
+static uint64_t test_clock_now(void *opaque)
+{
+	return *(const uint64_t *)opaque;
+}
+
+/* The clock starts far from 0 and from CLOCK_MONOTONIC: a timer that
+ * fired on the real clock would fire far too early or never. */
+#define CLOCK_START 5000000000000000ull
+
+static void test_own_clock_decides_when_timers_fire(void **state)
+{
+	struct vmio_loop *loop = vmio_loop_new();
+	uint64_t now = CLOCK_START;
+	struct tick k = { 0 };
+
+	assert_int_equal(vmio_loop_set_clock(loop, test_clock_now, &now), 0);
+	assert_true(vmio_loop_now_ns(loop) == CLOCK_START);
+	assert_int_equal(vmio_timer_init(&k.t, loop, tick_cb, &k), 0);
+	vmio_timer_arm_ms(&k.t, 20);
+	/* Real time passing moves nothing. */
+	usleep(30000);
+	assert_int_equal(vmio_loop_run_once(loop, 0), 0);
+	now += 19999999u;
+	assert_int_equal(vmio_loop_run_once(loop, 0), 0);
+	assert_int_equal(k.calls, 0);
+	/* Due: the next turn runs it, and does not wait the 10 s asked. */
+	now += 1;
+	uint64_t start = vmio_now_ns();
+	assert_int_equal(vmio_loop_run_once(loop, 10000), 1);
+	assert_true(vmio_now_ns() - start < 5000000000u);
+	assert_int_equal(k.calls, 1);
+	assert_true(k.fired_ns == CLOCK_START + 20000000u);
+	assert_false(vmio_timer_armed(&k.t));
+	vmio_timer_fini(&k.t);
+	vmio_loop_free(loop);
+}
+
+static void test_own_clock_periodic_skips_missed_ticks(void **state)
+{
+	struct vmio_loop *loop = vmio_loop_new();
+	uint64_t now = CLOCK_START;
+	struct tick k = { 0 };
+
+	assert_int_equal(vmio_loop_set_clock(loop, test_clock_now, &now), 0);
+	assert_int_equal(vmio_timer_init(&k.t, loop, tick_cb, &k), 0);
+	vmio_timer_arm_periodic_ns(&k.t, 100);
+	/* 3.5 periods at once: one call, and the next a period from now. */
+	now += 350;
+	assert_int_equal(vmio_loop_run_once(loop, 0), 1);
+	assert_int_equal(vmio_loop_run_once(loop, 0), 0);
+	now += 99;
+	assert_int_equal(vmio_loop_run_once(loop, 0), 0);
+	now += 1;
+	assert_int_equal(vmio_loop_run_once(loop, 0), 1);
+	assert_int_equal(k.calls, 2);
+	vmio_timer_fini(&k.t);
+	vmio_loop_free(loop);
+}
+
+static void test_own_clock_leaves_the_timerfd_alone(void **state)
+{
+	/* A deadline on the loop's clock is no time on CLOCK_MONOTONIC: set
+	 * there (1 s after boot, long past) it would wake every turn. */
+	struct vmio_loop *loop = vmio_loop_new();
+	uint64_t now = 1000000000u;
+	struct tick k = { 0 };
+
+	assert_int_equal(vmio_loop_set_clock(loop, test_clock_now, &now), 0);
+	assert_int_equal(vmio_timer_init(&k.t, loop, tick_cb, &k), 0);
+	vmio_timer_arm_ms(&k.t, 1);
+	uint64_t start = vmio_now_ns();
+	assert_int_equal(vmio_loop_run_once(loop, 100), 0);
+	assert_true(vmio_now_ns() - start >= 90000000u);
+	assert_int_equal(k.calls, 0);
+	vmio_timer_fini(&k.t);
+	vmio_loop_free(loop);
+}
+
+static void rearm_now_cb(void *opaque)
+{
+	struct tick *k = opaque;
+
+	k->calls++;
+	vmio_timer_arm_ns(&k->t, 0);
+}
+
+static void test_own_clock_rearm_zero_waits_a_turn(void **state)
+{
+	/* A timer that re-arms itself with no delay is due again at once,
+	 * with the clock standing still: it runs once a turn, not in a loop
+	 * inside one, and the turn does not wait. */
+	struct vmio_loop *loop = vmio_loop_new();
+	uint64_t now = CLOCK_START;
+	struct tick k = { 0 };
+
+	assert_int_equal(vmio_loop_set_clock(loop, test_clock_now, &now), 0);
+	assert_int_equal(vmio_timer_init(&k.t, loop, rearm_now_cb, &k), 0);
+	vmio_timer_arm_ns(&k.t, 0);
+	uint64_t start = vmio_now_ns();
+	for (int i = 1; i <= 3; i++) {
+		assert_int_equal(vmio_loop_run_once(loop, 10000), 1);
+		assert_int_equal(k.calls, i);
+	}
+	assert_true(vmio_now_ns() - start < 5000000000u);
+	vmio_timer_fini(&k.t);
+	vmio_loop_free(loop);
+}
+
+static void test_set_clock_only_without_armed_timers(void **state)
+{
+	struct vmio_loop *loop = vmio_loop_new();
+	uint64_t now = CLOCK_START;
+	struct tick k = { 0 };
+
+	assert_int_equal(vmio_timer_init(&k.t, loop, tick_cb, &k), 0);
+	vmio_timer_arm_ms(&k.t, 1);
+	assert_int_equal(vmio_loop_set_clock(loop, test_clock_now, &now),
+			 -EBUSY);
+	/* Cancelled, it leaves the timerfd set to fire in 1 ms on the real
+	 * clock: that wake-up runs nothing on the new one. */
+	vmio_timer_cancel(&k.t);
+	assert_int_equal(vmio_loop_set_clock(loop, test_clock_now, &now), 0);
+	vmio_timer_arm_ns(&k.t, 1000);
+	usleep(5000);
+	assert_int_equal(vmio_loop_run_once(loop, 0), 0);
+	assert_int_equal(k.calls, 0);
+	vmio_timer_cancel(&k.t);
+	/* NULL: CLOCK_MONOTONIC again, and its timerfd with it. */
+	assert_int_equal(vmio_loop_set_clock(loop, NULL, NULL), 0);
+	uint64_t real = vmio_now_ns();
+	assert_true(vmio_loop_now_ns(loop) >= real);
+	assert_true(vmio_loop_now_ns(loop) - real < 5000000000u);
+	vmio_timer_arm_ms(&k.t, 1);
+	assert_true(RUN_UNTIL(loop, k.calls == 1));
+	vmio_timer_fini(&k.t);
 	vmio_loop_free(loop);
 }
 
@@ -472,6 +613,11 @@ int main(void)
 		cmocka_unit_test(test_timers_fire_in_deadline_order),
 		cmocka_unit_test(test_timer_callback_cancels_another),
 		cmocka_unit_test(test_timer_rearm_zero_waits_a_pass),
+		cmocka_unit_test(test_own_clock_decides_when_timers_fire),
+		cmocka_unit_test(test_own_clock_periodic_skips_missed_ticks),
+		cmocka_unit_test(test_own_clock_rearm_zero_waits_a_turn),
+		cmocka_unit_test(test_own_clock_leaves_the_timerfd_alone),
+		cmocka_unit_test(test_set_clock_only_without_armed_timers),
 		cmocka_unit_test(test_defer_runs_once_next_turn),
 		cmocka_unit_test(test_defer_goes_after_ready_fds),
 		cmocka_unit_test(test_post_from_another_thread),

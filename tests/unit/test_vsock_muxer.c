@@ -149,7 +149,20 @@ struct fx {
 	uint64_t rx_gpa[QSIZE]; /* rx buffers, by token index + 1 */
 	uint64_t tx_gpa;        /* a scratch area for tx packets */
 	unsigned tx_next;
+	uint64_t clock_ns;      /* the loop's, with setup_clocked (atomic) */
 };
+
+static uint64_t fx_clock(void *opaque)
+{
+	return __atomic_load_n(&((struct fx *)opaque)->clock_ns,
+			       __ATOMIC_ACQUIRE);
+}
+
+/* Moves the clock of a setup_clocked fixture on by ms. */
+static void clock_advance(struct fx *f, uint64_t ms)
+{
+	__atomic_add_fetch(&f->clock_ns, ms * 1000000u, __ATOMIC_RELEASE);
+}
 
 static void *loop_thread(void *opaque)
 {
@@ -199,7 +212,9 @@ static void kick_fd(struct vmio_dvq *q)
 			 (ssize_t)sizeof(one));
 }
 
-static int setup(void **state)
+/* clocked: the loop runs on f->clock_ns, which only the test moves, from
+ * a start far from CLOCK_MONOTONIC's readings. */
+static int setup_with(void **state, bool clocked)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 	struct vsock_device_config cfg = {
@@ -219,6 +234,9 @@ static int setup(void **state)
 	cfg.uds_path = f->uds;
 	f->loop = vmio_loop_new();
 	assert_non_null(f->loop);
+	f->clock_ns = 5000000000000000ull;
+	if (clocked)
+		assert_int_equal(vmio_loop_set_clock(f->loop, fx_clock, f), 0);
 	f->dev = vsock_device_new(f->loop, &cfg, &err);
 	assert_non_null(f->dev);
 	f->be = vmio_backend_new(f->loop, vsock_device_ops(f->dev), f->dev);
@@ -246,6 +264,16 @@ static int setup(void **state)
 	assert_int_not_equal(f->tx_gpa, UINT64_MAX);
 	*state = f;
 	return 0;
+}
+
+static int setup(void **state)
+{
+	return setup_with(state, false);
+}
+
+static int setup_clocked(void **state)
+{
+	return setup_with(state, true);
 }
 
 static int teardown(void **state)
@@ -526,6 +554,46 @@ static void test_host_connect_times_out(void **state)
 	close(fd);
 }
 
+/* Which clock decides: the loop's. A guest that does not answer a
+ * host's CONNECT, and a host that does not finish its CONNECT line, are
+ * closed once the loop's clock passes the connect timeout (300 ms, the
+ * line's too), whatever real time did. */
+static void test_deadlines_on_the_loop_clock(void **state)
+{
+	struct fx *f = *state;
+	struct pollfd p[2];
+	struct vsock_hdr h;
+	char c;
+	int fd, slow;
+
+	post_rx(f, 8);
+	fd = connect_to(f->uds);
+	slow = connect_to(f->uds);
+	assert_int_equal(write(fd, "CONNECT 702\n", 12), 12);
+	assert_int_equal(write(slow, "CONN", 4), 4);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_REQUEST);
+	p[0] = (struct pollfd){ .fd = fd, .events = POLLIN };
+	p[1] = (struct pollfd){ .fd = slow, .events = POLLIN };
+	/* More than the timeout passes in real time, then 250 ms on the
+	 * loop's clock: the ticks that run then find both still waiting. */
+	assert_int_equal(poll(p, 2, 400), 0);
+	clock_advance(f, 250);
+	assert_int_equal(poll(p, 2, 300), 0);
+	/* Past it on the loop's clock (and the next ticks): both close, the
+	 * guest gets an RST. */
+	clock_advance(f, 100);
+	assert_int_equal(poll(&p[0], 1, WAIT_MS), 1);
+	assert_int_equal(read(fd, &c, 1), 0);
+	assert_int_equal(poll(&p[1], 1, WAIT_MS), 1);
+	assert_int_equal(read(slow, &c, 1), 0);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_RST);
+	assert_int_equal(h.dst_port, 702);
+	close(fd);
+	close(slow);
+}
+
 /* The fixture's driver did not negotiate SEQPACKET: a CONNECT on the
  * seqpacket socket is refused at once, and no REQUEST goes to the guest. */
 static void test_seqpacket_connect_without_feature_refused(void **state)
@@ -705,6 +773,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_connect_times_out,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deadlines_on_the_loop_clock,
+						setup_clocked, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_seqpacket_connect_without_feature_refused, setup,
 			teardown),

@@ -11,7 +11,6 @@
 
 #include "devices/vsock/connect_line.h"
 #include "devices/vsock/packet.h"
-#include "util/clock.h"
 #include "util/log.h"
 #include "util/unix_socket.h"
 
@@ -213,7 +212,8 @@ static void accept_cb(void *opaque, int lfd, uint32_t events)
 	p->h = h;
 	p->fd = fd;
 	p->type = l->type;
-	p->deadline_ns = vmio_now_ns() + (uint64_t)h->cfg.line_timeout_ms * 1000000u;
+	p->deadline_ns = vmio_loop_now_ns(h->loop) +
+			 (uint64_t)h->cfg.line_timeout_ms * 1000000u;
 	vsock_connect_line_init(&p->line, h->cfg.line_max);
 	p->next = h->pending;
 	if (h->pending)
@@ -227,7 +227,7 @@ static void timer_cb(void *opaque)
 {
 	struct vsock_hybrid *h = opaque;
 	struct hy_pending *p, *next;
-	uint64_t now = vmio_now_ns();
+	uint64_t now = vmio_loop_now_ns(h->loop);
 
 	for (p = h->pending; p; p = next) {
 		next = p->next;

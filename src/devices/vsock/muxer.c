@@ -19,7 +19,6 @@
 #include "devices/vsock/packet.h"
 #include "devices/vsock/router.h"
 #include "devices/vsock/tx_splice.h"
-#include "util/clock.h"
 #include "util/log.h"
 
 /* Deadlines are checked on a coarse tick: they bound how long something
@@ -108,7 +107,7 @@ static void timer_arm(struct vsock_muxer *m, bool on)
 
 static void set_deadline(struct mux_conn *mc, unsigned ms)
 {
-	mc->deadline_ns = vmio_now_ns() + (uint64_t)ms * 1000000u;
+	mc->deadline_ns = vmio_loop_now_ns(mc->m->loop) + (uint64_t)ms * 1000000u;
 	timer_arm(mc->m, true);
 }
 
@@ -1024,7 +1023,7 @@ static void timer_cb(void *opaque)
 {
 	struct vsock_muxer *m = opaque;
 	struct mux_conn *mc, *next;
-	uint64_t now = vmio_now_ns();
+	uint64_t now = vmio_loop_now_ns(m->loop);
 	bool waiting = false;
 
 	for (mc = m->all; mc; mc = next) {
