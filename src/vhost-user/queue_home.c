@@ -113,11 +113,16 @@ static void serve_kick(struct vmio_backend_queue *q, bool looked)
 	vmio_timer_arm_ns(&q->look, vmio_kick_guard_delay(&q->guard));
 }
 
-/* While the kick fd is let go: was there a kick, has the ring moved. */
+/* While the kick fd is let go: was there a kick, has the ring moved. A
+ * kick heard here is served even when the ring stands where it stood
+ * after the last kick served: that mark may include a chain the device
+ * did not take then (it was waiting on its host, or at its budget), and
+ * the device may act only when kicked. So no kick is ever only counted;
+ * what the hold saves is the wake-ups, one look instead of a storm. */
 static void look_cb(void *opaque)
 {
 	struct vmio_backend_queue *q = opaque;
-	bool work;
+	bool work, back;
 	int kicked;
 
 	if (!q->home_running)
@@ -126,15 +131,17 @@ static void look_cb(void *opaque)
 	if (kicked < 0)
 		return;
 	work = vmio_vq_progress(&q->vq) != q->progress;
-	if (!vmio_kick_guard_look(&q->guard, vmio_loop_now_ns(q->home),
-				  work, kicked)) {
-		vmio_timer_arm_ns(&q->look, vmio_kick_guard_delay(&q->guard));
+	back = vmio_kick_guard_look(&q->guard, vmio_loop_now_ns(q->home), work,
+				    kicked);
+	if (back && !watch_kick(q))
 		return;
-	}
-	if (!watch_kick(q))
-		return;
-	if (work)
+	if (work || kicked) {
 		serve_kick(q, true);
+		if (!q->home_running || q->vq.broken)
+			return;
+	}
+	if (!back)
+		vmio_timer_arm_ns(&q->look, vmio_kick_guard_delay(&q->guard));
 }
 
 static void kick_cb(void *opaque, int fd, uint32_t events)
