@@ -3,7 +3,8 @@
 # own front end, vmio-vsock-bench) in worktrees of their own and
 # runs the same vsock rows through each, interleaved (A B A B ...), with
 # the direct AF_UNIX anchor in the same rounds. Prints MB/s medians, B/A
-# pair by pair, and each vmio's CPU seconds per GiB.
+# pair by pair, and each vmio's CPU seconds per GiB. A run that fails is
+# shown (FAILED: row, commit, why), left out, and makes the exit status 1.
 #   scripts/bench-commits.sh A B            (e.g. bf24d82 HEAD)
 #   RUNS=7 ROWS="g2h:4096:1 h2g:64:1" scripts/bench-commits.sh A B
 # A row is direction:message size:connections. A direction echo-h2g or
@@ -74,6 +75,7 @@ echo "vsock, ${name[a]} (A) against ${name[b]} (B), $runs interleaved rounds; lo
 echo "stream rows: MB/s, vmio CPU s/GiB; echo rows: round trips/s, vmio CPU s/1000 round trips"
 printf '%-16s %9s %9s %7s %9s %7s %7s  %s\n' row direct A "s/unit" B "s/unit" B/A "pair by pair"
 rtt=()
+failed=0
 for row in $rows; do
 	IFS=: read -r d msg c <<<"$row"
 	declare -A got=() cpu=() p50=() p99=()
@@ -90,14 +92,22 @@ for row in $rows; do
 		got[direct]+="$(field "$key" "$line") "
 		for s in a b; do
 			c0=$(cpu_ticks "${vpid[$s]}")
-			line=$("$(bench_of "$s")" --socket "$dir/$s.sock" --uds-path "$dir/$s.vsock" "${args[@]}")
+			if ! line=$("$(bench_of "$s")" --socket "$dir/$s.sock" --uds-path "$dir/$s.vsock" "${args[@]}" 2>&1); then
+				# Recorded as "-", the run is left out of the medians.
+				echo "FAILED: $d $msg x$c, ${name[$s]}: $line"
+				failed=1
+				line=
+			fi
 			c1=$(cpu_ticks "${vpid[$s]}")
-			got[$s]+="$(field "$key" "$line") "
-			if [[ $d == echo-* ]]; then
+			if [ -z "$line" ]; then
+				got[$s]+="- " cpu[$s]+="- " p50[$s]+="- " p99[$s]+="- "
+			elif [[ $d == echo-* ]]; then
+				got[$s]+="$(field "$key" "$line") "
 				cpu[$s]+="$(field vmio_s/1000rt "$line") "
 				p50[$s]+="$(field p50_us "$line") "
 				p99[$s]+="$(field p99_us "$line") "
 			else
+				got[$s]+="$(field "$key" "$line") "
 				cpu[$s]+="$(s_per_gib "$c0" "$c1" "$(field bytes "$line")") "
 			fi
 		done
@@ -127,3 +137,4 @@ if [ ${#rtt[@]} -gt 0 ]; then
 	printf '%s\n' "${rtt[@]}"
 fi
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+exit $failed
