@@ -329,6 +329,32 @@ static void print_cpu(void)
 		tv_s(&child.ru_utime), tv_s(&child.ru_stime));
 }
 
+/* Where the packets went and what each connection holds, for a look at
+ * why (VSOCK_BENCH_STATS), after a run or a failed one. */
+static void print_guest(const struct vg *g, struct vg_sock *const *s,
+			unsigned conns)
+{
+	fprintf(stderr, "guest: %" PRIu64 " packets sent, %" PRIu64
+		" received: RW %" PRIu64 ", CREDIT_UPDATE %" PRIu64
+		", CREDIT_REQUEST %" PRIu64 "; refused %" PRIu64 " (packets) %"
+		PRIu64 " (bytes), coalesced %" PRIu64 "\n", g->pkts_tx,
+		g->pkts_rx, g->rx_ops[VSOCK_OP_RW],
+		g->rx_ops[VSOCK_OP_CREDIT_UPDATE],
+		g->rx_ops[VSOCK_OP_CREDIT_REQUEST], g->rx_refused_pkts,
+		g->rx_refused_bytes, g->rx_coalesced);
+	for (unsigned c = 0; c < conns && s[c]; c++) {
+		struct vg_sock_info i;
+
+		vg_sock_info(s[c], &i);
+		fprintf(stderr, "guest connection %u: %s, unread %u in %u "
+			"packets, credit to the host %u of %u, host shut %u\n",
+			c, i.reset ? "reset" : i.established ? "established"
+							    : "not established",
+			i.unread, i.queued_pkts, i.peer_credit,
+			i.peer_buf_alloc, i.peer_shut);
+	}
+}
+
 static bool read_report(int fd, struct report *rep)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -473,6 +499,8 @@ static int run(struct opts *o)
 		}
 	}
 	if (st || !read_report(rep_sk[0], &rep)) {
+		if (g && getenv("VSOCK_BENCH_STATS"))
+			print_guest(g, s, o->plan.conns);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		tool_die("%s", err[0] ? err : "host side did not report");
@@ -490,18 +518,10 @@ static int run(struct opts *o)
 		if (g->violations)
 			tool_die("the device broke the protocol %" PRIu64
 			    " times; last: %s", g->violations, g->violation);
-		/* Where the packets went, for a look at why: */
-		if (getenv("VSOCK_BENCH_STATS"))
+		if (getenv("VSOCK_BENCH_STATS")) {
 			print_cpu();
-		if (getenv("VSOCK_BENCH_STATS"))
-			fprintf(stderr,
-				"guest: %" PRIu64 " packets sent, %" PRIu64
-				" received: RW %" PRIu64 ", CREDIT_UPDATE %"
-				PRIu64 ", CREDIT_REQUEST %" PRIu64 "\n",
-				g->pkts_tx, g->pkts_rx,
-				g->rx_ops[VSOCK_OP_RW],
-				g->rx_ops[VSOCK_OP_CREDIT_UPDATE],
-				g->rx_ops[VSOCK_OP_CREDIT_REQUEST]);
+			print_guest(g, s, o->plan.conns);
+		}
 		for (unsigned c = 0; c < o->plan.conns; c++)
 			vg_close(s[c]);
 		vg_free(g);
