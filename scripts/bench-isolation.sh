@@ -4,10 +4,14 @@
 # vmio-bad-vmm of each kind (a partial message held open; partial
 # messages with reconnects, 1050 ms apart: a bit over the default
 # --message-timeout; requests whose replies are never read;
-# connect/disconnect churn; a header whose size says 2 GiB), in pairs
-# (alone, with, alone, with, ...). Per kind: A's MB/s as medians, vmio's
-# CPU seconds per GiB beside each, and the ratio with/alone of the
-# medians (goal >= 0.9), then the ratios pair by pair. A run that fails
+# connect/disconnect churn; a header whose size says 2 GiB; a session
+# whose kick eventfds are written without end, nothing new in the rings),
+# and, as a control, no VMM at all but a process spinning on the CPU
+# (cpu-hog), in pairs (alone, with, alone, with, ...). Per kind: A's MB/s
+# as medians, vmio's CPU seconds per GiB beside each, the ratio
+# with/alone of the medians (goal >= 0.9), the CPU vmio's worker of B
+# (vmio-w1) spent per second of A's run (goal: at most 0.05 of a core
+# for a neighbour with no work), then the ratios pair by pair. A run that fails
 # or passes ISO_TIMEOUT seconds (default 30) counts as "-"; vmio's log
 # goes to a file of its own. Runs are 8 GiB by default (a few seconds
 # each), long enough for the neighbour's deadlines and reconnects to
@@ -20,7 +24,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$top/build}
 runs=${RUNS:-5}
 bytes=${ISO_BYTES:-8G}
-kinds=${KINDS:-partial partial-reconnect no-read churn huge-size}
+kinds=${KINDS:-partial partial-reconnect no-read churn huge-size kick-storm cpu-hog}
 limit=${ISO_TIMEOUT:-30}
 read -r -a vmio_opts <<<"${ISO_OPTS:-}"
 dir=$(mktemp -d)
@@ -50,13 +54,32 @@ done
 vpid=$!
 wait_sockets "$vpid" "$dir/a.sock" "$dir/b.sock" || true
 
-# One timed stream of A: sets mb (MB/s or -) and cpu (vmio s/GiB or -).
+# Clock ticks of vmio's thread named $1 (B's worker: vmio-w1), or 0.
+thread_ticks() {
+	local t
+	for t in /proc/"$vpid"/task/*; do
+		if [ "$(cat "$t/comm" 2>/dev/null)" = "$1" ]; then
+			awk '{print $14 + $15}' "$t/stat" 2>/dev/null || echo 0
+			return
+		fi
+	done
+	echo 0
+}
+
+# One timed stream of A: sets mb (MB/s or -), cpu (vmio s/GiB or -) and
+# bcore (B's worker's CPU over the run, in cores).
 one_run() {
-	local line c0 c1 rc=0
+	local line c0 c1 b0 b1 t0 t1 rc=0
+	b0=$(thread_ticks vmio-w1)
+	t0=$(date +%s%N)
 	c0=$(cpu_ticks "$vpid")
 	line=$(timeout "$limit" "$build/vmio-vsock-bench" --socket "$dir/a.sock" \
 		--uds-path "$dir/a.vsock" --bytes "$bytes" 2>&1) || rc=$?
 	c1=$(cpu_ticks "$vpid")
+	t1=$(date +%s%N)
+	b1=$(thread_ticks vmio-w1)
+	bcore=$(awk -v b="$((b1 - b0))" -v ns="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" \
+		'BEGIN { printf "%.3f", b / hz / (ns / 1e9) }')
 	mb=- cpu=-
 	if [ $rc -ne 0 ]; then
 		echo "    FAILED (status $rc): ${line:-timed out after $limit s}"
@@ -66,12 +89,19 @@ one_run() {
 	local got
 	got=$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")
 	cpu=$(s_per_gib "$c0" "$c1" "$got")
-	echo "    $line vmio_s/GiB=$cpu"
+	echo "    $line vmio_s/GiB=$cpu B_worker_cores=$bcore"
 }
 
 # The misbehaver of kind $1 on B's socket, once it says it misbehaves.
 bad_start() {
 	local hold=()
+	if [ "$1" = cpu-hog ]; then
+		# No VMM: the machine's CPU taken, the control for the others.
+		sh -c 'while :; do :; done' &
+		bpid=$!
+		echo "vmio-bad-vmm: kind=cpu-hog (a spinning sh, no VMM)" >"$dir/bad.out"
+		return 0
+	fi
 	[ "$1" = partial-reconnect ] && hold=(--hold-ms "${ISO_RECONNECT_HOLD_MS:-1050}")
 	"$build/vmio-bad-vmm" --socket "$dir/b.sock" --kind "$1" "${hold[@]}" \
 		>"$dir/bad.out" 2>&1 &
@@ -90,7 +120,7 @@ bad_stop() {
 	echo "    $(grep '^vmio-bad-vmm:' "$dir/bad.out" || echo 'vmio-bad-vmm said nothing')"
 }
 
-declare -A a_mb a_cpu w_mb w_cpu pair
+declare -A a_mb a_cpu w_mb w_cpu w_b pair
 failed=0
 for kind in $kinds; do
 	echo "isolation: A g2h 64 KiB writes of $bytes, alone and beside B held by $kind, $runs pairs:"
@@ -103,7 +133,7 @@ for kind in $kinds; do
 		bad_start "$kind"
 		one_run
 		bad_stop
-		w_mb[$kind]+="$mb " w_cpu[$kind]+="$cpu "
+		w_mb[$kind]+="$mb " w_cpu[$kind]+="$cpu " w_b[$kind]+="$bcore "
 		pair[$kind]+="$(ratio "$mb" "$a") "
 		[ "$a" = - ] || [ "$mb" = - ] && failed=1
 		if ! kill -0 "$vpid" 2>/dev/null; then
@@ -116,14 +146,15 @@ done
 echo
 echo "isolation: A's MB/s (medians of $runs interleaved pairs, $bytes each, g2h 64 KiB)"
 echo "alone and with B's socket held by a misbehaving VMM; vmio's CPU s/GiB beside"
-echo "each; ratio = with/alone of the medians (goal >= 0.9), then each pair's"
-printf '%-18s %9s %8s %9s %8s %6s  %s\n' neighbour alone s/GiB with s/GiB ratio "each pair"
+echo "each; ratio = with/alone of the medians (goal >= 0.9); B cores: vmio's"
+echo "worker of B (vmio-w1) over A's run, in cores (median); then each pair's"
+printf '%-18s %9s %8s %9s %8s %6s %8s  %s\n' neighbour alone s/GiB with s/GiB ratio "B cores" "each pair"
 for kind in $kinds; do
 	am=$(list_median "${a_mb[$kind]}")
 	wm=$(list_median "${w_mb[$kind]}")
-	printf '%-18s %9s %8s %9s %8s %6s  %s\n' "$kind" "$am" \
+	printf '%-18s %9s %8s %9s %8s %6s %8s  %s\n' "$kind" "$am" \
 		"$(list_median "${a_cpu[$kind]}")" "$wm" \
 		"$(list_median "${w_cpu[$kind]}")" "$(ratio "$wm" "$am")" \
-		"${pair[$kind]}"
+		"$(list_median "${w_b[$kind]}")" "${pair[$kind]}"
 done
 exit $failed

@@ -20,12 +20,16 @@
  *   huge-size          a whole header whose size field says 2 GiB
  *                      (0x80000000), then nothing for --hold-ms (default:
  *                      until the backend closes), then close and again
+ *   kick-storm         a proper vsock session (the in-tree driver), then
+ *                      writes to its rx and tx kick eventfds as fast as it
+ *                      can with nothing new in the rings, as a guest
+ *                      writing its notify register in a loop would
  *
  * It waits for nothing without a bound: every wait is a poll of at most
  * 100 ms that also looks at the clock and at the signal flag. It prints
  * "ready" on stdout (flushed) once it has misbehaved the first time, and
  * on exit one line of counts:
- *   vmio-bad-vmm: kind=K connects=N closed_by_backend=N bytes_sent=N
+ *   vmio-bad-vmm: kind=K connects=N closed_by_backend=N bytes_sent=N kicks=N
  * Exit status 0 on SIGTERM, SIGINT or the end of --duration-ms; 1 if it
  * never connected; 2 on a usage error. */
 #include <errno.h>
@@ -45,6 +49,7 @@
 #include <unistd.h>
 
 #include "cli/options.h"
+#include "frontend/vsock_guest.h"
 #include "util/clock.h"
 #include "vhost-user/protocol.h"
 
@@ -52,7 +57,8 @@
 #define RECONNECT_HOLD_MS 1050
 #define POLL_MS 100
 
-enum kind { PARTIAL, PARTIAL_RECONNECT, NO_READ, CHURN, HUGE_SIZE };
+enum kind { PARTIAL, PARTIAL_RECONNECT, NO_READ, CHURN, HUGE_SIZE,
+	    KICK_STORM };
 
 static const char *const kind_names[] = {
 	[PARTIAL] = "partial",
@@ -60,6 +66,7 @@ static const char *const kind_names[] = {
 	[NO_READ] = "no-read",
 	[CHURN] = "churn",
 	[HUGE_SIZE] = "huge-size",
+	[KICK_STORM] = "kick-storm",
 };
 
 static const char usage[] =
@@ -68,7 +75,8 @@ static const char usage[] =
 	"\n"
 	"Misbehaves on the vhost-user socket PATH until SIGTERM, SIGINT or\n"
 	"--duration-ms (default 600000). KIND: partial, partial-reconnect,\n"
-	"no-read, churn, huge-size (see the top of tools/vmio-bad-vmm.c).\n"
+	"no-read, churn, huge-size, kick-storm (see the top of\n"
+	"tools/vmio-bad-vmm.c).\n"
 	"  --hold-ms N      how long to hold a connection before closing it and\n"
 	"                   connecting again (partial, huge-size: default until\n"
 	"                   the backend closes; partial-reconnect: 1050;\n"
@@ -78,7 +86,7 @@ static const char usage[] =
 static volatile sig_atomic_t stop;
 
 static struct {
-	uint64_t connects, closed_by_backend, bytes_sent;
+	uint64_t connects, closed_by_backend, bytes_sent, kicks;
 } count;
 
 static void on_signal(int sig)
@@ -288,6 +296,35 @@ static bool parse_ms(const char *s, int *out)
 	return true;
 }
 
+/* One vsock session, then kicks on both queues until done(). The rings
+ * never change: every kick is one the device finds nothing for. */
+static void run_kick_storm(const char *path)
+{
+	struct vg_opts o;
+	struct vg *vg;
+	char err[256] = "";
+
+	vg_opts_init(&o);
+	vg = vg_open(path, 5000, &o, err, sizeof(err));
+	if (!vg) {
+		fprintf(stderr, "vmio-bad-vmm: %s\n", err);
+		return;
+	}
+	count.connects++;
+	printf("ready\n");
+	fflush(stdout);
+	while (!done()) {
+		for (int i = 0; i < 4096; i++) {
+			uint64_t one = 1;
+			int fd = vg->fe->queues[i & 1].kick_fd;
+
+			if (write(fd, &one, sizeof(one)) == sizeof(one))
+				count.kicks++;
+		}
+	}
+	vg_free(vg);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -308,13 +345,14 @@ int main(int argc, char **argv)
 			path = optarg;
 			break;
 		case 'k':
-			for (int k = 0; k <= HUGE_SIZE; k++)
+			for (int k = 0; k <= KICK_STORM; k++)
 				if (!strcmp(optarg, kind_names[k]))
 					kind = k;
 			if (kind < 0)
 				return bad_usage("--kind: partial, "
 						 "partial-reconnect, no-read, "
-						 "churn or huge-size");
+						 "churn, huge-size or "
+						 "kick-storm");
 			break;
 		case 'H':
 			if (!parse_ms(optarg, &hold_ms))
@@ -368,10 +406,14 @@ int main(int argc, char **argv)
 	case CHURN:
 		run_churn(path);
 		break;
+	case KICK_STORM:
+		run_kick_storm(path);
+		break;
 	}
 	printf("vmio-bad-vmm: kind=%s connects=%" PRIu64
-	       " closed_by_backend=%" PRIu64 " bytes_sent=%" PRIu64 "\n",
+	       " closed_by_backend=%" PRIu64 " bytes_sent=%" PRIu64
+	       " kicks=%" PRIu64 "\n",
 	       kind_names[kind], count.connects, count.closed_by_backend,
-	       count.bytes_sent);
+	       count.bytes_sent, count.kicks);
 	return count.connects ? 0 : 1;
 }

@@ -12,6 +12,7 @@
 #include "cli/control.h"
 #include "util/json.h"
 #include "cli/serve.h"
+#include "cli/socket_instance.h"
 #include "cli/workers_args.h"
 #include "devices/net/backend_null.h"
 #include "devices/net/backend_tap.h"
@@ -70,6 +71,11 @@ static const char net_usage[] =
 	"                       flows, nothing spent once it stops; 0 waits at\n"
 	"                       once (0 to 1000, default 50)\n"
 	"  --stats              print the frame counters on exit\n"
+	"  --print-instance     with --fd N from systemd (vmio-net-accept@NAME):\n"
+	"                       print NAME and exit: LISTEN_FDNAMES, or where\n"
+	"                       systemd names it \"connection\" (before 257),\n"
+	"                       the directory of the socket's address\n"
+	"                       (/run/vmio/net/NAME/vhost.sock)\n"
 	"\n"
 	"Threads (queue pair P runs on worker P mod N; vhost-user messages and\n"
 	"the control queue on worker 0; --xdp runs on one thread):\n"
@@ -91,6 +97,7 @@ enum {
 	OPT_POLL_US,
 	OPT_THREADS,
 	OPT_CPUS,
+	OPT_PRINT_INSTANCE,
 };
 
 struct net_opts {
@@ -107,6 +114,7 @@ struct net_opts {
 	uint64_t poll_us;
 	uint8_t mac[6];
 	bool stats;
+	bool print_instance;
 	struct vmio_workers_opts workers;
 };
 
@@ -205,6 +213,9 @@ static int handle_opt(void *opaque, int c, const char *arg)
 	case OPT_STATS:
 		n->stats = true;
 		return 0;
+	case OPT_PRINT_INSTANCE:
+		n->print_instance = true;
+		return 0;
 	case OPT_THREADS:
 		return vmio_workers_parse_threads("net", arg, &n->workers);
 	case OPT_CPUS:
@@ -252,13 +263,13 @@ static void print_stats(const struct vnet_device *dev,
 
 	vnet_device_stats(dev, &st);
 	vnet_stats_format(&st, line, sizeof(line));
-	fprintf(stderr, "vmio net: stats: %s\n", line);
+	vmio_log_raw(VMIO_LOG_INFO, "vmio net: stats: %s", line);
 	for (unsigned i = 0; b->ops->pair_mode && i < b->pairs; i++) {
 		char counters[512] = "";
 
 		if (b->ops->pair_counters)
 			b->ops->pair_counters(b, i, counters, sizeof(counters));
-		fprintf(stderr, "vmio net: pair %u: %s %s%s%s\n", i,
+		vmio_log_raw(VMIO_LOG_INFO, "vmio net: pair %u: %s %s%s%s", i,
 			b->ops->name, b->ops->pair_mode(b, i),
 			counters[0] ? " " : "", counters);
 	}
@@ -418,6 +429,27 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 	return status;
 }
 
+/* --print-instance: the NAME of vmio-net-accept@NAME.socket that
+ * accepted --fd, for vmio-net-accept to read NAME's options. */
+static int print_instance(const struct vmio_backend_opts *o)
+{
+	char name[256];
+	const char *why = "";
+	int rc;
+
+	if (o->fd < 0)
+		return vmio_cli_usage_error("net", "--print-instance goes with "
+						   "--fd N");
+	rc = vmio_socket_instance(o->fd, getenv("LISTEN_FDNAMES"), name,
+				  sizeof(name), &why);
+	if (rc)
+		return vmio_cli_usage_error(
+			"net", "--print-instance: --fd %d: %s (%s)", o->fd, why,
+			strerror(-rc));
+	printf("%s\n", name);
+	return 0;
+}
+
 int vmio_cmd_net(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -431,6 +463,7 @@ int vmio_cmd_net(int argc, char **argv)
 		{ "mac", required_argument, NULL, OPT_MAC },
 		{ "mtu", required_argument, NULL, OPT_MTU },
 		{ "stats", no_argument, NULL, OPT_STATS },
+		{ "print-instance", no_argument, NULL, OPT_PRINT_INSTANCE },
 		{ "poll-us", required_argument, NULL, OPT_POLL_US },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "cpus", required_argument, NULL, OPT_CPUS },
@@ -459,6 +492,8 @@ int vmio_cmd_net(int argc, char **argv)
 	rc = vmio_cli_parse_backend(&cl, argc, argv, &o);
 	if (rc >= 0)
 		return rc;
+	if (n.print_instance)
+		return print_instance(&o);
 	if ((n.tap != NULL) + n.null + (n.xdp[0] != '\0') != 1)
 		return vmio_cli_usage_error(
 			"net", "exactly one of --tap NAME, --xdp IFACE or "

@@ -30,6 +30,7 @@
 #include "redirect/sockmap.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/sd_notify.h"
 
 static const char redirect_usage[] =
 	"Usage: vmio redirect [options] ADDRESS1 ADDRESS2\n"
@@ -98,8 +99,9 @@ static const char redirect_usage[] =
 	"                    BPF program, never through this process (root,\n"
 	"                    or CAP_BPF and CAP_NET_ADMIN; no other pair:\n"
 	"                    see README). auto:\n"
-	"                    sockmap where it applies and loads (-v says\n"
-	"                    which), else splice for stream to stream; a\n"
+	"                    sockmap where it applies and loads (the log\n"
+	"                    says which runs, and why), else splice for\n"
+	"                    stream to stream; a\n"
 	"                    direction with a datagram or seqpacket end\n"
 	"                    otherwise uses the message engine\n"
 	"  -b, --buffer-size N  bytes in flight per direction (default 256k;\n"
@@ -157,6 +159,8 @@ struct redirect {
 	struct redir_endpoint ep[2];
 	enum redir_engine engine;
 	enum redir_engine asked;  /* --engine as given */
+	/* Why the engine that runs is not the one asked, or "". */
+	char engine_why[320];
 	size_t buffer;
 	bool buffer_given;
 	unsigned dirs;            /* REDIR_BOTH; -u, -U: one */
@@ -329,6 +333,8 @@ static int connect_first(struct redirect *rd)
 	return 0;
 }
 
+static const char *running_engine(const struct redirect *rd);
+
 /* The kernel would not take ADDRESS2 (already connected, b) into the
  * sockmap: auto goes on with the message engine on the same connection,
  * so that the peer sees one connection whatever ran. Returns 0 or -1. */
@@ -344,9 +350,11 @@ static int sockmap_fall_back(struct redirect *rd, int b, int err)
 		close(b);
 		return -1;
 	}
-	log_debug("the sockmap engine is not available (the kernel does not take ADDRESS2 into a sockmap: %s): using the message engine",
-		  strerror(-err));
+	snprintf(rd->engine_why, sizeof(rd->engine_why),
+		 "the kernel does not take ADDRESS2 into a sockmap: %s",
+		 strerror(-err));
 	rd->engine = rd->setup.engine = REDIR_ENGINE_SPLICE;
+	rd->setup.engine_name = running_engine(rd);
 	a = redir_endpoint_listen(&rd->ep[0]);
 	if (a < 0) {
 		close(b);
@@ -534,8 +542,8 @@ static int choose_engine(struct redirect *rd)
 		return 1;
 	}
 	if (unavailable && rd->engine == REDIR_ENGINE_AUTO)
-		log_debug("the sockmap engine is not available (%s): using the message engine",
-			  unavailable);
+		snprintf(rd->engine_why, sizeof(rd->engine_why),
+			 "sockmap is not available: %s", unavailable);
 	if (rd->engine == REDIR_ENGINE_SOCKMAP ||
 	    (rd->engine == REDIR_ENGINE_AUTO && !misfit && !unavailable)) {
 		rd->sm = redir_sockmap_load(err, sizeof(err));
@@ -545,8 +553,8 @@ static int choose_engine(struct redirect *rd)
 			log_err("--engine sockmap: %s", err);
 			return 1;
 		} else {
-			log_debug("the sockmap engine is not available (%s): using the message engine",
-				  err);
+			snprintf(rd->engine_why, sizeof(rd->engine_why),
+				 "sockmap is not available: %s", err);
 		}
 	}
 	if (rd->engine == REDIR_ENGINE_AUTO)
@@ -691,6 +699,7 @@ static int make_workers(struct redirect *rd)
 	rd->setup = (struct redirect_conn_setup){
 		.to = &rd->ep[1],
 		.engine = rd->engine,
+		.engine_name = running_engine(rd),
 		.buffer = rd->buffer,
 		.dirs = rd->dirs,
 		.stats = rd->stats,
@@ -742,8 +751,8 @@ static int finish(struct redirect *rd, int rc)
 	free(rd->workers);
 	vmio_workers_free(rd->pool);
 	if (rd->stats)
-		fprintf(stderr,
-			"vmio redirect: total: %u connections, %llu bytes, %llu messages dropped\n",
+		vmio_log_raw(VMIO_LOG_INFO,
+			"vmio redirect: total: %u connections, %llu bytes, %llu messages dropped",
 			sum.conns, (unsigned long long)sum.bytes,
 			(unsigned long long)sum.dropped);
 	if (sum.dropped)
@@ -798,6 +807,25 @@ static int add_parts(void *opaque, struct vmio_control *c)
 	return 0;
 }
 
+/* Which engine runs, at info, and why when it is not the one asked:
+ * said once ADDRESS1 is open, since the kernel may still refuse the
+ * sockmap then (sockmap_fall_back). */
+static void log_engine(const struct redirect *rd)
+{
+	const char *run = running_engine(rd), *misfit = sockmap_misfit(rd);
+	const char *asked = redir_engine_name(rd->asked);
+	const char *why = rd->engine_why[0] ? rd->engine_why : NULL;
+
+	if (!why && !strcmp(run, "message") && strcmp(asked, "message"))
+		why = "a datagram or seqpacket end takes the message engine";
+	if (!why && rd->asked == REDIR_ENGINE_AUTO && misfit)
+		why = misfit;
+	if (why)
+		log_info("engine %s (--engine %s: %s)", run, asked, why);
+	else
+		log_info("engine %s", run);
+}
+
 static int run(struct redirect *rd)
 {
 	int rc = make_workers(rd);
@@ -811,6 +839,11 @@ static int run(struct redirect *rd)
 				       add_parts, rd, &rd->ctl);
 	if (!rc)
 		rc = open_address1(rd);
+	/* Listening, or connected: what the unit's dependents wait for. */
+	if (!rc) {
+		log_engine(rd);
+		vmio_sd_notify_ready();
+	}
 	/* Without fork the one connection may have ended already: its stop,
 	 * asked before the run, ends the run at once. */
 	if (!rc)

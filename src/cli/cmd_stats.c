@@ -16,6 +16,7 @@
 #include "cli/control.h"
 #include "cli/options.h"
 #include "cli/serve.h"
+#include "util/log.h"
 
 static const char stats_usage[] =
 	"Usage: vmio stats [--json] [--timeout MS] PATH\n"
@@ -215,7 +216,7 @@ int vmio_cmd_stats(int argc, char **argv)
 	const char *why = read_doc(path, (unsigned)timeout_ms, &doc, &len);
 
 	if (why) {
-		fprintf(stderr, "vmio stats: %s: %s\n", path, why);
+		vmio_log_raw(VMIO_LOG_ERR, "vmio stats: %s: %s", path, why);
 		return 1;
 	}
 	if (raw) {

@@ -22,6 +22,8 @@
 #include "cli/vsock_vms.h"
 #include "cli/workers_args.h"
 #include "util/log.h"
+#include "util/sd_notify.h"
+#include "util/unix_socket.h"
 
 #define VSOCK_DEFAULT_QUEUE_SIZE 1024
 #define VSOCK_DEFAULT_GUEST_CID 3
@@ -115,7 +117,10 @@ static const char vsock_usage[] =
 	"                           thread=K (its worker, from 0; default: the\n"
 	"                           VMs are dealt out over the workers in turn)\n"
 	"  --config FILE            the VMs from a YAML file: a vms: list of\n"
-	"                           mappings with the same keys\n"
+	"                           mappings with the same keys; beside it,\n"
+	"                           the options above for every VM as\n"
+	"                           top-level keys (max_connections: 4096),\n"
+	"                           the command line's winning\n"
 	"  A guest reaches a sibling's CID when the two share a group; else RST.\n"
 	"\n"
 	"Common options (--queue-size defaults to 1024):\n";
@@ -158,6 +163,10 @@ struct vsock_opts {
 	uint64_t rx_pkt_overhead;
 	uint32_t port_first, port_last;
 	struct vmio_workers_opts workers;
+	/* The options the command line gave (getopt codes), which a
+	 * config file's do not override. */
+	int given[64];
+	unsigned ngiven;
 };
 
 /* --host-port-range A-B: both inclusive, A <= B. */
@@ -372,8 +381,7 @@ static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
 		dev = vsock_device_new(loop, &cfg, &rc);
 	if (!dev) {
 		log_err("cannot serve --uds-path %s: %s", v->uds_path,
-			rc == -EADDRINUSE ? "another process is serving it"
-					  : strerror(-rc));
+			vmio_unix_strerror(rc));
 	} else {
 		log_info("vsock: guest CID %llu, host sockets at %s",
 			 (unsigned long long)v->guest_cid, v->uds_path);
@@ -481,9 +489,7 @@ static int run_multi(const struct vmio_backend_opts *o,
 		if (!vi[i].dev) {
 			log_err("VM %u: cannot serve uds-path %s: %s", i + 1,
 				s->uds_path,
-				rc == -EADDRINUSE
-					? "another process is serving it"
-					: strerror(-rc));
+				vmio_unix_strerror(rc));
 			goto out;
 		}
 		vi[i].be = vmio_backend_new(loop, vsock_device_ops(vi[i].dev),
@@ -498,14 +504,12 @@ static int run_multi(const struct vmio_backend_opts *o,
 		}
 		vmio_backend_set_message_timeout(vi[i].be,
 						 o->message_timeout_ms);
+		vmio_backend_set_kick_budget(vi[i].be, &o->idle_kicks);
 		rc = vmio_backend_listen(vi[i].be, s->socket);
 		if (rc) {
 			log_err("VM %u: cannot listen on %s: %s", i + 1,
 				s->socket,
-				rc == -EADDRINUSE
-					? "another backend is serving that "
-					  "socket"
-					: strerror(-rc));
+				vmio_unix_strerror(rc));
 			goto out;
 		}
 		log_info("vsock: VM %u: guest CID %llu, vhost-user socket %s, "
@@ -528,6 +532,8 @@ static int run_multi(const struct vmio_backend_opts *o,
 	if (vmio_cli_watch_signals(vmio_workers_loop(pool, 0), stop_workers,
 				   pool))
 		goto out;
+	/* Every VM's sockets are bound: systemd may start the VMMs. */
+	vmio_sd_notify_ready();
 	if (!vmio_workers_start(pool)) {
 		rc = vmio_workers_run(pool);
 		if (!rc)
@@ -561,12 +567,6 @@ static int main_multi(const struct vmio_backend_opts *o, struct vsock_opts *v)
 			"vsock", "%s cannot be used with --vm or --config "
 			"(give it per VM)",
 			v->single_opt);
-	if (v->config && v->vms.n)
-		return vmio_cli_usage_error(
-			"vsock", "--vm and --config cannot be used together");
-	if (v->config &&
-	    vsock_vms_load_config(&v->vms, v->config, err, sizeof(err)))
-		return vmio_cli_usage_error("vsock", "%s", err);
 	if (vsock_vms_check(&v->vms, err, sizeof(err)))
 		return vmio_cli_usage_error("vsock", "%s%s%s%s",
 					    v->config ? "--config " : "--vm",
@@ -591,10 +591,12 @@ static int main_multi(const struct vmio_backend_opts *o, struct vsock_opts *v)
 /* Options that name the one VM of the single-VM form. */
 static const char *single_vm_option(int c);
 
-static void note_single_vm_option(void *vp, int c)
+static void note_option(void *vp, int c)
 {
 	struct vsock_opts *v = vp;
 
+	if (v->ngiven < sizeof(v->given) / sizeof(v->given[0]))
+		v->given[v->ngiven++] = c;
 	if (single_vm_option(c))
 		v->single_opt = single_vm_option(c);
 }
@@ -627,7 +629,127 @@ static const char *single_vm_option(int c)
 	return NULL;
 }
 
+static const struct option vsock_longopts[] = {
+	{ "guest-cid", required_argument, NULL, OPT_GUEST_CID },
+	{ "uds-path", required_argument, NULL, OPT_UDS_PATH },
+	{ "tx-buffer-size", required_argument, NULL,
+	  OPT_TX_BUFFER_SIZE },
+	{ "max-connections", required_argument, NULL, OPT_MAX_CONNS },
+	{ "connect-timeout", required_argument, NULL,
+	  OPT_CONNECT_TIMEOUT },
+	{ "connect-line-max", required_argument, NULL, OPT_LINE_MAX },
+	{ "vm", required_argument, NULL, OPT_VM },
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "groups", required_argument, NULL, OPT_GROUPS },
+	{ "threads", required_argument, NULL, OPT_THREADS },
+	{ "cpus", required_argument, NULL, OPT_CPUS },
+	{ "poll-us", required_argument, NULL, OPT_POLL_US },
+	{ "tx-copy", no_argument, NULL, OPT_TX_COPY },
+	{ "tx-splice", no_argument, NULL, OPT_TX_SPLICE },
+	{ "tx-hold", required_argument, NULL, OPT_TX_HOLD },
+	{ "rx-packet-overhead", required_argument, NULL,
+	  OPT_RX_PKT_OVERHEAD },
+	{ "host-port-range", required_argument, NULL,
+	  OPT_HOST_PORT_RANGE },
+	/* vhost-device-vsock's AF_VSOCK backend: refused by name. */
+	{ "forward-cid", required_argument, NULL, OPT_FORWARD },
+	{ "forward-listen", required_argument, NULL, OPT_FORWARD },
+	VMIO_BACKEND_LONG_OPTIONS,
+	{ NULL, 0, NULL, 0 },
+};
+
 static int vsock_main(int argc, char **argv, struct vsock_opts *vp);
+
+/* Whether a config file may set option code: the command's options for
+ * every VM, not those of one VM (they go under vms:), nor the ones about
+ * the command line itself. */
+static bool file_may_set(int code)
+{
+	switch (code) {
+	case OPT_VM:
+	case OPT_CONFIG:
+	case VMIO_OPT_PRINT_CAPS:
+	case 'h':
+	case 'V':
+	case 'v':
+	case 'q':
+		return false;
+	}
+	return !single_vm_option(code);
+}
+
+/* Whether the command line gave code; --tx-copy and --tx-splice are one
+ * choice. */
+static bool given_on_command_line(const struct vsock_opts *v, int code)
+{
+	bool tx = code == OPT_TX_COPY || code == OPT_TX_SPLICE;
+
+	for (unsigned i = 0; i < v->ngiven; i++)
+		if (v->given[i] == code ||
+		    (tx && (v->given[i] == OPT_TX_COPY ||
+			    v->given[i] == OPT_TX_SPLICE)))
+			return true;
+	return false;
+}
+
+/* A config file's option: value as its long option takes it, flags
+ * true or false. Returns 0 or an exit status. */
+static int apply_file_option(struct vmio_backend_opts *o, struct vsock_opts *v,
+			     const struct vsock_file_option *f)
+{
+	const struct option *lo = vsock_longopts;
+	const char *arg = f->value;
+	char err[256];
+
+	while (lo->name && strcmp(lo->name, f->name))
+		lo++;
+	if (!lo->name || !file_may_set(lo->val))
+		return vmio_cli_usage_error(
+			"vsock", "--config %s:%u: unknown option '%s' (options "
+			"for every VM, as the long options are named; a VM's "
+			"own keys go under vms:)",
+			v->config, f->line, f->name);
+	if (given_on_command_line(v, lo->val))
+		return 0;
+	if (lo->has_arg == no_argument) {
+		if (!strcmp(arg, "false"))
+			return 0;
+		if (strcmp(arg, "true"))
+			return vmio_cli_usage_error(
+				"vsock", "--config %s:%u: %s: '%s' is not true "
+				"or false", v->config, f->line, f->name, arg);
+		arg = NULL;
+	}
+	if (lo->val < VMIO_OPT_COMMON_BASE)
+		return handle_opt(v, lo->val, arg);
+	if (vmio_backend_opts_handle(o, lo->val, arg, err, sizeof(err)) < 0)
+		return vmio_cli_usage_error("vsock", "--config %s:%u: %s",
+					    v->config, f->line, err);
+	return 0;
+}
+
+/* --config: its VMs, and its options where the command line gave none.
+ * Returns 0 or an exit status. */
+static int load_config(struct vmio_backend_opts *o, struct vsock_opts *v)
+{
+	char err[512];
+	int rc;
+
+	if (v->vms.n)
+		return vmio_cli_usage_error(
+			"vsock", "--vm and --config cannot be used together");
+	if (vsock_vms_load_config(&v->vms, v->config, err, sizeof(err)))
+		return vmio_cli_usage_error("vsock", "%s", err);
+	for (unsigned i = 0; i < v->vms.nopts; i++) {
+		rc = apply_file_option(o, v, &v->vms.opts[i]);
+		if (rc)
+			return rc;
+	}
+	if (o->control_path)
+		return vmio_cli_check_socket_dir("vsock", "--control",
+						 o->control_path);
+	return 0;
+}
 
 /* Which guest-to-host path runs, said once (-v). */
 static void log_tx_path(const struct vsock_opts *v)
@@ -667,39 +789,11 @@ int vmio_cmd_vsock(int argc, char **argv)
 
 static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 {
-	static const struct option longopts[] = {
-		{ "guest-cid", required_argument, NULL, OPT_GUEST_CID },
-		{ "uds-path", required_argument, NULL, OPT_UDS_PATH },
-		{ "tx-buffer-size", required_argument, NULL,
-		  OPT_TX_BUFFER_SIZE },
-		{ "max-connections", required_argument, NULL, OPT_MAX_CONNS },
-		{ "connect-timeout", required_argument, NULL,
-		  OPT_CONNECT_TIMEOUT },
-		{ "connect-line-max", required_argument, NULL, OPT_LINE_MAX },
-		{ "vm", required_argument, NULL, OPT_VM },
-		{ "config", required_argument, NULL, OPT_CONFIG },
-		{ "groups", required_argument, NULL, OPT_GROUPS },
-		{ "threads", required_argument, NULL, OPT_THREADS },
-		{ "cpus", required_argument, NULL, OPT_CPUS },
-		{ "poll-us", required_argument, NULL, OPT_POLL_US },
-		{ "tx-copy", no_argument, NULL, OPT_TX_COPY },
-		{ "tx-splice", no_argument, NULL, OPT_TX_SPLICE },
-		{ "tx-hold", required_argument, NULL, OPT_TX_HOLD },
-		{ "rx-packet-overhead", required_argument, NULL,
-		  OPT_RX_PKT_OVERHEAD },
-		{ "host-port-range", required_argument, NULL,
-		  OPT_HOST_PORT_RANGE },
-		/* vhost-device-vsock's AF_VSOCK backend: refused by name. */
-		{ "forward-cid", required_argument, NULL, OPT_FORWARD },
-		{ "forward-listen", required_argument, NULL, OPT_FORWARD },
-		VMIO_BACKEND_LONG_OPTIONS,
-		{ NULL, 0, NULL, 0 },
-	};
 	struct vsock_opts *v = vp;
 	const struct vmio_backend_cmdline cl = {
 		.sub = "vsock", .qemu_type = "vsock", .usage = vsock_usage,
-		.longopts = longopts,
-		.own = handle_opt, .seen = note_single_vm_option,
+		.longopts = vsock_longopts,
+		.own = handle_opt, .seen = note_option,
 		.sockets_elsewhere = has_vm_list, .opaque = v,
 	};
 	struct vmio_backend_opts o;
@@ -709,6 +803,8 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 	vmio_backend_opts_init(&o, VSOCK_DEFAULT_QUEUE_SIZE);
 	rc = vmio_cli_parse_backend(&cl, argc, argv, &o);
 	if (rc >= 0)
+		return rc;
+	if (v->config && (rc = load_config(&o, v)))
 		return rc;
 	if (v->tx_copy && v->tx_splice)
 		return vmio_cli_usage_error("vsock", "--tx-copy and --tx-splice "

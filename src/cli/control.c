@@ -420,8 +420,7 @@ int vmio_control_open(struct vmio_loop *loop, const char *device,
 	rc = vmio_control_listen(c, path);
 	if (rc) {
 		log_err("control: cannot listen on %s: %s", path,
-			rc == -EADDRINUSE ? "another process serves it" :
-					    strerror(-rc));
+			vmio_unix_strerror(rc));
 		vmio_control_free(c);
 		return -1;
 	}

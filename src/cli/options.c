@@ -123,6 +123,12 @@ const char vmio_backend_opts_help[] =
 	"                       message it started, or to read the replies\n"
 	"                       waiting for it, before its connection is closed\n"
 	"                       (default 1000)\n"
+	"  --idle-kicks RATE[:BURST]\n"
+	"                       kicks that find no new work in the ring served\n"
+	"                       at once, per queue: RATE a second, BURST at\n"
+	"                       a time (default 2000:512); past that the queue\n"
+	"                       is looked at on a timer until the kicks stop or\n"
+	"                       bring work (0: serve every kick)\n"
 	"  --control PATH       answer each connection to the unix socket PATH\n"
 	"                       with the live counters as JSON (vmio stats PATH)\n"
 	"  -v, --verbose        log more (repeat for debug messages)\n"
@@ -136,6 +142,7 @@ void vmio_backend_opts_init(struct vmio_backend_opts *o, uint16_t default_queue_
 		.fd = -1,
 		.queue_size = default_queue_size,
 		.message_timeout_ms = VHOST_USER_MSG_TIMEOUT_MS,
+		.idle_kicks = { VMIO_KICK_IDLE_RATE, VMIO_KICK_IDLE_BURST },
 	};
 }
 
@@ -200,6 +207,16 @@ int vmio_backend_opts_handle(struct vmio_backend_opts *o, int code,
 	}
 	case VMIO_OPT_CONTROL:
 		o->control_path = arg;
+		return 1;
+	case VMIO_OPT_IDLE_KICKS:
+		if (vmio_kick_budget_parse(arg, &o->idle_kicks)) {
+			snprintf(err, err_size,
+				 "--idle-kicks: '%s' is not RATE or RATE:BURST "
+				 "(RATE 0 to %u a second, BURST 1 to %u)",
+				 arg, VMIO_KICK_IDLE_RATE_MAX,
+				 VMIO_KICK_IDLE_RATE_MAX);
+			return -1;
+		}
 		return 1;
 	case 'v':
 		o->verbosity++;

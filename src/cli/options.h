@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vhost-user/kick_guard.h"
+
 /* Exit status for a command line that cannot be used. */
 #define VMIO_EXIT_USAGE 2
 
@@ -38,6 +40,7 @@ struct vmio_backend_opts {
 	uint16_t queue_size;     /* --queue-size: largest ring accepted */
 	int verbosity;           /* -v (repeatable) raises, -q lowers */
 	unsigned message_timeout_ms; /* --message-timeout */
+	struct vmio_kick_budget idle_kicks; /* --idle-kicks */
 	const char *control_path; /* --control: live counters, or NULL */
 };
 
@@ -51,6 +54,7 @@ enum {
 	VMIO_OPT_QUEUE_SIZE,
 	VMIO_OPT_MESSAGE_TIMEOUT,
 	VMIO_OPT_CONTROL,
+	VMIO_OPT_IDLE_KICKS,
 };
 
 /* The struct option entries for the common options (with -h/--help,
@@ -64,6 +68,7 @@ enum {
 	{ "message-timeout", required_argument, NULL,                          \
 	  VMIO_OPT_MESSAGE_TIMEOUT },                                          \
 	{ "control", required_argument, NULL, VMIO_OPT_CONTROL },              \
+	{ "idle-kicks", required_argument, NULL, VMIO_OPT_IDLE_KICKS },        \
 	{ "help", no_argument, NULL, 'h' },                                    \
 	{ "version", no_argument, NULL, 'V' },                                 \
 	{ "verbose", no_argument, NULL, 'v' },                                 \

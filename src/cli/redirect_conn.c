@@ -73,8 +73,8 @@ static void count_and_print(struct redirect_conn *c)
 	t->dropped += st.dropped;
 	t->conns++;
 	if (c->w->setup->stats)
-		fprintf(stderr,
-			"vmio redirect: connection %u: %llu bytes 1->2, %llu bytes 2->1, %llu messages dropped, %.3f s, %.1f MB/s\n",
+		vmio_log_raw(VMIO_LOG_INFO,
+			"vmio redirect: connection %u: %llu bytes 1->2, %llu bytes 2->1, %llu messages dropped, %.3f s, %.1f MB/s",
 			c->id, (unsigned long long)st.bytes_ab,
 			(unsigned long long)st.bytes_ba,
 			(unsigned long long)st.dropped, secs,
@@ -408,11 +408,11 @@ static void write_conn(const struct redirect_conn *c, struct vmio_json *j)
 		redir_relay_get_stats(c->relay, &st);
 	vmio_json_object_begin(j);
 	vmio_json_kv_uint(j, "id", c->id);
-	/* What moves the bytes, not what was asked: a datagram end takes
-	 * the message engine, and a connecting one has no engine yet. */
+	/* What moves the bytes, not what was asked: a connecting one has
+	 * no relay yet, and will run the one the setup names. */
 	vmio_json_kv_string(j, "engine", c->krelay ? "sockmap" :
 					 c->relay ? redir_relay_engine(c->relay) :
-					 redir_engine_name(s->engine));
+					 s->engine_name);
 	vmio_json_kv_string(j, "state", c->relay || c->krelay ? "relaying"
 							      : "connecting");
 	vmio_json_kv_string(j, "peer1", c->peer);

@@ -27,6 +27,10 @@
 struct redirect_conn_setup {
 	const struct redir_endpoint *to; /* ADDRESS2 */
 	enum redir_engine engine;
+	/* The engine that moves the bytes of every connection, named before
+	 * a connection has its relay: a datagram or seqpacket end takes the
+	 * message engine whatever engine says. */
+	const char *engine_name;
 	size_t buffer;
 	unsigned dirs;                   /* REDIR_BOTH, or one (-u, -U) */
 	bool stats;                      /* a line per connection at its end */

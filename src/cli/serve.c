@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/sd_notify.h"
+#include "util/unix_socket.h"
 
 void vmio_cli_set_verbosity(int verbosity)
 {
@@ -24,12 +26,20 @@ void vmio_cli_set_verbosity(int verbosity)
 
 int vmio_cli_usage_error(const char *sub, const char *fmt, ...)
 {
+	const char *sp = sub ? " " : "", *name = sub ? sub : "";
+	char msg[1024];
 	va_list ap;
-	fprintf(stderr, "vmio%s%s: ", sub ? " " : "", sub ? sub : "");
+
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nTry 'vmio%s%s --help'.\n", sub ? " " : "", sub ? sub : "");
+	/* In the journal, one entry at error priority for one mistake. */
+	if (vmio_log_to_journal())
+		vmio_log_raw(VMIO_LOG_ERR, "vmio%s%s: %s (see 'vmio%s%s --help')",
+			     sp, name, msg, sp, name);
+	else
+		fprintf(stderr, "vmio%s%s: %s\nTry 'vmio%s%s --help'.\n", sp,
+			name, msg, sp, name);
 	return VMIO_EXIT_USAGE;
 }
 
@@ -144,14 +154,13 @@ static int serve(struct serve_run *r, struct vmio_backend *be,
 
 	int rc;
 	vmio_backend_set_message_timeout(be, o->message_timeout_ms);
+	vmio_backend_set_kick_budget(be, &o->idle_kicks);
 	if (o->socket_path) {
 		rc = vmio_backend_listen(be, o->socket_path);
 		/* Success is the backend's to say, once. */
 		if (rc)
 			log_err("cannot listen on %s: %s", o->socket_path,
-				rc == -EADDRINUSE ?
-					"another backend is serving that socket" :
-					strerror(-rc));
+				vmio_unix_strerror(rc));
 	} else if (is_listening(o->fd)) {
 		/* Socket activation: a listener the service manager made,
 		 * served as --socket-path serves its own. */
@@ -166,6 +175,8 @@ static int serve(struct serve_run *r, struct vmio_backend *be,
 			log_err("cannot serve --fd %d: %s", o->fd, strerror(-rc));
 	}
 	if (!rc) {
+		/* Everything a VMM needs is there: systemd may start it. */
+		vmio_sd_notify_ready();
 		rc = run_until_stopped(r);
 		if (rc)
 			log_err("event loop failed: %s", strerror(-rc));

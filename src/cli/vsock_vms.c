@@ -304,7 +304,61 @@ static int yaml_vm(struct yaml_ctx *y, struct vsock_vm_list *list)
 	}
 }
 
-/* stream { document { mapping { "vms": sequence { mapping* } } } } */
+/* A top-level KEY: VALUE other than vms:, kept for the command. The key
+ * is the current event. */
+static int yaml_option(struct yaml_ctx *y, struct vsock_vm_list *list)
+{
+	unsigned line = (unsigned)yline(y);
+	struct vsock_file_option *o;
+	char *name = strdup((const char *)y->ev.data.scalar.value), key[65];
+
+	/* For messages: the event is gone once the value is read. */
+	snprintf(key, sizeof(key), "%s", (const char *)y->ev.data.scalar.value);
+	if (!name)
+		return fail(y->err, y->err_size, "", "out of memory");
+	for (char *p = name; *p; p++)
+		if (*p == '_')
+			*p = '-';
+	for (unsigned i = 0; i < list->nopts; i++)
+		if (!strcmp(list->opts[i].name, name)) {
+			free(name);
+			return fail(y->err, y->err_size, "",
+				    "%s:%u: %s: given twice (line %u)",
+				    y->name, line, key, list->opts[i].line);
+		}
+	if (ynext(y)) {
+		free(name);
+		return -1;
+	}
+	if (y->ev.type != YAML_SCALAR_EVENT ||
+	    strlen((const char *)y->ev.data.scalar.value) !=
+		    y->ev.data.scalar.length) {
+		free(name);
+		return fail(y->err, y->err_size, "",
+			    "%s:%u: %s: expected 'vms' (a list of VMs) or "
+			    "an option with a single value", y->name, line,
+			    key);
+	}
+	o = realloc(list->opts, (list->nopts + 1) * sizeof(*o));
+	if (!o) {
+		free(name);
+		return fail(y->err, y->err_size, "", "out of memory");
+	}
+	list->opts = o;
+	o = &o[list->nopts];
+	o->name = name;
+	o->value = strdup((const char *)y->ev.data.scalar.value);
+	o->line = line;
+	if (!o->value) {
+		free(name);
+		return fail(y->err, y->err_size, "", "out of memory");
+	}
+	list->nopts++;
+	return 0;
+}
+
+/* stream { document { mapping { "vms": sequence { mapping* },
+ * OPTION: value ... } } } */
 static int yaml_doc(struct yaml_ctx *y, struct vsock_vm_list *list)
 {
 	bool seen_vms = false;
@@ -318,13 +372,20 @@ static int yaml_doc(struct yaml_ctx *y, struct vsock_vm_list *list)
 			return -1;
 		if (y->ev.type == YAML_MAPPING_END_EVENT)
 			break;
-		if (y->ev.type != YAML_SCALAR_EVENT ||
-		    strcmp((const char *)y->ev.data.scalar.value, "vms") ||
-		    seen_vms)
+		if (y->ev.type != YAML_SCALAR_EVENT)
 			return fail(y->err, y->err_size, "",
-				    "%s:%zu: expected the one top-level key "
-				    "'vms'",
+				    "%s:%zu: expected a top-level key ('vms' "
+				    "or an option)",
 				    y->name, yline(y));
+		if (strcmp((const char *)y->ev.data.scalar.value, "vms")) {
+			if (yaml_option(y, list))
+				return -1;
+			continue;
+		}
+		if (seen_vms)
+			return fail(y->err, y->err_size, "",
+				    "%s:%zu: 'vms' given twice", y->name,
+				    yline(y));
 		seen_vms = true;
 		if (yexpect(y, YAML_SEQUENCE_START_EVENT,
 			    "vms: a list of VMs"))
@@ -551,4 +612,11 @@ void vsock_vms_release(struct vsock_vm_list *list)
 	free(list->vms);
 	list->vms = NULL;
 	list->n = 0;
+	for (unsigned i = 0; i < list->nopts; i++) {
+		free(list->opts[i].name);
+		free(list->opts[i].value);
+	}
+	free(list->opts);
+	list->opts = NULL;
+	list->nopts = 0;
 }

@@ -12,7 +12,10 @@
  *                      VMs are dealt out over the workers in turn)
  *
  * In YAML the keys may also be written with '_' for '-' (guest_cid,
- * uds_path, ...), as vhost-device-vsock's own examples do.
+ * uds_path, ...), as vhost-device-vsock's own examples do. Beside vms:,
+ * a file may set the command's options for every VM as top-level keys
+ * named as the long options (max_connections: 4096, control: PATH,
+ * tx_splice: true); which ones the command takes is its to say.
  *
  * Parsing is pure: nothing is opened but the config file itself, and
  * every error comes back as text naming the key (and, in YAML, the line)
@@ -57,9 +60,19 @@ struct vsock_vm_spec {
 	unsigned line;           /* in a config file, for messages; 0: --vm */
 };
 
+/* A top-level key of a config file other than vms:, its name with '-'
+ * for '_' ("max-connections"), its scalar value, and its line. */
+struct vsock_file_option {
+	char *name;
+	char *value;
+	unsigned line;
+};
+
 struct vsock_vm_list {
 	struct vsock_vm_spec *vms;
 	unsigned n;
+	struct vsock_file_option *opts; /* from --config, in file order */
+	unsigned nopts;
 };
 
 /* Parses one --vm argument into a new entry of list. Returns 0, or -1

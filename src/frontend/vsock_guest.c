@@ -1003,34 +1003,42 @@ static struct vg_sock *sock_abandon(struct vg_sock *s, int reason, int *err)
 
 /* Every connect comes down to these two: a type, a peer CID and a port. */
 static struct vg_sock *connect_start(struct vg *g, uint16_t type,
-				     uint64_t cid, uint32_t port, int *err);
+				     uint64_t cid, uint32_t local,
+				     uint32_t port, int *err);
 static struct vg_sock *connect_now(struct vg *g, uint16_t type, uint64_t cid,
-				   uint32_t port, int timeout_ms, int *err);
+				   uint32_t local, uint32_t port,
+				   int timeout_ms, int *err);
 
 struct vg_sock *vg_connect_start(struct vg *g, uint32_t port, int *err)
 {
-	return connect_start(g, VSOCK_TYPE_STREAM, VSOCK_HOST_CID, port, err);
+	return connect_start(g, VSOCK_TYPE_STREAM, VSOCK_HOST_CID, 0, port,
+			     err);
 }
 
 struct vg_sock *vg_connect_cid_start(struct vg *g, uint64_t cid,
 				     uint32_t port, int *err)
 {
-	return connect_start(g, VSOCK_TYPE_STREAM, cid, port, err);
+	return connect_start(g, VSOCK_TYPE_STREAM, cid, 0, port, err);
 }
 
+/* local 0: an ephemeral port no socket of ours uses with this peer. */
 static struct vg_sock *connect_start(struct vg *g, uint16_t type,
-				     uint64_t cid, uint32_t port, int *err)
+				     uint64_t cid, uint32_t local,
+				     uint32_t port, int *err)
 {
 	struct vg_sock *s;
-	uint32_t local;
 	int r;
 
-	/* An ephemeral port no socket of ours uses with this peer. */
-	do {
+	if (local && find_sock(g, local, port)) {
+		if (err)
+			*err = -EADDRINUSE;
+		return NULL;
+	}
+	while (!local || find_sock(g, local, port)) {
 		local = g->next_port++;
 		if (g->next_port == 0)
 			g->next_port = 1024;
-	} while (find_sock(g, local, port));
+	}
 	s = sock_new(g, type, local, port);
 	if (!s) {
 		if (err)
@@ -1066,26 +1074,35 @@ int vg_connect_wait(struct vg_sock *s, int timeout_ms)
 struct vg_sock *vg_connect(struct vg *g, uint32_t port, int timeout_ms,
 			   int *err)
 {
-	return connect_now(g, VSOCK_TYPE_STREAM, VSOCK_HOST_CID, port,
+	return connect_now(g, VSOCK_TYPE_STREAM, VSOCK_HOST_CID, 0, port,
 			   timeout_ms, err);
+}
+
+struct vg_sock *vg_connect_from(struct vg *g, uint32_t local_port,
+				uint32_t port, int timeout_ms, int *err)
+{
+	return connect_now(g, VSOCK_TYPE_STREAM, VSOCK_HOST_CID, local_port,
+			   port, timeout_ms, err);
 }
 
 struct vg_sock *vg_connect_type(struct vg *g, uint16_t type, uint32_t port,
 				int timeout_ms, int *err)
 {
-	return connect_now(g, type, VSOCK_HOST_CID, port, timeout_ms, err);
+	return connect_now(g, type, VSOCK_HOST_CID, 0, port, timeout_ms, err);
 }
 
 struct vg_sock *vg_connect_cid(struct vg *g, uint64_t cid, uint32_t port,
 			       int timeout_ms, int *err)
 {
-	return connect_now(g, VSOCK_TYPE_STREAM, cid, port, timeout_ms, err);
+	return connect_now(g, VSOCK_TYPE_STREAM, cid, 0, port, timeout_ms,
+			   err);
 }
 
 static struct vg_sock *connect_now(struct vg *g, uint16_t type, uint64_t cid,
-				   uint32_t port, int timeout_ms, int *err)
+				   uint32_t local, uint32_t port,
+				   int timeout_ms, int *err)
 {
-	struct vg_sock *s = connect_start(g, type, cid, port, err);
+	struct vg_sock *s = connect_start(g, type, cid, local, port, err);
 	int r;
 
 	if (!s)

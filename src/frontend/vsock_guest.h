@@ -202,6 +202,12 @@ bool vg_wait_unmatched(struct vg *g, uint16_t op, uint32_t dst_port,
  * the socket, or NULL with *err (may be NULL) set. */
 struct vg_sock *vg_connect(struct vg *g, uint32_t port, int timeout_ms,
 			   int *err);
+/* vg_connect from local_port, as a guest program that bound it first
+ * (systemd's sd_notify binds the privileged 1023, and down from there
+ * while those are taken); NULL with -EADDRINUSE when a socket of ours
+ * has that port with that peer port. */
+struct vg_sock *vg_connect_from(struct vg *g, uint32_t local_port,
+				uint32_t port, int timeout_ms, int *err);
 /* Sends a REQUEST and returns at once; vg_connect_wait finishes it. For
  * opening many connections without a round trip each. */
 struct vg_sock *vg_connect_start(struct vg *g, uint32_t port, int *err);

@@ -248,8 +248,8 @@ int redir_endpoint_bind_socket(struct redir_endpoint *ep, int fd)
 					 "redirect", &perms, &ep->st);
 	if (!rc)
 		ep->made_file = true;
-	else if (rc == -EADDRINUSE)
-		log_err("%s is in use by a live listener", a->path);
+	else
+		log_err("cannot bind %s: %s", a->path, vmio_unix_strerror(rc));
 	return rc;
 }
 

@@ -42,21 +42,49 @@ static int find_sink(void)
 	return SINK_PLAIN;
 }
 
+/* syslog(3) priorities: LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG. */
+static const int prio[] = { 3, 4, 6, 7 };
+
+static int get_sink(void)
+{
+	int where = __atomic_load_n(&sink, __ATOMIC_RELAXED);
+
+	if (where == SINK_UNKNOWN) {
+		where = find_sink();
+		__atomic_store_n(&sink, where, __ATOMIC_RELAXED);
+	}
+	return where;
+}
+
+bool vmio_log_to_journal(void)
+{
+	return get_sink() == SINK_JOURNAL;
+}
+
+void vmio_log_raw(enum vmio_log_level level, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (get_sink() == SINK_JOURNAL)
+		fprintf(stderr, "<%d>%s\n", prio[level], line);
+	else
+		fprintf(stderr, "%s\n", line);
+}
+
 void vmio_log(enum vmio_log_level level, const char *fmt, ...)
 {
 	static const char *const names[] = { "error", "warning", "info", "debug" };
-	/* syslog(3) priorities: LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG. */
-	static const int prio[] = { 3, 4, 6, 7 };
-	int where = __atomic_load_n(&sink, __ATOMIC_RELAXED);
+	int where;
 	char line[1024], stamp[80] = "";
 	va_list ap;
 
 	if (level > current_level)
 		return;
-	if (where == SINK_UNKNOWN) {
-		where = find_sink();
-		__atomic_store_n(&sink, where, __ATOMIC_RELAXED);
-	}
+	where = get_sink();
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);

@@ -19,6 +19,16 @@ enum vmio_log_level vmio_log_get_level(void);
 void vmio_log(enum vmio_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Whether stderr is the journal (JOURNAL_STREAM names it). */
+bool vmio_log_to_journal(void);
+
+/* A line of output that is not a log message (a usage error, counters
+ * printed on exit): as it is, after the "<N>" severity when stderr is the
+ * journal, so that the journal files it at its level. Printed whatever
+ * the level filter says. */
+void vmio_log_raw(enum vmio_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 #define log_err(...) vmio_log(VMIO_LOG_ERR, __VA_ARGS__)
 #define log_warn(...) vmio_log(VMIO_LOG_WARN, __VA_ARGS__)
 #define log_info(...) vmio_log(VMIO_LOG_INFO, __VA_ARGS__)

@@ -93,22 +93,15 @@ static int claim_path(const char *path, int type, const struct sockaddr_un *sa,
 
 	if (lstat(path, &st) < 0)
 		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISSOCK(st.st_mode)) {
-		log_err("%s: %s exists and is not a socket; not replacing it",
-			who, path);
+	if (!S_ISSOCK(st.st_mode))
 		return -EEXIST;
-	}
 	live = listed_live(path, type);
 	if (live < 0)
 		live = probe_live(sa, type, &err);
-	if (live > 0) {
-		log_err("%s: %s is in use by another live backend", who, path);
+	if (live > 0)
 		return -EADDRINUSE;
-	}
-	if (live < 0) {
-		log_err("%s: cannot probe %s: %s", who, path, strerror(err));
+	if (live < 0)
 		return -err;
-	}
 	if (unlink(path) < 0 && errno != ENOENT)
 		return -errno;
 	log_info("%s: replaced stale socket %s", who, path);
@@ -173,10 +166,8 @@ int vmio_unix_bind_socket_perms(int fd, const char *path, int type,
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int rc;
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		log_err("%s: socket path %s is too long", who, path);
+	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	}
 	strcpy(sa.sun_path, path);
 	if (perms && perms->mode >= 0) {
 		/* The file is born with the mode asked (less any bits
@@ -189,17 +180,11 @@ int vmio_unix_bind_socket_perms(int fd, const char *path, int type,
 	} else {
 		rc = bind_path(fd, path, type, &sa, who);
 	}
-	if (rc) {
-		if (rc != -EADDRINUSE && rc != -EEXIST)
-			log_err("%s: cannot bind %s: %s", who, path,
-				strerror(-rc));
+	if (rc)
 		return rc;
-	}
 	if (perms) {
 		rc = apply_perms(path, perms);
 		if (rc) {
-			log_err("%s: cannot set the mode or owner of %s: %s",
-				who, path, strerror(-rc));
 			unlink(path);
 			return rc;
 		}
@@ -209,12 +194,23 @@ int vmio_unix_bind_socket_perms(int fd, const char *path, int type,
 	    stat(path, st) < 0) {
 		int err = errno;
 
-		log_err("%s: cannot listen on %s: %s", who, path,
-			strerror(err));
 		unlink(path);
 		return -err;
 	}
 	return 0;
+}
+
+const char *vmio_unix_strerror(int rc)
+{
+	switch (rc) {
+	case -EADDRINUSE:
+		return "a live process listens on it";
+	case -EEXIST:
+		return "it exists and is not a socket (not replaced)";
+	case -ENAMETOOLONG:
+		return "too long for a unix socket address (107 bytes at most)";
+	}
+	return strerror(-rc);
 }
 
 void vmio_unix_unlink_if_same(const char *path, const struct stat *st)

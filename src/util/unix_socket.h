@@ -8,18 +8,23 @@
 #include <sys/stat.h>
 
 /* Binds and listens on path (non-blocking, close-on-exec). who prefixes
- * the log lines ("vhost-user", "vsock"). On success returns the fd and
- * fills *st with the socket file's identity, so that the owner can later
- * remove only the file it made. Returns -errno on failure, leaving no file
- * behind: -EADDRINUSE if a live process listens on path, -EEXIST if path
- * is not a socket, -ENAMETOOLONG if it does not fit a sockaddr_un. */
+ * the log line of a stale file replaced ("vhost-user", "vsock"). On
+ * success returns the fd and fills *st with the socket file's identity,
+ * so that the owner can later remove only the file it made. Returns
+ * -errno on failure, leaving no file behind and logging nothing (the
+ * caller says what the socket was for, once, with vmio_unix_strerror):
+ * -EADDRINUSE if a live process listens on path, -EEXIST if path is not a
+ * socket, -ENAMETOOLONG if it does not fit a sockaddr_un. */
 int vmio_unix_listen(const char *path, int backlog, const char *who,
 		     struct stat *st);
+
+/* Why a listen above failed, for the caller's one line. */
+const char *vmio_unix_strerror(int rc);
 
 /* The same for a socket fd the caller made, of type SOCK_STREAM,
  * SOCK_SEQPACKET (both listening) or SOCK_DGRAM (bound only: it receives
  * at once), so that it can be set up before its address exists.
- * Returns 0 or -errno (logged); fd stays the caller's either way. */
+ * Returns 0 or -errno (not logged); fd stays the caller's either way. */
 int vmio_unix_bind_socket(int fd, const char *path, int type, int backlog,
 			  const char *who, struct stat *st);
 

@@ -308,6 +308,8 @@ struct vmio_backend *vmio_backend_new(struct vmio_loop *loop,
 	be->listen_fd = -1;
 	be->chan.fd = -1;
 	be->message_timeout_ms = VHOST_USER_MSG_TIMEOUT_MS;
+	be->kick_budget = (struct vmio_kick_budget){ VMIO_KICK_IDLE_RATE,
+						     VMIO_KICK_IDLE_BURST };
 	be->backend_req_fd = -1;
 	be->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(20);
 	be->rl_sessions = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
@@ -366,6 +368,12 @@ void vmio_backend_set_message_timeout(struct vmio_backend *be, unsigned ms)
 	be->message_timeout_ms = ms ? ms : VHOST_USER_MSG_TIMEOUT_MS;
 }
 
+void vmio_backend_set_kick_budget(struct vmio_backend *be,
+				  const struct vmio_kick_budget *b)
+{
+	be->kick_budget = *b;
+}
+
 unsigned vmio_backend_sessions(const struct vmio_backend *be)
 {
 	return be->sessions;
@@ -379,6 +387,8 @@ uint64_t vmio_backend_errors(const struct vmio_backend *be)
 void vmio_backend_write_stats(const struct vmio_backend *be,
 			      struct vmio_json *j)
 {
+	uint64_t now = vmio_now_ns();
+
 	vmio_json_kv_string(j, "device", be->ops->name);
 	vmio_json_kv_string(j, "socket", be->socket_path);
 	vmio_json_kv_uint(j, "sessions", be->sessions);
@@ -386,4 +396,15 @@ void vmio_backend_write_stats(const struct vmio_backend *be,
 	vmio_json_kv_uint(j, "features", be->acked_features);
 	vmio_json_key(j, "connected");
 	vmio_json_bool(j, be->chan.open);
+	/* The kick counters are written on each queue's home, maybe another
+	 * thread: kick_guard.h makes them safe to read here. */
+	vmio_json_key(j, "queues");
+	vmio_json_array_begin(j);
+	for (unsigned i = 0; i < be->ops->num_queues; i++) {
+		vmio_json_object_begin(j);
+		vmio_json_kv_uint(j, "index", i);
+		vmio_kick_stats_write(&be->queues[i].guard.stats, now, j);
+		vmio_json_object_end(j);
+	}
+	vmio_json_array_end(j);
 }

@@ -49,6 +49,13 @@ void vmio_backend_set_disconnect_cb(struct vmio_backend *be,
  * 0: VHOST_USER_MSG_TIMEOUT_MS). Applies from the next connection. */
 void vmio_backend_set_message_timeout(struct vmio_backend *be, unsigned ms);
 
+struct vmio_kick_budget;
+/* What kicks that bring no work may cost each queue (kick_guard.h;
+ * default VMIO_KICK_IDLE_RATE:VMIO_KICK_IDLE_BURST). Before the first
+ * session, or it applies from each queue's next start. */
+void vmio_backend_set_kick_budget(struct vmio_backend *be,
+				  const struct vmio_kick_budget *b);
+
 /* Virtio features acked by the front end (0 before SET_FEATURES). */
 uint64_t vmio_backend_acked_features(const struct vmio_backend *be);
 

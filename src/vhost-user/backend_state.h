@@ -19,6 +19,7 @@
 #include "util/log.h"
 #include "vhost-user/channel.h"
 #include "vhost-user/device.h"
+#include "vhost-user/kick_guard.h"
 
 /* What the backend's loop asks of a queue's home, one at a time. */
 enum vmio_bq_cmd {
@@ -45,6 +46,12 @@ struct vmio_backend_queue {
 	/* The home's: */
 	bool home_running; /* queue_start called there, queue_stop not yet */
 	bool kick_watched; /* kick_fd is in the home loop */
+	/* What its kicks may cost (kick_guard.h): the budget, the timer that
+	 * looks at the ring while the kick fd is let go, and where the ring
+	 * stood after the last kick served (vmio_vq_progress). */
+	struct vmio_kick_guard guard;
+	struct vmio_timer look;
+	uint32_t progress;
 	/* From the home to the backend's loop. */
 	atomic_bool cmd_done;    /* the command ran */
 	atomic_bool stopped_itself; /* it found the ring broken */
@@ -62,6 +69,7 @@ struct vmio_backend {
 	uint64_t last_session_ns;       /* when the last one started */
 	struct vmio_timer relisten;     /* the listener back after the gap */
 	unsigned message_timeout_ms;
+	struct vmio_kick_budget kick_budget; /* each queue's, at its start */
 
 	void (*disconnect_cb)(void *opaque);
 	void *disconnect_opaque;

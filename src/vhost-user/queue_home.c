@@ -10,6 +10,8 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "util/clock.h"
+
 static bool is_local(const struct vmio_backend_queue *q)
 {
 	return q->home == q->be->loop || q->be->homes_gone;
@@ -34,6 +36,8 @@ static void run_stop(struct vmio_backend_queue *q, enum vmio_queue_stop how)
 	if (!q->home_running && how == VMIO_QUEUE_PAUSE)
 		return;
 	unwatch_kick(q);
+	vmio_timer_fini(&q->look);
+	vmio_kick_guard_stop(&q->guard, vmio_now_ns());
 	q->home_running = false;
 	log_debug("vhost-user: queue %u %s", q->vq.index,
 		  how == VMIO_QUEUE_PAUSE ? "paused" : "stopped");
@@ -53,10 +57,89 @@ static void stop_broken(struct vmio_backend_queue *q)
 	vmio_defer_post(&q->be->homes_answer);
 }
 
+/* Reads the kick fd, which is non-blocking. Returns 1 if it had been
+ * written, 0 if not (a kick someone else consumed is fine), -1 after
+ * breaking the queue. */
+static int take_kick(struct vmio_backend_queue *q, int fd)
+{
+	uint64_t count;
+
+	if (read(fd, &count, sizeof(count)) == sizeof(count))
+		return 1;
+	if (errno == EAGAIN || errno == EINTR)
+		return 0;
+	vmio_vq_set_broken(&q->vq, "kick fd read failed: errno %d", errno);
+	stop_broken(q);
+	return -1;
+}
+
+static void kick_cb(void *opaque, int fd, uint32_t events);
+
+/* The kick fd goes back into the home loop. Returns false after breaking
+ * the queue. */
+static bool watch_kick(struct vmio_backend_queue *q)
+{
+	int rc = vmio_loop_add(q->home, q->vq.kick_fd, EPOLLIN, kick_cb, q);
+
+	if (rc) {
+		/* vmio_vq_set_broken also tells the VMM, on the error fd. */
+		vmio_vq_set_broken(&q->vq, "cannot watch kick fd: errno %d",
+				   -rc);
+		stop_broken(q);
+		return false;
+	}
+	q->kick_watched = true;
+	return true;
+}
+
+/* The device serves a kick, or a look that found work; the guard learns
+ * whether the ring had moved since the last one (a look that found work
+ * is no kick of the guard's). */
+static void serve_kick(struct vmio_backend_queue *q, bool looked)
+{
+	uint64_t now = vmio_now_ns();
+	bool work = vmio_vq_progress(&q->vq) != q->progress;
+
+	q->be->ops->queue_kick(q->be->dev, &q->vq);
+	if (q->vq.broken) {
+		stop_broken(q);
+		return;
+	}
+	q->progress = vmio_vq_progress(&q->vq);
+	if (looked || !vmio_kick_guard_kick(&q->guard, now, work))
+		return;
+	/* Past the idle budget: the storm goes unheard, the ring is looked
+	 * at on the timer instead. */
+	unwatch_kick(q);
+	vmio_timer_arm_ns(&q->look, vmio_kick_guard_delay(&q->guard));
+}
+
+/* While the kick fd is let go: was there a kick, has the ring moved. */
+static void look_cb(void *opaque)
+{
+	struct vmio_backend_queue *q = opaque;
+	bool work;
+	int kicked;
+
+	if (!q->home_running)
+		return;
+	kicked = take_kick(q, q->vq.kick_fd);
+	if (kicked < 0)
+		return;
+	work = vmio_vq_progress(&q->vq) != q->progress;
+	if (!vmio_kick_guard_look(&q->guard, vmio_now_ns(), work, kicked)) {
+		vmio_timer_arm_ns(&q->look, vmio_kick_guard_delay(&q->guard));
+		return;
+	}
+	if (!watch_kick(q))
+		return;
+	if (work)
+		serve_kick(q, true);
+}
+
 static void kick_cb(void *opaque, int fd, uint32_t events)
 {
 	struct vmio_backend_queue *q = opaque;
-	uint64_t count;
 
 	/* An eventfd never hangs up; a kick fd that does is not one, and
 	 * level-triggered epoll would report it forever. */
@@ -65,42 +148,42 @@ static void kick_cb(void *opaque, int fd, uint32_t events)
 		stop_broken(q);
 		return;
 	}
-	/* The fd is non-blocking: a kick someone else consumed is fine. */
-	if (read(fd, &count, sizeof(count)) < 0 && errno != EAGAIN &&
-	    errno != EINTR) {
-		vmio_vq_set_broken(&q->vq, "kick fd read failed: errno %d",
-				   errno);
-		stop_broken(q);
+	if (take_kick(q, fd) < 0)
 		return;
-	}
 	if (!q->home_running)
 		return;
-	q->be->ops->queue_kick(q->be->dev, &q->vq);
-	if (q->vq.broken)
-		stop_broken(q);
+	serve_kick(q, false);
 }
 
 static void run_start(struct vmio_backend_queue *q)
 {
 	struct vmio_backend *be = q->be;
-	int rc = 0;
 
-	if (q->vq.kick_fd >= 0) /* else NOFD: the device polls */
-		rc = vmio_loop_add(q->home, q->vq.kick_fd, EPOLLIN, kick_cb, q);
-	if (rc) {
-		/* vmio_vq_set_broken also tells the VMM, on the error fd. */
-		vmio_vq_set_broken(&q->vq, "cannot watch kick fd: errno %d",
-				   -rc);
-		stop_broken(q);
-		return;
+	if (q->vq.kick_fd >= 0) { /* else NOFD: the device polls */
+		int rc = vmio_timer_init(&q->look, q->home, look_cb, q);
+
+		if (rc) {
+			vmio_vq_set_broken(&q->vq,
+					   "cannot make the kick timer: errno %d",
+					   -rc);
+			stop_broken(q);
+			return;
+		}
+		if (!watch_kick(q)) {
+			/* Not running yet: run_stop left it alone. */
+			vmio_timer_fini(&q->look);
+			return;
+		}
 	}
-	q->kick_watched = q->vq.kick_fd >= 0;
+	vmio_kick_guard_start(&q->guard, &be->kick_budget, vmio_now_ns());
 	q->home_running = true;
 	log_debug("vhost-user: queue %u started (size %u)", q->vq.index,
 		  q->vq.size);
 	be->ops->queue_start(be->dev, &q->vq, &be->mem);
 	if (q->vq.broken)
 		stop_broken(q);
+	else
+		q->progress = vmio_vq_progress(&q->vq);
 }
 
 static void at_home_cb(void *opaque)

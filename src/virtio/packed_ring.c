@@ -285,6 +285,27 @@ uint16_t vmio_packed_avail_pending(const struct vmio_vq *vq)
 	return next_avail(vq);
 }
 
+uint32_t vmio_packed_progress(const struct vmio_vq *vq)
+{
+	uint16_t pos = vq->last_avail_idx;
+	bool wrap = vq->avail_wrap;
+	uint32_t n = 0;
+
+	/* The driver makes descriptors available in ring order, so those
+	 * ahead of us are one run: its length is how far the driver got.
+	 * At most one look per slot, and only on a kick. */
+	if (pos >= vq->size)
+		return 0;
+	while (n < vq->size && is_avail(vmio_ld16(&vq->pdesc[pos].flags), wrap)) {
+		n++;
+		if (++pos == vq->size) {
+			pos = 0;
+			wrap = !wrap;
+		}
+	}
+	return n << 16 | vmio_packed_position(vq->last_avail_idx, vq->avail_wrap);
+}
+
 bool vmio_packed_enable_kicks(struct vmio_vq *vq, bool enable)
 {
 	if (!enable) {

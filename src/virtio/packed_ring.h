@@ -23,6 +23,9 @@ void vmio_packed_push_batched(struct vmio_vq *vq, uint16_t id);
 void vmio_packed_end_batch(struct vmio_vq *vq);
 void vmio_packed_flush_and_notify(struct vmio_vq *vq);
 uint16_t vmio_packed_avail_pending(const struct vmio_vq *vq);
+/* vmio_vq_progress: our next pop and how many descriptors the driver
+ * made available past it. */
+uint32_t vmio_packed_progress(const struct vmio_vq *vq);
 bool vmio_packed_enable_kicks(struct vmio_vq *vq, bool enable);
 
 /* A packed ring's position for SET_VRING_BASE and GET_VRING_BASE: the

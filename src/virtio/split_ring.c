@@ -215,6 +215,11 @@ uint16_t vmio_split_avail_pending(const struct vmio_vq *vq)
 	return n > vq->size ? vq->size : n;
 }
 
+uint32_t vmio_split_progress(const struct vmio_vq *vq)
+{
+	return (uint32_t)vmio_ld16(&vq->avail->idx) << 16 | vq->last_avail_idx;
+}
+
 bool vmio_split_enable_kicks(struct vmio_vq *vq, bool enable)
 {
 	if (!vq->event_idx)

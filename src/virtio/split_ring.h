@@ -21,6 +21,8 @@ void vmio_split_push_batched(struct vmio_vq *vq, uint16_t head);
 void vmio_split_end_batch(struct vmio_vq *vq);
 void vmio_split_flush_and_notify(struct vmio_vq *vq);
 uint16_t vmio_split_avail_pending(const struct vmio_vq *vq);
+/* vmio_vq_progress: the driver's avail->idx and our next pop. */
+uint32_t vmio_split_progress(const struct vmio_vq *vq);
 bool vmio_split_enable_kicks(struct vmio_vq *vq, bool enable);
 
 #endif

@@ -191,6 +191,13 @@ uint16_t vmio_vq_avail_pending(const struct vmio_vq *vq)
 			  : vmio_split_avail_pending(vq);
 }
 
+uint32_t vmio_vq_progress(const struct vmio_vq *vq)
+{
+	if (!mapped(vq))
+		return 0;
+	return vq->packed ? vmio_packed_progress(vq) : vmio_split_progress(vq);
+}
+
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

@@ -67,6 +67,14 @@ void vmio_vq_flush_and_notify(struct vmio_vq *vq);
  * (0 when not ready; the count is capped at the queue size). */
 uint16_t vmio_vq_avail_pending(const struct vmio_vq *vq);
 
+/* Where the driver and the device stand on the ring, as one value: a
+ * kick that finds it as it was after the last kick brought the device
+ * nothing it can use. Split: the driver's avail->idx and our next pop.
+ * Packed, which has no driver index: our next pop and the run of
+ * descriptors available past it (a walk of their flags). 0 when not
+ * mapped. */
+uint32_t vmio_vq_progress(const struct vmio_vq *vq);
+
 /* Looks at the ring for new buffers for up to poll_ns (0: not at all),
  * while kicks are still off, so that a driver that posts again soon need
  * not notify and we need not sleep in epoll for it. Returns true as soon

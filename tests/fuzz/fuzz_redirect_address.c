@@ -5,7 +5,10 @@
  * Input: the address text (cut at the first NUL, as argv would be).
  * Invariants checked:
  *   - failure leaves a non-empty, terminated message
- *   - success: the text starts with the keyword reported, then ':'
+ *   - success: the text starts with the keyword reported, or with one of
+ *     its aliases (socat's UNIX for UNIX-CLIENT, TCP-L for TCP-LISTEN...):
+ *     then the same text with the reported spelling parses to the very
+ *     same address
  *   - unix addresses have a non-empty path that fits sun_path; TCP ports
  *     fit 16 bits and a TCP connect has a host and a non-zero port
  *   - options are only set where they apply */
@@ -18,11 +21,27 @@
 #include "fuzz.h"
 #include "redirect/address.h"
 
+/* The text as written, with its keyword spelled as reported. */
+static void check_alias(const char *text, const struct redir_addr *a)
+{
+	size_t kw = strcspn(text, ":,"), canon = strlen(a->keyword);
+	size_t rest = strlen(text + kw);
+	char *again = malloc(canon + rest + 1), err[256];
+	struct redir_addr b;
+
+	if (kw == canon && !strncasecmp(text, a->keyword, kw))
+		return free(again);
+	assert(again);
+	memcpy(again, a->keyword, canon);
+	memcpy(again + canon, text + kw, rest + 1);
+	assert(redir_addr_parse(again, &b, err, sizeof(err)) == 0);
+	assert(!memcmp(a, &b, sizeof(b)));
+	free(again);
+}
+
 static void check_ok(const char *text, const struct redir_addr *a)
 {
-	size_t kw = strlen(a->keyword);
-
-	assert(!strncasecmp(text, a->keyword, kw) && text[kw] == ':');
+	check_alias(text, a);
 	switch (a->family) {
 	case AF_UNIX:
 		assert(a->path[0] && strlen(a->path) < sizeof(a->path));

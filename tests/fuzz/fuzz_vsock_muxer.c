@@ -26,7 +26,13 @@
  *        EVENT_IDX; bit 6 buf_size 4096 (else 65536); bit 7 VM 1 gets no
  *        SET_FEATURES (not attached)
  *  [1]  queue size 1 << (2 + [1] % 7) (4..256); max_conns 1 + [1] >> 4
- *  [2]  router max flows 1 + [2] % 8
+ *  [2]  bits 0-2 router max flows 1 + [2] % 8; bits 3-4 the cost of a
+ *        guest packet (guest_backlog.h): the default, none (bytes only),
+ *        64, 16384 (a 64 KiB guest then holds 4 of our packets: the
+ *        bound is met at once, and a seqpacket message may need more);
+ *        bits 5-6 host-side ports: the default range, one port, three,
+ *        or the last three below 2^31 (with one or three, CONNECTs to
+ *        one guest port soon find every port in use)
  *  [3]  bit 0 VM 0 negotiates mergeable rx buffers (MRG_RXBUF), bit 1
  *        VM 1 does: rx packets then span buffers, and each must be
  *        whole, its buffers filled in order (all but the last full), its
@@ -88,6 +94,7 @@
 #include "devices/vsock/device.h"
 #include "devices/vsock/hybrid.h"
 #include "devices/vsock/mrg_rx.h"
+#include "devices/vsock/muxer.h"
 #include "devices/vsock/packet.h"
 #include "devices/vsock/router.h"
 #include "event/loop.h"
@@ -514,16 +521,19 @@ static uint32_t guest_port(uint8_t b, struct stream *s)
 	}
 }
 
+/* The first host-side port of the range (header [2]). */
+static uint32_t port_first;
+
 /* A port on the other side: a listener's, one the host allocated for a
- * CONNECT (round robin from VSOCK_LOCAL_PORT_FIRST), a guest's (for a
- * sibling), or any. */
+ * CONNECT (counting up from port_first), a guest's (for a sibling), or
+ * any. */
 static uint32_t host_port(uint8_t b, struct stream *s)
 {
 	switch (b >> 6) {
 	case 0:
 		return listen_ports[b & 3];
 	case 1:
-		return VSOCK_LOCAL_PORT_FIRST + (b & 15);
+		return port_first + (b & 15);
 	case 2:
 		return 2000 + (b & 7);
 	default:
@@ -962,6 +972,7 @@ static void rec_restart(struct vm *v, uint8_t a)
 
 static bool tx_copy;
 static unsigned tx_hold;
+static uint32_t pkt_overhead, port_last;
 
 static void vm_new(unsigned i, uint32_t buf_size, unsigned max_conns)
 {
@@ -979,6 +990,9 @@ static void vm_new(unsigned i, uint32_t buf_size, unsigned max_conns)
 		.vm_index = i,
 		.tx_copy = tx_copy,
 		.tx_hold_max = tx_hold,
+		.rx_pkt_overhead = pkt_overhead,
+		.port_first = port_first,
+		.port_last = port_last,
 	};
 	int err = 0;
 
@@ -1034,6 +1048,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	vms[1].cid = (hdr[0] & 0x10) ? VM1_CID_HIGH : 4;
 	tx_copy = hdr[3] & 4;
 	tx_hold = (hdr[3] & 8) ? 1 : 2 + (hdr[3] >> 4);
+	{
+		static const uint32_t overheads[4] = {
+			0, VSOCK_MUX_NO_PACKET_BOUND, 64, 16384
+		};
+		static const uint32_t firsts[4] = {
+			VSOCK_LOCAL_PORT_FIRST, VSOCK_LOCAL_PORT_FIRST,
+			VSOCK_LOCAL_PORT_FIRST, VSOCK_FC_PORT_LAST - 2
+		};
+		static const uint32_t spans[4] = {
+			VSOCK_LOCAL_PORT_LAST - VSOCK_LOCAL_PORT_FIRST, 0, 2, 2
+		};
+
+		pkt_overhead = overheads[(hdr[2] >> 3) & 3];
+		port_first = firsts[(hdr[2] >> 5) & 3];
+		port_last = port_first + spans[(hdr[2] >> 5) & 3];
+	}
 	for (unsigned i = 0; i < nvms; i++) {
 		struct vm *v = &vms[i];
 

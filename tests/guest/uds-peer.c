@@ -16,6 +16,10 @@
  *       connects to the backend's seqpacket listener, UDS_PATH.seqpacket,
  *       sends the message "CONNECT PORT\n", waits for the message
  *       "OK <n>\n", then runs seq_client against an echo in the guest
+ *   uds-peer trickle UDS_PATH PORT [trickle options]
+ *       connects to the backend's uds-path (UDS_PATH.seqpacket with
+ *       --seqpacket) as connect and seq-connect do, then writes the
+ *       trickle (trickle-engine.h) to a guest that holds it unread
  *   uds-peer fnv BYTES
  *
  * Modes, output and exit codes as vsock-tool's (peer-engine.h), prefix
@@ -25,6 +29,7 @@
 
 #include "peer-engine.h"
 #include "seq-engine.h"
+#include "trickle-engine.h"
 
 static const char *prog = "uds-peer";
 
@@ -34,8 +39,10 @@ static void usage(void)
 			"       %s connect UDS_PATH PORT [options] [--retry SECS]\n"
 			"       %s seq-listen PATH [--timeout S]\n"
 			"       %s seq-connect UDS_PATH PORT [--timeout S] [--retry SECS]\n"
+			"       %s trickle UDS_PATH PORT [trickle options]\n"
 			"       %s fnv BYTES\n"
-			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog, prog);
+			"options:\n" PE_OPTS_HELP "trickle options:\n" TRICKLE_OPTS_HELP,
+		prog, prog, prog, prog, prog, prog);
 	exit(2);
 }
 
@@ -166,6 +173,34 @@ static int seq_main(int pos, char **posv, double timeout, double retry)
 	return seq_client(fd, prog, "h2g", timeout);
 }
 
+/* trickle UDS_PATH PORT [options]: the hybrid connect of either type,
+ * retried while the guest has not listened yet, then trickle_write. */
+static int trickle_main(int argc, char **argv)
+{
+	struct trickle_opts o;
+	uint64_t port;
+	const char *why = "?";
+	char ok[64];
+	int fd;
+
+	if (argc < 4 || !pe_parse_size(argv[3], &port) || !trickle_parse(argc, argv, 4, &o))
+		usage();
+	double start = pe_now();
+	for (;;) {
+		fd = o.seqpacket ? seq_hconnect(argv[2], (unsigned)port, o.timeout, &why)
+				 : hconnect(argv[2], (unsigned)port, start + o.timeout, ok, sizeof(ok), &why);
+		if (fd >= 0 || pe_now() - start >= o.retry)
+			break;
+		usleep(100 * 1000);
+	}
+	if (fd < 0) {
+		printf("%s: trickle %s port=%u result=error why=%s\n", prog, trickle_kind(&o),
+		       (unsigned)port, why);
+		return 3;
+	}
+	return trickle_write(fd, prog, &o);
+}
+
 int main(int argc, char **argv)
 {
 	struct pe_opts o = { .mode = PE_SINK, .expect = -1, .prog = prog };
@@ -175,6 +210,8 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 1 && !strcmp(argv[1], "trickle"))
+		return trickle_main(argc, argv);
 	int pos = pe_parse_cmdline(argc, argv, &o, &count, &timeout, &retry, posv);
 	if (pos < 0)
 		usage();

@@ -11,6 +11,8 @@
  *   vsock-tool tcp-connect IPV4 PORT [options] [--retry SECS]
  *   vsock-tool seq-connect CID PORT [--timeout S]  seqpacket: seq_client
  *   vsock-tool seq-listen PORT [--timeout S]       seqpacket: one seq_echo
+ *   vsock-tool trickle-listen PORT [trickle options] one trickle_read
+ *                                 (trickle-engine.h), stream or seqpacket
  *   vsock-tool fnv BYTES          checksum of the first BYTES of the pattern
  *   vsock-tool cid                the guest's own CID (from the device config)
  *   vsock-tool nic-stats IFACE    the NIC driver's counters (ethtool -S: busybox
@@ -44,6 +46,7 @@
 
 #include "peer-engine.h"
 #include "seq-engine.h"
+#include "trickle-engine.h"
 
 static const char *prog = "vsock-tool";
 
@@ -57,11 +60,13 @@ static void usage(void)
 			"       %s tcp-connect IPV4 PORT [options] [--retry SECS]\n"
 			"       %s seq-connect CID PORT [--timeout S]\n"
 			"       %s seq-listen PORT [--timeout S]\n"
+			"       %s trickle-listen PORT [trickle options]\n"
 			"       %s fnv BYTES\n"
 			"       %s cid\n"
 			"       %s nic-stats IFACE\n"
 			"       %s nic-queues IFACE\n"
-			"options:\n" PE_OPTS_HELP, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
+			"options:\n" PE_OPTS_HELP "trickle options:\n" TRICKLE_OPTS_HELP,
+		prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
 	exit(2);
 }
 
@@ -451,6 +456,33 @@ static int seq_main(int pos, char **posv, double timeout)
 	return seq_echo(c, prog, "h2g-echo", timeout);
 }
 
+/* trickle-listen PORT [options]: accepts one connection and reads it as
+ * trickle_read says. */
+static int trickle_main(int argc, char **argv)
+{
+	struct trickle_opts o;
+	struct target t;
+	uint64_t port;
+
+	if (argc < 3 || !pe_parse_size(argv[2], &port) || !trickle_parse(argc, argv, 3, &o))
+		usage();
+	vsock_target(&t, VMADDR_CID_ANY, (unsigned)port);
+	int fd = socket(AF_VSOCK, (o.seqpacket ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&t.sa, t.len) < 0 || listen(fd, 1) < 0) {
+		printf("%s: trickle listen %s result=error errno=%s\n", prog, t.text, pe_errname(errno));
+		return 2;
+	}
+	printf("%s: listening trickle %s %s\n", prog, trickle_kind(&o), t.text);
+	trickle_setup_fd(fd, o.timeout);
+	int c = accept(fd, NULL, NULL);
+	if (c < 0) {
+		printf("%s: trickle accept %s result=error errno=%s\n", prog, t.text, pe_errname(errno));
+		return 1;
+	}
+	close(fd);
+	return trickle_read(c, prog, &o);
+}
+
 int main(int argc, char **argv)
 {
 	struct pe_opts o = { .mode = PE_SINK, .expect = -1, .prog = prog };
@@ -461,6 +493,8 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 1 && !strcmp(argv[1], "trickle-listen"))
+		return trickle_main(argc, argv);
 	int pos = pe_parse_cmdline(argc, argv, &o, &count, &timeout, &retry, posv);
 	if (pos < 0)
 		usage();

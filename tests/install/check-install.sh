@@ -7,7 +7,8 @@
 # A tool it needs that is missing fails the test: nothing is skipped.
 #
 # meson.build passes the build's directories: MESON, BUILD_ROOT, and the
-# absolute BINDIR, LIBEXECDIR, MANDIR, DATADIR, DOCDIR, UNITDIR, CONFDIR.
+# absolute BINDIR, LIBEXECDIR, MANDIR, DATADIR, DOCDIR, UNITDIR,
+# SYSUSERSDIR, CONFDIR.
 set -euo pipefail
 export LC_ALL=C.UTF-8
 
@@ -50,6 +51,7 @@ files=("${executables[@]}")
 for u in "${units[@]}"; do files+=("$UNITDIR/$u"); done
 for p in vmio "${commands[@]/#/vmio-}"; do files+=("$MANDIR/man1/$p.1"); done
 for d in "${descriptors[@]}"; do files+=("$DATADIR/qemu/vhost-user/50-vmio-$d.json"); done
+files+=("$SYSUSERSDIR/vmio.conf")
 files+=("$DATADIR/bash-completion/completions/vmio" "$DOCDIR/LICENSE"
 	"$DOCDIR/examples/vsock/vm1.yaml" "$DOCDIR/examples/net/vm1.conf"
 	"$DOCDIR/examples/redirect/syslog.conf")
@@ -81,6 +83,37 @@ out=$(MANPATH=$(root "$MANDIR") systemd-analyze verify "$units_dir"/* 2>&1) ||
 	fail "systemd-analyze verify failed: $out"
 [[ -z $out ]] || fail "systemd-analyze verify: $out"
 echo "units: ${#units[@]} verified"
+
+# What systemd is to see of each unit (the boot test checks it happens):
+# readiness, retries that outlast a peer restarting, the control socket,
+# who may connect, and the socket unit's order against its service.
+unit_has() { # unit, Key=value lines it must hold as they are
+	local u=$1 line
+	shift
+	for line; do
+		grep -qxF -e "$line" "$(root "$UNITDIR/$u")" || fail "$u lacks '$line'"
+	done
+}
+access=("Group=vmio" "UMask=0007")
+retry=("Restart=on-failure" "RestartSec=5s" "RestartPreventExitStatus=2"
+	"StartLimitIntervalSec=10min" "StartLimitBurst=60")
+unit_has vmio-vsock@.service Type=notify "${access[@]}" "${retry[@]}" \
+	"ExecStart=$BINDIR/vmio vsock --config $CONFDIR/vsock/%i.yaml --control /run/vmio/vsock/%i/control.sock"
+unit_has vmio-net@.service Type=notify "${access[@]}" "${retry[@]}" \
+	"ExecStart=$BINDIR/vmio net --socket /run/vmio/net/%i/vhost.sock --control /run/vmio/net/%i/control.sock \$OPTIONS"
+unit_has vmio-redirect@.service Type=notify "${access[@]}" "${retry[@]}" \
+	"ExecStart=$BINDIR/vmio redirect --control /run/vmio/redirect/%i/control.sock \$OPTIONS \${ADDRESS1} \${ADDRESS2}"
+unit_has vmio-net-accept@.service Type=notify "${access[@]}" \
+	"ReadWritePaths=/run/vmio/net"
+# shellcheck disable=SC2016 # the wrapper's text, $name as it is written
+grep -qF -- '--control "/run/vmio/net/$name/control.sock"' "$(root "$LIBEXECDIR/vmio-net-accept")" ||
+	fail "vmio-net-accept gives no --control /run/vmio/net/NAME/control.sock"
+unit_has vmio-net-accept@.socket "Conflicts=vmio-net@%i.service" \
+	"After=vmio-net@%i.service" "RemoveOnStop=yes" "SocketGroup=vmio" \
+	"SocketMode=0660" "ListenStream=/run/vmio/net/%i/vhost.sock"
+grep -qx 'g vmio - -' "$(root "$SYSUSERSDIR/vmio.conf")" ||
+	fail "sysusers.d/vmio.conf does not make the group vmio"
+echo "units: notify, retries, control sockets, group vmio, socket order"
 
 # ---- Man pages --------------------------------------------------------
 
@@ -175,21 +208,32 @@ echo "completion: every command and option"
 
 # ---- Examples ---------------------------------------------------------------
 
-# The vsock example as the service would run it, its paths moved to a
-# folder of ours: it must parse and listen.
+# A vsock configuration as the service would run it, its paths moved to
+# a folder of ours: it must parse and listen.
 run=$dest/.run
 mkdir -p "$run/vsock/vm1"
-sed "s|/run/vmio/|$run/|g" "$(root "$DOCDIR/examples/vsock/vm1.yaml")" >"$run/vm1.yaml"
-"$vmio" vsock --config "$run/vm1.yaml" -q &
-pid=$!
-for _ in $(seq 100); do
-	[[ -S $run/vsock/vm1/vhost.sock ]] && break
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.05
-done
-[[ -S $run/vsock/vm1/vhost.sock ]] || fail "vmio vsock does not listen with examples/vsock/vm1.yaml"
-kill -TERM "$pid"
-wait "$pid" || fail "vmio vsock with examples/vsock/vm1.yaml exited $?"
+vsock_listens() { # YAML file, a socket it makes, what it is for messages
+	local pid
+	sed "s|/run/vmio/|$run/|g" "$1" >"$run/vsock.yaml"
+	"$vmio" vsock --config "$run/vsock.yaml" -q &
+	pid=$!
+	for _ in $(seq 100); do
+		[[ -S $2 ]] && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	[[ -S $2 ]] || fail "vmio vsock does not listen with $3"
+	kill -TERM "$pid"
+	wait "$pid" || fail "vmio vsock with $3 exited $?"
+}
+vsock_listens "$(root "$DOCDIR/examples/vsock/vm1.yaml")" "$run/vsock/vm1/vhost.sock" \
+	examples/vsock/vm1.yaml
+# So must vmio-vsock(1)'s file, as copied from the page: the roff block
+# that starts with its options, unescaped.
+sed -n '/^max_connections:/,/^\.fi/p' "$(root "$MANDIR/man1/vmio-vsock.1")" |
+	sed -e '/^\.fi/d' -e 's/\\-/-/g' >"$run/man.yaml"
+grep -q '^vms:' "$run/man.yaml" || fail "vmio-vsock(1) has no YAML example to copy"
+vsock_listens "$run/man.yaml" "$run/vsock/vm1/vm4.sock" "vmio-vsock(1)'s YAML example"
 # The other two are EnvironmentFile= lines, which sh reads the same way.
 sets() { # example file, the variables it must set
 	local file=$1
@@ -201,24 +245,27 @@ sets() { # example file, the variables it must set
 }
 sets net/vm1.conf OPTIONS
 sets redirect/syslog.conf OPTIONS ADDRESS1 ADDRESS2
-echo "examples: vsock listens, net and redirect set what their units read"
+echo "examples: vsock's and vmio-vsock(1)'s listen, net and redirect set what their units read"
 
 # ---- Socket activation ------------------------------------------------------
 
-# What systemd does for vmio-net-accept@t1.socket: listen, accept, start
-# the wrapper with the connection on fd 3 and LISTEN_FDNAMES=t1. The
-# wrapper's configuration folder is moved to one of ours. A vhost-user
-# GET_FEATURES must be answered on the connection, and vmio must end when
-# it closes.
-mkdir -p "$run/conf/net"
+# What systemd does for vmio-net-accept@t1.socket: listen on
+# /run/vmio/net/t1/vhost.sock, accept, start the wrapper with the
+# connection on fd 3 and LISTEN_FDNAMES=connection (systemd before 257
+# ignores FileDescriptorName= with Accept=yes), so the wrapper must find
+# t1 in the socket's address. Its /etc/vmio and /run/vmio are moved to
+# folders of ours. A vhost-user GET_FEATURES must be answered on the
+# connection, the unit's control socket must answer `vmio stats`, and
+# vmio must end when the connection closes.
+mkdir -p "$run/conf/net" "$run/net/t1"
 echo 'OPTIONS="--null -q"' >"$run/conf/net/t1.conf"
-sed -e "s|$BINDIR/vmio|$vmio|" -e "s|$CONFDIR/|$run/conf/|" \
+sed -e "s|$BINDIR/vmio|$vmio|" -e "s|$CONFDIR/|$run/conf/|" -e "s|/run/vmio/|$run/|g" \
 	"$(root "$LIBEXECDIR/vmio-net-accept")" >"$run/accept"
-systemd-socket-activate -l "$run/t1.sock" --accept --fdname=t1 \
+systemd-socket-activate -l "$run/net/t1/vhost.sock" --accept --fdname=connection \
 	sh "$run/accept" 2>"$run/activate.log" &
 activator=$!
-python3 - "$run/t1.sock" <<'PY' || fail "no vhost-user answer through vmio-net-accept: $(cat "$run/activate.log")"
-import socket, struct, sys, time
+python3 - "$run/net/t1/vhost.sock" "$vmio" "$run/net/t1/control.sock" <<'PY' ||
+import json, os, socket, struct, subprocess, sys, time
 for _ in range(100):
     try:
         s = socket.socket(socket.AF_UNIX)
@@ -237,14 +284,21 @@ while len(reply) < 20:
 req, flags, size, features = struct.unpack("<IIIQ", reply)
 if req != 1 or flags != 5 or size != 8:
     sys.exit(f"reply {req} {flags:#x} {size}")
+# The reply came after the control socket was bound.
+out = subprocess.run([sys.argv[2], "stats", "--json", sys.argv[3]],
+                     capture_output=True, text=True, timeout=10)
+if out.returncode != 0 or json.loads(out.stdout).get("device") != "net":
+    sys.exit(f"vmio stats {sys.argv[3]}: {out.returncode} {out.stdout} {out.stderr}")
 s.close()
 PY
+	fail "no vhost-user answer or stats through vmio-net-accept: $(cat "$run/activate.log")"
 for _ in $(seq 100); do
 	grep -q "died with code" "$run/activate.log" && break
 	sleep 0.05
 done
 grep -q "died with code 0" "$run/activate.log" ||
 	fail "vmio net --fd 3 did not end cleanly with its VMM: $(cat "$run/activate.log")"
+[[ ! -e $run/net/t1/control.sock ]] || fail "vmio net left its control socket behind"
 echo "socket activation: vmio-net-accept serves the accepted connection"
 
 echo "ok"

@@ -6,6 +6,7 @@
 #include "harness.h"
 
 #include "frontend/stream.h"
+#include "frontend/vsock_guest.h"
 #include "util/proc_stat.h"
 #include "util/proc_status.h"
 
@@ -316,6 +317,21 @@ bool harness_log_contains(const char *needle)
 	return found;
 }
 
+unsigned harness_log_lines(char lines[][HARNESS_LOG_LINE], unsigned cap)
+{
+	FILE *f = fopen(harness_path("vmio.log"), "r");
+	unsigned n = 0;
+
+	if (!f)
+		return 0;
+	while (n < cap && fgets(lines[n], HARNESS_LOG_LINE, f)) {
+		lines[n][strcspn(lines[n], "\n")] = '\0';
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
 struct capture {
 	int fd;
 	char *buf;
@@ -624,4 +640,102 @@ long long harness_control_num(const char *path, const char *key)
 
 	json_decref(doc);
 	return v;
+}
+
+/* ---- Host programs on unix sockets -------------------------------------- */
+
+int harness_unix_connect(const char *path, int type)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	strcpy(a.sun_path, path);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+int harness_unix_listen(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_true(strlen(path) < sizeof(a.sun_path));
+	strcpy(a.sun_path, path);
+	unlink(path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 128), 0);
+	return fd;
+}
+
+bool harness_wait_fd(int fd, short events, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int r;
+
+	do
+		r = poll(&p, 1, ms);
+	while (r < 0 && errno == EINTR);
+	return r == 1;
+}
+
+/* ---- `vmio vsock` with the in-tree driver as its guest ----------------- */
+
+int harness_vsock_setup(void **state)
+{
+	static unsigned seq;
+	struct harness_vsock *vm = *state;
+	const char *args[24] = { "vsock", "--guest-cid", "3", "--socket",
+				 vm->sock, "--uds-path", vm->uds,
+				 "--control", vm->ctl };
+	unsigned n = 9;
+	char err[256];
+
+	seq++;
+	snprintf(vm->sock, sizeof(vm->sock), "%s/hv-vhost%u.sock",
+		 harness_tmpdir(), seq);
+	snprintf(vm->uds, sizeof(vm->uds), "%s/hv%u.vsock", harness_tmpdir(),
+		 seq);
+	snprintf(vm->ctl, sizeof(vm->ctl), "%s/hv%u.ctl", harness_tmpdir(),
+		 seq);
+	for (unsigned i = 0; vm->extra[i]; i++)
+		args[n++] = vm->extra[i];
+	args[n] = NULL;
+	vm->pid = harness_spawn(args);
+	assert_true(vm->pid > 0);
+	if (!harness_wait_socket(vm->sock, HARNESS_WAIT_MS))
+		fail_msg("vmio vsock did not listen on %s", vm->sock);
+	vm->g = vg_open(vm->sock, HARNESS_WAIT_MS, NULL, err, sizeof(err));
+	if (!vm->g)
+		fail_msg("%s", err);
+	return 0;
+}
+
+int harness_vsock_teardown(void **state)
+{
+	struct harness_vsock *vm = *state;
+	int st;
+
+	if (vm->g && vm->g->violations)
+		print_message("# device violations: %" PRIu64 " (last: %s)\n",
+			      vm->g->violations, vm->g->violation);
+	vg_free(vm->g);
+	vm->g = NULL;
+	st = harness_stop(vm->pid, 5000);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	return 0;
 }

@@ -48,6 +48,11 @@ int harness_stop(pid_t pid, int timeout_ms);
 /* True if the log written by spawned processes contains needle. */
 bool harness_log_contains(const char *needle);
 
+/* The first cap lines of that log, without their newline, each cut to
+ * HARNESS_LOG_LINE bytes; returns how many. */
+#define HARNESS_LOG_LINE 512
+unsigned harness_log_lines(char lines[][HARNESS_LOG_LINE], unsigned cap);
+
 /* Empties the log, so that what a test asks of it is this test's. */
 void harness_log_clear(void);
 
@@ -145,6 +150,40 @@ struct json_t *harness_control_get(const char *path);
 long long harness_json_num(struct json_t *doc, const char *path);
 /* The same read fresh from the socket: one document per call. */
 long long harness_control_num(const char *path, const char *key);
+
+/* ---- Host programs on unix sockets -------------------------------------- */
+
+/* A socket of type (SOCK_STREAM, SOCK_SEQPACKET) connected to path, or
+ * -1 with errno set. */
+int harness_unix_connect(const char *path, int type);
+/* A SOCK_STREAM listener at path (a stale file is replaced), or fails
+ * the test. */
+int harness_unix_listen(const char *path);
+/* Waits up to ms for events (POLLIN, ...) on fd; true if they came. */
+bool harness_wait_fd(int fd, short events, int ms);
+
+/* ---- `vmio vsock` with the in-tree driver as its guest ----------------- */
+
+/* One `vmio vsock --guest-cid 3` per case, its vhost-user socket,
+ * --uds-path and --control in harness_tmpdir(), and the driver
+ * (frontend/vsock_guest.h) attached with its defaults. Hand one to cmocka
+ * as the case's initial state:
+ *
+ *	static struct harness_vsock vm = { .extra = { "--opt", "v" } };
+ *	... cmocka_unit_test_prestate_setup_teardown(test_x,
+ *		harness_vsock_setup, harness_vsock_teardown, &vm), ...
+ */
+struct vg;
+struct harness_vsock {
+	const char *extra[8]; /* more vmio options, NULL-terminated */
+	char sock[256], uds[256], ctl[256];
+	pid_t pid;
+	struct vg *g;
+};
+
+int harness_vsock_setup(void **state);
+/* Frees the driver, stops vmio and asserts that it exited 0. */
+int harness_vsock_teardown(void **state);
 
 /* Removes the temporary directory. */
 void harness_cleanup(void);

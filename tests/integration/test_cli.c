@@ -69,6 +69,34 @@ static void test_usage_errors(void **state)
 	}
 }
 
+/* --host-port-range A-B: two ports of 0..2^32-1, A <= B; refused with
+ * the reason before anything is opened. */
+static void test_vsock_host_port_range_errors(void **state)
+{
+	static const char *const bad[] = {
+		"1024", "-65535", "1024-", "a-b", "1024-65535x", "5000-1024",
+		"0-4294967296", "12345678901234567-2",
+	};
+	static const char *const expect[] = {
+		"is not FIRST-LAST", "is not two ports", "is not two ports",
+		"is not two ports", "is not two ports", "5000 is above 1024",
+		"is not two ports", "is not FIRST-LAST",
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *args[] = { "vsock", "--guest-cid", "3", "--socket",
+				       harness_path("hpr.sock"), "--uds-path",
+				       harness_path("hpr.vsock"),
+				       "--host-port-range", bad[i], NULL };
+
+		assert_int_equal(exit_code(run(args)), 2);
+		if (!strstr(err, "--host-port-range") ||
+		    !strstr(err, expect[i]))
+			fail_msg("'%s': stderr lacks '%s': %s", bad[i],
+				 expect[i], err);
+	}
+}
+
 static void test_print_capabilities(void **state)
 {
 	/* The convention: other options and arguments are ignored. */
@@ -161,7 +189,7 @@ static void test_socket_in_use_and_sigterm(void **state)
 	/* A second backend on the same path must refuse, not steal it. */
 	int st = run((const char *[]){ "loopback", "--socket-path", sock, NULL });
 	assert_int_equal(exit_code(st), 1);
-	assert_non_null(strstr(err, "another backend"));
+	assert_non_null(strstr(err, "a live process listens"));
 	assert_true(harness_wait_socket(sock, 1000));
 
 	assert_int_equal(kill(first, SIGTERM), 0);
@@ -194,7 +222,7 @@ static void test_live_check_takes_no_connection(void **state)
 	assert_true(harness_wait_socket(in, 10000));
 	assert_int_equal(exit_code(run((const char *[]){ "redirect", a1, a2,
 						      NULL })), 1);
-	assert_non_null(strstr(err, "in use"));
+	assert_non_null(strstr(err, "a live process listens"));
 	c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	strncpy(sa.sun_path, in, sizeof(sa.sun_path) - 1);
 	assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
@@ -344,6 +372,7 @@ int main(void)
 		cmocka_unit_test(test_help),
 		cmocka_unit_test(test_stats),
 		cmocka_unit_test(test_usage_errors),
+		cmocka_unit_test(test_vsock_host_port_range_errors),
 		cmocka_unit_test(test_print_capabilities),
 		cmocka_unit_test(test_fd_and_socket_checks),
 		cmocka_unit_test(test_fd_listening),

@@ -5,11 +5,15 @@
  * holds B's vhost-user socket, misbehaving one way per case (a partial
  * message held open; partial messages with reconnects; requests whose
  * replies are never read; connect/disconnect churn; a header whose size
- * says 2 GiB). Each case asserts that A's transfer completes intact
+ * says 2 GiB; a session whose kick eventfds are written without end and
+ * with nothing new in the rings). Each case asserts that A's transfer completes intact
  * within a generous bound, that A never went ISO_MAX_GAP_MS without
  * progress, that vmio is still there, and that once the misbehaver is
  * gone (it exits 0 on SIGTERM) a well-behaved front end connects to B's
- * socket, negotiates and streams too; then vmio exits 0 on SIGTERM.
+ * socket, negotiates and streams too; then vmio exits 0 on SIGTERM. The
+ * kick storm also asserts what it costs vmio while it goes on: a small
+ * share of a core, and no more kicks served than the idle budget allows
+ * (src/vhost-user/kick_guard.h), read from --control.
  *
  * vmio runs with --message-timeout 10000 and the partial kinds hold their
  * message 4 s: a loop that waits inside a callback for the rest of a
@@ -45,8 +49,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "frontend/vsock_guest.h"
 #include "harness.h"
+#include "vhost-user/kick_guard.h"
 
 #define WAIT HARNESS_WAIT_MS
 #define PORT 1234
@@ -75,7 +82,7 @@ static int64_t now_ms(void)
 /* ---- vmio with two VMs ---- */
 
 struct two_vms {
-	char sock[2][256], uds[2][256];
+	char sock[2][256], uds[2][256], ctl[256];
 	pid_t pid;
 };
 
@@ -93,11 +100,13 @@ static bool has_message_timeout(void)
 static void vms_start(struct two_vms *v)
 {
 	char vm[2][700];
-	const char *args[8] = { "vsock", "--vm", vm[0], "--vm", vm[1] };
-	unsigned n = 5;
+	const char *args[10] = { "vsock", "--vm", vm[0], "--vm", vm[1],
+				 "--control", v->ctl };
+	unsigned n = 7;
 	const char *old = getenv("VMIO_ISOLATION_OLD");
 
 	seq++;
+	snprintf(v->ctl, sizeof(v->ctl), "%s/iso%u.ctl", harness_tmpdir(), seq);
 	for (int i = 0; i < 2; i++) {
 		snprintf(v->sock[i], sizeof(v->sock[i]), "%s/iso%u-%c.sock",
 			 harness_tmpdir(), seq, 'a' + i);
@@ -412,8 +421,10 @@ static struct vg *open_vm(const char *sock, uint64_t cid)
 	return g;
 }
 
-/* The case: A streams while kind (NULL: nothing) holds B's socket. */
-static void isolation(const char *kind, const char *hold_ms)
+/* The case: A streams while kind (NULL: nothing) holds B's socket;
+ * then, while B's VMM still misbehaves, during(v) if not NULL. */
+static void isolation(const char *kind, const char *hold_ms,
+		      void (*during)(const struct two_vms *v))
 {
 	struct two_vms v;
 	struct bad b;
@@ -425,6 +436,8 @@ static void isolation(const char *kind, const char *hold_ms)
 	gap = stream(a, v.uds[0], ISO_MIN_BYTES, ISO_STREAM_MS, kind ? &b : NULL, v.sock[1],
 		     kind, hold_ms, kind ? kind : "A alone");
 	assert_alive(v.pid, "after A's stream");
+	if (during)
+		during(&v);
 	if (kind)
 		bad_stop(&b);
 	if (gap >= ISO_MAX_GAP_MS)
@@ -446,34 +459,102 @@ static void isolation(const char *kind, const char *hold_ms)
 
 static void test_alone(void **state)
 {
-	isolation(NULL, NULL);
+	isolation(NULL, NULL, NULL);
 }
 
 /* Held for the whole case: the backend may close it after
  * --message-timeout (10 s), after A is done. */
 static void test_partial_held(void **state)
 {
-	isolation("partial", NULL);
+	isolation("partial", NULL, NULL);
 }
 
 static void test_partial_reconnect(void **state)
 {
-	isolation("partial-reconnect", HOLD_MS);
+	isolation("partial-reconnect", HOLD_MS, NULL);
 }
 
 static void test_replies_not_read(void **state)
 {
-	isolation("no-read", NULL);
+	isolation("no-read", NULL, NULL);
 }
 
 static void test_churn(void **state)
 {
-	isolation("churn", NULL);
+	isolation("churn", NULL, NULL);
 }
 
 static void test_huge_size(void **state)
 {
-	isolation("huge-size", HOLD_MS);
+	isolation("huge-size", HOLD_MS, NULL);
+}
+
+/* The window over which the storm's cost is measured. */
+#define STORM_WINDOW_MS 3000
+/* vmio's CPU for it, in clock ticks (100 a second): 10 % of a core.
+ * Serving every kick costs most of a core; the guard, about 1 %. */
+#define STORM_MAX_TICKS (STORM_WINDOW_MS / 100)
+
+static long long queue_num(json_t *doc, unsigned q, const char *key)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "vms.1.queues.%u.%s", q, key);
+	return harness_json_num(doc, path);
+}
+
+/* B's queues while its VMM kicks them without end: held back (kick fd
+ * let go, the ring looked at on a timer) for most of the window, no more
+ * kicks served than the budget, and vmio's whole CPU over the window a
+ * small share of a core. */
+static void storm_cost(const struct two_vms *v)
+{
+	long long kicks[2], held[2];
+	long t0, t1;
+	json_t *doc = harness_control_get(v->ctl);
+	struct timespec w = { STORM_WINDOW_MS / 1000,
+			      (STORM_WINDOW_MS % 1000) * 1000000L };
+
+	for (unsigned q = 0; q < 2; q++) {
+		kicks[q] = queue_num(doc, q, "kicks");
+		held[q] = queue_num(doc, q, "kick_held_ms");
+		assert_true(queue_num(doc, q, "kick_holds") >= 1);
+	}
+	json_decref(doc);
+	t0 = harness_cpu_ticks(v->pid);
+	/* A measurement window, not a wait for an event. */
+	nanosleep(&w, NULL);
+	t1 = harness_cpu_ticks(v->pid);
+	doc = harness_control_get(v->ctl);
+	for (unsigned q = 0; q < 2; q++) {
+		long long dk = queue_num(doc, q, "kicks") - kicks[q];
+		long long dh = queue_num(doc, q, "kick_held_ms") - held[q];
+
+		print_message("# B's queue %u over %d ms: %lld kicks served, "
+			      "held back %lld ms (%s)\n",
+			      q, STORM_WINDOW_MS, dk, dh,
+			      json_string_value(json_object_get(
+				      json_array_get(json_object_get(
+					      json_array_get(json_object_get(
+						      doc, "vms"), 1),
+					      "queues"), q),
+				      "held_back")));
+		assert_true(dk <= (long long)VMIO_KICK_IDLE_RATE *
+					  STORM_WINDOW_MS / 1000 +
+				  VMIO_KICK_IDLE_BURST);
+		assert_true(dh >= STORM_WINDOW_MS / 2);
+	}
+	json_decref(doc);
+	print_message("# vmio's CPU over the window: %ld ticks (at most %d)\n",
+		      t1 - t0, STORM_MAX_TICKS);
+	assert_true(t1 - t0 <= STORM_MAX_TICKS);
+}
+
+/* A guest writing its notify register in a loop (or its VMM, the
+ * eventfd): A keeps its service, and B costs vmio little. */
+static void test_kick_storm(void **state)
+{
+	isolation("kick-storm", NULL, storm_cost);
 }
 
 int main(void)
@@ -485,6 +566,7 @@ int main(void)
 		cmocka_unit_test(test_replies_not_read),
 		cmocka_unit_test(test_churn),
 		cmocka_unit_test(test_huge_size),
+		cmocka_unit_test(test_kick_storm),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -1254,6 +1254,60 @@ static void test_control_engine(void **state)
 	harness_expect_exit(pid, 0);
 }
 
+/* The same while the connection is still connecting (ADDRESS2's backlog
+ * is full): it names the engine it will run, not the one asked; and the
+ * log says at info which engine runs and why. */
+static void test_control_engine_connecting(void **state)
+{
+	const char *a = harness_path("ctlc-a.sock"),
+		   *b = harness_path("ctlc-b.sock");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int lfd = socket(AF_UNIX, SOCK_STREAM, 0), fill[4], nfill = 0;
+	json_t *doc = NULL, *conn = NULL;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", b);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(lfd, 0), 0);
+	/* Never accepted: the backlog fills, the next connect is EAGAIN. */
+	while (nfill < 4) {
+		fill[nfill] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (connect(fill[nfill], (struct sockaddr *)&sa, sizeof(sa))) {
+			close(fill[nfill]);
+			break;
+		}
+		nfill++;
+	}
+	harness_log_clear();
+	pid_t pid = harness_spawn((const char *[]){
+		"redirect", "--control", next_ctl(), "--engine", "copy",
+		addr_arg(0, "UNIX-RECV", a, ""),
+		addr_arg(1, "UNIX-CONNECT", b, ""), NULL });
+
+	for (int i = 0; i < HARNESS_WAIT_MS / 10 && !conn; i++) {
+		json_decref(doc);
+		if (!harness_wait_socket(rd_ctl, HARNESS_WAIT_MS))
+			fail_msg("no control socket");
+		doc = harness_control_get(rd_ctl);
+		conn = json_array_get(json_object_get(json_array_get(
+			json_object_get(doc, "workers"), 0), "connections"), 0);
+		if (!conn)
+			usleep(10000);
+	}
+	assert_non_null(conn);
+	assert_string_equal(json_string_value(json_object_get(conn, "state")),
+			    "connecting");
+	assert_string_equal(json_string_value(json_object_get(conn, "engine")),
+			    "message");
+	json_decref(doc);
+	assert_true(harness_log_contains("info: engine message (--engine copy: "
+					 "a datagram or seqpacket end"));
+	assert_int_equal(harness_stop(pid, HARNESS_WAIT_MS), 0);
+	for (int i = 0; i < nfill; i++)
+		close(fill[i]);
+	close(lfd);
+	unlink(b);
+}
+
 /* `vmio redirect --stats --threads N UNIX-LISTEN:a,fork UNIX-CONNECT:b`,
  * listening. The copy engine moves every byte through vmio's own
  * memory: more for a sanitizer to see, and CPU time enough to tell
@@ -1693,6 +1747,7 @@ int main(void)
 		cmocka_unit_test(test_fork_many),
 		cmocka_unit_test(test_control_live),
 		cmocka_unit_test(test_control_engine),
+		cmocka_unit_test(test_control_engine_connecting),
 		cmocka_unit_test(test_threads_echo),
 		cmocka_unit_test(test_threads_sigterm),
 		cmocka_unit_test(test_threads_drops),

@@ -350,6 +350,37 @@ static void test_unpop(void **state)
 	assert_int_equal(vmio_vq_pop(&f->vq, &f->mem, &f->chain), 0);
 }
 
+/* vmio_vq_progress moves with every descriptor the driver makes
+ * available, those the device has not taken included (rx buffers it
+ * holds), across the wrap; and with every pop. A look that finds it as
+ * it was is a kick that brought nothing. */
+static void test_progress(void **state)
+{
+	struct fx *f = *state;
+	uint32_t p, q;
+
+	start_at(f, 5);
+	p = vmio_vq_progress(&f->vq);
+	assert_int_equal(vmio_vq_progress(&f->vq), p);
+	post1(f, 10, 0);
+	q = vmio_vq_progress(&f->vq);
+	assert_int_not_equal(q, p);
+	/* Past the wrap: 5, 6, 7, then 0 and 1 in the next lap. */
+	for (uint16_t id = 1; id < 5; id++) {
+		post1(f, 10, id);
+		p = q;
+		q = vmio_vq_progress(&f->vq);
+		assert_int_not_equal(q, p);
+	}
+	assert_int_equal(vmio_vq_progress(&f->vq), q);
+	assert_int_equal(vmio_vq_pop(&f->vq, &f->mem, &f->chain), 1);
+	assert_int_not_equal(vmio_vq_progress(&f->vq), q);
+	q = vmio_vq_progress(&f->vq);
+	vmio_vq_push(&f->vq, 0, 0);
+	vmio_vq_flush_and_notify(&f->vq);
+	assert_int_equal(vmio_vq_progress(&f->vq), q);
+}
+
 static bool notified(struct fx *f)
 {
 	uint64_t v;
@@ -443,6 +474,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_buffer_id_beyond_the_queue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_base_beyond_the_queue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unpop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_progress, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_event_suppression, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_device_event_suppression, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_more_than_a_ring_between_flushes, setup, teardown),

@@ -4,8 +4,12 @@
  * close both ways, resets and hostile ops; and seqpacket (a SOCK_SEQPACKET
  * socketpair): messages gathered until EOM and sent whole, queued whole
  * behind a full host socket, host messages cut into packets with EOM on
- * the last, and messages too large either way refused; and stream
- * payload spliced by reference, its chain held until the host read it. */
+ * the last, and messages too large either way refused; stream
+ * payload spliced by reference, its chain held until the host read it;
+ * and the guest's packet limit (guest_backlog.h): no packet past it, in
+ * single and batched reads and between two packets of a message, credit
+ * asked for while there, and small host writes merged for a guest that
+ * fell behind, with everything that ends such a hold. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -519,6 +523,55 @@ static void test_host_to_guest_batch(void **state)
 	assert_int_equal(guest_recv_batch(written), 0);
 }
 
+/* A guest that holds VSOCK_CONN_MERGE_AFTER of our packets unread gets
+ * small host writes merged: held while the socket has less than a
+ * packet's worth, sent once it has. What a full packet leaves behind is
+ * held in the same way, not sent as a small packet of its own; the tick
+ * sends it whatever its size. */
+static void test_merge_after_full_packet(void **state)
+{
+	static uint8_t data[8 * 100 + 100 + 5000];
+	struct vsock_hdr h;
+	size_t i, at = 0;
+
+	established(65536, 262144, 0);
+	for (i = 0; i < sizeof(data); i++)
+		data[i] = pattern(i);
+	/* Eight lone writes go out at once, a packet each. */
+	for (i = 0; i < VSOCK_CONN_MERGE_AFTER; i++, at += 100) {
+		assert_int_equal(send(host, data + at, 100, 0), 100);
+		vsock_conn_host_readable(&conn, false);
+		assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE + 100);
+	}
+	assert_int_equal(conn.stats.merge_holds, 0);
+
+	/* The ninth waits for more. */
+	assert_int_equal(send(host, data + at, 100, 0), 100);
+	vsock_conn_host_readable(&conn, false);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(conn.stats.merge_holds, 1);
+	assert_int_equal(vsock_conn_epoll_events(&conn),
+			 EPOLLIN | EPOLLRDHUP | EPOLLET);
+
+	/* A packet's worth: one full packet, and the rest held again. */
+	assert_int_equal(send(host, data + at + 100, 5000, 0), 5000);
+	vsock_conn_host_readable(&conn, false);
+	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE + RX_DATA);
+	assert_memory_equal(rxbuf + VSOCK_HDR_SIZE, data + at, RX_DATA);
+	at += RX_DATA;
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(guest_recv(&h), 0);
+	assert_int_equal(conn.stats.merge_holds, 2);
+
+	/* The tick ends the hold: the rest goes, short as it is. */
+	assert_true(vsock_conn_wants_tick(&conn));
+	vsock_conn_tick(&conn);
+	assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE + sizeof(data) - at);
+	assert_memory_equal(rxbuf + VSOCK_HDR_SIZE, data + at,
+			    sizeof(data) - at);
+}
+
 static void test_credit_overrun(void **state)
 {
 	established(1024, 65536, 0);
@@ -944,6 +997,271 @@ static void test_seq_local_connect(void **state)
 	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
 }
 
+/* ---- The guest's packet limit and merging (guest_backlog.h) ---------- */
+
+/* Sends n bytes of the pattern, from stream offset at, to the guest. */
+static void host_send_pattern(size_t at, size_t n)
+{
+	static uint8_t buf[8 * RX_DATA];
+
+	assert_true(n <= sizeof(buf));
+	for (size_t i = 0; i < n; i++)
+		buf[i] = pattern(at + i);
+	assert_int_equal(send(host, buf, n, 0), (ssize_t)n);
+}
+
+/* The next packet is an RW of len bytes of the pattern at `at`, with
+ * `flags`. */
+static void expect_rw(size_t at, uint32_t len, uint32_t flags)
+{
+	struct vsock_hdr h;
+
+	assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE + len);
+	assert_int_equal(h.op, VSOCK_OP_RW);
+	assert_int_equal(h.flags, flags);
+	for (uint32_t k = 0; k < len; k++)
+		assert_int_equal(rxbuf[VSOCK_HDR_SIZE + k], pattern(at + k));
+}
+
+/* The guest read through fwd_cnt and says so. */
+static void guest_reads_to(uint32_t fwd_cnt)
+{
+	guest_fwd_cnt = fwd_cnt;
+	guest_send(VSOCK_OP_CREDIT_UPDATE, 0, 0, 0);
+}
+
+/* Four packets at 65536 bytes each fill a 256 KiB guest: the fifth
+ * waits, with byte credit to spare, until the guest has read one through
+ * (a packet half read still counts, as Linux counts it); meanwhile the
+ * host socket is not watched, and credit is asked for after a tick. */
+static void test_packet_bound(void **state)
+{
+	established(65536, 262144, 0);
+	vsock_conn_set_packet_overhead(&conn, 65536);
+	host_send_pattern(0, 5 * RX_DATA);
+	vsock_conn_host_readable(&conn, false);
+	for (unsigned i = 0; i < 4; i++)
+		expect_rw(i * RX_DATA, RX_DATA, 0);
+	assert_int_equal(vsock_backlog_len(&conn.backlog), 4);
+	assert_true(vsock_credit_peer_free(&conn.credit) > 0);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(conn.stats.packet_stalls, 1);
+	assert_int_equal(conn.stats.credit_stalls, 0);
+	assert_int_equal(vsock_conn_epoll_events(&conn), 0);
+	assert_true(vsock_conn_wants_tick(&conn));
+
+	guest_reads_to(RX_DATA / 2);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	vsock_conn_tick(&conn);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	vsock_conn_tick(&conn);
+	assert_int_equal(vsock_conn_pending_rx(&conn),
+			 VSOCK_RXOP_CREDIT_REQUEST);
+	expect_op(VSOCK_OP_CREDIT_REQUEST);
+
+	guest_reads_to(RX_DATA);
+	assert_int_equal(vsock_backlog_len(&conn.backlog), 3);
+	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	expect_rw(4 * RX_DATA, RX_DATA, 0);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(conn.stats.packet_stalls, 2);
+}
+
+/* A batched read takes no more chains than the guest has room for
+ * packets: three of the four, the fourth given back. */
+static void test_packet_bound_batch(void **state)
+{
+	uint32_t written[BATCH];
+
+	established(65536, 262144, 0);
+	vsock_conn_set_packet_overhead(&conn, 65536);
+	host_send_pattern(0, RX_DATA);
+	vsock_conn_host_readable(&conn, false);
+	expect_rw(0, RX_DATA, 0);
+	host_send_pattern(RX_DATA, 4 * RX_DATA);
+	vsock_conn_host_readable(&conn, false);
+	assert_int_equal(guest_recv_batch(written), 3);
+	assert_int_equal(vsock_backlog_len(&conn.backlog), 4);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+}
+
+/* Overhead 0: bytes only, as before the bound: the whole credit goes. */
+static void test_packet_bound_off(void **state)
+{
+	established(65536, 262144, 0);
+	vsock_conn_set_packet_overhead(&conn, 0);
+	host_send_pattern(0, 5 * RX_DATA);
+	vsock_conn_host_readable(&conn, false);
+	for (unsigned i = 0; i < 5; i++)
+		expect_rw(i * RX_DATA, RX_DATA, 0);
+	assert_int_equal(conn.stats.packet_stalls, 0);
+}
+
+/* Seqpacket: the bound stops a message between two of its packets, and
+ * the rest of it goes, EOM on its last, once the guest read the message
+ * before it. */
+static void test_seq_packet_bound_mid_message(void **state)
+{
+	static uint8_t msg[10000];
+
+	seq_established(65536, 262144, 0);
+	vsock_conn_set_packet_overhead(&conn, 65536);
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = pattern(i);
+	assert_int_equal(send(host, msg, sizeof(msg), 0), sizeof(msg));
+	assert_int_equal(send(host, msg, sizeof(msg), 0), sizeof(msg));
+	vsock_conn_host_readable(&conn, false);
+	expect_rw(0, 4096, 0);
+	expect_rw(4096, 4096, 0);
+	expect_rw(8192, 1808, VSOCK_SEQ_EOM);
+	expect_rw(0, 4096, 0);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	/* The first message read: three packets freed. */
+	guest_reads_to(sizeof(msg));
+	assert_int_equal(vsock_backlog_len(&conn.backlog), 1);
+	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	expect_rw(4096, 4096, 0);
+	expect_rw(8192, 1808, VSOCK_SEQ_EOM);
+}
+
+/* A message that needs more packets than the bound allows: a guest
+ * cannot read any of it before its EOM (Linux dequeues seqpacket data a
+ * whole message at a time), so its fwd_cnt stays put and a bound that
+ * stopped the message midway would never open again. Here 4 packets at
+ * 65536 bytes each (the largest --rx-packet-overhead) in 256 KiB, a
+ * message of 5 packets of 4 KiB; the same comes with the default 1024
+ * and a guest that posts rx buffers under 1 KiB. The whole message must
+ * go: the guest's own limit (576 bytes a packet on Linux) takes any
+ * message its buffer takes, in buffers of 576 bytes or more. */
+static void test_seq_message_longer_than_bound(void **state)
+{
+	static uint8_t msg[5 * 4096 - 100];
+
+	seq_established(65536, 262144, 0);
+	vsock_conn_set_packet_overhead(&conn, 65536);
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = pattern(i);
+	assert_int_equal(send(host, msg, sizeof(msg), 0), sizeof(msg));
+	vsock_conn_host_readable(&conn, false);
+	for (unsigned i = 0; i < 4; i++)
+		expect_rw(i * 4096, 4096, 0);
+	/* The guest holds four packets of a message it cannot read yet,
+	 * and says so whenever asked. */
+	guest_reads_to(0);
+	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	expect_rw(4 * 4096, 4096 - 100, VSOCK_SEQ_EOM);
+}
+
+/* Sends one 100-byte host write and tells the connection. */
+static void host_write_small(size_t *at)
+{
+	host_send_pattern(*at, 100);
+	*at += 100;
+	vsock_conn_host_readable(&conn, false);
+}
+
+/* A guest that keeps up never sees a write held; one that holds
+ * VSOCK_CONN_MERGE_AFTER of our packets unread gets the small writes that
+ * follow merged into one full rx buffer, the host socket watched
+ * edge-triggered meanwhile so each new write is looked at. */
+static void test_merge_hold(void **state)
+{
+	size_t at = 0;
+
+	established(65536, 262144, 0);
+	for (unsigned i = 0; i < VSOCK_CONN_MERGE_AFTER; i++) {
+		host_write_small(&at);
+		assert_false(conn.merge_hold);
+		assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+		expect_rw(at - 100, 100, 0);
+	}
+	host_write_small(&at);
+	assert_true(conn.merge_hold);
+	assert_int_equal(conn.stats.merge_holds, 1);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_epoll_events(&conn),
+			 EPOLLIN | EPOLLRDHUP | EPOLLET);
+	assert_true(vsock_conn_wants_tick(&conn));
+	/* Still short of a packet: still held, counted once. */
+	host_send_pattern(at, 3900);
+	at += 3900;
+	vsock_conn_host_readable(&conn, false);
+	assert_true(conn.merge_hold);
+	assert_int_equal(conn.stats.merge_holds, 1);
+	/* A packet's worth: it goes, one full buffer. */
+	host_send_pattern(at, 200);
+	at += 200;
+	vsock_conn_host_readable(&conn, false);
+	assert_false(conn.merge_hold);
+	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	expect_rw(800, RX_DATA, 0);
+	/* The rest, short of a packet, is held again (see
+	 * test_merge_after_full_packet); the tick sends it. */
+	assert_int_equal(conn.stats.merge_holds, 2);
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	vsock_conn_tick(&conn);
+	expect_rw(800 + RX_DATA, (uint32_t)(at - 800 - RX_DATA), 0);
+}
+
+/* What ends a hold short of a packet: the tick, the guest reading below
+ * the mark, the host hanging up; and a guest that shut down receiving
+ * has nothing held for it. */
+static void test_merge_release(void **state)
+{
+	size_t at = 0;
+
+	established(65536, 262144, 0);
+	for (unsigned i = 0; i < VSOCK_CONN_MERGE_AFTER; i++) {
+		host_write_small(&at);
+		expect_rw(at - 100, 100, 0);
+	}
+	host_write_small(&at);
+	assert_true(conn.merge_hold);
+	vsock_conn_tick(&conn);
+	assert_false(conn.merge_hold);
+	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	expect_rw(at - 100, 100, 0);
+
+	/* Nine held: reading one leaves eight, still behind; two, seven. */
+	host_write_small(&at);
+	assert_true(conn.merge_hold);
+	guest_reads_to(100);
+	assert_true(conn.merge_hold);
+	guest_reads_to(200);
+	assert_false(conn.merge_hold);
+	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	expect_rw(at - 100, 100, 0);
+
+	/* Eight held again. */
+	host_write_small(&at);
+	assert_true(conn.merge_hold);
+	vsock_conn_host_readable(&conn, true);
+	assert_false(conn.merge_hold);
+	expect_rw(at - 100, 100, 0);
+
+	host_write_small(&at);
+	assert_true(conn.merge_hold);
+	guest_send(VSOCK_OP_SHUTDOWN, VSOCK_SHUTDOWN_RCV, 0, 0);
+	assert_false(conn.merge_hold);
+	assert_false(vsock_conn_wants_tick(&conn));
+	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+}
+
+/* Overhead 0 turns merging off with the bound. */
+static void test_merge_off(void **state)
+{
+	size_t at = 0;
+
+	established(65536, 262144, 0);
+	vsock_conn_set_packet_overhead(&conn, 0);
+	for (unsigned i = 0; i < 2 * VSOCK_CONN_MERGE_AFTER; i++) {
+		host_write_small(&at);
+		assert_false(conn.merge_hold);
+		expect_rw(at - 100, 100, 0);
+	}
+	assert_int_equal(conn.stats.merge_holds, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -967,6 +1285,8 @@ int main(void)
 					  teardown),
 		cmocka_unit_test_teardown(test_guest_rst, teardown),
 		cmocka_unit_test_teardown(test_host_to_guest_batch, teardown),
+		cmocka_unit_test_teardown(test_merge_after_full_packet,
+					  teardown),
 		cmocka_unit_test_teardown(test_credit_request, teardown),
 		cmocka_unit_test_teardown(test_unexpected_op, teardown),
 		cmocka_unit_test_teardown(test_second_request, teardown),
@@ -985,6 +1305,16 @@ int main(void)
 		cmocka_unit_test_teardown(test_seq_host_message_too_large,
 					  teardown),
 		cmocka_unit_test_teardown(test_seq_local_connect, teardown),
+		cmocka_unit_test_teardown(test_packet_bound, teardown),
+		cmocka_unit_test_teardown(test_packet_bound_batch, teardown),
+		cmocka_unit_test_teardown(test_packet_bound_off, teardown),
+		cmocka_unit_test_teardown(test_seq_packet_bound_mid_message,
+					  teardown),
+		cmocka_unit_test_teardown(test_seq_message_longer_than_bound,
+					  teardown),
+		cmocka_unit_test_teardown(test_merge_hold, teardown),
+		cmocka_unit_test_teardown(test_merge_release, teardown),
+		cmocka_unit_test_teardown(test_merge_off, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

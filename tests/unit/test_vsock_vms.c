@@ -201,6 +201,32 @@ static void test_yaml_good(void **state)
 	vsock_vms_release(&l);
 }
 
+/* Top-level keys beside vms: are kept, named as long options, for the
+ * command to apply. */
+static void test_yaml_options(void **state)
+{
+	struct vsock_vm_list l = { 0 };
+
+	assert_int_equal(yaml(&l, "max_connections: 4096\n"
+				  "vms:\n  - guest_cid: 3\n    socket: a\n"
+				  "    uds_path: b\n"
+				  "control: /run/vmio/vsock/vm1/control.sock\n"
+				  "tx-splice: true\n"), 0);
+	assert_int_equal(l.n, 1);
+	assert_int_equal(l.nopts, 3);
+	assert_string_equal(l.opts[0].name, "max-connections");
+	assert_string_equal(l.opts[0].value, "4096");
+	assert_int_equal(l.opts[0].line, 1);
+	assert_string_equal(l.opts[1].name, "control");
+	assert_string_equal(l.opts[1].value,
+			    "/run/vmio/vsock/vm1/control.sock");
+	assert_string_equal(l.opts[2].name, "tx-splice");
+	assert_string_equal(l.opts[2].value, "true");
+	assert_int_equal(l.opts[2].line, 7);
+	vsock_vms_release(&l);
+	assert_int_equal(l.nopts, 0);
+}
+
 static void test_yaml_bad(void **state)
 {
 	static const struct {
@@ -209,8 +235,12 @@ static void test_yaml_bad(void **state)
 		{ "", "expected a document with a vms: list" },
 		{ "- 1\n", "vms.yaml:1: expected a mapping" },
 		{ "vms: 3\n", "vms.yaml:1: expected vms: a list" },
-		{ "vm:\n  - guest_cid: 3\n", "vms.yaml:1: expected the one "
-					      "top-level key 'vms'" },
+		{ "vm:\n  - guest_cid: 3\n", "vms.yaml:1: vm: expected 'vms' "
+					      "(a list of VMs) or an option" },
+		{ "vms: []\ncontrol: a\ncontrol: b\n",
+		  "vms.yaml:3: control: given twice (line 2)" },
+		{ "max_connections: 3\nmax-connections: 4\nvms: []\n",
+		  "vms.yaml:2: max-connections: given twice (line 1)" },
 		{ "{}\n", "no 'vms' list" },
 		{ "vms:\n  - 3\n", "vms.yaml:2: vms[0]: expected a mapping" },
 		{ "vms:\n  - guest_cid: 3\n    colour: red\n",
@@ -222,8 +252,8 @@ static void test_yaml_bad(void **state)
 		  "vms.yaml:2: vms[0]: groups: expected a single value" },
 		{ "vms:\n  - guest_cid: 3\n   bad: [\n", "vms.yaml:" },
 		{ "vms: []\n---\nvms: []\n", "one document only" },
-		{ "vms: &a [ ]\nx: *a\n", "top-level key" },
-		{ "vms: []\nvms: []\n", "top-level key 'vms'" },
+		{ "vms: &a [ ]\nx: *a\n", "vms.yaml:2: x: expected 'vms'" },
+		{ "vms: []\nvms: []\n", "vms.yaml:2: 'vms' given twice" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -268,6 +298,7 @@ int main(void)
 		cmocka_unit_test(test_vm_arg_bad),
 		cmocka_unit_test(test_check_rejects),
 		cmocka_unit_test(test_yaml_good),
+		cmocka_unit_test(test_yaml_options),
 		cmocka_unit_test(test_yaml_bad),
 		cmocka_unit_test(test_config_file),
 	};

@@ -70,9 +70,15 @@ void vsock_conn_set_packet_overhead(struct vsock_conn *c, uint32_t overhead)
 	vsock_backlog_init(&c->backlog, overhead);
 }
 
-/* No room for another packet in the guest's queue. */
+/* No room for another packet in the guest's queue. A seqpacket message
+ * under way whose packets are all the guest holds goes on to its EOM
+ * regardless: the guest reads nothing of a message before its end, so
+ * its fwd_cnt could not move and the bound would never open. Linux's own
+ * limit takes any message that fits its buffer, in 4 KiB packets. */
 static bool conn_packet_bound(const struct vsock_conn *c)
 {
+	if (c->hmsg_off && vsock_backlog_len(&c->backlog) <= c->hmsg_pkts)
+		return false;
 	return !vsock_backlog_room(&c->backlog, c->credit.peer_buf_alloc);
 }
 
@@ -168,7 +174,7 @@ static void conn_close_host(struct vsock_conn *c)
 	c->seq_msgs = c->seq_partial = 0;
 	free(c->hmsg);
 	c->hmsg = NULL;
-	c->hmsg_len = c->hmsg_off = 0;
+	c->hmsg_len = c->hmsg_off = c->hmsg_pkts = 0;
 	vsock_backlog_free(&c->backlog);
 	c->merge_hold = false;
 }
@@ -850,18 +856,36 @@ static bool conn_merge_wait(const struct vsock_conn *c)
 	return (uint32_t)inq < want;
 }
 
+/* Leaves the host socket's data for later: RW is not pending, and an
+ * edge-triggered watch, the guest's progress or the tick ends the hold. */
+static void conn_merge_hold(struct vsock_conn *c)
+{
+	if (!c->merge_hold)
+		c->stats.merge_holds++;
+	c->merge_hold = true;
+	c->pending &= ~VSOCK_RXOP_RW;
+}
+
 void vsock_conn_host_readable(struct vsock_conn *c, bool hangup)
 {
 	if (!conn_may_read(c))
 		return;
 	if (!hangup && conn_merge_wait(c)) {
-		if (!c->merge_hold)
-			c->stats.merge_holds++;
-		c->merge_hold = true;
+		conn_merge_hold(c);
 		return;
 	}
 	c->merge_hold = false;
 	c->pending |= VSOCK_RXOP_RW;
+}
+
+/* A stream read that filled its packet leaves RW pending for what is
+ * still in the socket. Sent at once, that rest would be a small packet
+ * of its own, the very thing merging avoids for a guest that fell
+ * behind: ask the same question new data is asked. */
+static void conn_merge_recheck(struct vsock_conn *c)
+{
+	if ((c->pending & VSOCK_RXOP_RW) && conn_merge_wait(c))
+		conn_merge_hold(c);
 }
 
 /* Host data waits for the guest's credit and asking may help. */
@@ -1055,9 +1079,10 @@ static ssize_t seq_read_host(struct vsock_conn *c, const struct vmio_chain *rx,
 	cap = (uint32_t)vsock_pkt_write_payload(rx, 0, c->hmsg + c->hmsg_off,
 						cap);
 	c->hmsg_off += cap;
+	c->hmsg_pkts++;
 	if (c->hmsg_off == c->hmsg_len) {
 		*flags = VSOCK_SEQ_EOM | (c->hmsg_eor ? VSOCK_SEQ_EOR : 0);
-		c->hmsg_off = c->hmsg_len = 0;
+		c->hmsg_off = c->hmsg_len = c->hmsg_pkts = 0;
 	}
 	return cap;
 }
@@ -1137,9 +1162,13 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
 				    ? seq_read_host(c, rx, max_payload, &flags)
 				    : conn_read_host(c, rx, max_payload);
 			if (n > 0) {
+				size_t w;
+
 				vsock_credit_sent(&c->credit, (uint32_t)n);
-				return conn_emit(c, rx, VSOCK_OP_RW, flags,
-						 (uint32_t)n);
+				w = conn_emit(c, rx, VSOCK_OP_RW, flags,
+					      (uint32_t)n);
+				conn_merge_recheck(c);
+				return w;
 			}
 			if (n < 0) {
 				/* Killed: its RST goes out in this chain. */
@@ -1281,5 +1310,6 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 		written[i] = (uint32_t)conn_emit(c, rx[i], VSOCK_OP_RW, 0, len);
 		left -= len;
 	}
+	conn_merge_recheck(c);
 	return i;
 }

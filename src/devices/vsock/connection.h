@@ -133,6 +133,7 @@ struct vsock_conn {
 	uint32_t seq_partial;
 	uint8_t *hmsg;
 	uint32_t hmsg_len, hmsg_off;
+	uint32_t hmsg_pkts; /* packets of it sent so far */
 	bool hmsg_eor;
 
 	/* Zero-copy guest->host (stream only; set by the multiplexer after
