@@ -67,10 +67,6 @@ for t in vmio vmio-scale vmio-vsock-bench; do
 	fi
 done
 
-field() { # name line: the value of name=... in line
-	awk -v k="$1=" '{for (i = 1; i <= NF; i++) if (index($i, k) == 1) print substr($i, length(k) + 1)}' <<<"$2"
-}
-
 # write_config NAME N [WORKERS]: N VMs (CIDs from 3) in $dir/NAME.yaml,
 # their sockets $dir/NAME<i>.sock and uds-paths $dir/NAME<i>.vsock; with
 # WORKERS, VM i on worker i % WORKERS (thread=K), said outright so that

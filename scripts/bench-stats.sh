@@ -11,6 +11,11 @@ list_median() {
 	tr ' ' '\n' <<<"$1" | grep . | grep -vx -- - | median || true
 }
 
+# The value of name=... in a line of key=value fields (the tools' output).
+field() { # name line: the value of name=... in line
+	awk -v k="$1=" '{for (i = 1; i <= NF; i++) if (index($i, k) == 1) print substr($i, length(k) + 1)}' <<<"$2"
+}
+
 ratio() { # a b: a/b to two places, or - when either is missing
 	awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b}'
 }

@@ -221,10 +221,6 @@ relay_cmd() { # shape relay: sets cmd to the relay's command line
 	esac
 }
 
-field() { # name line: the value of name=... in line
-	awk -v k="$1=" '{for (i = 1; i <= NF; i++) if (index($i, k) == 1) print substr($i, length(k) + 1)}' <<<"$2"
-}
-
 for shape in udg ust tcp; do
 	echo "redirect $shape->ust, $runs rounds of $rbytes:"
 	for _ in $(seq "$runs"); do

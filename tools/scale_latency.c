@@ -17,14 +17,10 @@
 #include "scale_fleet.h"
 #include "scale_host.h"
 #include "nofile.h"
+#include "round_trips.h"
 #include "tool_common.h"
 #include "util/clock.h"
 #include "vsock_transfer.h"
-
-/* Round trips kept per kind of phase; later ones are counted, not kept. */
-#define MAX_SAMPLES (1u << 20)
-/* Not measured: the first round trips of a fresh connection. */
-#define WARMUP_MS 300
 
 /* ---- the streamer, in a child process of its own ---- */
 
@@ -187,131 +183,53 @@ static void bulk_start(struct bulk *b, const struct vsock_vm_spec *vm,
 
 /* ---- request/response ---- */
 
-struct samples {
-	uint32_t *ns;
-	size_t n;
-	uint64_t all;     /* round trips, kept or not */
-	double seconds;   /* the phases' time */
-};
-
 /* Round trips of every VM, and when the config names each VM's worker
  * (thread=K), of those on the streamer's worker and of the others. */
 enum { ALL, SAME_WORKER, OTHER_WORKER, GROUPS };
 static const char *const group_name[GROUPS] = { "all", "same-worker",
 						"other-worker" };
 
-struct rr {
-	struct vg_sock *s;
-	unsigned group;     /* SAME_WORKER or OTHER_WORKER; ALL: unknown */
-	int64_t t0;
-	uint64_t sent, got; /* bytes of the round trip under way */
+/* Where a phase's round trips go: sm[ALL] and sm[the group of their
+ * VM] (group[c]: SAME_WORKER or OTHER_WORKER; ALL: unknown). */
+struct rr_keep {
+	struct rt_samples *sm;
+	const unsigned *group;
 };
 
-static void keep(struct samples *sm, int64_t ns)
+static void rr_kept(void *arg, unsigned c, int64_t ns)
 {
-	if (sm->n < MAX_SAMPLES)
-		sm->ns[sm->n++] = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
-	sm->all++;
+	struct rr_keep *k = arg;
+
+	rt_keep(&k->sm[ALL], ns);
+	if (k->group[c] != ALL)
+		rt_keep(&k->sm[k->group[c]], ns);
 }
 
-/* Round trips on every connection for ms (a round trip under way then
- * is finished, not counted), each kept in sm[ALL] and sm[its group]
- * (sm NULL: the warm-up). */
-static void rr_phase(struct rr *rr, struct vg *const *gs, unsigned n,
-		     uint64_t msg, uint64_t ms, struct samples *sm)
+/* Round trips on every connection for ms, into sm (NULL: the
+ * warm-up). */
+static void rr_phase(const struct xfer_conns *cs, struct rt_conn *rc,
+		     const unsigned *group, unsigned n, uint64_t msg,
+		     uint64_t ms, struct rt_samples *sm)
 {
-	static uint8_t req[XFER_MAX_MSG], resp[XFER_MAX_MSG];
+	struct rr_keep k = { sm, group };
 	int64_t start = (int64_t)vmio_now_ns();
-	int64_t end = start + (int64_t)ms * 1000000, last = start;
-	bool ending = false;
+	char err[256];
 
-	xfer_pattern_fill(msg, req);
-	for (;;) {
-		int64_t now = (int64_t)vmio_now_ns();
-		bool moved = false, busy = false;
-
-		ending |= now >= end;
-		for (unsigned i = 0; i < n; i++) {
-			struct rr *c = &rr[i];
-			ssize_t r;
-
-			if (c->sent < msg && !ending) {
-				if (!c->sent)
-					c->t0 = (int64_t)vmio_now_ns();
-				r = vg_write(c->s, req + c->sent,
-					     msg - c->sent, 0);
-				if (r < 0 && r != -ETIMEDOUT)
-					tool_die("VM %u: vg_write: %s", i,
-						 strerror((int)-r));
-				if (r > 0) {
-					c->sent += (uint64_t)r;
-					moved = true;
-				}
-			}
-			if (!c->sent)
-				continue;
-			busy = true;
-			r = vg_read(c->s, resp, msg - c->got, 0);
-			if (r == 0 || (r < 0 && r != -ETIMEDOUT))
-				tool_die("VM %u: vg_read: %s", i,
-					 r ? strerror((int)-r) : "end of stream");
-			if (r < 0)
-				continue;
-			c->got += (uint64_t)r;
-			moved = true;
-			if (c->got < msg)
-				continue;
-			if (sm && !ending) {
-				int64_t rtt = (int64_t)vmio_now_ns() - c->t0;
-
-				keep(&sm[ALL], rtt);
-				if (c->group != ALL)
-					keep(&sm[c->group], rtt);
-			}
-			c->sent = c->got = 0;
-		}
-		if (ending && !busy)
-			break;
-		if (moved) {
-			last = (int64_t)vmio_now_ns();
-			continue;
-		}
-		if ((int64_t)vmio_now_ns() - last >
-		    (int64_t)XFER_STALL_MS * 1000000)
-			tool_die("no echo for %d s", XFER_STALL_MS / 1000);
-		int r = vg_poll_many(gs, n, 10);
-
-		if (r < 0)
-			tool_die("vg_poll: %s", strerror(-r));
-	}
-	for (unsigned k = 0; sm && k < GROUPS; k++)
-		sm[k].seconds += (double)((int64_t)vmio_now_ns() - start) / 1e9;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Nearest rank: the smallest sample with at least p percent at or below
- * it. */
-static double pct_us(const struct samples *sm, unsigned p)
-{
-	size_t k = (sm->n * p + 99) / 100;
-
-	return sm->n ? sm->ns[k ? k - 1 : 0] / 1e3 : 0;
+	if (rt_phase(cs, rc, n, msg, ms, sm ? rr_kept : NULL, &k, err,
+		     sizeof(err)))
+		tool_die("request/response: %s", err);
+	for (unsigned g = 0; sm && g < GROUPS; g++)
+		sm[g].seconds += (double)((int64_t)vmio_now_ns() - start) / 1e9;
 }
 
 static void print_phase(const char *bulk, const char *group,
-			struct samples *sm, const char *extra)
+			struct rt_samples *sm, const char *extra)
 {
-	qsort(sm->ns, sm->n, sizeof(*sm->ns), cmp_u32);
+	rt_sort(sm);
 	printf("latency bulk=%s vms=%s samples=%" PRIu64 " rr/s=%.0f "
 	       "p50_us=%.1f p99_us=%.1f max_us=%.1f%s\n", bulk, group,
-	       sm->all, (double)sm->all / sm->seconds, pct_us(sm, 50),
-	       pct_us(sm, 99), sm->n ? sm->ns[sm->n - 1] / 1e3 : 0.0, extra);
+	       sm->all, (double)sm->all / sm->seconds, rt_pct_us(sm, 50),
+	       rt_pct_us(sm, 99), sm->n ? sm->ns[sm->n - 1] / 1e3 : 0.0, extra);
 }
 
 int scale_latency(const struct scale_latency_opts *o)
@@ -320,11 +238,13 @@ int scale_latency(const struct scale_latency_opts *o)
 	struct scale_host echo, sink;
 	struct scale_listener *l;
 	/* By phase (idle, running), then group. */
-	struct samples sm[2][GROUPS] = { { { 0 } } };
+	struct rt_samples sm[2][GROUPS];
 	bool grouped = true;
 	struct bulk b;
 	struct vg **g;
-	struct rr *rr;
+	struct vg_sock **s;
+	struct rt_conn *rc;
+	unsigned *group;
 	uint64_t bulk_bytes = 0;
 	double bulk_s = 0;
 	unsigned n = 0;
@@ -339,14 +259,14 @@ int scale_latency(const struct scale_latency_opts *o)
 		tool_die("%s", err);
 	l = calloc(vms.n, sizeof(*l));
 	g = calloc(vms.n, sizeof(*g));
-	rr = calloc(vms.n, sizeof(*rr));
-	if (!l || !g || !rr)
+	s = calloc(vms.n, sizeof(*s));
+	rc = calloc(vms.n, sizeof(*rc));
+	group = calloc(vms.n, sizeof(*group));
+	if (!l || !g || !s || !rc || !group)
 		tool_die("out of memory");
 	for (unsigned p = 0; p < 2; p++)
 		for (unsigned k = 0; k < GROUPS; k++)
-			if (!(sm[p][k].ns = malloc(MAX_SAMPLES *
-						   sizeof(*sm[p][k].ns))))
-				tool_die("out of memory");
+			rt_samples_init(&sm[p][k]);
 	/* Groups only where the config says which worker serves each VM:
 	 * vmio's own dealing is not for this tool to guess. */
 	for (unsigned i = 0; i < vms.n; i++)
@@ -379,26 +299,29 @@ int scale_latency(const struct scale_latency_opts *o)
 		g[n] = fleet_open(&vms.vms[i], 0, err, sizeof(err));
 		if (!g[n])
 			tool_die("VM %u: %s", i, err);
-		rr[n].s = vg_connect(g[n], SCALE_PORT_ECHO, XFER_STALL_MS, &e);
-		if (!rr[n].s)
+		s[n] = vg_connect(g[n], SCALE_PORT_ECHO, XFER_STALL_MS, &e);
+		if (!s[n])
 			tool_die("VM %u: connect: %s", i, strerror(-e));
 		if (grouped)
-			rr[n].group = vms.vms[i].thread ==
+			group[n] = vms.vms[i].thread ==
 						      vms.vms[o->bulk_vm].thread
 					      ? SAME_WORKER
 					      : OTHER_WORKER;
 		n++;
 	}
-	rr_phase(rr, g, n, o->msg, WARMUP_MS, NULL);
+	struct xfer_vg xv = { s, g, n };
+	struct xfer_conns cs = { &xfer_vg_ops, &xv };
+
+	rr_phase(&cs, rc, group, n, o->msg, RT_WARMUP_MS, NULL);
 	for (unsigned r = 0; r < o->rounds; r++) {
 		struct bulk_msg m;
 		struct scale_host_msg d;
 		int got;
 
-		rr_phase(rr, g, n, o->msg, o->phase_ms, sm[0]);
+		rr_phase(&cs, rc, group, n, o->msg, o->phase_ms, sm[0]);
 		bulk_order(&b, BULK_GO);
 		bulk_expect(&b, BULK_GOING, &m);
-		rr_phase(rr, g, n, o->msg, o->phase_ms, sm[1]);
+		rr_phase(&cs, rc, group, n, o->msg, o->phase_ms, sm[1]);
 		bulk_order(&b, BULK_STOP);
 		bulk_expect(&b, BULK_STOPPED, &m);
 		got = scale_host_recv(&sink, &d, XFER_STALL_MS);
@@ -435,8 +358,10 @@ int scale_latency(const struct scale_latency_opts *o)
 	scale_host_stop(&sink);
 	for (unsigned p = 0; p < 2; p++)
 		for (unsigned k = 0; k < GROUPS; k++)
-			free(sm[p][k].ns);
-	free(rr);
+			rt_samples_free(&sm[p][k]);
+	free(group);
+	free(rc);
+	free(s);
 	free(g);
 	free(l);
 	vsock_vms_release(&vms);

@@ -9,7 +9,14 @@
  * connections; the receiver counts bytes, and checks the first and last
  * message of each connection against the pattern. Time runs from the
  * first byte sent to the last byte received (CLOCK_MONOTONIC is the same
- * clock in both processes). Ten seconds without progress is an error. */
+ * clock in both processes). Ten seconds without progress is an error.
+ *
+ * With --echo, request/response instead (round_trips.h): the sender of
+ * the direction writes a --msg-size request on each connection and the
+ * other side echoes it, one round trip outstanding per connection, for
+ * --seconds after a warm-up; the sender times each round trip and reads
+ * vmio's CPU time (/proc/PID/stat, the PID from SO_PEERCRED on the
+ * vhost-user socket) over the same span. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -31,8 +38,11 @@
 
 #include "cli/options.h"
 #include "cli/vsock_vms.h"
+#include "frontend/frontend.h"
 #include "frontend/vsock_guest.h"
 #include "util/clock.h"
+#include "util/proc_stat.h"
+#include "round_trips.h"
 #include "tool_common.h"
 #include "vsock_transfer.h"
 
@@ -47,17 +57,24 @@ static const char usage[] =
 	"guest, a forked child the host program), or with --direct over plain\n"
 	"AF_UNIX stream sockets between the same two processes. Prints one\n"
 	"line: <vsock|direct> <dir> msg=N conns=N bytes=N time=S MB/s=X\n"
+	"With --echo: <vsock|direct> echo <dir> msg=N conns=N round_trips=N\n"
+	"time=S rr/s=X p50_us=X p99_us=X vmio_s/1000rt=X (vmio's CPU seconds\n"
+	"per 1000 round trips; not with --direct)\n"
 	"\n"
 	"Options:\n"
 	"  --socket PATH      the device's vhost-user socket\n"
 	"  --uds-path PATH    the device's --uds-path\n"
-	"  --direction D      g2h (guest to host, default) or h2g\n"
-	"  --msg-size N       bytes per write (default 64K)\n"
+	"  --direction D      g2h (guest to host, default) or h2g; with\n"
+	"                     --echo, the request's way (the answer comes back)\n"
+	"  --msg-size N       bytes per write (default 64K; with --echo, of a\n"
+	"                     request, default 64)\n"
 	"  --bytes N          bytes in all (default 256M; K, M, G suffixes)\n"
 	"  --conns N          connections, 1-64 (default 1)\n"
 	"  --guest-cid N      the guest's CID: the VM's guest-cid (default 3)\n"
 	"  --rx-buf N         guest rx buffer payload size (default 4K, as\n"
 	"                     Linux; at most 64K)\n"
+	"  --echo             request/response round trips, not a stream\n"
+	"  --seconds N        --echo: how long to time them (default 5)\n"
 	"  --direct           no vmio: AF_UNIX between the two processes\n"
 	"  --mergeable        negotiate mergeable rx buffers: --rx-buf bytes\n"
 	"                     each, header included, packets of up to 64K\n"
@@ -72,12 +89,23 @@ struct opts {
 	uint32_t rx_buf;
 	uint64_t cid;
 	bool mergeable;
+	bool echo;
+	uint64_t seconds;  /* --echo */
+	pid_t vmio;        /* the device's process; 0: none or unknown */
+};
+
+/* What the requester of --echo measured. */
+struct echo_result {
+	uint64_t round_trips;
+	double secs, p50_us, p99_us;
+	double vmio_s;     /* vmio's CPU seconds meanwhile; < 0: unknown */
 };
 
 /* What the child reports through a pipe when it is done. */
 struct report {
 	int64_t t_ns;    /* g2h: last byte received; h2g: first byte sent */
 	uint64_t bytes;  /* received (g2h) or sent (h2g) */
+	struct echo_result echo; /* --echo --direction h2g */
 	int ok;
 	char error[160];
 };
@@ -138,6 +166,69 @@ static int read_line(int fd, char *buf, size_t size)
 	return (int)n;
 }
 
+/* ---- what each side does ---- */
+
+static void keep_rt(void *sm, unsigned c, int64_t ns)
+{
+	(void)c;
+	rt_keep(sm, ns);
+}
+
+/* The requester of --echo: a warm-up, then --seconds of round trips with
+ * vmio's CPU time over the same span; then it shuts each connection
+ * down for writing, which ends the echo. */
+static int request(const struct opts *o, const struct xfer_conns *cs,
+		   struct echo_result *res, char *err, size_t err_size)
+{
+	struct rt_conn rc[XFER_MAX_CONNS] = { { 0 } };
+	struct rt_samples sm;
+	long c0 = -1, c1 = -1;
+	int64_t t0;
+	int st;
+
+	rt_samples_init(&sm);
+	st = rt_phase(cs, rc, o->plan.conns, o->plan.msg, RT_WARMUP_MS, NULL,
+		      NULL, err, err_size);
+	if (!st) {
+		if (o->vmio > 0)
+			c0 = vmio_proc_cpu_ticks(o->vmio);
+		t0 = (int64_t)vmio_now_ns();
+		st = rt_phase(cs, rc, o->plan.conns, o->plan.msg,
+			      o->seconds * 1000, keep_rt, &sm, err, err_size);
+		res->secs = (double)((int64_t)vmio_now_ns() - t0) / 1e9;
+		if (o->vmio > 0)
+			c1 = vmio_proc_cpu_ticks(o->vmio);
+	}
+	if (!st) {
+		rt_sort(&sm);
+		res->round_trips = sm.all;
+		res->p50_us = rt_pct_us(&sm, 50);
+		res->p99_us = rt_pct_us(&sm, 99);
+		res->vmio_s = c0 >= 0 && c1 >= 0
+				      ? (double)(c1 - c0) /
+						(double)sysconf(_SC_CLK_TCK)
+				      : -1;
+		for (unsigned c = 0; c < o->plan.conns; c++)
+			cs->ops->shut_wr(cs->ctx, c);
+	}
+	rt_samples_free(&sm);
+	return st;
+}
+
+/* One side's part, the sender's (g2h: the guest; h2g: the host) or the
+ * other's: the stream's writes or reads, or with --echo the requests or
+ * the echo. *t and *bytes as xfer_all; *res for the requester. */
+static int play(const struct opts *o, const struct xfer_conns *cs,
+		bool sender, int64_t *t, uint64_t *bytes,
+		struct echo_result *res, char *err, size_t err_size)
+{
+	if (!o->echo)
+		return xfer_all(&o->plan, cs, sender, t, bytes, err, err_size);
+	if (sender)
+		return request(o, cs, res, err, err_size);
+	return rt_echo(cs, o->plan.conns, bytes, err, err_size);
+}
+
 /* ---- the host side, in the child ---- */
 
 /* fds: socketpair ends for --direct, else NULL (the child accepts on lfd
@@ -147,7 +238,7 @@ static void host_main(const struct opts *o, int lfd, const int *given,
 {
 	struct report rep = { 0 };
 	int fds[XFER_MAX_CONNS];
-	int64_t t;
+	int64_t t = 0;
 
 	if (given) {
 		memcpy(fds, given, sizeof(int) * o->plan.conns);
@@ -201,8 +292,8 @@ static void host_main(const struct opts *o, int lfd, const int *given,
 		tool_set_nonblock(fds[c]);
 	struct xfer_conns cs = { &xfer_fd_ops, fds };
 
-	if (!xfer_all(&o->plan, &cs, o->h2g, &t, &rep.bytes, rep.error,
-			  sizeof(rep.error)))
+	if (!play(o, &cs, o->h2g, &t, &rep.bytes, &rep.echo, rep.error,
+		  sizeof(rep.error)))
 		rep.ok = 1;
 	rep.t_ns = t;
 out:
@@ -238,6 +329,32 @@ static void print_cpu(void)
 		tv_s(&child.ru_utime), tv_s(&child.ru_stime));
 }
 
+/* Where the packets went and what each connection holds, for a look at
+ * why (VSOCK_BENCH_STATS), after a run or a failed one. */
+static void print_guest(const struct vg *g, struct vg_sock *const *s,
+			unsigned conns)
+{
+	fprintf(stderr, "guest: %" PRIu64 " packets sent, %" PRIu64
+		" received: RW %" PRIu64 ", CREDIT_UPDATE %" PRIu64
+		", CREDIT_REQUEST %" PRIu64 "; refused %" PRIu64 " (packets) %"
+		PRIu64 " (bytes), coalesced %" PRIu64 "\n", g->pkts_tx,
+		g->pkts_rx, g->rx_ops[VSOCK_OP_RW],
+		g->rx_ops[VSOCK_OP_CREDIT_UPDATE],
+		g->rx_ops[VSOCK_OP_CREDIT_REQUEST], g->rx_refused_pkts,
+		g->rx_refused_bytes, g->rx_coalesced);
+	for (unsigned c = 0; c < conns && s[c]; c++) {
+		struct vg_sock_info i;
+
+		vg_sock_info(s[c], &i);
+		fprintf(stderr, "guest connection %u: %s, unread %u in %u "
+			"packets, credit to the host %u of %u, host shut %u\n",
+			c, i.reset ? "reset" : i.established ? "established"
+							    : "not established",
+			i.unread, i.queued_pkts, i.peer_credit,
+			i.peer_buf_alloc, i.peer_shut);
+	}
+}
+
 static bool read_report(int fd, struct report *rep)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -256,12 +373,36 @@ static bool read_report(int fd, struct report *rep)
 	return true;
 }
 
-static int run(const struct opts *o)
+/* The device's process, from the vhost-user connection (the process
+ * that listens on it); 0 if the kernel does not say. */
+static pid_t peer_pid(int fd)
+{
+	struct ucred cr;
+	socklen_t n = sizeof(cr);
+
+	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &n) ? 0 : cr.pid;
+}
+
+static void print_echo(const struct opts *o, const struct echo_result *r)
+{
+	printf("%s echo %s msg=%" PRIu64 " conns=%u round_trips=%" PRIu64
+	       " time=%.3f rr/s=%.0f p50_us=%.1f p99_us=%.1f",
+	       o->direct ? "direct" : "vsock", o->h2g ? "h2g" : "g2h",
+	       o->plan.msg, o->plan.conns, r->round_trips, r->secs,
+	       (double)r->round_trips / r->secs, r->p50_us, r->p99_us);
+	if (r->vmio_s >= 0 && r->round_trips)
+		printf(" vmio_s/1000rt=%.4f",
+		       r->vmio_s * 1000 / (double)r->round_trips);
+	putchar('\n');
+}
+
+static int run(struct opts *o)
 {
 	int pair[XFER_MAX_CONNS][2], mine[XFER_MAX_CONNS], theirs[XFER_MAX_CONNS];
 	struct vg_sock *s[XFER_MAX_CONNS] = { NULL };
 	int rep_sk[2], lfd = -1, st;
 	struct report rep;
+	struct echo_result res = { 0 };
 	struct vg *g = NULL;
 	char err[256] = "";
 	uint64_t total = 0;
@@ -291,6 +432,7 @@ static int run(const struct opts *o)
 		g = vg_open(o->socket, XFER_STALL_MS, &vo, err, sizeof(err));
 		if (!g)
 			tool_die("%s", err);
+		o->vmio = peer_pid(g->fe->sock);
 		if (o->h2g) {
 			if (vg_listen(g, H2G_PORT))
 				tool_die("vg_listen: %s", g->error);
@@ -323,8 +465,8 @@ static int run(const struct opts *o)
 		}
 		struct xfer_conns cs = { &xfer_fd_ops, mine };
 
-		st = xfer_all(&o->plan, &cs, !o->h2g, &t_me, &total, err,
-				  sizeof(err));
+		st = play(o, &cs, !o->h2g, &t_me, &total, &res, err,
+			  sizeof(err));
 	} else {
 		for (unsigned c = 0; c < o->plan.conns; c++) {
 			int e = 0;
@@ -344,8 +486,8 @@ static int run(const struct opts *o)
 		struct xfer_vg vc = { s, &g, 1 };
 		struct xfer_conns cs = { &xfer_vg_ops, &vc };
 
-		st = xfer_all(&o->plan, &cs, !o->h2g, &t_me, &total, err,
-				  sizeof(err));
+		st = play(o, &cs, !o->h2g, &t_me, &total, &res, err,
+			  sizeof(err));
 		/* g2h: the host child must still drain what is in flight;
 		 * keep serving the queues until it reports. */
 		if (!st && !o->h2g) {
@@ -357,6 +499,8 @@ static int run(const struct opts *o)
 		}
 	}
 	if (st || !read_report(rep_sk[0], &rep)) {
+		if (g && getenv("VSOCK_BENCH_STATS"))
+			print_guest(g, s, o->plan.conns);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		tool_die("%s", err[0] ? err : "host side did not report");
@@ -366,32 +510,29 @@ static int run(const struct opts *o)
 	waitpid(pid, &st, 0);
 	if (!rep.ok)
 		tool_die("host side: %s", rep.error);
-	if (rep.bytes != o->plan.per_conn * o->plan.conns ||
-	    total != o->plan.per_conn * o->plan.conns)
+	if (!o->echo && (rep.bytes != o->plan.per_conn * o->plan.conns ||
+			 total != o->plan.per_conn * o->plan.conns))
 		tool_die("moved %" PRIu64 "/%" PRIu64 " bytes, expected %" PRIu64,
 		    total, rep.bytes, o->plan.per_conn * o->plan.conns);
 	if (g) {
 		if (g->violations)
 			tool_die("the device broke the protocol %" PRIu64
 			    " times; last: %s", g->violations, g->violation);
-		/* Where the packets went, for a look at why: */
-		if (getenv("VSOCK_BENCH_STATS"))
+		if (getenv("VSOCK_BENCH_STATS")) {
 			print_cpu();
-		if (getenv("VSOCK_BENCH_STATS"))
-			fprintf(stderr,
-				"guest: %" PRIu64 " packets sent, %" PRIu64
-				" received: RW %" PRIu64 ", CREDIT_UPDATE %"
-				PRIu64 ", CREDIT_REQUEST %" PRIu64 "\n",
-				g->pkts_tx, g->pkts_rx,
-				g->rx_ops[VSOCK_OP_RW],
-				g->rx_ops[VSOCK_OP_CREDIT_UPDATE],
-				g->rx_ops[VSOCK_OP_CREDIT_REQUEST]);
+			print_guest(g, s, o->plan.conns);
+		}
 		for (unsigned c = 0; c < o->plan.conns; c++)
 			vg_close(s[c]);
 		vg_free(g);
 	} else {
 		for (unsigned c = 0; c < o->plan.conns; c++)
 			close(mine[c]);
+	}
+
+	if (o->echo) {
+		print_echo(o, o->h2g ? &rep.echo : &res);
+		return 0;
 	}
 
 	int64_t t0 = o->h2g ? rep.t_ns : t_me;
@@ -424,13 +565,16 @@ int main(int argc, char **argv)
 		{ "guest-cid", required_argument, NULL, 'g' },
 		{ "direct", no_argument, NULL, 'D' },
 		{ "mergeable", no_argument, NULL, 'M' },
+		{ "echo", no_argument, NULL, 'E' },
+		{ "seconds", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct opts o = {
 		.plan = { .msg = 65536, .conns = 1 },
-		.bytes = 256ull << 20, .rx_buf = 4096, .cid = 3,
+		.bytes = 256ull << 20, .rx_buf = 4096, .cid = 3, .seconds = 5,
 	};
+	bool msg_given = false;
 	uint64_t v;
 	int c;
 
@@ -453,6 +597,7 @@ int main(int argc, char **argv)
 			if (vmio_parse_u64(optarg, XFER_MAX_MSG,
 					   &o.plan.msg) || !o.plan.msg)
 				return tool_usage_error("--msg-size: 1 to 1M");
+			msg_given = true;
 			break;
 		case 'b':
 			if (vmio_parse_u64(optarg, UINT64_MAX, &o.bytes) ||
@@ -483,6 +628,14 @@ int main(int argc, char **argv)
 		case 'M':
 			o.mergeable = true;
 			break;
+		case 'E':
+			o.echo = true;
+			break;
+		case 'S':
+			if (vmio_parse_u64(optarg, 3600, &o.seconds) ||
+			    !o.seconds)
+				return tool_usage_error("--seconds: 1 to 3600");
+			break;
 		default:
 			return tool_other_option(c, usage);
 		}
@@ -492,6 +645,8 @@ int main(int argc, char **argv)
 	if (!o.direct && (!o.socket || !o.uds))
 		return tool_usage_error("--socket and --uds-path are needed "
 					"(or --direct)");
+	if (o.echo && !msg_given)
+		o.plan.msg = 64;
 	/* Whole messages on each connection. */
 	o.plan.per_conn = o.bytes / o.plan.conns / o.plan.msg * o.plan.msg;
 	if (!o.plan.per_conn)
