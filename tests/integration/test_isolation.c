@@ -248,20 +248,6 @@ struct sink {
 	char error[160];
 };
 
-static int unix_listen(const char *path)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	assert_true(strlen(path) < sizeof(a.sun_path));
-	strcpy(a.sun_path, path);
-	unlink(path);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(listen(fd, 4), 0);
-	return fd;
-}
-
 static void *sink_main(void *opaque)
 {
 	struct sink *k = opaque;
@@ -341,7 +327,7 @@ static int64_t stream(struct vg *g, const char *uds, uint64_t min,
 	int err = 0;
 
 	snprintf(path, sizeof(path), "%s_%u", uds, PORT);
-	k.lfd = unix_listen(path);
+	k.lfd = harness_unix_listen(path);
 	assert_int_equal(pthread_create(&k.thread, NULL, sink_main, &k), 0);
 	s = vg_connect(g, PORT, WAIT, &err);
 	if (!s)

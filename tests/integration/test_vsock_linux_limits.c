@@ -155,27 +155,6 @@ static int unix_connect(const char *path, int type)
 	return fd;
 }
 
-static int unix_listen(const char *path)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	assert_true(snprintf(a.sun_path, sizeof(a.sun_path), "%s", path) <
-		    (int)sizeof(a.sun_path));
-	unlink(path);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(listen(fd, 16), 0);
-	return fd;
-}
-
-static bool wait_fd(int fd, short events, int ms)
-{
-	struct pollfd p = { .fd = fd, .events = events };
-
-	return poll(&p, 1, ms) == 1;
-}
-
 /* A trickling host program, host to guest: CONNECT through the hybrid
  * socket (the stream one, or the seqpacket one and a CONNECT message),
  * then TRICKLE_WRITES writes of TRICKLE_SIZE bytes of the pattern, one
@@ -220,7 +199,7 @@ static bool trickle_connect(struct trickle *t)
 	for (size_t k = 0; k < sizeof(line) - 1;) {
 		ssize_t r;
 
-		if (!wait_fd(t->fd, POLLIN, WAIT))
+		if (!harness_wait_fd(t->fd, POLLIN, WAIT))
 			break;
 		r = recv(t->fd, line + k, t->seqpacket ? sizeof(line) - 1 : 1,
 			 0);
@@ -249,7 +228,7 @@ static int send_blocking(struct trickle *t, const uint8_t *buf, size_t len)
 
 		if (__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE))
 			return ECANCELED;
-		if (!wait_fd(t->fd, POLLOUT, 100)) {
+		if (!harness_wait_fd(t->fd, POLLOUT, 100)) {
 			if (now_ms() >= end)
 				return ETIMEDOUT;
 			continue;
@@ -516,12 +495,12 @@ static void *sink_main(void *arg)
 			break;
 		}
 		if (k->fd < 0) {
-			if (wait_fd(k->lfd, POLLIN, 100))
+			if (harness_wait_fd(k->lfd, POLLIN, 100))
 				k->fd = accept4(k->lfd, NULL, NULL,
 						SOCK_CLOEXEC);
 			continue;
 		}
-		if (!wait_fd(k->fd, POLLIN, 100))
+		if (!harness_wait_fd(k->fd, POLLIN, 100))
 			continue;
 		r = read(k->fd, buf, sizeof(buf));
 		if (r < 0 && errno == EINTR)
@@ -571,7 +550,7 @@ static void bulk_to_host(struct vm *vm, uint32_t dev_buf)
 	int err = 0;
 
 	snprintf(path, sizeof(path), "%s_%u", vm->uds, port);
-	k = (struct sink){ .lfd = unix_listen(path), .fd = -1, .port = port };
+	k = (struct sink){ .lfd = harness_unix_listen(path), .fd = -1, .port = port };
 	assert_int_equal(pthread_create(&k.thread, NULL, sink_main, &k), 0);
 	s = vg_connect(vm->g, port, WAIT, &err);
 	if (!s) {
