@@ -98,9 +98,14 @@ for b in sys.argv[1:]:
         failed += bad
         if not ok:
             print(f"FAILED: {b}: {r['name']} ({r['result']})")
-            # A fuzz target says which input failed it (run_target.sh).
-            for l in re.findall(r"^\S+: FAILED after .*$", out, re.M):
-                print(f"  {l}")
+            # Why, at the end where a short tail of the output (CI's)
+            # still shows it: the lines a test script names its failures
+            # with ("NAME: FAIL: ...", "not ok", a fuzz target's "FAILED
+            # after", a sanitizer's SUMMARY), at most 12 a test.
+            why = re.findall(r"^.*(?:: FAIL\b|^not ok \d+|: FAILED after |SUMMARY: ).*$",
+                             out + "\n" + (r.get("stderr") or ""), re.M)
+            for l in why[:12]:
+                print(f"  {l[:300]}")
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
 PY

@@ -37,31 +37,7 @@ echo "SOCKMAP-GUEST kernel=$kver engine=$want"
 
 if ! $V redirect --help >/dev/null 2>/tmp/vmio.err; then
 	fail vmio "vmio does not run in the guest: $(cat /tmp/vmio.err)"
-	# --- refused (kernels before 6.4) -----------------------------------------
-# Told to try whatever the version says, vmio meets the kernel's own
-# refusal of the connected vsock socket (EOPNOTSUPP), as on a kernel whose
-# version hides what it can do, and goes on with the message engine on
-# that same connection: the host sink takes one connection only.
-if [ $want = message ]; then
-	VMIO_REDIRECT_SOCKMAP_ANY_KERNEL=1 $V redirect -v --control /tmp/ctl3.sock \
-		UNIX-RECV:/tmp/in3.sock VSOCK-CONNECT:2:7003 >/tmp/r3.log 2>&1 &
-	r=$!
-	wait_socket /tmp/in3.sock
-	eng=$(engines /tmp/ctl3.sock)
-	out=$($B send --to udg:/tmp/in3.sock --bytes 8388608 --timeout 60 2>&1); rc=$?
-	wait $r; rrc=$?
-	echo "SOCKMAP-REFUSED $out"
-	echo "SOCKMAP-REFUSED-RELAY exit=$rrc engines=$eng $(grep -E 'engine|not available|^vmio redirect: connection' /tmp/r3.log | tr '\n' ' ')"
-	if [ $rc -ne 0 ]; then fail refused "the sender failed: $out"
-	elif [ $rrc -ne 0 ]; then fail refused "vmio redirect exited $rrc: $(tail -n 2 /tmp/r3.log)"
-	elif ! grep -q 'the sockmap engine is not available (the kernel does not take ADDRESS2 into a sockmap: Operation not supported): using the message engine' /tmp/r3.log; then
-		fail refused "-v did not say the kernel refused the socket: $(grep -i engine /tmp/r3.log)"
-	elif [ "$eng" != "message message " ]; then
-		fail refused "--control names engines '$eng', expected message twice"
-	else pass refused; fi
-fi
-
-echo "redirect sockmap guest: $fails failed"
+	echo "redirect sockmap guest: $fails failed"
 	exit "$fails"
 fi
 
