@@ -72,7 +72,7 @@ check_engine() { # step, relay log, engines from --control
 		grep -q 'engine sockmap, ADDRESS2 send buffer [0-9]* bytes, vsock buffer 4194304 bytes' "$2" ||
 			{ fail "$1" "-v did not say 'engine sockmap ... vsock buffer 4194304': $(grep engine "$2")"; return 1; }
 	else
-		grep -q 'the sockmap engine is not available (forwarding into vsock needs Linux 6.4, this is ' "$2" ||
+		grep -q 'engine message (--engine auto: sockmap is not available: forwarding into vsock needs Linux 6.4, this is ' "$2" ||
 			{ fail "$1" "-v did not say why the sockmap engine does not run: $(grep -i engine "$2")"; return 1; }
 	fi
 	return 0
@@ -143,7 +143,7 @@ if [ $want = message ]; then
 	echo "SOCKMAP-REFUSED-RELAY exit=$rrc engines=$eng $(grep -E 'engine|not available|^vmio redirect: connection' /tmp/r3.log | tr '\n' ' ')"
 	if [ $rc -ne 0 ]; then fail refused "the sender failed: $out"
 	elif [ $rrc -ne 0 ]; then fail refused "vmio redirect exited $rrc: $(tail -n 2 /tmp/r3.log)"
-	elif ! grep -q 'the sockmap engine is not available (the kernel does not take ADDRESS2 into a sockmap: Operation not supported): using the message engine' /tmp/r3.log; then
+	elif ! grep -q 'engine message (--engine auto: the kernel does not take ADDRESS2 into a sockmap: Operation not supported)' /tmp/r3.log; then
 		fail refused "-v did not say the kernel refused the socket: $(grep -i engine /tmp/r3.log)"
 	elif [ "$eng" != "message message " ]; then
 		fail refused "--control names engines '$eng', expected message twice"
