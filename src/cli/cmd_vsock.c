@@ -182,11 +182,13 @@ static int parse_port_range(struct vsock_opts *v, const char *arg)
 			arg);
 	memcpy(first, arg, (size_t)(dash - arg));
 	first[dash - arg] = '\0';
-	if (vmio_parse_u64(first, UINT32_MAX, &a) ||
-	    vmio_parse_u64(dash + 1, UINT32_MAX, &b))
+	/* 4294967295 is VMADDR_PORT_ANY: "no port" to every vsock stack. */
+	if (vmio_parse_u64(first, UINT32_MAX - 1, &a) ||
+	    vmio_parse_u64(dash + 1, UINT32_MAX - 1, &b))
 		return vmio_cli_usage_error(
 			"vsock", "--host-port-range: '%s' is not two ports "
-			"(0 to 4294967295) joined by '-'", arg);
+			"(0 to 4294967294; 4294967295 is VMADDR_PORT_ANY) "
+			"joined by '-'", arg);
 	if (a > b)
 		return vmio_cli_usage_error(
 			"vsock", "--host-port-range: %llu is above %llu",

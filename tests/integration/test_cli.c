@@ -69,18 +69,19 @@ static void test_usage_errors(void **state)
 	}
 }
 
-/* --host-port-range A-B: two ports of 0..2^32-1, A <= B; refused with
+/* --host-port-range A-B: two ports of 0..2^32-2 (2^32-1 is
+ * VMADDR_PORT_ANY), A <= B; refused with
  * the reason before anything is opened. */
 static void test_vsock_host_port_range_errors(void **state)
 {
 	static const char *const bad[] = {
 		"1024", "-65535", "1024-", "a-b", "1024-65535x", "5000-1024",
-		"0-4294967296", "12345678901234567-2",
+		"0-4294967296", "12345678901234567-2", "0-4294967295",
 	};
 	static const char *const expect[] = {
 		"is not FIRST-LAST", "is not two ports", "is not two ports",
 		"is not two ports", "is not two ports", "5000 is above 1024",
-		"is not two ports", "is not FIRST-LAST",
+		"is not two ports", "is not FIRST-LAST", "VMADDR_PORT_ANY",
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
