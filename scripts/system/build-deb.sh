@@ -14,14 +14,11 @@
 #   editing a test must not cost a package build.
 set -euo pipefail
 
-top=$(cd "$(dirname "$0")/../.." && pwd)
-cache=${1:-$top/build/sysroot}
-mkdir -p "$cache/deb"
-cache=$(cd "$cache" && pwd)
+me=build-deb
+# shellcheck source=scripts/system/cache.sh
+. "$(dirname "$0")/cache.sh"
 dir=$cache/deb
-
-die() { echo "build-deb: $*" >&2; exit 1; }
-log() { echo "build-deb: $*" >&2; }
+mkdir -p "$dir"
 
 for tool in git dpkg-buildpackage dh cpio; do
 	command -v "$tool" >/dev/null ||

@@ -18,14 +18,10 @@
 #   VMIO_SYSROOT_MIRROR  the Debian mirror (default http://deb.debian.org/debian)
 set -euo pipefail
 
-top=$(cd "$(dirname "$0")/../.." && pwd)
-cache=${1:-$top/build/sysroot}
-mkdir -p "$cache"
-cache=$(cd "$cache" && pwd)
+me=build-root
+# shellcheck source=scripts/system/cache.sh
+. "$(dirname "$0")/cache.sh"
 base=$cache/base
-
-die() { echo "build-root: $*" >&2; exit 1; }
-log() { echo "build-root: $*" >&2; }
 
 suite=bookworm
 mirror=${VMIO_SYSROOT_MIRROR:-http://deb.debian.org/debian}

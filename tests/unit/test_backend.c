@@ -1399,12 +1399,23 @@ static void test_listen(void **state)
 	vmio_backend_free(other);
 }
 
-/* A VMM that connects and hangs up in a loop gets a session at most every
- * VMIO_BACKEND_SESSION_GAP_NS; the rest wait in the backlog, and every one
- * is still served. */
+/* The loop's clock in the kick guard's tests: a number the test moves. */
 static uint64_t test_clock_now(void *opaque)
 {
 	return *(const uint64_t *)opaque;
+}
+
+/* A running device whose loop goes by *now, its idle kicks guarded at
+ * 1000 a second, one at once: each costs 1 ms. */
+static void guarded_device_on_clock(void **state, uint64_t *now)
+{
+	struct fx *f = *state;
+	struct vmio_kick_budget b = { .rate = 1000, .burst = 1 };
+
+	*now = 5000000000000000ull;
+	assert_int_equal(vmio_loop_set_clock(f->loop, test_clock_now, now), 0);
+	vmio_backend_set_kick_budget(f->be, &b);
+	running_device(state);
 }
 
 /* The idle-kick budget and the looks of a held queue go by the loop's
@@ -1413,13 +1424,9 @@ static uint64_t test_clock_now(void *opaque)
 static void test_kick_guard_on_the_loop_clock(void **state)
 {
 	struct fx *f = *state;
-	/* 1000 idle kicks a second, one at once: each costs 1 ms. */
-	struct vmio_kick_budget b = { .rate = 1000, .burst = 1 };
-	uint64_t now = 5000000000000000ull;
+	uint64_t now;
 
-	assert_int_equal(vmio_loop_set_clock(f->loop, test_clock_now, &now), 0);
-	vmio_backend_set_kick_budget(f->be, &b);
-	running_device(state);
+	guarded_device_on_clock(state, &now);
 	kick(f, 1); /* idle: the one token */
 	usleep(5000); /* 5 ms of real time: 5 tokens on the wrong clock */
 	kick(f, 1); /* idle, none left: served, then the kick fd goes */
@@ -1449,12 +1456,9 @@ static void test_kick_guard_on_the_loop_clock(void **state)
 static void test_kick_guard_look_serves_the_kick(void **state)
 {
 	struct fx *f = *state;
-	struct vmio_kick_budget b = { .rate = 1000, .burst = 1 };
-	uint64_t now = 5000000000000000ull;
+	uint64_t now;
 
-	assert_int_equal(vmio_loop_set_clock(f->loop, test_clock_now, &now), 0);
-	vmio_backend_set_kick_budget(f->be, &b);
-	running_device(state);
+	guarded_device_on_clock(state, &now);
 	f->dev.blocked = true;
 	post(f, 1);
 	kick(f, 1); /* work, but the device takes nothing */
@@ -1468,6 +1472,9 @@ static void test_kick_guard_look_serves_the_kick(void **state)
 	assert_int_equal(f->dev.consumed[1], 1);
 }
 
+/* A VMM that connects and hangs up in a loop gets a session at most every
+ * VMIO_BACKEND_SESSION_GAP_NS; the rest wait in the backlog, and every one
+ * is still served. */
 static void test_sessions_spaced(void **state)
 {
 	struct fx *f = *state;
