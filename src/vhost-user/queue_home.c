@@ -10,7 +10,6 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-
 static bool is_local(const struct vmio_backend_queue *q)
 {
 	return q->home == q->be->loop || q->be->homes_gone;
