@@ -9,6 +9,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "event/cpu_account.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -19,6 +20,7 @@
 struct watch {
 	vmio_fd_cb cb;
 	void *opaque;
+	struct vmio_cpu_account *account;
 	uint32_t generation;
 	bool active;
 };
@@ -69,6 +71,9 @@ static uint64_t pack(int fd, uint32_t generation)
 
 static void timer_fd_cb(void *opaque, int fd, uint32_t events);
 static void wake_fd_cb(void *opaque, int fd, uint32_t events);
+static int watch_add(struct vmio_loop *loop, int fd, uint32_t events,
+		     vmio_fd_cb cb, void *opaque,
+		     struct vmio_cpu_account *account);
 
 static uint64_t monotonic_now(void *opaque)
 {
@@ -91,8 +96,8 @@ struct vmio_loop *vmio_loop_new(void)
 	TAILQ_INIT(&loop->posted);
 	pthread_mutex_init(&loop->post_lock, NULL);
 	if (loop->epfd < 0 || loop->timer_fd < 0 || loop->wake_fd < 0 ||
-	    vmio_loop_add(loop, loop->timer_fd, EPOLLIN, timer_fd_cb, loop) ||
-	    vmio_loop_add(loop, loop->wake_fd, EPOLLIN, wake_fd_cb, loop)) {
+	    watch_add(loop, loop->timer_fd, EPOLLIN, timer_fd_cb, loop, NULL) ||
+	    watch_add(loop, loop->wake_fd, EPOLLIN, wake_fd_cb, loop, NULL)) {
 		vmio_loop_free(loop);
 		return NULL;
 	}
@@ -139,8 +144,10 @@ static int ensure_slot(struct vmio_loop *loop, int fd)
 	return 0;
 }
 
-int vmio_loop_add(struct vmio_loop *loop, int fd, uint32_t events,
-		  vmio_fd_cb cb, void *opaque)
+/* The loop's own watches are nobody's: they charge whoever ran last. */
+static int watch_add(struct vmio_loop *loop, int fd, uint32_t events,
+		     vmio_fd_cb cb, void *opaque,
+		     struct vmio_cpu_account *account)
 {
 	if (fd < 0 || !cb)
 		return -EINVAL;
@@ -154,9 +161,16 @@ int vmio_loop_add(struct vmio_loop *loop, int fd, uint32_t events,
 	struct epoll_event ev = { .events = events, .data.u64 = pack(fd, gen) };
 	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 		return -errno;
-	*w = (struct watch){ .cb = cb, .opaque = opaque, .generation = gen,
-			     .active = true };
+	*w = (struct watch){ .cb = cb, .opaque = opaque, .account = account,
+			     .generation = gen, .active = true };
 	return 0;
+}
+
+int vmio_loop_add(struct vmio_loop *loop, int fd, uint32_t events,
+		  vmio_fd_cb cb, void *opaque)
+{
+	return watch_add(loop, fd, events, cb, opaque,
+			 vmio_cpu_account_current());
 }
 
 int vmio_loop_modify(struct vmio_loop *loop, int fd, uint32_t events)
@@ -242,6 +256,7 @@ int vmio_timer_init(struct vmio_timer *t, struct vmio_loop *loop,
 		.loop = loop,
 		.cb = cb,
 		.opaque = opaque,
+		.account = vmio_cpu_account_current(),
 		.node.index = VMIO_HEAP_IDLE,
 		.initialised = true,
 	};
@@ -314,6 +329,7 @@ static int timers_expire(struct vmio_loop *loop)
 			t->node.key = next;
 			vmio_heap_push(&loop->timers, &t->node);
 		}
+		vmio_cpu_account_switch(t->account);
 		t->cb(t->opaque);
 		ran++;
 	}
@@ -343,7 +359,8 @@ static void timer_fd_cb(void *opaque, int fd, uint32_t events)
 void vmio_defer_init(struct vmio_defer *d, struct vmio_loop *loop,
 		     vmio_task_cb cb, void *opaque)
 {
-	*d = (struct vmio_defer){ .loop = loop, .cb = cb, .opaque = opaque };
+	*d = (struct vmio_defer){ .loop = loop, .cb = cb, .opaque = opaque,
+				  .account = vmio_cpu_account_current() };
 }
 
 void vmio_defer_schedule(struct vmio_defer *d)
@@ -439,6 +456,7 @@ static int deferred_run(struct vmio_loop *loop)
 	while ((d = TAILQ_FIRST(&loop->deferred)) && d->turn <= turn) {
 		TAILQ_REMOVE(&loop->deferred, d, link);
 		d->queued = false;
+		vmio_cpu_account_switch(d->account);
 		d->cb(d->opaque);
 		ran++;
 	}
@@ -451,6 +469,7 @@ int vmio_loop_run_once(struct vmio_loop *loop, int timeout_ms)
 {
 	struct epoll_event events[LOOP_MAX_EVENTS];
 	const struct vmio_loop *outer = current_loop;
+	struct vmio_cpu_account *outer_account = vmio_cpu_account_current();
 	bool timers_fired = false;
 	int ran = 0;
 
@@ -469,6 +488,7 @@ int vmio_loop_run_once(struct vmio_loop *loop, int timeout_ms)
 		struct watch *w = &loop->watches[fd];
 		if (!w->active || w->generation != gen)
 			continue;
+		vmio_cpu_account_switch(w->account);
 		w->cb(w->opaque, fd, events[i].events);
 		if (fd == loop->timer_fd)
 			timers_fired = true;
@@ -479,6 +499,8 @@ int vmio_loop_run_once(struct vmio_loop *loop, int timeout_ms)
 	if (timers_fired || loop->own_clock)
 		ran += timers_expire(loop);
 	ran += deferred_run(loop);
+	vmio_cpu_account_turn_end();
+	vmio_cpu_account_leave(outer_account);
 	current_loop = outer;
 	return ran;
 }

@@ -10,7 +10,11 @@
  * The rule every callback keeps: it never waits. No sleep, no poll() on
  * one peer, no blocking read or write; work that cannot finish now waits
  * for its fd's next event, a timer, or the next turn (vmio_defer), so one
- * slow peer delays only itself. */
+ * slow peer delays only itself.
+ *
+ * Each watch, timer and deferred task charges the CPU time of its
+ * callbacks to the account current when it was made
+ * (event/cpu_account.h). */
 #ifndef VMIO_EVENT_LOOP_H
 #define VMIO_EVENT_LOOP_H
 
@@ -20,6 +24,7 @@
 #include <sys/epoll.h>
 #include <sys/queue.h>
 
+#include "event/cpu_account.h"
 #include "event/heap.h"
 
 struct vmio_loop;
@@ -72,6 +77,7 @@ struct vmio_timer {
 	struct vmio_loop *loop;
 	vmio_task_cb cb;
 	void *opaque;
+	struct vmio_cpu_account *account; /* current at init */
 	struct vmio_heap_node node; /* key: deadline, the loop's clock */
 	uint64_t period_ns;         /* 0: one-shot */
 	uint64_t armed_in;          /* the expiry pass it was armed in */
@@ -110,6 +116,7 @@ struct vmio_defer {
 	struct vmio_loop *loop;
 	vmio_task_cb cb;
 	void *opaque;
+	struct vmio_cpu_account *account; /* current at init */
 	uint64_t turn; /* the turn it was asked in */
 	bool queued;
 	bool posted;   /* by another thread, not yet queued: under the

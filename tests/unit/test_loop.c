@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "event/loop.h"
@@ -601,6 +602,171 @@ static void test_stop_from_another_thread(void **state)
 	vmio_loop_free(loop);
 }
 
+/* ---- CPU accounts ------------------------------------------------------ */
+
+#define MS_NS 1000000ull
+
+static uint64_t thread_cpu(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A callback that costs a known amount of this thread's CPU: the
+ * accounts see CPU time, so a loaded machine makes the test slower, not
+ * its figures different. */
+struct burner {
+	struct vmio_loop *loop;
+	uint64_t ns;
+	int calls;
+	/* Made from inside the callback: they inherit its account. */
+	struct vmio_timer *child_timer;
+	struct burner *timer_child;
+	int child_fd;
+	struct burner *fd_child;
+};
+
+static void burn(uint64_t ns)
+{
+	uint64_t end = thread_cpu() + ns;
+
+	while (thread_cpu() < end)
+		;
+}
+
+static void burn_task_cb(void *opaque)
+{
+	struct burner *b = opaque;
+
+	b->calls++;
+	burn(b->ns);
+}
+
+static void burn_fd_cb(void *opaque, int fd, uint32_t events)
+{
+	struct burner *b = opaque;
+	uint64_t v;
+
+	(void)events;
+	assert_int_equal(read(fd, &v, sizeof(v)), sizeof(v));
+	burn_task_cb(b);
+	if (b->child_timer) {
+		assert_int_equal(vmio_timer_init(b->child_timer, b->loop,
+						 burn_task_cb, b->timer_child), 0);
+		vmio_timer_arm_ns(b->child_timer, 0);
+	}
+	if (b->child_fd >= 0)
+		assert_int_equal(vmio_loop_add(b->loop, b->child_fd, EPOLLIN,
+					       burn_fd_cb, b->fd_child), 0);
+}
+
+static int add_burner(struct vmio_loop *loop, struct vmio_cpu_account *a,
+		      struct burner *b)
+{
+	struct vmio_cpu_account *outer = vmio_cpu_account_enter(a);
+	int fd = eventfd(0, EFD_NONBLOCK);
+
+	assert_true(fd >= 0);
+	b->loop = loop;
+	assert_int_equal(vmio_loop_add(loop, fd, EPOLLIN, burn_fd_cb, b), 0);
+	vmio_cpu_account_leave(outer);
+	return fd;
+}
+
+/* Two VMs' callbacks in one turn, each charged its own CPU time, in
+ * whichever order epoll reports them. */
+static void test_accounts_charge_their_callbacks(void **state)
+{
+	struct vmio_loop *loop = vmio_loop_new();
+	struct vmio_cpu_account a = { 0 }, b = { 0 };
+	struct burner ba = { .ns = 20 * MS_NS, .child_fd = -1 },
+		      bb = { .ns = 2 * MS_NS, .child_fd = -1 };
+	int fa = add_burner(loop, &a, &ba), fb = add_burner(loop, &b, &bb);
+
+	signal_fd(fa);
+	signal_fd(fb);
+	while (ba.calls + bb.calls < 2)
+		assert_true(vmio_loop_run_once(loop, 1000) >= 0);
+	vmio_cpu_account_fini(&a);
+	vmio_cpu_account_fini(&b);
+	print_message("# a %llu ns, b %llu ns\n",
+		      (unsigned long long)vmio_cpu_account_ns(&a),
+		      (unsigned long long)vmio_cpu_account_ns(&b));
+	assert_true(vmio_cpu_account_ns(&a) >= 20 * MS_NS);
+	assert_true(vmio_cpu_account_ns(&b) >= 2 * MS_NS);
+	assert_true(vmio_cpu_account_ns(&b) < 10 * MS_NS);
+	/* The loop put back what was current before it ran. */
+	assert_null(vmio_cpu_account_current());
+	vmio_loop_remove(loop, fa);
+	vmio_loop_remove(loop, fb);
+	close(fa);
+	close(fb);
+	vmio_loop_free(loop);
+}
+
+/* Runs loop until *calls reaches n. */
+static void run_until(struct vmio_loop *loop, const int *calls, int n)
+{
+	while (*calls < n)
+		assert_true(vmio_loop_run_once(loop, 1000) >= 0);
+}
+
+/* What a VM's callback makes charges the VM, even when another account
+ * ran just before it; what is made under no account starts no charging
+ * of its own. */
+static void test_accounts_are_inherited(void **state)
+{
+	struct vmio_loop *loop = vmio_loop_new();
+	struct vmio_cpu_account a = { 0 }, b = { 0 };
+	struct vmio_timer t;
+	struct burner timer_child = { .ns = 5 * MS_NS, .child_fd = -1 },
+		      fd_child = { .ns = 5 * MS_NS, .child_fd = -1 },
+		      other = { .ns = 1 * MS_NS, .child_fd = -1 },
+		      nobody = { .ns = 5 * MS_NS, .child_fd = -1 },
+		      parent = { .child_timer = &t,
+				 .timer_child = &timer_child,
+				 .fd_child = &fd_child };
+	int fc = eventfd(0, EFD_NONBLOCK);
+	int fds[] = { add_burner(loop, &a, &parent), fc,
+		      add_burner(loop, &b, &other),
+		      add_burner(loop, NULL, &nobody) };
+
+	assert_true(fc >= 0);
+	fd_child.loop = loop;
+	parent.child_fd = fc;
+	signal_fd(fds[0]);
+	run_until(loop, &parent.calls, 1);
+	/* b runs first in the turn the timer fires in. */
+	signal_fd(fds[2]);
+	run_until(loop, &timer_child.calls, 1);
+	/* And just before the fd a's callback watched. */
+	signal_fd(fds[2]);
+	run_until(loop, &other.calls, 2);
+	signal_fd(fc);
+	run_until(loop, &fd_child.calls, 1);
+	vmio_cpu_account_fini(&a);
+	vmio_cpu_account_fini(&b);
+	print_message("# a %llu ns, b %llu ns\n",
+		      (unsigned long long)vmio_cpu_account_ns(&a),
+		      (unsigned long long)vmio_cpu_account_ns(&b));
+	assert_true(vmio_cpu_account_ns(&a) >= 10 * MS_NS);
+	assert_true(vmio_cpu_account_ns(&b) >= 2 * MS_NS);
+	assert_true(vmio_cpu_account_ns(&b) < 5 * MS_NS);
+	/* Nothing is being charged now: a callback of nobody's is nobody's. */
+	signal_fd(fds[3]);
+	run_until(loop, &nobody.calls, 1);
+	assert_true(vmio_cpu_account_ns(&b) < 5 * MS_NS);
+	assert_true(vmio_cpu_account_ns(&a) < 15 * MS_NS);
+	vmio_timer_fini(&t);
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		vmio_loop_remove(loop, fds[i]);
+		close(fds[i]);
+	}
+	vmio_loop_free(loop);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -623,6 +789,8 @@ int main(void)
 		cmocka_unit_test(test_post_from_another_thread),
 		cmocka_unit_test(test_cancel_takes_a_post_back),
 		cmocka_unit_test(test_stop_from_another_thread),
+		cmocka_unit_test(test_accounts_charge_their_callbacks),
+		cmocka_unit_test(test_accounts_are_inherited),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,83 @@
+#include "event/cpu_account.h"
+
+#include <stdbool.h>
+#include <time.h>
+
+#include "util/clock.h"
+
+/* One per thread, since a thread's CPU clock is its own. */
+static __thread struct {
+	struct vmio_cpu_account *current;  /* what new objects are charged to */
+	struct vmio_cpu_account *charging; /* what the thread's time goes to */
+	uint64_t cpu_at;  /* the thread's CPU clock when it last charged */
+	uint64_t mono_at; /* the monotonic clock then */
+} meter;
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The time since the last charge goes to the account being charged. */
+static void charge(void)
+{
+	uint64_t cpu = thread_cpu_ns();
+
+	if (meter.charging && cpu > meter.cpu_at)
+		atomic_fetch_add_explicit(&meter.charging->ns,
+					  cpu - meter.cpu_at,
+					  memory_order_relaxed);
+	meter.cpu_at = cpu;
+	meter.mono_at = vmio_now_ns();
+}
+
+struct vmio_cpu_account *vmio_cpu_account_enter(struct vmio_cpu_account *a)
+{
+	struct vmio_cpu_account *previous = meter.current;
+
+	meter.current = a;
+	return previous;
+}
+
+void vmio_cpu_account_leave(struct vmio_cpu_account *previous)
+{
+	meter.current = previous;
+}
+
+struct vmio_cpu_account *vmio_cpu_account_current(void)
+{
+	return meter.current;
+}
+
+uint64_t vmio_cpu_account_ns(const struct vmio_cpu_account *a)
+{
+	return atomic_load_explicit(&a->ns, memory_order_relaxed);
+}
+
+void vmio_cpu_account_fini(struct vmio_cpu_account *a)
+{
+	if (meter.charging == a) {
+		charge();
+		meter.charging = NULL;
+	}
+	if (meter.current == a)
+		meter.current = NULL;
+}
+
+void vmio_cpu_account_switch(struct vmio_cpu_account *a)
+{
+	meter.current = a;
+	if (!a || a == meter.charging)
+		return;
+	charge();
+	meter.charging = a;
+}
+
+void vmio_cpu_account_turn_end(void)
+{
+	if (meter.charging && vmio_now_ns() - meter.mono_at >= VMIO_CPU_FLUSH_NS)
+		charge();
+}
