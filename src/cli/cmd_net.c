@@ -304,6 +304,24 @@ static void write_net(void *opaque, struct vmio_json *j)
 	vmio_json_object_end(j);
 }
 
+/* What pair i cost vmio: its CPU time and its two queues' kicks. */
+static void write_pair_cost(const struct net_parts *p, unsigned i,
+			    struct vmio_json *j)
+{
+	uint64_t kicks = 0, idle = 0;
+
+	for (unsigned q = 2 * i; q <= 2 * i + 1; q++) {
+		uint64_t k, n;
+
+		vmio_backend_queue_kicks(p->be, q, &k, &n);
+		kicks += k;
+		idle += n;
+	}
+	vmio_json_kv_uint(j, "cpu_us", vnet_pair_cpu_ns(p->dev, i) / 1000u);
+	vmio_json_kv_uint(j, "kicks", kicks);
+	vmio_json_kv_uint(j, "idle_kicks", idle);
+}
+
 /* On the pair's worker: its frame counters and what its backend says of
  * itself. */
 static void write_pair(void *opaque, struct vmio_json *j)
@@ -324,6 +342,7 @@ static void write_pair(void *opaque, struct vmio_json *j)
 		vmio_json_kv_string(j, "backend_counters", counters);
 	}
 	vnet_stats_write(vnet_pair_stats(pp->p->dev, i), j);
+	write_pair_cost(pp->p, i, j);
 	vmio_json_object_end(j);
 }
 
@@ -382,6 +401,9 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 		.poll_ns = (uint32_t)n->poll_us * 1000,
 		.pair_loops = pair_loops,
 	};
+	/* The VM's CPU time; each pair has its own (vnet_pair_cpu_ns). */
+	static struct vmio_cpu_account cpu;
+	struct vmio_cpu_account *outer;
 	struct vmio_workers *pool = NULL;
 	struct vmio_loop *loop = NULL;
 	struct vnet_device *dev = NULL;
@@ -395,10 +417,12 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 	pool = net_workers(n, pair_loops);
 	if (pool)
 		loop = vmio_workers_loop(pool, 0);
+	outer = vmio_cpu_account_enter(&cpu);
 	if (loop)
 		dev = vnet_device_new(loop, &cfg);
 	if (dev)
 		be = vmio_backend_new(loop, vnet_device_ops(dev), dev);
+	vmio_cpu_account_leave(outer);
 	if (!be) {
 		log_err("out of memory setting up the device");
 	} else {
@@ -421,6 +445,7 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 	}
 	/* The workers have stopped: what they served is this thread's. */
 	vmio_backend_free(be);
+	vmio_cpu_account_fini(&cpu);
 	if (dev && n->stats)
 		print_stats(dev, cfg.backend);
 	vnet_device_free(dev);

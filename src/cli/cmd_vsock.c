@@ -316,6 +316,7 @@ static uint32_t pkt_overhead(const struct vsock_opts *v)
 
 /* One VM as the control socket sees it. */
 struct vm_inst {
+	struct vmio_cpu_account cpu; /* current while dev and be are made */
 	struct vsock_device *dev;
 	struct vmio_backend *be;
 	struct vmio_loop *loop;
@@ -372,36 +373,39 @@ static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
 	};
 	struct vmio_workers *pool = vmio_workers_from_opts(&v->workers, 1);
 	struct vmio_loop *loop = pool ? vmio_workers_loop(pool, 0) : NULL;
-	struct vsock_device *dev = NULL;
-	struct vmio_backend *be = NULL;
+	struct vm_inst vm = { .loop = loop, .uds_path = v->uds_path };
+	struct vmio_cpu_account *outer;
 	int status = 1, rc = -ENOMEM;
 
 	/* One VM is one worker: this thread, pinned if --cpus says so. */
 	if (pool && vmio_workers_start(pool))
 		loop = NULL;
+	outer = vmio_cpu_account_enter(&vm.cpu);
 	if (loop)
-		dev = vsock_device_new(loop, &cfg, &rc);
-	if (!dev) {
+		vm.dev = vsock_device_new(loop, &cfg, &rc);
+	if (vm.dev)
+		vm.be = vmio_backend_new(loop, vsock_device_ops(vm.dev),
+					 vm.dev);
+	vmio_cpu_account_leave(outer);
+	if (!vm.dev) {
 		log_err("cannot serve --uds-path %s: %s", v->uds_path,
 			vmio_unix_strerror(rc));
 	} else {
 		log_info("vsock: guest CID %llu, host sockets at %s",
 			 (unsigned long long)v->guest_cid, v->uds_path);
-		be = vmio_backend_new(loop, vsock_device_ops(dev), dev);
-		struct vm_inst vm = { .dev = dev, .be = be, .loop = loop,
-				      .uds_path = v->uds_path };
 		struct vm_parts parts = { &vm, 1 };
 		struct vmio_control *ctl = NULL;
 
-		if (!be)
+		if (!vm.be)
 			log_err("out of memory setting up the device");
 		else if (!vmio_control_open(loop, "vsock", o->control_path,
 					    add_vms, &parts, &ctl))
-			status = vmio_cli_serve(loop, be, o);
+			status = vmio_cli_serve(loop, vm.be, o);
 		vmio_control_free(ctl);
 	}
-	vmio_backend_free(be);
-	vsock_device_free(dev);
+	vmio_backend_free(vm.be);
+	vsock_device_free(vm.dev);
+	vmio_cpu_account_fini(&vm.cpu);
 	vmio_workers_free(pool);
 	return status;
 }
@@ -486,16 +490,20 @@ static int run_multi(const struct vmio_backend_opts *o,
 		};
 
 		struct vmio_loop *loop = vmio_workers_loop(pool, worker[i]);
+		struct vmio_cpu_account *outer =
+			vmio_cpu_account_enter(&vi[i].cpu);
 
 		vi[i].dev = vsock_device_new(loop, &cfg, &rc);
+		if (vi[i].dev)
+			vi[i].be = vmio_backend_new(
+				loop, vsock_device_ops(vi[i].dev), vi[i].dev);
+		vmio_cpu_account_leave(outer);
 		if (!vi[i].dev) {
 			log_err("VM %u: cannot serve uds-path %s: %s", i + 1,
 				s->uds_path,
 				vmio_unix_strerror(rc));
 			goto out;
 		}
-		vi[i].be = vmio_backend_new(loop, vsock_device_ops(vi[i].dev),
-					    vi[i].dev);
 		vi[i].loop = loop;
 		vi[i].index = i;
 		vi[i].worker = worker[i];
@@ -548,8 +556,10 @@ out:
 	 * router and the other VMs' muxers, which must all still be there. */
 	for (i = 0; vi && i < l->n; i++)
 		vmio_backend_free(vi[i].be);
-	for (i = 0; vi && i < l->n; i++)
+	for (i = 0; vi && i < l->n; i++) {
 		vsock_device_free(vi[i].dev);
+		vmio_cpu_account_fini(&vi[i].cpu);
+	}
 	free(vi);
 	free(worker);
 	vsock_router_free(router);

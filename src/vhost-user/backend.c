@@ -118,10 +118,11 @@ static void drop_held(struct vmio_backend *be)
 	be->holding = false;
 }
 
-static void on_closed(void *opaque, const char *why)
+static void on_closed(void *opaque, enum vhost_user_end end, const char *why)
 {
 	struct vmio_backend *be = opaque;
 
+	be->ends[end]++;
 	if (why)
 		be_err(be, "%s; device %s reset", why, be->ops->name);
 	drop_held(be);
@@ -163,10 +164,12 @@ static const struct vhost_user_channel_ops channel_ops = {
 
 static int start_connection(struct vmio_backend *be, int fd)
 {
+	struct vmio_cpu_account *outer = vmio_cpu_account_enter(be->account);
 	int rc = vhost_user_channel_open(&be->chan, be->loop, fd,
 					 be->message_timeout_ms, &channel_ops,
 					 be);
 
+	vmio_cpu_account_leave(outer);
 	if (rc)
 		return rc;
 	be->touched = true;
@@ -217,13 +220,14 @@ int vmio_backend_serve_fd(struct vmio_backend *be, int fd)
 /* Accepts front ends on fd, a listening socket, from now on. */
 static int adopt_listener(struct vmio_backend *be, int fd)
 {
+	struct vmio_cpu_account *outer = vmio_cpu_account_enter(be->account);
 	int rc = vmio_timer_init(&be->relisten, be->loop, relisten_cb, be);
 
-	if (rc)
-		return rc;
-	rc = vmio_loop_add(be->loop, fd, EPOLLIN, accept_cb, be);
+	if (!rc)
+		rc = vmio_loop_add(be->loop, fd, EPOLLIN, accept_cb, be);
+	vmio_cpu_account_leave(outer);
 	if (rc) {
-		vmio_timer_fini(&be->relisten);
+		vmio_timer_fini(&be->relisten); /* a no-op if never made */
 		return rc;
 	}
 	be->listen_fd = fd;
@@ -304,6 +308,7 @@ struct vmio_backend *vmio_backend_new(struct vmio_loop *loop,
 	be->loop = loop;
 	be->ops = ops;
 	be->dev = dev;
+	be->account = vmio_cpu_account_current();
 	be->listen_fd = -1;
 	be->chan.fd = -1;
 	be->message_timeout_ms = VHOST_USER_MSG_TIMEOUT_MS;
@@ -383,22 +388,90 @@ uint64_t vmio_backend_errors(const struct vmio_backend *be)
 	return be->errors;
 }
 
+/* The accounts a VM's time is charged to: the backend's and those the
+ * device names for its queues, each counted once. */
+uint64_t vmio_backend_cpu_ns(const struct vmio_backend *be)
+{
+	uint64_t ns = be->account ? vmio_cpu_account_ns(be->account) : 0;
+
+	for (unsigned i = 0; be->ops->queue_account && i < be->ops->num_queues;
+	     i++) {
+		struct vmio_cpu_account *a = be->ops->queue_account(be->dev, i);
+		bool seen = !a || a == be->account;
+
+		for (unsigned k = 0; k < i && !seen; k++)
+			seen = be->ops->queue_account(be->dev, k) == a;
+		if (!seen)
+			ns += vmio_cpu_account_ns(a);
+	}
+	return ns;
+}
+
+void vmio_backend_queue_kicks(const struct vmio_backend *be, unsigned index,
+			      uint64_t *kicks, uint64_t *idle)
+{
+	*kicks = *idle = 0;
+	if (index >= be->ops->num_queues)
+		return;
+	*kicks = vmio_kick_stats_kicks(&be->queues[index].guard.stats);
+	*idle = vmio_kick_stats_idle(&be->queues[index].guard.stats);
+}
+
+/* What keeps the VM from being served at once, each by its name: a
+ * queue whose kicks are not heard (kick_guard.h), the gap between two
+ * sessions (VMIO_BACKEND_SESSION_GAP_NS). */
+static void write_held_back(const struct vmio_backend *be, struct vmio_json *j)
+{
+	bool kicks = false;
+
+	for (unsigned i = 0; i < be->ops->num_queues; i++)
+		kicks |= vmio_kick_stats_held(&be->queues[i].guard.stats);
+	vmio_json_key(j, "held_back");
+	vmio_json_array_begin(j);
+	if (kicks)
+		vmio_json_string(j, "idle-kicks");
+	if (vmio_timer_armed(&be->relisten))
+		vmio_json_string(j, "session-gap");
+	vmio_json_array_end(j);
+}
+
+static void write_session_ends(const struct vmio_backend *be,
+			       struct vmio_json *j)
+{
+	vmio_json_key(j, "session_ends");
+	vmio_json_object_begin(j);
+	vmio_json_kv_uint(j, "hangup", be->ends[VHOST_USER_END_HANGUP]);
+	vmio_json_kv_uint(j, "timeout", be->ends[VHOST_USER_END_TIMEOUT]);
+	vmio_json_kv_uint(j, "fault", be->ends[VHOST_USER_END_FAULT]);
+	vmio_json_object_end(j);
+}
+
 void vmio_backend_write_stats(const struct vmio_backend *be,
 			      struct vmio_json *j)
 {
 	/* The homes' clock: the backend's (a program that gives one loop a
 	 * clock of its own gives it to all). */
 	uint64_t now = vmio_loop_now_ns(be->loop);
+	uint64_t kicks = 0, idle = 0;
 
 	vmio_json_kv_string(j, "device", be->ops->name);
 	vmio_json_kv_string(j, "socket", be->socket_path);
 	vmio_json_kv_uint(j, "sessions", be->sessions);
+	write_session_ends(be, j);
 	vmio_json_kv_uint(j, "protocol_errors", be->errors);
 	vmio_json_kv_uint(j, "features", be->acked_features);
 	vmio_json_key(j, "connected");
 	vmio_json_bool(j, be->chan.open);
+	vmio_json_kv_uint(j, "cpu_us", vmio_backend_cpu_ns(be) / 1000u);
+	write_held_back(be, j);
 	/* The kick counters are written on each queue's home, maybe another
 	 * thread: kick_guard.h makes them safe to read here. */
+	for (unsigned i = 0; i < be->ops->num_queues; i++) {
+		kicks += vmio_kick_stats_kicks(&be->queues[i].guard.stats);
+		idle += vmio_kick_stats_idle(&be->queues[i].guard.stats);
+	}
+	vmio_json_kv_uint(j, "kicks", kicks);
+	vmio_json_kv_uint(j, "idle_kicks", idle);
 	vmio_json_key(j, "queues");
 	vmio_json_array_begin(j);
 	for (unsigned i = 0; i < be->ops->num_queues; i++) {

@@ -66,9 +66,20 @@ unsigned vmio_backend_sessions(const struct vmio_backend *be);
  * tables that did not fit, connections closed for a fault. */
 uint64_t vmio_backend_errors(const struct vmio_backend *be);
 
+/* The CPU time the VM cost vmio so far, in ns: the account current when
+ * the backend was made, and those its device names for queues
+ * (event/cpu_account.h). From any thread. */
+uint64_t vmio_backend_cpu_ns(const struct vmio_backend *be);
+
+/* Queue index's kicks served, and of them those that found no work
+ * (0 beyond the last queue). From any thread. */
+void vmio_backend_queue_kicks(const struct vmio_backend *be, unsigned index,
+			      uint64_t *kicks, uint64_t *idle);
+
 struct vmio_json;
-/* Sessions, errors and whether a front end is there, as members of the
- * object being written. On the backend's loop. */
+/* Sessions and how they ended, errors, whether a front end is there, the
+ * VM's CPU time, what holds it back, and each queue's kicks, as members
+ * of the object being written. On the backend's loop. */
 void vmio_backend_write_stats(const struct vmio_backend *be,
 			      struct vmio_json *j);
 

@@ -74,7 +74,12 @@ struct vmio_backend {
 	void (*disconnect_cb)(void *opaque);
 	void *disconnect_opaque;
 	unsigned sessions;
+	uint64_t ends[VHOST_USER_END_KINDS]; /* how the sessions ended */
 	uint64_t errors; /* every be_err: what the VMMs got wrong */
+	/* The VM's: current when the backend was made, current again for
+	 * what it makes outside its callbacks, and its queues' unless the
+	 * device names another (ops->queue_account). */
+	struct vmio_cpu_account *account;
 
 	/* Per-connection state, forgotten on disconnect and RESET_OWNER. */
 	bool touched; /* something to reset */

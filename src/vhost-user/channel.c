@@ -26,8 +26,9 @@ static void teardown(struct vhost_user_channel *ch)
 
 /* Closes the channel and tells the owner why; fmt NULL: an orderly hang
  * up. Nothing may touch ch afterwards. */
-__attribute__((format(printf, 2, 3))) static void
-close_because(struct vhost_user_channel *ch, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void
+close_because(struct vhost_user_channel *ch, enum vhost_user_end end,
+	      const char *fmt, ...)
 {
 	if (fmt) {
 		va_list ap;
@@ -36,14 +37,14 @@ close_because(struct vhost_user_channel *ch, const char *fmt, ...)
 		va_end(ap);
 	}
 	teardown(ch);
-	ch->ops->closed(ch->opaque, fmt ? ch->why : NULL);
+	ch->ops->closed(ch->opaque, end, fmt ? ch->why : NULL);
 }
 
 static void in_deadline_cb(void *opaque)
 {
 	struct vhost_user_channel *ch = opaque;
 
-	close_because(ch,
+	close_because(ch, VHOST_USER_END_TIMEOUT,
 		      "the front end started a message (%zu of %zu bytes, "
 		      "request %u) and did not finish it within %u ms",
 		      ch->in.got, vhost_user_reader_expected(&ch->in),
@@ -56,7 +57,7 @@ static void out_deadline_cb(void *opaque)
 {
 	struct vhost_user_channel *ch = opaque;
 
-	close_because(ch,
+	close_because(ch, VHOST_USER_END_TIMEOUT,
 		      "the front end did not take its replies within %u ms "
 		      "(%zu bytes waiting)",
 		      ch->timeout_ms, ch->out.len);
@@ -105,11 +106,12 @@ static bool take_messages(struct vhost_user_channel *ch)
 		if (rc == -EAGAIN)
 			return true;
 		if (rc == 0) {
-			close_because(ch, NULL);
+			close_because(ch, VHOST_USER_END_HANGUP, NULL);
 			return false;
 		}
 		if (rc < 0) {
-			close_because(ch, "bad message from the front end: %s",
+			close_because(ch, VHOST_USER_END_FAULT,
+				      "bad message from the front end: %s",
 				      ch->in.problem ? ch->in.problem :
 						       strerror(-rc));
 			return false;
@@ -118,8 +120,9 @@ static bool take_messages(struct vhost_user_channel *ch)
 		vhost_user_reader_init(&ch->in);
 		rc = ch->ops->message(ch->opaque, &msg);
 		if (rc < 0) {
-			close_because(ch, "closing the connection after a "
-					  "failed %s",
+			close_because(ch, VHOST_USER_END_FAULT,
+				      "closing the connection after a "
+				      "failed %s",
 				      vhost_user_request_name(msg.hdr.request));
 			return false;
 		}
@@ -137,7 +140,8 @@ static void fd_cb(void *opaque, int fd, uint32_t events)
 	if (!vhost_user_outbox_empty(&ch->out)) {
 		rc = vhost_user_outbox_flush(&ch->out, ch->fd);
 		if (rc) {
-			close_because(ch, "cannot write to the front end: %s",
+			close_because(ch, VHOST_USER_END_FAULT,
+				      "cannot write to the front end: %s",
 				      strerror(-rc));
 			return;
 		}
@@ -146,15 +150,15 @@ static void fd_cb(void *opaque, int fd, uint32_t events)
 	 * reported anyway (and would be again and again): the front end is
 	 * gone, and what it asked for with it. */
 	if (ch->paused && (events & (EPOLLHUP | EPOLLERR))) {
-		close_because(ch, NULL);
+		close_because(ch, VHOST_USER_END_HANGUP, NULL);
 		return;
 	}
 	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !take_messages(ch))
 		return;
 	rc = update(ch);
 	if (rc)
-		close_because(ch, "cannot watch the connection: %s",
-			      strerror(-rc));
+		close_because(ch, VHOST_USER_END_FAULT,
+			      "cannot watch the connection: %s", strerror(-rc));
 }
 
 int vhost_user_channel_open(struct vhost_user_channel *ch,
@@ -216,8 +220,8 @@ bool vhost_user_channel_resume(struct vhost_user_channel *ch)
 	/* Level-triggered: input that came meanwhile is reported now. */
 	rc = update(ch);
 	if (rc) {
-		close_because(ch, "cannot watch the connection: %s",
-			      strerror(-rc));
+		close_because(ch, VHOST_USER_END_FAULT,
+			      "cannot watch the connection: %s", strerror(-rc));
 		return false;
 	}
 	return true;
@@ -225,5 +229,5 @@ bool vhost_user_channel_resume(struct vhost_user_channel *ch)
 
 void vhost_user_channel_fail(struct vhost_user_channel *ch, const char *why)
 {
-	close_because(ch, "%s", why);
+	close_because(ch, VHOST_USER_END_FAULT, "%s", why);
 }

@@ -22,6 +22,14 @@
  * message: nothing more is read until vhost_user_channel_resume. */
 #define VHOST_USER_CHANNEL_PAUSE 1
 
+/* How a channel ended, as the owner counts its sessions' ends. */
+enum vhost_user_end {
+	VHOST_USER_END_HANGUP,  /* the front end closed between messages */
+	VHOST_USER_END_TIMEOUT, /* it left a message or its replies too long */
+	VHOST_USER_END_FAULT,   /* a bad message, one refused, a socket error */
+	VHOST_USER_END_KINDS
+};
+
 struct vhost_user_channel_ops {
 	/* A whole message; its fds are the callee's. Returns 0,
 	 * VHOST_USER_CHANNEL_PAUSE, or -errno to close the channel. */
@@ -29,7 +37,7 @@ struct vhost_user_channel_ops {
 	/* The channel has closed (fd out of the loop and closed). why is
 	 * NULL when the front end hung up between messages. Called last: it
 	 * may free the channel. */
-	void (*closed)(void *opaque, const char *why);
+	void (*closed)(void *opaque, enum vhost_user_end end, const char *why);
 };
 
 struct vhost_user_channel {

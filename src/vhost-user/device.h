@@ -36,6 +36,9 @@ enum vmio_queue_stop {
 	VMIO_QUEUE_MEMORY,
 };
 
+struct vmio_cpu_account;
+struct vmio_loop;
+
 struct vmio_device_ops {
 	const char *name; /* "vsock", "net", "loopback": for log lines */
 
@@ -76,6 +79,11 @@ struct vmio_device_ops {
 	 * NULL for the core's own. Asked at each start; the queue stays
 	 * there until it stops. May be NULL: every queue on the core's. */
 	struct vmio_loop *(*queue_loop)(void *dev, unsigned index);
+	/* The CPU account (event/cpu_account.h) that queue index's kicks,
+	 * and whatever its queue_start makes, are charged to; NULL, or the
+	 * op NULL: the backend's (the VM's). For a device that reports a
+	 * part of the VM apart, as net does each queue pair. */
+	struct vmio_cpu_account *(*queue_account)(void *dev, unsigned index);
 
 	/* The memory table is about to be replaced: drop every pointer into
 	 * guest memory (give held chains back with vmio_vq_unpop, or push

@@ -137,6 +137,21 @@ int vmio_kick_budget_parse(const char *s, struct vmio_kick_budget *b)
 	return 0;
 }
 
+uint64_t vmio_kick_stats_kicks(const struct vmio_kick_stats *s)
+{
+	return get(&s->kicks);
+}
+
+uint64_t vmio_kick_stats_idle(const struct vmio_kick_stats *s)
+{
+	return get(&s->idle_kicks);
+}
+
+bool vmio_kick_stats_held(const struct vmio_kick_stats *s)
+{
+	return get(&s->held_since) != 0;
+}
+
 void vmio_kick_stats_write(const struct vmio_kick_stats *s, uint64_t now,
 			   struct vmio_json *j)
 {

@@ -78,6 +78,12 @@ void vmio_kick_guard_stop(struct vmio_kick_guard *g, uint64_t now);
 /* Parses "RATE" or "RATE:BURST" (RATE 0: off). Returns 0, or -1. */
 int vmio_kick_budget_parse(const char *s, struct vmio_kick_budget *b);
 
+/* Kicks served, and of them those that found no work; from any thread. */
+uint64_t vmio_kick_stats_kicks(const struct vmio_kick_stats *s);
+uint64_t vmio_kick_stats_idle(const struct vmio_kick_stats *s);
+/* Whether the queue is held back now (its kick fd let go). */
+bool vmio_kick_stats_held(const struct vmio_kick_stats *s);
+
 struct vmio_json;
 /* The counters as members of the object being written; from any thread. */
 void vmio_kick_stats_write(const struct vmio_kick_stats *s, uint64_t now,

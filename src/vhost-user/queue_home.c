@@ -161,7 +161,19 @@ static void kick_cb(void *opaque, int fd, uint32_t events)
 	serve_kick(q, false);
 }
 
-static void run_start(struct vmio_backend_queue *q)
+/* What the queue's start makes (its kick watch, its look timer, the
+ * device's own watches) is charged to the queue's account. */
+static struct vmio_cpu_account *queue_account(struct vmio_backend_queue *q)
+{
+	struct vmio_backend *be = q->be;
+	struct vmio_cpu_account *a = NULL;
+
+	if (be->ops->queue_account)
+		a = be->ops->queue_account(be->dev, q->vq.index);
+	return a ? a : be->account;
+}
+
+static void run_start_here(struct vmio_backend_queue *q)
 {
 	struct vmio_backend *be = q->be;
 
@@ -191,6 +203,15 @@ static void run_start(struct vmio_backend_queue *q)
 		stop_broken(q);
 	else
 		q->progress = vmio_vq_progress(&q->vq);
+}
+
+static void run_start(struct vmio_backend_queue *q)
+{
+	struct vmio_cpu_account *outer =
+		vmio_cpu_account_enter(queue_account(q));
+
+	run_start_here(q);
+	vmio_cpu_account_leave(outer);
 }
 
 static void at_home_cb(void *opaque)

@@ -436,6 +436,7 @@ struct chan_fix {
 	int peer;
 	unsigned messages;
 	bool closed;
+	enum vhost_user_end end;
 	char why[256];
 };
 
@@ -455,11 +456,13 @@ static int chan_message(void *opaque, struct vhost_user_msg *msg)
 	return 0;
 }
 
-static void chan_closed(void *opaque, const char *why)
+static void chan_closed(void *opaque, enum vhost_user_end end,
+			const char *why)
 {
 	struct chan_fix *f = opaque;
 
 	f->closed = true;
+	f->end = end;
 	snprintf(f->why, sizeof(f->why), "%s", why ? why : "(hang up)");
 }
 
@@ -547,6 +550,7 @@ static void test_channel_unfinished_message_closes(void **state)
 	assert_true(RUN_UNTIL(&f, f.closed));
 	assert_true(vmio_now_ns() - t0 >= 100000000u);
 	assert_non_null(strstr(f.why, "did not finish it within 100 ms"));
+	assert_int_equal(f.end, VHOST_USER_END_TIMEOUT);
 	assert_false(f.ch.open);
 	chan_close(&f);
 }
@@ -582,6 +586,7 @@ static void test_channel_unread_replies_close(void **state)
 	assert_true(f.ch.out.len <= VHOST_USER_OUTBOX_SIZE);
 	assert_true(RUN_UNTIL(&f, f.closed));
 	assert_non_null(strstr(f.why, "did not take its replies within 200 ms"));
+	assert_int_equal(f.end, VHOST_USER_END_TIMEOUT);
 	chan_close(&f);
 }
 
@@ -596,6 +601,7 @@ static void test_channel_huge_size_closes_at_once(void **state)
 	send_raw(f.peer, &h, sizeof(h));
 	assert_true(RUN_UNTIL(&f, f.closed));
 	assert_non_null(strstr(f.why, "payload size"));
+	assert_int_equal(f.end, VHOST_USER_END_FAULT);
 	chan_close(&f);
 }
 
@@ -610,6 +616,7 @@ static void test_channel_hang_up_and_batch(void **state)
 	shutdown(f.peer, SHUT_WR);
 	assert_true(RUN_UNTIL(&f, f.closed));
 	assert_string_equal(f.why, "(hang up)");
+	assert_int_equal(f.end, VHOST_USER_END_HANGUP);
 	for (unsigned i = 1; i <= 5; i++) {
 		struct vhost_user_msg in;
 		assert_int_equal(vhost_user_msg_recv(f.peer, &in), 1);

@@ -132,6 +132,15 @@ static struct vmio_loop *net_queue_loop(void *dev, unsigned index)
 	return role == ROLE_RX || role == ROLE_TX ? p->loop : NULL;
 }
 
+static struct vmio_cpu_account *net_queue_account(void *dev, unsigned index)
+{
+	struct vnet_device *d = dev;
+	struct vnet_pair *p = NULL;
+	enum vnet_role role = queue_role(d, index, &p);
+
+	return role == ROLE_RX || role == ROLE_TX ? &p->cpu : NULL;
+}
+
 static void net_queue_kick(void *dev, struct vmio_vq *vq)
 {
 	struct vnet_device *d = dev;
@@ -260,6 +269,7 @@ static const struct vmio_device_ops net_ops_template = {
 	.queue_stop = net_queue_stop,
 	.queue_kick = net_queue_kick,
 	.queue_loop = net_queue_loop,
+	.queue_account = net_queue_account,
 	.reset = net_reset,
 };
 
@@ -298,6 +308,8 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 	vnet_ctrl_queue_init(d);
 	for (unsigned i = 0; i < d->npairs; i++) {
 		struct vnet_pair *p = &d->pairs[i];
+		struct vmio_cpu_account *outer =
+			vmio_cpu_account_enter(&p->cpu);
 
 		p->d = d;
 		p->index = i;
@@ -308,10 +320,14 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 		vnet_poll_init(&p->tx_poll, cfg->poll_ns);
 		vnet_rx_init(p);
 		vnet_steering_init(p);
+		vmio_cpu_account_leave(outer);
 	}
 	for (unsigned i = 0; i < d->npairs; i++) {
+		struct vmio_cpu_account *outer =
+			vmio_cpu_account_enter(&d->pairs[i].cpu);
 		int rc = vnet_tx_init(&d->pairs[i]);
 
+		vmio_cpu_account_leave(outer);
 		if (rc) {
 			log_err("net: cannot create a timer: %s", strerror(-rc));
 			vnet_device_free(d);
@@ -339,6 +355,7 @@ void vnet_device_free(struct vnet_device *d)
 		vnet_tx_fini(&d->pairs[i]);
 		vnet_rx_fini(&d->pairs[i]);
 		vnet_steering_fini(&d->pairs[i]);
+		vmio_cpu_account_fini(&d->pairs[i].cpu);
 	}
 	free(d);
 }
@@ -364,4 +381,9 @@ const struct vnet_stats *vnet_pair_stats(const struct vnet_device *d,
 					 unsigned pair)
 {
 	return pair < d->npairs ? &d->pairs[pair].stats : NULL;
+}
+
+uint64_t vnet_pair_cpu_ns(const struct vnet_device *d, unsigned pair)
+{
+	return pair < d->npairs ? vmio_cpu_account_ns(&d->pairs[pair].cpu) : 0;
 }

@@ -26,5 +26,8 @@ void vnet_device_stats(const struct vnet_device *d, struct vnet_stats *out);
 const struct vnet_stats *vnet_ctrl_stats(const struct vnet_device *d);
 const struct vnet_stats *vnet_pair_stats(const struct vnet_device *d,
 					 unsigned pair);
+/* The CPU time pair cost vmio so far (its queues' account), in ns; from
+ * any thread. */
+uint64_t vnet_pair_cpu_ns(const struct vnet_device *d, unsigned pair);
 
 #endif

@@ -53,6 +53,9 @@
 struct vnet_pair {
 	struct vnet_device *d;
 	unsigned index;
+	/* What the pair costs vmio: its queues' kicks and everything made
+	 * for it (ops->queue_account). */
+	struct vmio_cpu_account cpu;
 	struct vmio_vq *rx, *tx;
 	int rx_fd;        /* the backend's when watched, -1 if it never receives */
 	bool rx_watched;  /* rx_fd is on the loop */
