@@ -26,12 +26,19 @@ static void charge(void)
 {
 	uint64_t cpu = thread_cpu_ns();
 
-	if (meter.charging && cpu > meter.cpu_at)
-		atomic_fetch_add_explicit(&meter.charging->ns,
-					  cpu - meter.cpu_at,
+	for (struct vmio_cpu_account *a = meter.charging;
+	     a && cpu > meter.cpu_at; a = a->parent)
+		atomic_fetch_add_explicit(&a->ns, cpu - meter.cpu_at,
 					  memory_order_relaxed);
 	meter.cpu_at = cpu;
 	meter.mono_at = vmio_now_ns();
+}
+
+void vmio_cpu_account_init(struct vmio_cpu_account *a,
+			   struct vmio_cpu_account *parent)
+{
+	atomic_init(&a->ns, 0);
+	a->parent = parent;
 }
 
 struct vmio_cpu_account *vmio_cpu_account_enter(struct vmio_cpu_account *a)

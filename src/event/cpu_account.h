@@ -33,7 +33,14 @@
 
 struct vmio_cpu_account {
 	atomic_uint_fast64_t ns;
+	/* What it is a part of (a VM, for one of its queue pairs): its time
+	 * counts there too. NULL: nothing. */
+	struct vmio_cpu_account *parent;
 };
+
+/* A zeroed account is ready; this one is also counted in parent. */
+void vmio_cpu_account_init(struct vmio_cpu_account *a,
+			   struct vmio_cpu_account *parent);
 
 /* Makes a current on this thread; returns the one it replaces, for
  * vmio_cpu_account_leave. a may be NULL (no account). */
@@ -41,7 +48,8 @@ struct vmio_cpu_account *vmio_cpu_account_enter(struct vmio_cpu_account *a);
 void vmio_cpu_account_leave(struct vmio_cpu_account *previous);
 struct vmio_cpu_account *vmio_cpu_account_current(void);
 
-/* The CPU time charged so far, in ns; from any thread. */
+/* The CPU time charged so far, its parts' included, in ns; from any
+ * thread. */
 uint64_t vmio_cpu_account_ns(const struct vmio_cpu_account *a);
 
 /* This thread stops charging a (what it owes is added first). */

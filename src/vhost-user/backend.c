@@ -388,23 +388,9 @@ uint64_t vmio_backend_errors(const struct vmio_backend *be)
 	return be->errors;
 }
 
-/* The accounts a VM's time is charged to: the backend's and those the
- * device names for its queues, each counted once. */
 uint64_t vmio_backend_cpu_ns(const struct vmio_backend *be)
 {
-	uint64_t ns = be->account ? vmio_cpu_account_ns(be->account) : 0;
-
-	for (unsigned i = 0; be->ops->queue_account && i < be->ops->num_queues;
-	     i++) {
-		struct vmio_cpu_account *a = be->ops->queue_account(be->dev, i);
-		bool seen = !a || a == be->account;
-
-		for (unsigned k = 0; k < i && !seen; k++)
-			seen = be->ops->queue_account(be->dev, k) == a;
-		if (!seen)
-			ns += vmio_cpu_account_ns(a);
-	}
-	return ns;
+	return be->account ? vmio_cpu_account_ns(be->account) : 0;
 }
 
 void vmio_backend_queue_kicks(const struct vmio_backend *be, unsigned index,

@@ -67,8 +67,8 @@ unsigned vmio_backend_sessions(const struct vmio_backend *be);
 uint64_t vmio_backend_errors(const struct vmio_backend *be);
 
 /* The CPU time the VM cost vmio so far, in ns: the account current when
- * the backend was made, and those its device names for queues
- * (event/cpu_account.h). From any thread. */
+ * the backend was made (event/cpu_account.h), which the accounts a
+ * device names for its queues are parts of. From any thread. */
 uint64_t vmio_backend_cpu_ns(const struct vmio_backend *be);
 
 /* Queue index's kicks served, and of them those that found no work

@@ -82,7 +82,8 @@ struct vmio_device_ops {
 	/* The CPU account (event/cpu_account.h) that queue index's kicks,
 	 * and whatever its queue_start makes, are charged to; NULL, or the
 	 * op NULL: the backend's (the VM's). For a device that reports a
-	 * part of the VM apart, as net does each queue pair. */
+	 * part of the VM apart, as net does each queue pair: such an
+	 * account is a part (its parent) of the VM's. */
 	struct vmio_cpu_account *(*queue_account)(void *dev, unsigned index);
 
 	/* The memory table is about to be replaced: drop every pointer into

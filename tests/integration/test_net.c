@@ -711,6 +711,29 @@ static pid_t threads_start(const char *sock, struct testpmd *t,
 	return pid;
 }
 
+/* Each pair's CPU time in the counters: pair 1 is all worker 1 serves,
+ * so its figure is at least that thread's CPU time (read before the
+ * document, in clock ticks of 10 ms, and charged at most 10 ms late),
+ * and the device's figure holds both pairs'. */
+static void pair_cpu_matches_worker(const struct harness_thread *th,
+				    unsigned n)
+{
+	long long pair0 = harness_json_num(net_doc, "queue_pairs.0.cpu_us"),
+		  pair1 = harness_json_num(net_doc, "queue_pairs.1.cpu_us"),
+		  vm = harness_json_num(net_doc, "devices.0.cpu_us");
+	long w1 = harness_thread_ticks(th, n, "vmio-w1");
+
+	printf("# cpu_us: pair 0 %lld, pair 1 %lld, device %lld; worker 1 "
+	       "%ld ticks\n",
+	       pair0, pair1, vm, w1);
+	assert_true(pair0 > 0);
+	assert_true(pair1 >= (w1 - 3) * 10000);
+	/* The device's own part (its session, the control queue) is small
+	 * beside the pairs' traffic: their kicks are theirs. */
+	assert_true(vm >= pair0 + pair1);
+	assert_true(vm - pair0 - pair1 <= (pair0 + pair1) / 20);
+}
+
 /* Pair 1 runs on worker 1, and every frame of both pairs is counted. */
 static void test_threads_two_pairs(void **state)
 {
@@ -734,6 +757,7 @@ static void test_threads_two_pairs(void **state)
 	/* What was in the two rings when testpmd stopped is not seen. */
 	assert_true(got <= sent && sent - got <= 2 * 1024);
 	assert_int_equal(vmio_stat("tx_dropped"), 0);
+	pair_cpu_matches_worker(th, n);
 }
 
 /* SIGTERM while both workers are busy: a clean exit, the socket gone. */

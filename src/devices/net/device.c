@@ -308,9 +308,11 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 	vnet_ctrl_queue_init(d);
 	for (unsigned i = 0; i < d->npairs; i++) {
 		struct vnet_pair *p = &d->pairs[i];
-		struct vmio_cpu_account *outer =
-			vmio_cpu_account_enter(&p->cpu);
+		struct vmio_cpu_account *outer;
 
+		/* A part of the VM's, current while the device is made. */
+		vmio_cpu_account_init(&p->cpu, vmio_cpu_account_current());
+		outer = vmio_cpu_account_enter(&p->cpu);
 		p->d = d;
 		p->index = i;
 		p->loop = cfg->pair_loops ? cfg->pair_loops[i] : loop;
