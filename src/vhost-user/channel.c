@@ -40,6 +40,14 @@ close_because(struct vhost_user_channel *ch, enum vhost_user_end end,
 	ch->ops->closed(ch->opaque, end, fmt ? ch->why : NULL);
 }
 
+/* A socket error that says the front end went away is a hang-up (one
+ * that left a message or a reply behind); any other is a fault. */
+static enum vhost_user_end end_of(int rc)
+{
+	return rc == -EPIPE || rc == -ECONNRESET ? VHOST_USER_END_HANGUP
+						 : VHOST_USER_END_FAULT;
+}
+
 static void in_deadline_cb(void *opaque)
 {
 	struct vhost_user_channel *ch = opaque;
@@ -110,7 +118,7 @@ static bool take_messages(struct vhost_user_channel *ch)
 			return false;
 		}
 		if (rc < 0) {
-			close_because(ch, VHOST_USER_END_FAULT,
+			close_because(ch, end_of(rc),
 				      "bad message from the front end: %s",
 				      ch->in.problem ? ch->in.problem :
 						       strerror(-rc));
@@ -120,7 +128,8 @@ static bool take_messages(struct vhost_user_channel *ch)
 		vhost_user_reader_init(&ch->in);
 		rc = ch->ops->message(ch->opaque, &msg);
 		if (rc < 0) {
-			close_because(ch, VHOST_USER_END_FAULT,
+			/* -EPIPE: the reply found the front end gone. */
+			close_because(ch, end_of(rc),
 				      "closing the connection after a "
 				      "failed %s",
 				      vhost_user_request_name(msg.hdr.request));
@@ -140,7 +149,7 @@ static void fd_cb(void *opaque, int fd, uint32_t events)
 	if (!vhost_user_outbox_empty(&ch->out)) {
 		rc = vhost_user_outbox_flush(&ch->out, ch->fd);
 		if (rc) {
-			close_because(ch, VHOST_USER_END_FAULT,
+			close_because(ch, end_of(rc),
 				      "cannot write to the front end: %s",
 				      strerror(-rc));
 			return;

@@ -24,7 +24,7 @@
 
 /* How a channel ended, as the owner counts its sessions' ends. */
 enum vhost_user_end {
-	VHOST_USER_END_HANGUP,  /* the front end closed between messages */
+	VHOST_USER_END_HANGUP,  /* the front end closed (or reset) its end */
 	VHOST_USER_END_TIMEOUT, /* it left a message or its replies too long */
 	VHOST_USER_END_FAULT,   /* a bad message, one refused, a socket error */
 	VHOST_USER_END_KINDS
