@@ -9,9 +9,10 @@
 # and, as a control, no VMM at all but a process spinning on the CPU
 # (cpu-hog), in pairs (alone, with, alone, with, ...). Per kind: A's MB/s
 # as medians, vmio's CPU seconds per GiB beside each, the ratio
-# with/alone of the medians (goal >= 0.9), the CPU vmio's worker of B
-# (vmio-w1) spent per second of A's run (goal: at most 0.05 of a core
-# for a neighbour with no work), then the ratios pair by pair. A run that fails
+# with/alone of the medians (goal >= 0.9), the CPU vmio spent on B per
+# second of A's run (B's cpu_us in vmio's own counters, --control; goal:
+# at most 0.05 of a core for a neighbour with no work), then the ratios
+# pair by pair. A run that fails
 # or passes ISO_TIMEOUT seconds (default 30) counts as "-"; vmio's log
 # goes to a file of its own. Runs are 8 GiB by default (a few seconds
 # each), long enough for the neighbour's deadlines and reconnects to
@@ -49,37 +50,35 @@ for t in vmio vmio-vsock-bench vmio-bad-vmm; do
 done
 
 "$build/vmio" vsock -q "${vmio_opts[@]}" 2>"$dir/vmio.log" \
+	--control "$dir/c.sock" \
 	--vm "guest-cid=3,socket=$dir/a.sock,uds-path=$dir/a.vsock" \
 	--vm "guest-cid=4,socket=$dir/b.sock,uds-path=$dir/b.vsock" &
 vpid=$!
 wait_sockets "$vpid" "$dir/a.sock" "$dir/b.sock" || true
 
-# Clock ticks of vmio's thread named $1 (B's worker: vmio-w1), or 0.
-thread_ticks() {
-	local t
-	for t in /proc/"$vpid"/task/*; do
-		if [ "$(cat "$t/comm" 2>/dev/null)" = "$1" ]; then
-			awk '{print $14 + $15}' "$t/stat" 2>/dev/null || echo 0
-			return
-		fi
-	done
-	echo 0
+# The CPU time vmio's counters give VM $1 (0: A, 1: B), in microseconds,
+# or 0.
+vm_cpu_us() {
+	"$build/vmio" stats --json "$dir/c.sock" 2>/dev/null | python3 -c '
+import json, sys
+print(json.load(sys.stdin)["vms"][int(sys.argv[1])]["cpu_us"])' "$1" \
+		2>/dev/null || echo 0
 }
 
 # One timed stream of A: sets mb (MB/s or -), cpu (vmio s/GiB or -) and
-# bcore (B's worker's CPU over the run, in cores).
+# bcore (what vmio spent on B over the run, in cores).
 one_run() {
 	local line c0 c1 b0 b1 t0 t1 rc=0
-	b0=$(thread_ticks vmio-w1)
+	b0=$(vm_cpu_us 1)
 	t0=$(date +%s%N)
 	c0=$(cpu_ticks "$vpid")
 	line=$(timeout "$limit" "$build/vmio-vsock-bench" --socket "$dir/a.sock" \
 		--uds-path "$dir/a.vsock" --bytes "$bytes" 2>&1) || rc=$?
 	c1=$(cpu_ticks "$vpid")
 	t1=$(date +%s%N)
-	b1=$(thread_ticks vmio-w1)
-	bcore=$(awk -v b="$((b1 - b0))" -v ns="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" \
-		'BEGIN { printf "%.3f", b / hz / (ns / 1e9) }')
+	b1=$(vm_cpu_us 1)
+	bcore=$(awk -v b="$((b1 - b0))" -v ns="$((t1 - t0))" \
+		'BEGIN { printf "%.3f", b / 1e6 / (ns / 1e9) }')
 	mb=- cpu=-
 	if [ $rc -ne 0 ]; then
 		echo "    FAILED (status $rc): ${line:-timed out after $limit s}"
@@ -89,7 +88,7 @@ one_run() {
 	local got
 	got=$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")
 	cpu=$(s_per_gib "$c0" "$c1" "$got")
-	echo "    $line vmio_s/GiB=$cpu B_worker_cores=$bcore"
+	echo "    $line vmio_s/GiB=$cpu B_cores=$bcore"
 }
 
 # The misbehaver of kind $1 on B's socket, once it says it misbehaves.
@@ -146,8 +145,8 @@ done
 echo
 echo "isolation: A's MB/s (medians of $runs interleaved pairs, $bytes each, g2h 64 KiB)"
 echo "alone and with B's socket held by a misbehaving VMM; vmio's CPU s/GiB beside"
-echo "each; ratio = with/alone of the medians (goal >= 0.9); B cores: vmio's"
-echo "worker of B (vmio-w1) over A's run, in cores (median); then each pair's"
+echo "each; ratio = with/alone of the medians (goal >= 0.9); B cores: what"
+echo "vmio spent on B (its cpu_us) over A's run, in cores (median); then each pair's"
 printf '%-18s %9s %8s %9s %8s %6s %8s  %s\n' neighbour alone s/GiB with s/GiB ratio "B cores" "each pair"
 for kind in $kinds; do
 	am=$(list_median "${a_mb[$kind]}")
