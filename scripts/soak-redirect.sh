@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs test_redirect's cases that go through the sockmap engine (as root:
-# test_recv_to_stream, where auto picks it, and the test_sockmap_* ones)
+# test_recv_to_stream, where auto picks it, and every test_sockmap_* one)
 # RUNS times (default 300), each case as a process of its own bounded by
 # SOAK_TIMEOUT seconds (default 120), beside one busy loop per CPU
 # (HOGS, default nproc; 0: none), started here and killed on exit. A run
@@ -19,7 +19,7 @@ build=$(cd "${1:-$top/build}" && pwd) || exit 2
 runs=${RUNS:-300}
 limit=${SOAK_TIMEOUT:-120}
 hogs=${HOGS:-$(nproc)}
-read -r -a cases <<<"${CASES:-test_recv_to_stream test_sockmap_recv_to_stream test_sockmap_sink_dies test_sockmap_stalled_sink}"
+read -r -a cases <<<"${CASES:-test_recv_to_stream test_sockmap_recv_to_stream test_sockmap_sink_dies test_sockmap_stalled_sink test_sockmap_sink_half_closes_holding}"
 logs=${SOAK_LOGS:-$build/soak-redirect}
 bin=$build/tests/integration/test_redirect
 
