@@ -1719,6 +1719,20 @@ static uint64_t drain_sink(int sink, int fd, bool *intact, bool *eof_sent)
 	return got;
 }
 
+/* spawn_sockmap_sink, a datagram sender connected to a (*fd), both
+ * non-blocking, and the sender's datagrams sent until it is held back
+ * (send_until_held): the kernel holds data for a sink that has read
+ * nothing. Returns the bytes sent. */
+static uint64_t stall_sockmap_sink(const char *a, const char *b, int *sink,
+				   int *fd, int *lfd, pid_t *pid)
+{
+	*sink = spawn_sockmap_sink(a, b, lfd, pid);
+	*fd = unix_connect_retry(a, SOCK_DGRAM);
+	fcntl(*sink, F_SETFL, fcntl(*sink, F_GETFL) | O_NONBLOCK);
+	fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK);
+	return send_until_held(*fd, 32 * MIB);
+}
+
 /* The memory trap: with a TCP ingress the kernel took 500 MB for a slow
  * sink. Here the sink reads nothing for a while; the sender must be held
  * back after a bounded amount (its own buffer, ADDRESS2's 4 MiB and the
@@ -1728,16 +1742,11 @@ static void test_sockmap_stalled_sink(void **state)
 	const char *a = harness_path("smstall-a.sock"),
 		   *b = harness_path("smstall-b.sock");
 	bool intact, eof_sent;
-	int lfd;
+	int sink, fd, lfd;
 	pid_t pid;
 
 	require_bpf();
-	int sink = spawn_sockmap_sink(a, b, &lfd, &pid);
-	int fd = unix_connect_retry(a, SOCK_DGRAM);
-
-	fcntl(sink, F_SETFL, fcntl(sink, F_GETFL) | O_NONBLOCK);
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	uint64_t sent = send_until_held(fd, 32 * MIB);
+	uint64_t sent = stall_sockmap_sink(a, b, &sink, &fd, &lfd, &pid);
 	assert_true(sent > 0);
 	print_message("# held back after %llu KiB\n",
 		      (unsigned long long)(sent >> 10));
@@ -1763,17 +1772,12 @@ static void test_sockmap_sink_half_closes_holding(void **state)
 	const char *a = harness_path("smhalf-a.sock"),
 		   *b = harness_path("smhalf-b.sock");
 	bool intact, eof_sent;
-	int lfd;
+	int sink, fd, lfd;
 	pid_t pid;
 
 	require_bpf();
 	harness_log_clear();
-	int sink = spawn_sockmap_sink(a, b, &lfd, &pid);
-	int fd = unix_connect_retry(a, SOCK_DGRAM);
-
-	fcntl(sink, F_SETFL, fcntl(sink, F_GETFL) | O_NONBLOCK);
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	uint64_t sent = send_until_held(fd, 32 * MIB);
+	uint64_t sent = stall_sockmap_sink(a, b, &sink, &fd, &lfd, &pid);
 	assert_int_equal(shutdown(sink, SHUT_WR), 0);
 	uint64_t got = drain_sink(sink, fd, &intact, &eof_sent);
 	close(fd);
