@@ -1,6 +1,7 @@
 #include "redirect/sockmap_relay.h"
 
 #include <errno.h>
+#include <linux/sock_diag.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -40,6 +41,8 @@ struct redir_sockmap_relay {
 	bool eof;           /* the empty datagram has arrived */
 	bool shut;          /* end of input passed on (egress or div_in shut) */
 	bool peer_gone;     /* the egress's peer closed before end of input */
+	bool count_drops;   /* the egress's drop count means lost data */
+	uint32_t drops;     /* the egress's drop count when it joined */
 	uint64_t gone_bytes; /* forwarded when it did */
 	uint64_t last_bytes;
 	unsigned quiet_ms;  /* how long the socket being waited on was quiet */
@@ -77,6 +80,39 @@ static int socket_error(int fd)
 	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
 		return errno;
 	return err;
+}
+
+/* The kernel's count of packets dropped on fd (SO_MEMINFO), or 0 if it
+ * will not say. */
+static uint32_t drop_count(int fd)
+{
+	uint32_t mem[SK_MEMINFO_VARS] = { 0 };
+	socklen_t len = sizeof(mem);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mem, &len) < 0 ||
+	    len <= SK_MEMINFO_DROPS * sizeof(mem[0]))
+		return 0;
+	return mem[SK_MEMINFO_DROPS];
+}
+
+/* Whether the kernel dropped what it held for the egress. When the
+ * egress's peer shuts down either way, Linux takes a unix egress out of
+ * the map (unix_shutdown unhashes the peer) and drops the packets still
+ * queued for it (sk_psock_stop), each counted on the egress: the sender
+ * was told they went, and what follows them would close the gap
+ * unseen. */
+static bool egress_dropped(struct redir_sockmap_relay *r)
+{
+	uint32_t now;
+
+	if (!r->count_drops || r->egress < 0)
+		return false;
+	now = drop_count(r->egress);
+	if (now == r->drops)
+		return false;
+	log_err("%s: ADDRESS2's peer shut down or closed while the kernel held %u packets for it, and the kernel dropped them: data was lost",
+		r->name, now - r->drops);
+	return true;
 }
 
 static bool writable(int fd)
@@ -161,7 +197,7 @@ static int start_tail(struct redir_sockmap_relay *r)
 	r->div_out = r->egress = -1; /* the tail's now, even on failure */
 	if (!r->tail)
 		return -ENOMEM;
-	log_info("%s: ADDRESS2's peer shut down its sending side, which the kernel does not forward into; the rest goes through vmio",
+	log_info("%s: ADDRESS2's peer shut down, which takes ADDRESS2 out of the kernel's map; the rest goes through vmio",
 		 r->name);
 	return 0;
 }
@@ -175,6 +211,12 @@ static void on_tick(void *opaque)
 	if (c.failed) {
 		log_err("%s: the kernel dropped %llu datagrams: ADDRESS2 is gone",
 			r->name, (unsigned long long)c.failed);
+		finish(r, -EPIPE);
+		return;
+	}
+	/* Before the tail may take the egress: nothing diverted may follow
+	 * a gap. */
+	if (egress_dropped(r)) {
 		finish(r, -EPIPE);
 		return;
 	}
@@ -241,8 +283,14 @@ static void on_tick(void *opaque)
 
 static int setup(struct redir_sockmap_relay *r, int sndbuf)
 {
-	int sv[2], rc;
+	int sv[2], rc, domain = 0;
+	socklen_t len = sizeof(domain);
 
+	/* TCP counts the segments it refused on the way in as drops too,
+	 * and its peer's shutdown leaves it in the map. */
+	getsockopt(r->egress, SOL_SOCKET, SO_DOMAIN, &domain, &len);
+	r->count_drops = domain != AF_INET && domain != AF_INET6;
+	r->drops = drop_count(r->egress);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
 		       sv) < 0)
 		return -errno;

@@ -6,11 +6,11 @@
  * Two things cannot be seen from here and are inferred with care (see
  * sockmap_relay.c): whether the kernel's queue towards a socket has
  * emptied, which decides when end of input may become a shutdown; and,
- * once the egress's peer has shut down its sending side (Linux then
- * refuses to forward into it), when the data the program diverted to a
- * socket pair of ours may follow in userspace without overtaking what the
- * kernel still held. Data the kernel fails to send is reported as lost,
- * never passed over. */
+ * once the egress's peer has shut down (Linux then takes a unix egress
+ * out of the map), when the data the program diverted to a socket pair of
+ * ours may follow in userspace without overtaking what the kernel still
+ * held. Data the kernel fails to send, or drops when it takes the egress
+ * out of the map, is reported as lost, never passed over. */
 #ifndef VMIO_REDIRECT_SOCKMAP_RELAY_H
 #define VMIO_REDIRECT_SOCKMAP_RELAY_H
 

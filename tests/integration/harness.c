@@ -499,9 +499,14 @@ static int remove_entry(const char *path, const struct stat *sb, int flag,
 
 void harness_cleanup(void)
 {
+	const char *keep = getenv("VMIO_TEST_KEEP");
+
 	if (!tmpdir)
 		return;
-	nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	if (keep && *keep)
+		printf("# kept %s\n", tmpdir);
+	else
+		nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 	free(tmpdir);
 	tmpdir = NULL;
 }

@@ -185,7 +185,9 @@ int harness_vsock_setup(void **state);
 /* Frees the driver, stops vmio and asserts that it exited 0. */
 int harness_vsock_teardown(void **state);
 
-/* Removes the temporary directory. */
+/* Removes the temporary directory, unless $VMIO_TEST_KEEP is set: then
+ * it stays, with vmio's log in it, and its path is printed (how a soak
+ * keeps what a failing run left). */
 void harness_cleanup(void);
 
 /* harness_cleanup as a cmocka group teardown: the directory outlives

@@ -964,12 +964,18 @@ static void send_through_recv(const char *engine, const char *a,
 
 /* UNIX-RECV -> UNIX-CONNECT: 64 KiB datagrams become one byte stream in
  * order; the empty datagram at the end is the sink's EOF, then vmio exits
- * 0 and removes its socket file. */
+ * 0 and removes its socket file. The sink keeps its sending side open:
+ * one that shuts it down at once races the data, and with the sockmap
+ * engine (auto, as root) loses what the kernel held for it then
+ * (test_sockmap_sink_half_closes_holding). */
 static void test_recv_to_stream(void **state)
 {
 	const char *a = harness_path("recv-a.sock"),
 		   *b = harness_path("recv-b.sock");
-	struct server s = { .mode = SERVE_DUPLEX, .n = 0, .conns = 1 };
+	struct server s = {
+		.mode = SERVE_MSGS, .conns = 1,
+		.plan = { .send_n = -1, .recv = true, .seed_in = 1 },
+	};
 	const struct msg_plan p = { .send_n = 64 * MIB / CHUNK, .len = CHUNK,
 				    .seed_out = 1 };
 	struct xfer x;
@@ -1659,29 +1665,14 @@ static void test_sockmap_sink_dies(void **state)
 	assert_true(harness_log_contains("ADDRESS2"));
 }
 
-/* The memory trap: with a TCP ingress the kernel took 500 MB for a slow
- * sink. Here the sink reads nothing for a while; the sender must be held
- * back after a bounded amount (its own buffer, ADDRESS2's 4 MiB and the
- * sink's), then everything arrives once the sink reads. */
-static void test_sockmap_stalled_sink(void **state)
+/* Sends datagrams of CHUNK bytes of pattern 1 on fd (non-blocking) until
+ * the sender stays held back for 200 ms, failing past bound bytes:
+ * then the kernel holds what it took for a sink that reads nothing.
+ * Returns the bytes sent. */
+static uint64_t send_until_held(int fd, uint64_t bound)
 {
-	const char *a = harness_path("smstall-a.sock"),
-		   *b = harness_path("smstall-b.sock");
-	const uint64_t bound = 32 * MIB;
-	uint8_t buf[CHUNK];
-	uint64_t sent = 0, got = 0;
-	bool intact = true;
-	struct pollfd p;
-	int lfd;
-	pid_t pid;
+	uint64_t sent = 0;
 
-	require_bpf();
-	int sink = spawn_sockmap_sink(a, b, &lfd, &pid);
-	int fd = unix_connect_retry(a, SOCK_DGRAM);
-
-	fcntl(sink, F_SETFL, fcntl(sink, F_GETFL) | O_NONBLOCK);
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	/* Send until the sender stays blocked for 200 ms. */
 	for (;;) {
 		if (send(fd, pattern_at(sent, 1), CHUNK, 0) == CHUNK) {
 			sent += CHUNK;
@@ -1691,32 +1682,76 @@ static void test_sockmap_stalled_sink(void **state)
 			continue;
 		}
 		assert_int_equal(errno, EAGAIN);
-		p = (struct pollfd){ .fd = fd, .events = POLLOUT };
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
 		if (poll(&p, 1, 200) == 0)
-			break;
+			return sent;
 	}
-	assert_true(sent > 0);
-	print_message("# held back after %llu KiB\n",
-		      (unsigned long long)(sent >> 10));
-	/* Now the sink reads; the end follows the data. */
-	bool eof_sent = false;
+}
+
+/* Reads the sink (non-blocking) until EOF, or until nothing came for
+ * HARNESS_WAIT_MS, checking pattern 1, while sending the empty datagram
+ * (end of input) on fd as soon as it is taken. Returns the bytes read;
+ * *eof_sent says whether the end went. */
+static uint64_t drain_sink(int sink, int fd, bool *intact, bool *eof_sent)
+{
+	uint8_t buf[CHUNK];
+	uint64_t got = 0;
+
+	*intact = true;
+	*eof_sent = false;
 	for (int idle = 0; idle < HARNESS_WAIT_MS / 10;) {
-		if (!eof_sent)
-			eof_sent = send(fd, "", 0, 0) == 0;
+		if (!*eof_sent)
+			*eof_sent = send(fd, "", 0, 0) == 0;
 		ssize_t r = recv(sink, buf, sizeof(buf), 0);
 		if (r == 0)
 			break;
 		if (r < 0) {
 			assert_int_equal(errno, EAGAIN);
-			p = (struct pollfd){ .fd = sink, .events = POLLIN };
+			struct pollfd p = { .fd = sink, .events = POLLIN };
 			idle += poll(&p, 1, 10) == 0;
 			continue;
 		}
 		if (memcmp(buf, pattern_at(got, 1), (size_t)r))
-			intact = false;
+			*intact = false;
 		got += (uint64_t)r;
 		idle = 0;
 	}
+	return got;
+}
+
+/* spawn_sockmap_sink, a datagram sender connected to a (*fd), both
+ * non-blocking, and the sender's datagrams sent until it is held back
+ * (send_until_held): the kernel holds data for a sink that has read
+ * nothing. Returns the bytes sent. */
+static uint64_t stall_sockmap_sink(const char *a, const char *b, int *sink,
+				   int *fd, int *lfd, pid_t *pid)
+{
+	*sink = spawn_sockmap_sink(a, b, lfd, pid);
+	*fd = unix_connect_retry(a, SOCK_DGRAM);
+	fcntl(*sink, F_SETFL, fcntl(*sink, F_GETFL) | O_NONBLOCK);
+	fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK);
+	return send_until_held(*fd, 32 * MIB);
+}
+
+/* The memory trap: with a TCP ingress the kernel took 500 MB for a slow
+ * sink. Here the sink reads nothing for a while; the sender must be held
+ * back after a bounded amount (its own buffer, ADDRESS2's 4 MiB and the
+ * sink's), then everything arrives once the sink reads. */
+static void test_sockmap_stalled_sink(void **state)
+{
+	const char *a = harness_path("smstall-a.sock"),
+		   *b = harness_path("smstall-b.sock");
+	bool intact, eof_sent;
+	int sink, fd, lfd;
+	pid_t pid;
+
+	require_bpf();
+	uint64_t sent = stall_sockmap_sink(a, b, &sink, &fd, &lfd, &pid);
+	assert_true(sent > 0);
+	print_message("# held back after %llu KiB\n",
+		      (unsigned long long)(sent >> 10));
+	/* Now the sink reads; the end follows the data. */
+	uint64_t got = drain_sink(sink, fd, &intact, &eof_sent);
 	close(fd);
 	close(sink);
 	close(lfd);
@@ -1724,6 +1759,48 @@ static void test_sockmap_stalled_sink(void **state)
 	assert_int_equal(got, sent);
 	assert_true(intact);
 	harness_expect_exit(pid, 0);
+}
+
+/* The sink shuts down its sending side while the kernel still holds data
+ * for it (it read nothing yet, so the sender is held back): Linux then
+ * takes ADDRESS2 out of the map (unix_shutdown unhashes the peer) and
+ * drops what it held. That cannot be undone, but it must not pass for a
+ * clean end: either every byte arrives, or vmio says data was lost and
+ * exits 1. test_recv_to_stream's sink did this by chance under load. */
+static void test_sockmap_sink_half_closes_holding(void **state)
+{
+	const char *a = harness_path("smhalf-a.sock"),
+		   *b = harness_path("smhalf-b.sock");
+	bool intact, eof_sent;
+	int sink, fd, lfd;
+	pid_t pid;
+
+	require_bpf();
+	harness_log_clear();
+	uint64_t sent = stall_sockmap_sink(a, b, &sink, &fd, &lfd, &pid);
+	assert_int_equal(shutdown(sink, SHUT_WR), 0);
+	uint64_t got = drain_sink(sink, fd, &intact, &eof_sent);
+	close(fd);
+	close(sink);
+	close(lfd);
+	print_message("# the sink got %llu of %llu KiB%s\n",
+		      (unsigned long long)(got >> 10),
+		      (unsigned long long)(sent >> 10),
+		      intact ? "" : ", CORRUPTED");
+	if (got == sent && intact) {
+		harness_expect_exit(pid, 0);
+		return;
+	}
+	int st = harness_wait_exit(pid, HARNESS_WAIT_MS);
+	if (st == -1) {
+		harness_stop(pid, 1000);
+		fail_msg("vmio did not end after losing data");
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
+		fail_msg("the sink got %llu of %llu bytes%s, and vmio ended with status 0x%x as if nothing was lost",
+			 (unsigned long long)got, (unsigned long long)sent,
+			 intact ? "" : " (corrupted)", st);
+	assert_true(harness_log_contains("data was lost"));
 }
 
 int main(void)
@@ -1755,6 +1832,7 @@ int main(void)
 		cmocka_unit_test(test_sockmap_recv_to_stream),
 		cmocka_unit_test(test_sockmap_sink_dies),
 		cmocka_unit_test(test_sockmap_stalled_sink),
+		cmocka_unit_test(test_sockmap_sink_half_closes_holding),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -160,11 +160,13 @@ static void forward_all(const char *tag, bool sink_half_closes)
 	bool intact;
 
 	pair_open(&p, tag);
-	/* Linux refuses to forward into a socket whose peer has shut down
-	 * its sending side: the relay must divert, and lose nothing. */
+	struct redir_sockmap_relay *r = pair_start(&p, loop, &o);
+	/* Once the egress is in the map, its peer's shutdown takes it out
+	 * (unix_shutdown unhashes the peer), so the program finds no
+	 * socket to forward to: the relay must divert, and lose nothing.
+	 * Nothing was sent yet, so the kernel held nothing to drop. */
 	if (sink_half_closes)
 		assert_int_equal(shutdown(p.sink, SHUT_WR), 0);
-	struct redir_sockmap_relay *r = pair_start(&p, loop, &o);
 	pthread_create(&t, NULL, send_all, &s);
 	uint64_t got = sink_until_eof(p.sink, loop, &o, &intact);
 	pthread_join(t, NULL);

@@ -9,12 +9,15 @@
  * belongs to its sender, so bpf_get_socket_cookie() names the sender, and
  * a datagram socket has any number of those.
  *
- * Slot 1 of `egress` is a stream socket of vmio's own, the diversion: Linux
- * refuses to forward into a unix stream socket whose peer has shut down
- * its sending side (a sink may well do that), and what it refuses here is
+ * Slot 1 of `egress` is a stream socket of vmio's own, the diversion: when
+ * a unix stream egress's peer shuts down either way (a sink may well shut
+ * its sending side), Linux takes the egress out of the map (unix_shutdown
+ * unhashes the peer), slot 0 is empty, and what is refused here would be
  * lost. Sent to the diversion instead, it reaches vmio in order, and
  * still holds its sender back while it waits (its memory stays charged to
- * the sender), where passing it up to the ingress socket would not. */
+ * the sender), where passing it up to the ingress socket would not. What
+ * the kernel still held for the egress then is dropped with it, counted
+ * on the egress, and vmio reports it as lost (sockmap_relay.c). */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
