@@ -72,6 +72,9 @@ struct vnet_pair {
 	struct vnet_stats stats;
 	struct vmio_ratelimit rl;
 	struct vmio_defer steer; /* apply the steering on the pair's loop */
+	/* The steering round (vnet_device.steer_round) it applied last,
+	 * which the device's loop reads. */
+	atomic_uint steered;
 	struct vmio_timer retry; /* look at tx again */
 	/* Serve rx or tx again on the loop's next turn, as a kick would: a
 	 * queue that stopped at its budget lets the rest of the loop go
@@ -106,17 +109,25 @@ struct vnet_device {
 	uint64_t features; /* negotiated */
 	size_t hdr_len;    /* virtio-net header size for them */
 	/* How many pairs get frames (vnet_active_pairs), for the pairs'
-	 * loops: the control queue changes it while they run. */
-	atomic_uint steer_pairs;
+	 * loops: the control queue changes it while they run; and the round
+	 * of that change (steering.c). */
+	atomic_uint steer_pairs, steer_round;
 
 	/* The control queue's, on the device's loop. */
 	struct vmio_mem *mem;
 	struct vmio_vq *ctrl;
-	struct vmio_defer ctrl_again; /* the control queue's next turn */
+	/* The control queue's next turn: after its budget, or posted by a
+	 * pair that applied the steering. */
+	struct vmio_defer ctrl_again;
 	struct vnet_ctrl_state ctrl_state;
 	struct vnet_stats stats; /* ctrl_ok, ctrl_err */
 	struct vmio_ratelimit rl;
 	struct vmio_chain chain;
+	/* The answered command whose ack waits for the pairs' steering:
+	 * its head and the bytes written (its ack is in guest memory). */
+	bool ack_waits;
+	uint16_t ack_head;
+	uint32_t ack_written;
 	uint8_t ctrl_buf[VNET_CTRL_MAX_LEN];
 
 	unsigned npairs;
