@@ -6,11 +6,11 @@
  *
  * An ack waits until every pair has applied the steering published so
  * far, the command's own included (steering.c states the rule); until
- * then the queue takes no other command. The ack byte is written at once, so what waits is a
- * head and a length, no pointer into guest memory: a memory table
- * change finds nothing to drop. A stop for good gives the command back
- * unused (vmio_vq_unpop), so its queue's base leaves it for whoever runs
- * the ring next: a command run again changes nothing. */
+ * then the queue takes no other command. The ack byte is written at
+ * once: what waits is the chain's head and length, no pointer into
+ * guest memory. A stop gives the command back unused (vmio_vq_unpop), to
+ * the queue's restart or whoever runs the ring next: a command run again
+ * changes nothing. */
 #include "devices/net/ctrl_queue.h"
 
 #include "devices/net/steering.h"
@@ -95,12 +95,10 @@ void vnet_ctrl_run(struct vnet_device *d)
 		vmio_defer_schedule(&d->ctrl_again);
 }
 
-void vnet_ctrl_stop(struct vnet_device *d, struct vmio_vq *vq,
-		    enum vmio_queue_stop how)
+void vnet_ctrl_stop(struct vnet_device *d, struct vmio_vq *vq)
 {
-	/* vq, not d->ctrl: a queue paused before is stopped again for
-	 * good. */
-	if (how == VMIO_QUEUE_HALT && d->ack_waits) {
+	/* vq, not d->ctrl: a queue paused is stopped again for good. */
+	if (d->ack_waits) {
 		vmio_vq_unpop(vq, 1);
 		d->ack_waits = false;
 	}

@@ -114,7 +114,7 @@ static void net_queue_stop(void *dev, struct vmio_vq *vq,
 		}
 		break;
 	case ROLE_CTRL:
-		vnet_ctrl_stop(d, vq, how);
+		vnet_ctrl_stop(d, vq);
 		break;
 	case ROLE_NONE:
 		break;
@@ -184,8 +184,6 @@ static void net_reset(void *dev)
 	d->features = 0;
 	d->hdr_len = vnet_hdr_len(0);
 	vnet_ctrl_init(&d->ctrl_state, 0, (uint16_t)d->npairs, d->cfg.mac);
-	/* The control queue stopped for good: no ack of its is left. */
-	d->ack_waits = false;
 	vnet_update_steering(d);
 }
 
