@@ -1385,7 +1385,7 @@ static unsigned reap_two(struct vmio_dvq *a, struct vmio_dvq *b, unsigned n,
 static void mq_pairs_set(const char *tap, const char *extra,
 			 unsigned workers)
 {
-	enum { BUF = 2048, NBUF = 120, FLOWS = 40, ROUNDS = 5 };
+	enum { BUF = 2048, NBUF = 120, FLOWS = 40, ROUNDS = 10 };
 	const char *sock = harness_path(tap);
 	const uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
 			      VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
