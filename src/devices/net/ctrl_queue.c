@@ -43,26 +43,30 @@ static uint8_t ctrl_one(struct vnet_device *d)
 	return ack;
 }
 
-/* Answers the command in d->chain: pushes the ack, or keeps it for
- * later if the steering it changed has yet to reach every pair. Returns
- * whether it pushed. */
-static bool answer(struct vnet_device *d)
+/* Runs the command in d->chain and writes its ack, which then waits;
+ * the steering changes if the command changed the pairs. */
+static void answer(struct vnet_device *d)
 {
 	uint16_t pairs = d->ctrl_state.pairs;
 	uint8_t ack = ctrl_one(d);
-	uint32_t written = 0;
 
+	d->ack_head = d->chain.head;
+	d->ack_written = 0;
 	if (d->chain.in_len)
-		written = (uint32_t)vmio_chain_write(&d->chain, 0, &ack, 1);
+		d->ack_written =
+			(uint32_t)vmio_chain_write(&d->chain, 0, &ack, 1);
+	d->ack_waits = true;
 	if (pairs != d->ctrl_state.pairs)
 		vnet_update_steering(d);
-	if (!vnet_steering_applied(d)) {
-		d->ack_waits = true;
-		d->ack_head = d->chain.head;
-		d->ack_written = written;
+}
+
+/* Pushes the waiting ack if every pair has the steering. */
+static bool ack_pushed(struct vnet_device *d)
+{
+	if (!vnet_steering_applied(d))
 		return false;
-	}
-	vmio_vq_push(d->ctrl, d->chain.head, written);
+	vmio_vq_push(d->ctrl, d->ack_head, d->ack_written);
+	d->ack_waits = false;
 	return true;
 }
 
@@ -74,17 +78,16 @@ void vnet_ctrl_run(struct vnet_device *d)
 	if (!d->ctrl || !d->mem)
 		return;
 	if (d->ack_waits) {
-		if (!vnet_steering_applied(d))
+		if (!ack_pushed(d))
 			return;
-		vmio_vq_push(d->ctrl, d->ack_head, d->ack_written);
-		d->ack_waits = false;
 		pushed++;
 	}
 	while (budget--) {
 		got = vmio_vq_pop(d->ctrl, d->mem, &d->chain);
 		if (got <= 0)
 			break;
-		if (!answer(d))
+		answer(d);
+		if (!ack_pushed(d))
 			break;
 		pushed++;
 	}
@@ -97,7 +100,6 @@ void vnet_ctrl_run(struct vnet_device *d)
 
 void vnet_ctrl_stop(struct vnet_device *d, struct vmio_vq *vq)
 {
-	/* vq, not d->ctrl: a queue paused is stopped again for good. */
 	if (d->ack_waits) {
 		vmio_vq_unpop(vq, 1);
 		d->ack_waits = false;
