@@ -65,6 +65,9 @@ struct vnet_pair {
 	 * (the core's, alive as long as the device). */
 	unsigned tx_held, rx_held;
 	struct vmio_vq *tx_held_vq, *rx_held_vq;
+	/* The steering round (vnet_device.steer_round) it applied last:
+	 * written on its loop, read on the device's. */
+	atomic_uint steered;
 	/* The loop that serves the pair (both queues), and what it owns:
 	 * everything below, which nothing on another thread touches. */
 	struct vmio_loop *loop;
@@ -72,9 +75,6 @@ struct vnet_pair {
 	struct vnet_stats stats;
 	struct vmio_ratelimit rl;
 	struct vmio_defer steer; /* apply the steering on the pair's loop */
-	/* The steering round (vnet_device.steer_round) it applied last,
-	 * which the device's loop reads. */
-	atomic_uint steered;
 	struct vmio_timer retry; /* look at tx again */
 	/* Serve rx or tx again on the loop's next turn, as a kick would: a
 	 * queue that stopped at its budget lets the rest of the loop go
