@@ -2,7 +2,15 @@
  * byte (writable). The command is copied out, bounded, and checked whole
  * by ctrl.c before anything changes; the answer goes in the first
  * writable byte. A chain with no writable byte is given back unanswered;
- * the queue goes on either way. */
+ * the queue goes on either way.
+ *
+ * An ack waits until every pair has applied the steering published so
+ * far, the command's own included (steering.c states the rule); until
+ * then the queue takes no other command. The ack byte is written at
+ * once: what waits is the chain's head and length, no pointer into
+ * guest memory. A stop gives the command back unused (vmio_vq_unpop), to
+ * the queue's restart or whoever runs the ring next: a command run again
+ * changes nothing. */
 #include "devices/net/ctrl_queue.h"
 
 #include "devices/net/steering.h"
@@ -35,38 +43,71 @@ static uint8_t ctrl_one(struct vnet_device *d)
 	return ack;
 }
 
-void vnet_ctrl_run(struct vnet_device *d)
+/* Runs the command in d->chain and writes its ack, which then waits;
+ * the steering changes if the command changed the pairs. */
+static void answer(struct vnet_device *d)
 {
-	unsigned budget = VNET_CTRL_BUDGET, pushed = 0;
 	uint16_t pairs = d->ctrl_state.pairs;
-	int got = 0;
+	uint8_t ack = ctrl_one(d);
 
-	if (!d->ctrl || !d->mem)
-		return;
-	while (budget--) {
-		uint8_t ack;
-		uint32_t written = 0;
-
-		got = vmio_vq_pop(d->ctrl, d->mem, &d->chain);
-		if (got <= 0)
-			break;
-		ack = ctrl_one(d);
-		if (d->chain.in_len)
-			written = (uint32_t)vmio_chain_write(&d->chain, 0, &ack, 1);
-		vmio_vq_push(d->ctrl, d->chain.head, written);
-		pushed++;
-	}
-	if (pushed)
-		vmio_vq_flush_and_notify(d->ctrl);
-	if (got > 0)
-		vmio_defer_schedule(&d->ctrl_again);
-	/* Only now: steering serves rx rings, and with them d->chain,
-	 * which held the commands. */
+	d->ack_head = d->chain.head;
+	d->ack_written = 0;
+	if (d->chain.in_len)
+		d->ack_written =
+			(uint32_t)vmio_chain_write(&d->chain, 0, &ack, 1);
+	d->ack_waits = true;
 	if (pairs != d->ctrl_state.pairs)
 		vnet_update_steering(d);
 }
 
-/* The next turn a budget asked for: what a kick calls. */
+/* Pushes the waiting ack if every pair has the steering. */
+static bool ack_pushed(struct vnet_device *d)
+{
+	if (!vnet_steering_applied(d))
+		return false;
+	vmio_vq_push(d->ctrl, d->ack_head, d->ack_written);
+	d->ack_waits = false;
+	return true;
+}
+
+void vnet_ctrl_run(struct vnet_device *d)
+{
+	unsigned budget = VNET_CTRL_BUDGET, pushed = 0;
+	int got = 0;
+
+	if (!d->ctrl || !d->mem)
+		return;
+	if (d->ack_waits) {
+		if (!ack_pushed(d))
+			return;
+		pushed++;
+	}
+	while (budget--) {
+		got = vmio_vq_pop(d->ctrl, d->mem, &d->chain);
+		if (got <= 0)
+			break;
+		answer(d);
+		if (!ack_pushed(d))
+			break;
+		pushed++;
+	}
+	if (pushed)
+		vmio_vq_flush_and_notify(d->ctrl);
+	/* A waiting ack is woken by the pairs. */
+	if (got > 0 && !d->ack_waits)
+		vmio_defer_schedule(&d->ctrl_again);
+}
+
+void vnet_ctrl_stop(struct vnet_device *d, struct vmio_vq *vq)
+{
+	if (d->ack_waits) {
+		vmio_vq_unpop(vq, 1);
+		d->ack_waits = false;
+	}
+	d->ctrl = NULL;
+}
+
+/* The next turn a budget or the pairs asked for: what a kick calls. */
 static void on_again(void *opaque)
 {
 	vnet_ctrl_run(opaque);

@@ -114,8 +114,7 @@ static void net_queue_stop(void *dev, struct vmio_vq *vq,
 		}
 		break;
 	case ROLE_CTRL:
-		if (d->ctrl == vq)
-			d->ctrl = NULL;
+		vnet_ctrl_stop(d, vq);
 		break;
 	case ROLE_NONE:
 		break;

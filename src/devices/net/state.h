@@ -65,6 +65,9 @@ struct vnet_pair {
 	 * (the core's, alive as long as the device). */
 	unsigned tx_held, rx_held;
 	struct vmio_vq *tx_held_vq, *rx_held_vq;
+	/* The steering round (vnet_device.steer_round) it applied last:
+	 * written on its loop, read on the device's. */
+	atomic_uint steered;
 	/* The loop that serves the pair (both queues), and what it owns:
 	 * everything below, which nothing on another thread touches. */
 	struct vmio_loop *loop;
@@ -106,17 +109,25 @@ struct vnet_device {
 	uint64_t features; /* negotiated */
 	size_t hdr_len;    /* virtio-net header size for them */
 	/* How many pairs get frames (vnet_active_pairs), for the pairs'
-	 * loops: the control queue changes it while they run. */
-	atomic_uint steer_pairs;
+	 * loops: the control queue changes it while they run; and the round
+	 * of that change (steering.c). */
+	atomic_uint steer_pairs, steer_round;
 
 	/* The control queue's, on the device's loop. */
 	struct vmio_mem *mem;
 	struct vmio_vq *ctrl;
-	struct vmio_defer ctrl_again; /* the control queue's next turn */
+	/* The control queue's next turn: after its budget, or posted by a
+	 * pair that applied the steering. */
+	struct vmio_defer ctrl_again;
 	struct vnet_ctrl_state ctrl_state;
 	struct vnet_stats stats; /* ctrl_ok, ctrl_err */
 	struct vmio_ratelimit rl;
 	struct vmio_chain chain;
+	/* The answered command whose ack waits for the pairs' steering:
+	 * its head and the bytes written (its ack is in guest memory). */
+	bool ack_waits;
+	uint16_t ack_head;
+	uint32_t ack_written;
 	uint8_t ctrl_buf[VNET_CTRL_MAX_LEN];
 
 	unsigned npairs;
