@@ -1,7 +1,6 @@
 #include "event/cpu_account.h"
 
 #include <stdbool.h>
-#include <time.h>
 
 #include "util/clock.h"
 
@@ -13,18 +12,10 @@ static __thread struct {
 	uint64_t mono_at; /* the monotonic clock then */
 } meter;
 
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The time since the last charge goes to the account being charged. */
 static void charge(void)
 {
-	uint64_t cpu = thread_cpu_ns();
+	uint64_t cpu = vmio_thread_cpu_ns();
 
 	for (struct vmio_cpu_account *a = meter.charging;
 	     a && cpu > meter.cpu_at; a = a->parent)

@@ -453,8 +453,11 @@ void vmio_backend_write_stats(const struct vmio_backend *be,
 	/* The kick counters are written on each queue's home, maybe another
 	 * thread: kick_guard.h makes them safe to read here. */
 	for (unsigned i = 0; i < be->ops->num_queues; i++) {
-		kicks += vmio_kick_stats_kicks(&be->queues[i].guard.stats);
-		idle += vmio_kick_stats_idle(&be->queues[i].guard.stats);
+		uint64_t k, n;
+
+		vmio_backend_queue_kicks(be, i, &k, &n);
+		kicks += k;
+		idle += n;
 	}
 	vmio_json_kv_uint(j, "kicks", kicks);
 	vmio_json_kv_uint(j, "idle_kicks", idle);

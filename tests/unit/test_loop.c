@@ -10,7 +10,6 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "event/loop.h"
@@ -606,14 +605,6 @@ static void test_stop_from_another_thread(void **state)
 
 #define MS_NS 1000000ull
 
-static uint64_t thread_cpu(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* A callback that costs a known amount of this thread's CPU: the
  * accounts see CPU time, so a loaded machine makes the test slower, not
  * its figures different. */
@@ -630,9 +621,9 @@ struct burner {
 
 static void burn(uint64_t ns)
 {
-	uint64_t end = thread_cpu() + ns;
+	uint64_t end = vmio_thread_cpu_ns() + ns;
 
-	while (thread_cpu() < end)
+	while (vmio_thread_cpu_ns() < end)
 		;
 }
 
