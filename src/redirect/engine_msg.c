@@ -46,7 +46,6 @@ struct redir_msg_ring {
 	unsigned head, count; /* count slots hold messages, from head */
 	size_t off;           /* bytes of slot[head] already written to a stream */
 	size_t max_msg;       /* buffer size: the largest message taken */
-	bool eof_seen;        /* an EOF read after messages still to report */
 };
 
 /* One limit for all the connections of a thread, so that a flood of
@@ -80,7 +79,7 @@ static int msg_init(struct redir_dir *d)
 
 static bool msg_can_fill(const struct redir_dir *d)
 {
-	return d->msgs->count < MSG_SLOTS || d->msgs->eof_seen;
+	return d->msgs->count < MSG_SLOTS;
 }
 
 static struct msg_slot *slot_at(struct redir_msg_ring *m, unsigned i)
@@ -120,7 +119,9 @@ static long fill_from_stream(struct redir_dir *d, size_t max)
 }
 
 /* Receives one batch into the free slots, keeping the whole messages in
- * order at the ring's tail. Returns the bytes kept (0 if every message
+ * order at the ring's tail. An EOF in the batch ends the direction here
+ * (d->eof), with the messages before it still to go: src will not be
+ * readable again to say so. Returns the bytes kept (0 if every message
  * was dropped or an EOF came first), or -errno. */
 static long recv_batch(struct redir_dir *d)
 {
@@ -149,7 +150,7 @@ static long recv_batch(struct redir_dir *d)
 		size_t len = hdr[i].msg_len;
 
 		if (len == 0) {
-			m->eof_seen = true;
+			d->eof = true;
 			break;
 		}
 		if (len > m->max_msg || (hdr[i].msg_hdr.msg_flags & MSG_TRUNC)) {
@@ -181,11 +182,9 @@ static long recv_batch(struct redir_dir *d)
 static long fill_messages(struct redir_dir *d)
 {
 	for (;;) {
-		if (d->msgs->eof_seen)
-			return 0; /* held messages still go out first */
 		long n = recv_batch(d);
 		/* A batch of drops only: try the next one. */
-		if (n != 0 || d->msgs->eof_seen)
+		if (n != 0 || d->eof)
 			return n;
 	}
 }

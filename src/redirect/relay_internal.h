@@ -48,7 +48,10 @@ struct redir_engine_ops {
 	 * would spin. */
 	bool (*can_fill)(const struct redir_dir *d);
 	/* Moves data from src into the direction: bytes taken, 0 at EOF,
-	 * -EAGAIN when nothing can be taken now, or -errno. */
+	 * -EAGAIN when nothing can be taken now, or -errno. An EOF read
+	 * together with data (an empty message behind others in one batch)
+	 * sets d->eof beside the bytes taken: the relay waits on src only
+	 * while it is not at EOF, and src has nothing more to wake it. */
 	long (*fill)(struct redir_dir *d, size_t max);
 	/* Moves held data to dst: bytes written, -EAGAIN, or -errno. */
 	long (*drain)(struct redir_dir *d);
