@@ -78,6 +78,36 @@ check_engine() { # step, relay log, engines from --control
 	return 0
 }
 
+# Waits (up to 30 s) for the relay to exit after its sender finished, and
+# sets rrc to its status. One that does not exit is a failure of its own:
+# what it holds (--control) and its log go to the console, and it is
+# killed, so that the next step still runs.
+wait_relay() { # pid, control socket, relay log
+	i=0
+	while kill -0 "$1" 2>/dev/null && [ $i -lt 300 ]; do
+		i=$((i + 1))
+		usleep 100000
+	done
+	if kill -0 "$1" 2>/dev/null; then
+		echo "RELAY-STUCK $2: $($V stats --json "$2" 2>&1)"
+		sed 's/^/RELAY-STUCK log: /' "$3"
+		# Its descriptors, what each epoll instance watches, and where
+		# each thread sleeps.
+		for f in /proc/"$1"/fd/*; do
+			echo "RELAY-STUCK fd ${f##*/} -> $(readlink "$f") $(grep -h '^tfd' /proc/"$1"/fdinfo/"${f##*/}" | tr '\n' ' ')"
+		done
+		for t in /proc/"$1"/task/*; do
+			echo "RELAY-STUCK task ${t##*/} $(cat "$t"/wchan 2>/dev/null) $(tr '\n' ' ' <"$t"/stack 2>/dev/null)"
+		done
+		sed 's/^/RELAY-STUCK unix: /' /proc/net/unix
+		kill -9 "$1"
+		wait "$1"
+		rrc=124
+		return
+	fi
+	wait "$1"; rrc=$?
+}
+
 # --- xfer -----------------------------------------------------------------
 $V redirect -v --stats --control /tmp/ctl1.sock UNIX-RECV:/tmp/in1.sock \
 	VSOCK-CONNECT:2:7001 >/tmp/r1.log 2>&1 &
@@ -85,11 +115,12 @@ r=$!
 wait_socket /tmp/in1.sock
 eng=$(engines /tmp/ctl1.sock)
 out=$($B send --to udg:/tmp/in1.sock --bytes $MIB32 --timeout 60 2>&1); rc=$?
-wait $r; rrc=$?
+wait_relay $r /tmp/ctl1.sock /tmp/r1.log
 echo "SOCKMAP-XFER $out"
 echo "SOCKMAP-XFER-RELAY exit=$rrc engines=$eng $(grep -E 'engine|not available|^vmio redirect: connection' /tmp/r1.log | tr '\n' ' ')"
 if [ $rc -ne 0 ]; then fail xfer "the sender failed: $out"
-elif [ $rrc -ne 0 ]; then fail xfer "vmio redirect exited $rrc: $(tail -n 2 /tmp/r1.log)"
+elif [ $rrc -eq 124 ]; then fail xfer "vmio redirect did not exit within 30 s of its sender's end (RELAY-STUCK lines above)"
+	elif [ $rrc -ne 0 ]; then fail xfer "vmio redirect exited $rrc: $(tail -n 2 /tmp/r1.log)"
 elif check_engine xfer /tmp/r1.log "$eng"; then pass xfer; fi
 
 # --- stall ----------------------------------------------------------------
@@ -106,7 +137,7 @@ base=$(mem_avail)
 m=$!
 out=$($B send --to udg:/tmp/in2.sock --bytes $MIB32 --timeout 60 2>&1); rc=$?
 kill $m
-wait $r; rrc=$?
+wait_relay $r /tmp/ctl2.sock /tmp/r2.log
 low=$(sort -n /tmp/mem2.log | head -n 1)
 drop=$((base - ${low:-$base}))
 sndbuf=$(cat /proc/sys/net/core/wmem_default)
@@ -117,7 +148,8 @@ echo "SOCKMAP-STALL-RELAY exit=$rrc engines=$eng $(grep -E 'engine|not available
 # A 64 KiB datagram costs 66560 bytes of send memory here; the sender may
 # go one over its buffer (the kernel checks before it allocates).
 if [ $rc -ne 0 ]; then fail stall "the sender failed: $out"
-elif [ $rrc -ne 0 ]; then fail stall "vmio redirect exited $rrc: $(tail -n 2 /tmp/r2.log)"
+elif [ $rrc -eq 124 ]; then fail stall "vmio redirect did not exit within 30 s of its sender's end (RELAY-STUCK lines above)"
+	elif [ $rrc -ne 0 ]; then fail stall "vmio redirect exited $rrc: $(tail -n 2 /tmp/r2.log)"
 elif [ "${secs%%.*}" -lt 2 ]; then
 	fail stall "the sender was not held back: its 32 MiB took ${secs} s, with the host reading nothing for 3 s"
 elif [ "${outq:-0}" -gt $((sndbuf + 2 * 66560)) ]; then
@@ -138,10 +170,11 @@ if [ $want = message ]; then
 	wait_socket /tmp/in3.sock
 	eng=$(engines /tmp/ctl3.sock)
 	out=$($B send --to udg:/tmp/in3.sock --bytes 8388608 --timeout 60 2>&1); rc=$?
-	wait $r; rrc=$?
+	wait_relay $r /tmp/ctl3.sock /tmp/r3.log
 	echo "SOCKMAP-REFUSED $out"
 	echo "SOCKMAP-REFUSED-RELAY exit=$rrc engines=$eng $(grep -E 'engine|not available|^vmio redirect: connection' /tmp/r3.log | tr '\n' ' ')"
 	if [ $rc -ne 0 ]; then fail refused "the sender failed: $out"
+	elif [ $rrc -eq 124 ]; then fail refused "vmio redirect did not exit within 30 s of its sender's end (RELAY-STUCK lines above)"
 	elif [ $rrc -ne 0 ]; then fail refused "vmio redirect exited $rrc: $(tail -n 2 /tmp/r3.log)"
 	elif ! grep -q 'engine message (--engine auto: the kernel does not take ADDRESS2 into a sockmap: Operation not supported)' /tmp/r3.log; then
 		fail refused "-v did not say the kernel refused the socket: $(grep -i engine /tmp/r3.log)"
