@@ -13,6 +13,7 @@
 
 #include "devices/vsock/mrg_rx.h"
 #include "frontend/stream.h"
+#include "util/byte_ring.h"
 #include "util/clock.h"
 
 #define RXQ 0
@@ -48,8 +49,7 @@ struct vg_sock {
 	/* Our receive side: the host must keep rx_cnt - fwd_cnt within
 	 * buf_alloc. adv_fwd_cnt is the fwd_cnt the host last heard. */
 	uint32_t buf_alloc, rx_cnt, fwd_cnt, adv_fwd_cnt;
-	uint8_t *rbuf; /* buf_alloc bytes, made on the first data */
-	uint32_t rhead, rlen;
+	struct vmio_byte_ring rbuf; /* buf_alloc bytes, made on the first data */
 	/* The packets that hold them, as Linux queues them, and the error
 	 * a refusal leaves for the next read. */
 	struct vg_rxq rxq;
@@ -308,25 +308,21 @@ static void sock_take_data(struct vg_sock *s, const uint8_t *p, uint32_t n,
 	}
 	if (!sock_admit(s, n))
 		return;
-	if (!s->rbuf) {
-		s->rbuf = malloc(s->buf_alloc);
+	if (!s->rbuf.buf) {
+		vmio_byte_ring_init(&s->rbuf, malloc(s->buf_alloc),
+				    s->buf_alloc);
 		if (s->type == VSOCK_TYPE_SEQPACKET)
 			s->msgs = calloc(VG_MAX_MSGS, sizeof(*s->msgs));
-		if (!s->rbuf ||
+		if (!s->rbuf.buf ||
 		    (s->type == VSOCK_TYPE_SEQPACKET && !s->msgs)) {
 			violation(g, "out of memory");
 			return;
 		}
 	}
-	for (uint32_t done = 0; done < n;) {
-		uint32_t tail = (s->rhead + s->rlen) % s->buf_alloc;
-		uint32_t k = s->buf_alloc - tail;
-
-		if (k > n - done)
-			k = n - done;
-		memcpy(s->rbuf + tail, p + done, k);
-		s->rlen += k;
-		done += k;
+	/* sock_admit kept it within buf_alloc. */
+	if (vmio_byte_ring_put(&s->rbuf, p, n)) {
+		violation(g, "%u bytes past the receive buffer", n);
+		return;
 	}
 	r = vg_rxq_add(&s->rxq, s->rx_cnt, n, room, eom);
 	if (r < 0)
@@ -817,7 +813,7 @@ static void sock_free(struct vg_sock *s)
 {
 	vg_rxq_free(&s->rxq);
 	free(s->msgs);
-	free(s->rbuf);
+	free(s->rbuf.buf);
 	free(s);
 }
 
@@ -1301,7 +1297,7 @@ static int sock_wait_readable(struct vg_sock *s, bool msg, int64_t deadline)
 			s->rx_err = 0;
 			return r;
 		}
-		if (msg ? s->msg_count : s->rlen)
+		if (msg ? s->msg_count : vmio_byte_ring_len(&s->rbuf))
 			return 1;
 		/* End of stream first: an RST after the host's
 		 * SHUTDOWN(SEND) is how a finished connection goes away
@@ -1318,23 +1314,6 @@ static int sock_wait_readable(struct vg_sock *s, bool msg, int64_t deadline)
 		r = vg_poll(s->g, left_ms(deadline));
 		if (r < 0)
 			return r;
-	}
-}
-
-/* Takes len held bytes off the receive buffer, copying them to p (NULL:
- * discards them). */
-static void rbuf_take(struct vg_sock *s, uint8_t *p, uint32_t len)
-{
-	for (uint32_t done = 0; done < len;) {
-		uint32_t k = s->buf_alloc - s->rhead;
-
-		if (k > len - done)
-			k = len - done;
-		if (p)
-			memcpy(p + done, s->rbuf + s->rhead, k);
-		s->rhead = (s->rhead + k) % s->buf_alloc;
-		s->rlen -= k;
-		done += k;
 	}
 }
 
@@ -1366,8 +1345,9 @@ ssize_t vg_read(struct vg_sock *s, void *buf, size_t len, int timeout_ms)
 
 	if (r <= 0)
 		return r;
-	done = s->rlen < len ? s->rlen : (uint32_t)len;
-	rbuf_take(s, buf, done);
+	done = (uint32_t)(vmio_byte_ring_len(&s->rbuf) < len ?
+				  vmio_byte_ring_len(&s->rbuf) : len);
+	vmio_byte_ring_take(&s->rbuf, buf, done);
 	sock_consumed(s, done, deadline);
 	return (ssize_t)done;
 }
@@ -1391,8 +1371,8 @@ ssize_t vg_recv_msg(struct vg_sock *s, void *buf, size_t len,
 	s->msg_head = (s->msg_head + 1) % VG_MAX_MSGS;
 	s->msg_count--;
 	k = m.len < len ? m.len : (uint32_t)len;
-	rbuf_take(s, buf, k);
-	rbuf_take(s, NULL, m.len - k);
+	vmio_byte_ring_take(&s->rbuf, buf, k);
+	vmio_byte_ring_take(&s->rbuf, NULL, m.len - k);
 	if (flags)
 		*flags = (m.eor ? VG_MSG_EOR : 0) | (k < m.len ? VG_MSG_TRUNC
 							       : 0);
@@ -1428,7 +1408,7 @@ void vg_sock_info(const struct vg_sock *s, struct vg_sock_info *i)
 		.peer_shut = s->peer_shut,
 		.peer_credit = peer_credit(s),
 		.peer_buf_alloc = s->peer_buf_alloc,
-		.unread = s->rlen,
+		.unread = (uint32_t)vmio_byte_ring_len(&s->rbuf),
 		.queued_pkts = s->rxq.count,
 		.refused = s->rx_refused,
 	};

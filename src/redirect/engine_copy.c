@@ -1,4 +1,4 @@
-/* The copy engine: readv/writev through a ring buffer, so that a partial
+/* The copy engine: readv/writev through a byte ring, so that a partial
  * write never forces a memmove and the buffer is reused in place. */
 #include <errno.h>
 #include <stdlib.h>
@@ -6,60 +6,49 @@
 
 #include "redirect/relay_internal.h"
 
+static long errno_result(void)
+{
+	return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+}
+
 static int copy_init(struct redir_dir *d)
 {
 	/* Pages are touched only as data passes, so an idle connection
 	 * costs little resident memory. */
-	d->ring = malloc(d->capacity);
-	return d->ring ? 0 : -ENOMEM;
+	vmio_byte_ring_init(&d->ring, malloc(d->capacity), d->capacity);
+	return d->ring.buf ? 0 : -ENOMEM;
 }
 
 static long copy_fill(struct redir_dir *d, size_t max)
 {
-	size_t tail = (d->head + d->held) % d->capacity;
-	size_t room = d->capacity - d->held;
 	struct iovec iov[2];
-	int n = 0;
+	unsigned n = vmio_byte_ring_space(&d->ring, max, iov);
+	ssize_t r = readv(d->src, iov, (int)n);
 
-	if (room > max)
-		room = max;
-	size_t first = d->capacity - tail < room ? d->capacity - tail : room;
-	iov[n++] = (struct iovec){ d->ring + tail, first };
-	if (room > first)
-		iov[n++] = (struct iovec){ d->ring, room - first };
-
-	ssize_t r = readv(d->src, iov, n);
 	if (r < 0)
-		return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	d->held += (size_t)r;
+		return errno_result();
+	vmio_byte_ring_produced(&d->ring, (size_t)r);
+	d->held = vmio_byte_ring_len(&d->ring);
 	return r;
 }
 
 static long copy_drain(struct redir_dir *d)
 {
-	size_t first = d->capacity - d->head < d->held ? d->capacity - d->head :
-							 d->held;
 	struct iovec iov[2];
-	int n = 0;
+	unsigned n = vmio_byte_ring_data(&d->ring, SIZE_MAX, iov);
+	ssize_t w = writev(d->dst, iov, (int)n);
 
-	iov[n++] = (struct iovec){ d->ring + d->head, first };
-	if (d->held > first)
-		iov[n++] = (struct iovec){ d->ring, d->held - first };
-
-	ssize_t w = writev(d->dst, iov, n);
 	if (w < 0)
-		return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	d->head = (d->head + (size_t)w) % d->capacity;
-	d->held -= (size_t)w;
-	if (!d->held)
-		d->head = 0; /* keep the next reads contiguous */
+		return errno_result();
+	vmio_byte_ring_consumed(&d->ring, (size_t)w);
+	d->held = vmio_byte_ring_len(&d->ring);
 	return w;
 }
 
 static void copy_fini(struct redir_dir *d)
 {
-	free(d->ring);
-	d->ring = NULL;
+	free(d->ring.buf);
+	d->ring.buf = NULL;
 }
 
 static bool copy_can_fill(const struct redir_dir *d)

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "redirect/relay.h"
+#include "util/byte_ring.h"
 
 struct redir_engine_ops;
 struct redir_msg_ring;
@@ -26,9 +27,8 @@ struct redir_dir {
 	uint64_t bytes;     /* written to dst */
 	uint64_t dropped;   /* messages dropped: too big for a buffer or dst */
 
-	/* copy engine: a ring of capacity bytes, held of them from head */
-	uint8_t *ring;
-	size_t head;
+	/* copy engine: capacity bytes, held of them in the ring */
+	struct vmio_byte_ring ring;
 
 	/* splice engine: the pipe data passes through, pipe_size bytes now
 	 * (growing to capacity), filled since it last grew */

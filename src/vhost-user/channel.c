@@ -68,7 +68,7 @@ static void out_deadline_cb(void *opaque)
 	close_because(ch, VHOST_USER_END_TIMEOUT,
 		      "the front end did not take its replies within %u ms "
 		      "(%zu bytes waiting)",
-		      ch->timeout_ms, ch->out.len);
+		      ch->timeout_ms, vmio_byte_ring_len(&ch->out.ring));
 }
 
 /* Input is taken only while a reply to it would fit: a front end that

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/byte_ring.h"
 #include "vhost-user/protocol.h"
 
 /* Eight of the largest replies. */
@@ -18,21 +19,20 @@
 
 struct vhost_user_outbox {
 	uint8_t buf[VHOST_USER_OUTBOX_SIZE];
-	size_t head; /* first byte not yet written */
-	size_t len;  /* bytes waiting */
+	struct vmio_byte_ring ring; /* over buf */
 };
 
 static inline void vhost_user_outbox_init(struct vhost_user_outbox *o)
 {
-	o->head = o->len = 0;
+	vmio_byte_ring_init(&o->ring, o->buf, sizeof(o->buf));
 }
 static inline bool vhost_user_outbox_empty(const struct vhost_user_outbox *o)
 {
-	return o->len == 0;
+	return vmio_byte_ring_empty(&o->ring);
 }
 static inline size_t vhost_user_outbox_room(const struct vhost_user_outbox *o)
 {
-	return VHOST_USER_OUTBOX_SIZE - o->len;
+	return vmio_byte_ring_room(&o->ring);
 }
 
 /* Queues msg's header and payload (its fds are not sent). Returns 0, or

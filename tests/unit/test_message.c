@@ -411,10 +411,10 @@ static void test_outbox_bounded(void **state)
 		assert_int_equal(vhost_user_outbox_flush(&o, p->a), 0);
 	}
 	assert_true(put < 10000);
-	assert_true(o.len <= VHOST_USER_OUTBOX_SIZE);
-	size_t held = o.len;
+	assert_true(vmio_byte_ring_len(&o.ring) <= VHOST_USER_OUTBOX_SIZE);
+	size_t held = vmio_byte_ring_len(&o.ring);
 	assert_int_equal(vhost_user_outbox_put(&o, &m), -ENOBUFS);
-	assert_int_equal(o.len, held);
+	assert_int_equal(vmio_byte_ring_len(&o.ring), held);
 
 	/* The peer reads: everything arrives, in order, each message whole. */
 	for (unsigned i = 0; i < put; i++) {
@@ -583,7 +583,7 @@ static void test_channel_unread_replies_close(void **state)
 		vmio_loop_run_once(f.loop, 0);
 	}
 	assert_true(sent < 100000);
-	assert_true(f.ch.out.len <= VHOST_USER_OUTBOX_SIZE);
+	assert_true(vmio_byte_ring_len(&f.ch.out.ring) <= VHOST_USER_OUTBOX_SIZE);
 	assert_true(RUN_UNTIL(&f, f.closed));
 	assert_non_null(strstr(f.why, "did not take its replies within 200 ms"));
 	assert_int_equal(f.end, VHOST_USER_END_TIMEOUT);
