@@ -12,7 +12,7 @@
 # usage: tests/guest/linux_vsock_test.sh [--platform NAME] [--packed] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
 # Prints one line a case (ok, FAIL, or skipped with the reason) and a
 # summary line a suite; exit 0 when every case not skipped below passed on
-# both sides. Logs: ROOT/NAME/logs/linux_vsock_test.*.log.
+# both sides. Logs: ROOT/NAME/logs/linux_vsock_test[_packed].*.log.
 set -euo pipefail
 
 name=linux_vsock_test

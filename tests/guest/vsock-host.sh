@@ -30,7 +30,8 @@
 # A test with two guests sets sock and serial before each vh_boot, keeps
 # the first gpid in pids, and sets gpid and serial back before finishing it.
 # Exit status of the test: 0 when every scenario passed; 1 with
-# "$name: FAIL: ..." lines otherwise. Logs: ROOT/NAME/logs/$name.*.log.
+# "$name: FAIL: ..." lines otherwise. Logs: ROOT/NAME/logs/$name.*.log,
+# where --packed and --in-order add _packed and _in_order to name.
 
 : "${name:?set name before sourcing vsock-host.sh}"
 dev=${dev:-vsock}
@@ -85,6 +86,9 @@ vh_setup() {
 		*) echo "usage: $0 [--platform 6.1|6.12|6.12-bpo] [--packed] [--in-order] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]" >&2; exit 2 ;;
 		esac
 	done
+	# A ring variant's messages and logs go by a name of its own: the
+	# packed run of a test must not overwrite the split run's logs.
+	name+=${packed:+_packed}${in_order:+_in_order}
 	local b
 	for b in "$vmio" "$tool" "$peer"; do
 		[[ -x $b ]] || fail "$b is missing: build with 'ninja -C build'"

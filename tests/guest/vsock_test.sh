@@ -29,7 +29,8 @@
 # the features the guest reports must be those vmio was told (its
 # --control document). Exit 0 when every scenario passed; 1 with
 # "vsock_test: FAIL: ..." lines otherwise.
-# Logs: ROOT/NAME/logs/vsock_test.*.log (serial console, vmio -v, host peers).
+# Logs: ROOT/NAME/logs/vsock_test[_packed][_in_order].*.log (serial console,
+# vmio -v, host peers).
 # The set-up and verdicts shared with redirect_test.sh: vsock-host.sh.
 set -euo pipefail
 
@@ -66,14 +67,14 @@ if vh_wait_marker VSOCK-H2G-READY; then
 	[[ -z $in_order ]] || acked=$("$vmio" stats --json "$ctl" 2>&1 | sed -n 's/.*"features": *\([0-9]*\).*/\1/p' | head -n1)
 	# No listener on 6099 in the guest: the backend must close the socket
 	# (guest RST) at once, with no OK line.
-	"$peer" connect "$uds" 6099 --timeout 10 >"$logs/vsock_test.host-6099.log" 2>&1 || true
+	"$peer" connect "$uds" 6099 --timeout 10 >"$logs/$name.host-6099.log" 2>&1 || true
 	# Retry: the guest's listen() may follow its marker by a moment.
 	"$peer" connect "$uds" 6001 --mode source 32M --retry 10 --timeout 100 \
-		>"$logs/vsock_test.host-6001.log" 2>&1 || true
+		>"$logs/$name.host-6001.log" 2>&1 || true
 	"$peer" connect "$uds" 6002 --mode source 1M --echo-check --retry 10 --timeout 60 \
-		>"$logs/vsock_test.host-6002.log" 2>&1 || true
+		>"$logs/$name.host-6002.log" 2>&1 || true
 	"$peer" seq-connect "$uds" 6010 --retry 10 --timeout 60 \
-		>"$logs/vsock_test.host-6010.log" 2>&1 || true
+		>"$logs/$name.host-6010.log" 2>&1 || true
 else
 	bad "the guest never printed VSOCK-H2G-READY (serial log: $serial)"
 fi
@@ -113,19 +114,19 @@ g2h_host=$(hl 5001)
 [[ $(field recv_fnv "$g2h_host") == "$fnv32" ]] || bad "g2h: host checksum '$(field recv_fnv "$g2h_host")' is not the pattern's $fnv32"
 g2h_guest=$(grep '^G2H ' <<<"$con" || true)
 [[ $(field sent_fnv "$g2h_guest") == "$fnv32" ]] || bad "g2h: the guest's sent checksum is not the pattern's"
-r6099=$(cat "$logs/vsock_test.host-6099.log" 2>/dev/null || true)
+r6099=$(cat "$logs/$name.host-6099.log" 2>/dev/null || true)
 if [[ -n $ready ]]; then
 	[[ $r6099 == *"result=error why=closed"* ]] ||
 		bad "h2g-rst: CONNECT 6099 (no guest listener) should be closed by the backend; got: $r6099"
 	ms=$(field ms "$r6099")
 	((${ms:-9999} <= 2000)) || bad "h2g-rst: the backend took ${ms} ms to refuse"
 	h2g_host=$(hl 6001)
-	[[ $h2g_host == *result=ok* ]] || bad "h2g: host side: $(tail -n 2 "$logs/vsock_test.host-6001.log")"
+	[[ $h2g_host == *result=ok* ]] || bad "h2g: host side: $(tail -n 2 "$logs/$name.host-6001.log")"
 	echo_host=$(hl 6002)
-	[[ $echo_host == *result=ok* ]] || bad "h2g-echo: host side: $(tail -n 2 "$logs/vsock_test.host-6002.log")"
+	[[ $echo_host == *result=ok* ]] || bad "h2g-echo: host side: $(tail -n 2 "$logs/$name.host-6002.log")"
 	seq_h2g=$(hl 6010)
 	[[ $seq_h2g == *"refused=closed result=ok"* ]] ||
-		bad "seq-h2g: host side: $(tail -n 2 "$logs/vsock_test.host-6010.log")"
+		bad "seq-h2g: host side: $(tail -n 2 "$logs/$name.host-6010.log")"
 fi
 seq_g2h=$(grep '^SEQG2H ' <<<"$con" || true)
 [[ $seq_g2h =~ refused=(EMSGSIZE|ENOMEM)\ result=ok ]] || bad "seq-g2h: guest side: $seq_g2h"
