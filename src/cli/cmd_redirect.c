@@ -1,6 +1,6 @@
 /* `vmio redirect`: socat's two-address relay. ADDRESS1 listens (or
  * connects, or receives datagrams); for each connection it yields,
- * ADDRESS2 is connected and the two are relayed (redirect_conn.h). `fork`
+ * ADDRESS2 is connected and the two are relayed (redirect/connection.h). `fork`
  * means "keep accepting", not a process per connection: the connections
  * of one process are dealt out over its worker threads, each relayed on
  * one worker's loop, and ADDRESS1 stays on worker 0. */
@@ -19,7 +19,7 @@
 
 #include "cli/backend_args.h"
 #include "cli/control.h"
-#include "cli/redirect_conn.h"
+#include "redirect/connection.h"
 #include "util/json.h"
 #include "cli/serve.h"
 #include "cli/workers_args.h"
@@ -168,8 +168,8 @@ struct redirect {
 	bool stats;
 	struct vmio_workers_opts threads;
 	struct vmio_workers *pool;
-	struct redirect_conn_setup setup;
-	struct redirect_worker *workers;
+	struct redir_conn_setup setup;
+	struct redir_worker *workers;
 	unsigned nworkers;
 	unsigned next_worker; /* of the next connection accepted */
 	/* Worker 0's: the listener, its backoff and the signals. */
@@ -252,9 +252,9 @@ static void on_accept(void *opaque, int fd, uint32_t events)
 
 	rd->next_worker = (k + 1) % rd->nworkers;
 	if (k == 0)
-		redirect_conn_start(&rd->workers[0], a);
+		redir_conn_start(&rd->workers[0], a);
 	else
-		redirect_conn_hand_over(&rd->workers[k], a);
+		redir_conn_hand_over(&rd->workers[k], a);
 }
 
 /* The milliseconds left until deadline_ns (0: none), rounded up: -1 for
@@ -319,7 +319,7 @@ static int connect_now(const struct redir_endpoint *ep)
 static int connect_first(struct redirect *rd)
 {
 	if (rd->ep[0].addr.kind == REDIR_STDIO) {
-		redirect_conn_start_side(&rd->workers[0],
+		redir_conn_start_side(&rd->workers[0],
 					 (struct redir_side){ STDIN_FILENO,
 							      STDOUT_FILENO });
 		return 0;
@@ -329,7 +329,7 @@ static int connect_first(struct redirect *rd)
 
 	if (a < 0)
 		return -1;
-	redirect_conn_start(&rd->workers[0], a);
+	redir_conn_start(&rd->workers[0], a);
 	return 0;
 }
 
@@ -360,7 +360,7 @@ static int sockmap_fall_back(struct redirect *rd, int b, int err)
 		close(b);
 		return -1;
 	}
-	redirect_conn_start_connected(&rd->workers[0], a, b);
+	redir_conn_start_connected(&rd->workers[0], a, b);
 	return 0;
 }
 
@@ -371,7 +371,7 @@ static int receive_first_sockmap(struct redirect *rd)
 {
 	int sndbuf = rd->buffer_given ? (int)rd->buffer : SOCKMAP_DEFAULT_SNDBUF;
 	int a, rc, b = connect_now(&rd->ep[1]);
-	struct redirect_conn *c;
+	struct redir_conn *c;
 
 	if (b < 0)
 		return -1;
@@ -384,12 +384,12 @@ static int receive_first_sockmap(struct redirect *rd)
 		close(b);
 		return -1;
 	}
-	c = redirect_conn_start_sockmap(&rd->workers[0], rd->sm, a, b, sndbuf);
+	c = redir_conn_start_sockmap(&rd->workers[0], rd->sm, a, b, sndbuf);
 	rd->sm = NULL; /* the connection's, even on failure */
 	if (!c)
 		return -1;
 	if (redir_endpoint_bind_socket(&rd->ep[0], a)) {
-		redirect_conn_end(c, 1);
+		redir_conn_end(c, 1);
 		return -1;
 	}
 	return 0;
@@ -406,7 +406,7 @@ static int receive_first(struct redirect *rd)
 
 	if (a < 0)
 		return -1;
-	redirect_conn_start(&rd->workers[0], a);
+	redir_conn_start(&rd->workers[0], a);
 	return 0;
 }
 
@@ -696,7 +696,7 @@ static int make_workers(struct redirect *rd)
 {
 	bool forks = rd->ep[0].addr.fork;
 
-	rd->setup = (struct redirect_conn_setup){
+	rd->setup = (struct redir_conn_setup){
 		.to = &rd->ep[1],
 		.engine = rd->engine,
 		.engine_name = running_engine(rd),
@@ -717,7 +717,7 @@ static int make_workers(struct redirect *rd)
 		return -1;
 	}
 	for (unsigned k = 0; k < vmio_workers_count(rd->pool); k++) {
-		if (redirect_worker_init(&rd->workers[k], k,
+		if (redir_worker_init(&rd->workers[k], k,
 					 vmio_workers_loop(rd->pool, k),
 					 &rd->setup))
 			return -1;
@@ -733,13 +733,13 @@ static int make_workers(struct redirect *rd)
  * are theirs summed. Returns the exit status. */
 static int finish(struct redirect *rd, int rc)
 {
-	struct redirect_totals sum = { 0 };
+	struct redir_totals sum = { 0 };
 
 	vmio_control_free(rd->ctl);
 	for (unsigned k = 0; k < rd->nworkers; k++) {
-		const struct redirect_totals *t = &rd->workers[k].totals;
+		const struct redir_totals *t = &rd->workers[k].totals;
 
-		redirect_worker_fini(&rd->workers[k]);
+		redir_worker_fini(&rd->workers[k]);
 		sum.bytes += t->bytes;
 		sum.dropped += t->dropped;
 		sum.conns += t->conns;
@@ -791,7 +791,7 @@ static void write_listener(void *opaque, struct vmio_json *j)
 
 static void write_worker(void *opaque, struct vmio_json *j)
 {
-	redirect_worker_write_stats(opaque, j);
+	redir_worker_write_stats(opaque, j);
 }
 
 static int add_parts(void *opaque, struct vmio_control *c)
