@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "cli/backend_args.h"
@@ -26,6 +25,7 @@
 #include "event/workers.h"
 #include "redirect/address.h"
 #include "redirect/endpoint.h"
+#include "redirect/engine_choice.h"
 #include "redirect/relay.h"
 #include "redirect/sockmap.h"
 #include "util/clock.h"
@@ -132,21 +132,6 @@ static const char redirect_usage[] =
 	"finished cleanly and dropped no message). SIGTERM or SIGINT close\n"
 	"everything and exit 0 (1 if a message was dropped).\n";
 
-/* Unless -b says otherwise: the kernel queue towards ADDRESS2 retries on a
- * timer tick once the send buffer is half full, so a small one caps the
- * rate (45 MB/s at the default against 3 GB/s at 4 MiB, measured here). */
-#define SOCKMAP_DEFAULT_SNDBUF (4 << 20)
-/* Unless vsock-buffer= says otherwise, a vsock ADDRESS2 of the sockmap
- * engine: the same timer tick comes each time the socket runs out of
- * credit, which Linux 6.12.69+ bounds by this buffer as well as by the
- * host's. In a 6.12 guest through `vmio vsock --tx-buffer-size 4m`, 16
- * MiB of 64 KiB datagrams waited a tick 50 times at the kernel's 256
- * KiB, 1 to 3 times at 2 MiB, never at 4 MiB (README, "vsock credit"). */
-#define SOCKMAP_VSOCK_BUFFER (4u << 20)
-/* The first Linux that takes a vsock socket into a sockmap
- * (634f1a7110b4, "vsock: support sockmap"). */
-#define SOCKMAP_VSOCK_LINUX 0x060400u
-
 enum {
 	OPT_ENGINE = 0x100,
 	OPT_STATS,
@@ -157,14 +142,11 @@ enum {
 
 struct redirect {
 	struct redir_endpoint ep[2];
-	enum redir_engine engine;
-	enum redir_engine asked;  /* --engine as given */
-	/* Why the engine that runs is not the one asked, or "". */
-	char engine_why[320];
+	enum redir_engine engine; /* --engine */
+	struct redir_engine_choice choice;
 	size_t buffer;
 	bool buffer_given;
 	unsigned dirs;            /* REDIR_BOTH; -u, -U: one */
-	struct redir_sockmap *sm; /* loaded for the sockmap engine until used */
 	bool stats;
 	struct vmio_workers_opts threads;
 	struct vmio_workers *pool;
@@ -333,28 +315,19 @@ static int connect_first(struct redirect *rd)
 	return 0;
 }
 
-static const char *running_engine(const struct redirect *rd);
-
 /* The kernel would not take ADDRESS2 (already connected, b) into the
- * sockmap: auto goes on with the message engine on the same connection,
- * so that the peer sees one connection whatever ran. Returns 0 or -1. */
+ * sockmap: auto goes on on the same connection, so that the peer sees one
+ * connection whatever ran. Returns 0 or -1. */
 static int sockmap_fall_back(struct redirect *rd, int b, int err)
 {
 	int a;
 
-	redir_sockmap_free(rd->sm);
-	rd->sm = NULL;
-	if (rd->asked == REDIR_ENGINE_SOCKMAP) {
-		log_err("--engine sockmap: the kernel does not take ADDRESS2 into a sockmap: %s",
-			strerror(-err));
+	if (redir_engine_fall_back(&rd->choice, err)) {
 		close(b);
 		return -1;
 	}
-	snprintf(rd->engine_why, sizeof(rd->engine_why),
-		 "the kernel does not take ADDRESS2 into a sockmap: %s",
-		 strerror(-err));
-	rd->engine = rd->setup.engine = REDIR_ENGINE_SPLICE;
-	rd->setup.engine_name = running_engine(rd);
+	rd->setup.engine = rd->choice.engine;
+	rd->setup.engine_name = redir_engine_running(&rd->choice, rd->ep);
 	a = redir_endpoint_listen(&rd->ep[0]);
 	if (a < 0) {
 		close(b);
@@ -369,13 +342,14 @@ static int sockmap_fall_back(struct redirect *rd, int b, int err)
  * so that no datagram can be queued on it unseen by the program. */
 static int receive_first_sockmap(struct redirect *rd)
 {
-	int sndbuf = rd->buffer_given ? (int)rd->buffer : SOCKMAP_DEFAULT_SNDBUF;
+	int sndbuf = rd->buffer_given ? (int)rd->buffer
+				      : REDIR_SOCKMAP_DEFAULT_SNDBUF;
 	int a, rc, b = connect_now(&rd->ep[1]);
 	struct redir_conn *c;
 
 	if (b < 0)
 		return -1;
-	rc = redir_sockmap_join_egress(rd->sm, b, sndbuf);
+	rc = redir_sockmap_join_egress(rd->choice.sm, b, sndbuf);
 	if (rc)
 		return sockmap_fall_back(rd, b, rc);
 	a = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -384,8 +358,9 @@ static int receive_first_sockmap(struct redirect *rd)
 		close(b);
 		return -1;
 	}
-	c = redir_conn_start_sockmap(&rd->workers[0], rd->sm, a, b, sndbuf);
-	rd->sm = NULL; /* the connection's, even on failure */
+	c = redir_conn_start_sockmap(&rd->workers[0], rd->choice.sm, a, b,
+				     sndbuf);
+	rd->choice.sm = NULL; /* the connection's, even on failure */
 	if (!c)
 		return -1;
 	if (redir_endpoint_bind_socket(&rd->ep[0], a)) {
@@ -399,7 +374,7 @@ static int receive_first_sockmap(struct redirect *rd)
  * "connection" is the bound socket itself, relayed from now on. */
 static int receive_first(struct redirect *rd)
 {
-	if (rd->sm)
+	if (rd->choice.sm)
 		return receive_first_sockmap(rd);
 
 	int a = redir_endpoint_listen(&rd->ep[0]);
@@ -468,104 +443,22 @@ static int check_supported(const struct redirect *rd, char *err, size_t size)
 	return 0;
 }
 
-/* Why the sockmap engine cannot serve this pair, or NULL if it can. Each
- * reason is a trap measured on Linux 6.18 (README, "Engines"). */
-static const char *sockmap_misfit(const struct redirect *rd)
-{
-	const struct redir_addr *in = &rd->ep[0].addr, *out = &rd->ep[1].addr;
-
-	if (in->kind == REDIR_STDIO || out->kind == REDIR_STDIO)
-		return "STDIO is no socket the kernel could forward between";
-	if (out->socktype != SOCK_STREAM)
-		return "the kernel splits messages on their way into a datagram or seqpacket socket";
-	if (in->family == AF_INET || in->family == AF_INET6 ||
-	    in->family == AF_UNSPEC)
-		return "a TCP ingress gets no backpressure: the kernel acknowledges what it holds for a slow ADDRESS2, without bound";
-	if (in->kind != REDIR_UNIX_RECV)
-		return "a stream ingress would strand the data queued on it before it joined the map (the kernel forwards one queued packet per arrival), and the way back would have no end-of-data";
-	return NULL;
-}
-
-/* The running kernel's version as 0xMMmmpp (major, minor, patch), or 0
- * when uname's release does not start with one. */
-static unsigned kernel_version(void)
-{
-	struct utsname u;
-	unsigned maj, min, patch = 0;
-
-	if (uname(&u) || sscanf(u.release, "%u.%u.%u", &maj, &min, &patch) < 2 ||
-	    min > 255)
-		return 0;
-	return maj << 16 | min << 8 | (patch > 255 ? 255 : patch);
-}
-
-/* Why this kernel cannot run the sockmap engine for a pair that fits it,
- * or NULL; the message is written into buf. Only what is known before
- * connecting: the kernel may still refuse ADDRESS2 once connected
- * (sockmap_fall_back). */
-static const char *sockmap_unavailable(const struct redirect *rd, char *buf,
-				       size_t size)
-{
-	struct utsname u;
-	unsigned v = kernel_version();
-
-	/* For the guest test: have an old kernel refuse the socket itself,
-	 * which takes the path a backported or vendor kernel would. */
-	if (getenv("VMIO_REDIRECT_SOCKMAP_ANY_KERNEL"))
-		return NULL;
-	if (rd->ep[1].addr.family == AF_VSOCK && v && v < SOCKMAP_VSOCK_LINUX) {
-		snprintf(buf, size,
-			 "forwarding into vsock needs Linux 6.4, this is %s",
-			 uname(&u) ? "older" : u.release);
-		return buf;
-	}
-	return NULL;
-}
-
-/* Settles --engine for this pair: sockmap where asked, or where auto finds
- * it fits, the kernel has what it needs and the program loads. Returns 0
- * or an exit status. */
+/* Settles --engine for this pair (engine_choice.h). Returns 0 or an exit
+ * status. */
 static int choose_engine(struct redirect *rd)
 {
-	const char *misfit = sockmap_misfit(rd), *unavailable = NULL;
-	char err[256];
+	char err[320];
+	int rc = redir_engine_choose(&rd->choice, rd->engine, rd->ep, err,
+				     sizeof(err));
 
-	rd->asked = rd->engine;
-	if (rd->engine == REDIR_ENGINE_SOCKMAP && misfit)
+	if (rc == REDIR_CHOICE_MISFIT)
 		return vmio_cli_usage_error("redirect",
 			"--engine sockmap: %s to %s is not supported: %s",
-			rd->ep[0].addr.keyword, rd->ep[1].addr.keyword, misfit);
-	if (!misfit)
-		unavailable = sockmap_unavailable(rd, err, sizeof(err));
-	if (unavailable && rd->engine == REDIR_ENGINE_SOCKMAP) {
-		log_err("--engine sockmap: %s", unavailable);
+			rd->ep[0].addr.keyword, rd->ep[1].addr.keyword, err);
+	if (rc) {
+		log_err("--engine sockmap: %s", err);
 		return 1;
 	}
-	if (unavailable && rd->engine == REDIR_ENGINE_AUTO)
-		snprintf(rd->engine_why, sizeof(rd->engine_why),
-			 "sockmap is not available: %s", unavailable);
-	if (rd->engine == REDIR_ENGINE_SOCKMAP ||
-	    (rd->engine == REDIR_ENGINE_AUTO && !misfit && !unavailable)) {
-		rd->sm = redir_sockmap_load(err, sizeof(err));
-		if (rd->sm) {
-			rd->engine = REDIR_ENGINE_SOCKMAP;
-		} else if (rd->engine == REDIR_ENGINE_SOCKMAP) {
-			log_err("--engine sockmap: %s", err);
-			return 1;
-		} else {
-			snprintf(rd->engine_why, sizeof(rd->engine_why),
-				 "sockmap is not available: %s", err);
-		}
-	}
-	if (rd->engine == REDIR_ENGINE_AUTO)
-		rd->engine = REDIR_ENGINE_SPLICE;
-	/* A vsock ADDRESS2 of the sockmap engine gets the larger buffer
-	 * the kernel's timer-driven retries need; the other engines wake
-	 * as soon as credit comes, and keep the kernel's. */
-	if (rd->engine == REDIR_ENGINE_SOCKMAP &&
-	    rd->ep[1].addr.family == AF_VSOCK &&
-	    rd->ep[1].addr.vsock_buffer == REDIR_VSOCK_BUFFER_UNSET)
-		rd->ep[1].addr.vsock_buffer = SOCKMAP_VSOCK_BUFFER;
 	return 0;
 }
 
@@ -698,8 +591,8 @@ static int make_workers(struct redirect *rd)
 
 	rd->setup = (struct redir_conn_setup){
 		.to = &rd->ep[1],
-		.engine = rd->engine,
-		.engine_name = running_engine(rd),
+		.engine = rd->choice.engine,
+		.engine_name = redir_engine_running(&rd->choice, rd->ep),
 		.buffer = rd->buffer,
 		.dirs = rd->dirs,
 		.stats = rd->stats,
@@ -747,7 +640,7 @@ static int finish(struct redirect *rd, int rc)
 	stop_listening(rd);
 	redir_endpoint_unlink(&rd->ep[0]); /* UNIX-RECV's file */
 	vmio_cli_unwatch_signals();
-	redir_sockmap_free(rd->sm); /* loaded, but never used */
+	redir_sockmap_free(rd->choice.sm); /* loaded, but never used */
 	free(rd->workers);
 	vmio_workers_free(rd->pool);
 	if (rd->stats)
@@ -762,17 +655,6 @@ static int finish(struct redirect *rd, int rc)
 
 /* ---- --control ---------------------------------------------------------- */
 
-/* The engine that moves the bytes: a datagram or seqpacket end takes the
- * message engine whatever --engine said (relay.h). */
-static const char *running_engine(const struct redirect *rd)
-{
-	if (rd->engine != REDIR_ENGINE_SOCKMAP &&
-	    (rd->ep[0].addr.socktype != SOCK_STREAM ||
-	     rd->ep[1].addr.socktype != SOCK_STREAM))
-		return "message";
-	return redir_engine_name(rd->engine);
-}
-
 /* Worker 0's: what the listener did. */
 static void write_listener(void *opaque, struct vmio_json *j)
 {
@@ -783,7 +665,8 @@ static void write_listener(void *opaque, struct vmio_json *j)
 	vmio_json_kv_string(j, "address1", redir_endpoint_describe(
 						  &rd->ep[0], where,
 						  sizeof(where)));
-	vmio_json_kv_string(j, "engine", running_engine(rd));
+	vmio_json_kv_string(j, "engine",
+			    redir_engine_running(&rd->choice, rd->ep));
 	vmio_json_kv_uint(j, "accepted", rd->accepted);
 	vmio_json_kv_uint(j, "accept_failures", rd->accept_failures);
 	vmio_json_object_end(j);
@@ -807,25 +690,6 @@ static int add_parts(void *opaque, struct vmio_control *c)
 	return 0;
 }
 
-/* Which engine runs, at info, and why when it is not the one asked:
- * said once ADDRESS1 is open, since the kernel may still refuse the
- * sockmap then (sockmap_fall_back). */
-static void log_engine(const struct redirect *rd)
-{
-	const char *run = running_engine(rd), *misfit = sockmap_misfit(rd);
-	const char *asked = redir_engine_name(rd->asked);
-	const char *why = rd->engine_why[0] ? rd->engine_why : NULL;
-
-	if (!why && !strcmp(run, "message") && strcmp(asked, "message"))
-		why = "a datagram or seqpacket end takes the message engine";
-	if (!why && rd->asked == REDIR_ENGINE_AUTO && misfit)
-		why = misfit;
-	if (why)
-		log_info("engine %s (--engine %s: %s)", run, asked, why);
-	else
-		log_info("engine %s", run);
-}
-
 static int run(struct redirect *rd)
 {
 	int rc = make_workers(rd);
@@ -841,7 +705,7 @@ static int run(struct redirect *rd)
 		rc = open_address1(rd);
 	/* Listening, or connected: what the unit's dependents wait for. */
 	if (!rc) {
-		log_engine(rd);
+		redir_engine_log_choice(&rd->choice, rd->ep);
 		vmio_sd_notify_ready();
 	}
 	/* Without fork the one connection may have ended already: its stop,
@@ -871,26 +735,6 @@ int vmio_cmd_redirect(int argc, char **argv)
 	rc = choose_engine(&rd);
 	if (rc)
 		return rc;
-	if (rd.engine == REDIR_ENGINE_SOCKMAP && rd.ep[1].addr.family == AF_VSOCK)
-		log_debug("engine sockmap, ADDRESS2 send buffer %zu bytes, vsock buffer %u bytes%s",
-			  rd.buffer_given ? rd.buffer : SOCKMAP_DEFAULT_SNDBUF,
-			  rd.ep[1].addr.vsock_buffer,
-			  rd.ep[1].addr.vsock_buffer ? "" : " (the kernel's)");
-	else if (rd.engine == REDIR_ENGINE_SOCKMAP)
-		log_debug("engine sockmap, ADDRESS2 send buffer %zu bytes",
-			  rd.buffer_given ? rd.buffer : SOCKMAP_DEFAULT_SNDBUF);
-	else if (rd.ep[0].addr.socktype != SOCK_STREAM ||
-		 rd.ep[1].addr.socktype != SOCK_STREAM)
-		/* What relay.c picks for such a pair, whatever --engine. */
-		log_debug("engine message (a datagram or seqpacket end), %zu "
-			  "bytes per direction",
-			  rd.buffer ? rd.buffer : (size_t)REDIR_DEFAULT_BUFFER);
-	else
-		log_debug("engine %s, %zu bytes per direction",
-			  redir_engine_name(rd.engine),
-			  rd.buffer ? rd.buffer :
-			  rd.engine == REDIR_ENGINE_SPLICE ?
-				  (size_t)REDIR_SPLICE_DEFAULT_BUFFER :
-				  (size_t)REDIR_DEFAULT_BUFFER);
+	redir_engine_log_buffers(&rd.choice, rd.ep, rd.buffer, rd.buffer_given);
 	return run(&rd);
 }
