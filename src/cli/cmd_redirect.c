@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +23,11 @@
 #include "cli/workers_args.h"
 #include "event/workers.h"
 #include "redirect/address.h"
+#include "redirect/connect_retry.h"
 #include "redirect/endpoint.h"
 #include "redirect/engine_choice.h"
 #include "redirect/relay.h"
 #include "redirect/sockmap.h"
-#include "util/clock.h"
 #include "util/log.h"
 #include "util/sd_notify.h"
 
@@ -239,64 +238,6 @@ static void on_accept(void *opaque, int fd, uint32_t events)
 		redir_conn_hand_over(&rd->workers[k], a);
 }
 
-/* The milliseconds left until deadline_ns (0: none), rounded up: -1 for
- * no deadline, 0 once it has passed. */
-static int ms_left(uint64_t deadline_ns)
-{
-	uint64_t now = vmio_now_ns();
-
-	if (!deadline_ns)
-		return -1;
-	if (now >= deadline_ns)
-		return 0;
-	return (int)((deadline_ns - now + 999999) / 1000000);
-}
-
-/* Connects to ep, waiting for it: fine while nothing else runs yet. A
- * unix listener with a full queue is retried (as socat's blocking
- * connect waits). Returns the fd, or -1 (logged). */
-static int connect_now(const struct redir_endpoint *ep)
-{
-	uint64_t ns = ep->addr.connect_timeout_ns;
-	uint64_t deadline = ns ? vmio_now_ns() + ns : 0;
-	unsigned retry_ms = 5;
-	char where[160];
-	int fd;
-
-	while ((fd = redir_endpoint_connect(ep)) == -EAGAIN &&
-	       ep->addr.family == AF_UNIX) {
-		int left = ms_left(deadline);
-
-		if (left == 0) {
-			fd = -ETIMEDOUT;
-			break;
-		}
-		poll(NULL, 0, left > 0 && left < (int)retry_ms ? left :
-								 (int)retry_ms);
-		retry_ms = retry_ms < 100 ? retry_ms * 2 : retry_ms;
-	}
-	if (fd >= 0) {
-		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		int ms = ms_left(deadline);
-		int n, err;
-
-		while ((n = poll(&p, 1, ms)) < 0 && errno == EINTR)
-			;
-		err = n == 0 ? -ETIMEDOUT : redir_connect_result(fd);
-		if (err) {
-			close(fd);
-			fd = err;
-		}
-	}
-	if (fd < 0) {
-		log_err("cannot connect to %s: %s",
-			redir_endpoint_describe(ep, where, sizeof(where)),
-			strerror(-fd));
-		return -1;
-	}
-	return fd;
-}
-
 /* ADDRESS1 connects: one connection, made before the loop starts. */
 static int connect_first(struct redirect *rd)
 {
@@ -307,7 +248,7 @@ static int connect_first(struct redirect *rd)
 		return 0;
 	}
 
-	int a = connect_now(&rd->ep[0]);
+	int a = redir_connect_wait(&rd->ep[0]);
 
 	if (a < 0)
 		return -1;
@@ -344,7 +285,7 @@ static int receive_first_sockmap(struct redirect *rd)
 {
 	int sndbuf = rd->buffer_given ? (int)rd->buffer
 				      : REDIR_SOCKMAP_DEFAULT_SNDBUF;
-	int a, rc, b = connect_now(&rd->ep[1]);
+	int a, rc, b = redir_connect_wait(&rd->ep[1]);
 	struct redir_conn *c;
 
 	if (b < 0)

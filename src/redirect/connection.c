@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "redirect/connect_retry.h"
 #include "redirect/sockmap_relay.h"
 #include "util/clock.h"
 #include "util/json.h"
@@ -258,9 +259,6 @@ static int arm_timer(struct redir_conn *c, uint64_t ns)
 	return 0;
 }
 
-#define CONNECT_RETRY_FIRST_MS 5
-#define CONNECT_RETRY_MAX_MS 100
-
 static void try_connect(struct redir_conn *c)
 {
 	const struct redir_endpoint *to = c->w->setup->to;
@@ -271,16 +269,13 @@ static void try_connect(struct redir_conn *c)
 		return;
 	}
 	b = redir_endpoint_connect(to);
-	/* A unix listener with a full accept queue refuses a non-blocking
-	 * connect at once, where socat's blocking one waits for room: wait
-	 * too, on a timer, backing off. */
-	if (b == -EAGAIN && to->addr.family == AF_UNIX) {
-		if (c->retry_ms == CONNECT_RETRY_FIRST_MS)
+	/* Waits on a timer, backing off (connect_retry.h). */
+	if (redir_connect_retries(to, b)) {
+		if (c->retry_ms == REDIR_CONNECT_RETRY_FIRST_MS)
 			log_debug("connection %u: ADDRESS2's accept queue is full: retrying",
 				  c->id);
 		rc = arm_timer(c, (uint64_t)c->retry_ms * 1000000u);
-		if (c->retry_ms < CONNECT_RETRY_MAX_MS)
-			c->retry_ms *= 2;
+		c->retry_ms = redir_connect_retry_next(c->retry_ms);
 		if (rc)
 			connect_failed(c, rc);
 		return;
@@ -313,7 +308,7 @@ static void conn_begin(struct redir_conn *c)
 						    STDOUT_FILENO });
 		return;
 	}
-	c->retry_ms = CONNECT_RETRY_FIRST_MS;
+	c->retry_ms = REDIR_CONNECT_RETRY_FIRST_MS;
 	if (to->addr.connect_timeout_ns)
 		c->deadline_ns = vmio_now_ns() + to->addr.connect_timeout_ns;
 	try_connect(c);
