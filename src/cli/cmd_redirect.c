@@ -26,6 +26,7 @@
 #include "redirect/connect_retry.h"
 #include "redirect/endpoint.h"
 #include "redirect/engine_choice.h"
+#include "redirect/listener.h"
 #include "redirect/relay.h"
 #include "redirect/sockmap.h"
 #include "util/log.h"
@@ -153,82 +154,19 @@ struct redirect {
 	struct redir_worker *workers;
 	unsigned nworkers;
 	unsigned next_worker; /* of the next connection accepted */
-	/* Worker 0's: the listener, its backoff and the signals. */
+	/* Worker 0's: the listener and the signals. */
 	struct vmio_loop *loop;
-	int listen_fd;
-	struct vmio_timer backoff; /* resumes accepting after EMFILE */
-	struct vmio_ratelimit rl;
+	struct redir_listener listener;
 	int status;          /* exit status once the workers stop */
-	/* --control: worker 0 counts what it accepts. */
 	const char *control_path;
 	struct vmio_control *ctl;
-	uint64_t accepted, accept_failures;
 };
 
-static void stop_listening(struct redirect *rd)
-{
-	if (rd->listen_fd < 0)
-		return;
-	vmio_loop_remove(rd->loop, rd->listen_fd);
-	close(rd->listen_fd);
-	rd->listen_fd = -1;
-	redir_endpoint_unlink(&rd->ep[0]);
-	vmio_timer_fini(&rd->backoff);
-}
-
-#define ACCEPT_BACKOFF_MS 100
-
-static void on_backoff_done(void *opaque)
+/* Connections are independent: each worker takes the next in turn, this
+ * thread (worker 0) included. */
+static void deal(void *opaque, int a)
 {
 	struct redirect *rd = opaque;
-
-	if (rd->listen_fd >= 0)
-		vmio_loop_modify(rd->loop, rd->listen_fd, EPOLLIN);
-}
-
-/* Out of file descriptors (or memory), the pending connection stays in
- * the backlog and the listener stays readable: watching it would spin
- * the loop. Stop watching it for a moment instead; connections that end
- * meanwhile free what the next accept needs. */
-static void pause_accepting(struct redirect *rd)
-{
-	vmio_timer_arm_ms(&rd->backoff, ACCEPT_BACKOFF_MS);
-	vmio_loop_modify(rd->loop, rd->listen_fd, 0);
-}
-
-static void on_accept(void *opaque, int fd, uint32_t events)
-{
-	struct redirect *rd = opaque;
-	int a = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-	if (a < 0) {
-		int err = errno;
-
-		if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR ||
-		    err == ECONNABORTED)
-			return;
-		rd->accept_failures++;
-		log_ratelimited(&rd->rl, VMIO_LOG_WARN,
-				"accept: %s; pausing for %d ms", strerror(err),
-				ACCEPT_BACKOFF_MS);
-		pause_accepting(rd);
-		return;
-	}
-	rd->accepted++;
-	int rc = redir_endpoint_tune(&rd->ep[0], a);
-
-	if (rc) {
-		log_ratelimited(&rd->rl, VMIO_LOG_WARN,
-				"cannot set the options of an accepted connection: %s",
-				strerror(-rc));
-		close(a);
-		return;
-	}
-	/* Without fork, socat serves exactly one peer. */
-	if (!rd->ep[0].addr.fork)
-		stop_listening(rd);
-	/* Connections are independent: each worker takes the next in turn,
-	 * this thread (worker 0) included. */
 	unsigned k = rd->next_worker;
 
 	rd->next_worker = (k + 1) % rd->nworkers;
@@ -506,22 +444,12 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
  * worker 0 accepts on. Returns 0 or -1 (logged). */
 static int open_address1(struct redirect *rd)
 {
-	char where[160];
-
 	if (rd->ep[0].addr.kind == REDIR_UNIX_RECV)
 		return receive_first(rd);
 	if (!redir_addr_is_passive(&rd->ep[0].addr))
 		return connect_first(rd);
-	rd->listen_fd = redir_endpoint_listen(&rd->ep[0]);
-	/* Made with the listener: it costs no descriptor, so it is there
-	 * when they run out. */
-	if (rd->listen_fd < 0 ||
-	    vmio_timer_init(&rd->backoff, rd->loop, on_backoff_done, rd) ||
-	    vmio_loop_add(rd->loop, rd->listen_fd, EPOLLIN, on_accept, rd))
-		return -1;
-	log_debug("listening on %s",
-		  redir_endpoint_describe(&rd->ep[0], where, sizeof(where)));
-	return 0;
+	return redir_listener_open(&rd->listener, rd->loop, &rd->ep[0], deal,
+				   rd);
 }
 
 /* One worker per connection at most: only a forking listener has more
@@ -578,7 +506,7 @@ static int finish(struct redirect *rd, int rc)
 		sum.dropped += t->dropped;
 		sum.conns += t->conns;
 	}
-	stop_listening(rd);
+	redir_listener_close(&rd->listener);
 	redir_endpoint_unlink(&rd->ep[0]); /* UNIX-RECV's file */
 	vmio_cli_unwatch_signals();
 	redir_sockmap_free(rd->choice.sm); /* loaded, but never used */
@@ -608,8 +536,8 @@ static void write_listener(void *opaque, struct vmio_json *j)
 						  sizeof(where)));
 	vmio_json_kv_string(j, "engine",
 			    redir_engine_running(&rd->choice, rd->ep));
-	vmio_json_kv_uint(j, "accepted", rd->accepted);
-	vmio_json_kv_uint(j, "accept_failures", rd->accept_failures);
+	vmio_json_kv_uint(j, "accepted", rd->listener.accepted);
+	vmio_json_kv_uint(j, "accept_failures", rd->listener.failures);
 	vmio_json_object_end(j);
 }
 
@@ -664,8 +592,7 @@ int vmio_cmd_redirect(int argc, char **argv)
 		.engine = REDIR_ENGINE_AUTO,
 		.buffer = 0, /* each engine's default */
 		.dirs = REDIR_BOTH,
-		.listen_fd = -1,
-		.rl = VMIO_RATELIMIT_INIT(5),
+		.listener.fd = -1,
 	};
 	int verbosity = 0;
 	int rc = parse_args(&rd, argc, argv, &verbosity);
