@@ -6,14 +6,10 @@
  * one worker's loop, and ADDRESS1 stays on worker 0. */
 #include "cli/cmd_redirect.h"
 
-#include <errno.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "cli/backend_args.h"
 #include "cli/control.h"
@@ -23,9 +19,9 @@
 #include "cli/workers_args.h"
 #include "event/workers.h"
 #include "redirect/address.h"
-#include "redirect/connect_retry.h"
 #include "redirect/endpoint.h"
 #include "redirect/engine_choice.h"
+#include "redirect/first_connection.h"
 #include "redirect/listener.h"
 #include "redirect/relay.h"
 #include "redirect/sockmap.h"
@@ -174,94 +170,6 @@ static void deal(void *opaque, int a)
 		redir_conn_start(&rd->workers[0], a);
 	else
 		redir_conn_hand_over(&rd->workers[k], a);
-}
-
-/* ADDRESS1 connects: one connection, made before the loop starts. */
-static int connect_first(struct redirect *rd)
-{
-	if (rd->ep[0].addr.kind == REDIR_STDIO) {
-		redir_conn_start_side(&rd->workers[0],
-					 (struct redir_side){ STDIN_FILENO,
-							      STDOUT_FILENO });
-		return 0;
-	}
-
-	int a = redir_connect_wait(&rd->ep[0]);
-
-	if (a < 0)
-		return -1;
-	redir_conn_start(&rd->workers[0], a);
-	return 0;
-}
-
-/* The kernel would not take ADDRESS2 (already connected, b) into the
- * sockmap: auto goes on on the same connection, so that the peer sees one
- * connection whatever ran. Returns 0 or -1. */
-static int sockmap_fall_back(struct redirect *rd, int b, int err)
-{
-	int a;
-
-	if (redir_engine_fall_back(&rd->choice, err)) {
-		close(b);
-		return -1;
-	}
-	rd->setup.engine = rd->choice.engine;
-	rd->setup.engine_name = redir_engine_running(&rd->choice, rd->ep);
-	a = redir_endpoint_listen(&rd->ep[0]);
-	if (a < 0) {
-		close(b);
-		return -1;
-	}
-	redir_conn_start_connected(&rd->workers[0], a, b);
-	return 0;
-}
-
-/* The sockmap engine's UNIX-RECV: ADDRESS2 is connected and joins the
- * map first, then the datagram socket joins it before it has an address,
- * so that no datagram can be queued on it unseen by the program. */
-static int receive_first_sockmap(struct redirect *rd)
-{
-	int sndbuf = rd->buffer_given ? (int)rd->buffer
-				      : REDIR_SOCKMAP_DEFAULT_SNDBUF;
-	int a, rc, b = redir_connect_wait(&rd->ep[1]);
-	struct redir_conn *c;
-
-	if (b < 0)
-		return -1;
-	rc = redir_sockmap_join_egress(rd->choice.sm, b, sndbuf);
-	if (rc)
-		return sockmap_fall_back(rd, b, rc);
-	a = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (a < 0) {
-		log_err("socket: %s", strerror(errno));
-		close(b);
-		return -1;
-	}
-	c = redir_conn_start_sockmap(&rd->workers[0], rd->choice.sm, a, b,
-				     sndbuf);
-	rd->choice.sm = NULL; /* the connection's, even on failure */
-	if (!c)
-		return -1;
-	if (redir_endpoint_bind_socket(&rd->ep[0], a)) {
-		redir_conn_end(c, 1);
-		return -1;
-	}
-	return 0;
-}
-
-/* ADDRESS1 receives datagrams (UNIX-RECV): no peer to accept, so the one
- * "connection" is the bound socket itself, relayed from now on. */
-static int receive_first(struct redirect *rd)
-{
-	if (rd->choice.sm)
-		return receive_first_sockmap(rd);
-
-	int a = redir_endpoint_listen(&rd->ep[0]);
-
-	if (a < 0)
-		return -1;
-	redir_conn_start(&rd->workers[0], a);
-	return 0;
 }
 
 /* A signal is a clean end, whatever the connections were doing. */
@@ -444,10 +352,13 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
  * worker 0 accepts on. Returns 0 or -1 (logged). */
 static int open_address1(struct redirect *rd)
 {
-	if (rd->ep[0].addr.kind == REDIR_UNIX_RECV)
-		return receive_first(rd);
-	if (!redir_addr_is_passive(&rd->ep[0].addr))
-		return connect_first(rd);
+	int sndbuf = rd->buffer_given ? (int)rd->buffer
+				      : REDIR_SOCKMAP_DEFAULT_SNDBUF;
+
+	if (rd->ep[0].addr.kind == REDIR_UNIX_RECV ||
+	    !redir_addr_is_passive(&rd->ep[0].addr))
+		return redir_first_connection(&rd->workers[0], rd->ep,
+					      &rd->choice, sndbuf);
 	return redir_listener_open(&rd->listener, rd->loop, &rd->ep[0], deal,
 				   rd);
 }
