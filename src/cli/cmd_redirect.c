@@ -1,34 +1,30 @@
 /* `vmio redirect`: socat's two-address relay. ADDRESS1 listens (or
  * connects, or receives datagrams); for each connection it yields,
- * ADDRESS2 is connected and the two are relayed (redirect_conn.h). `fork`
+ * ADDRESS2 is connected and the two are relayed (redirect/connection.h). `fork`
  * means "keep accepting", not a process per connection: the connections
  * of one process are dealt out over its worker threads, each relayed on
  * one worker's loop, and ADDRESS1 stays on worker 0. */
 #include "cli/cmd_redirect.h"
 
-#include <errno.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/utsname.h>
-#include <unistd.h>
 
 #include "cli/backend_args.h"
 #include "cli/control.h"
-#include "cli/redirect_conn.h"
+#include "redirect/connection.h"
 #include "util/json.h"
 #include "cli/serve.h"
 #include "cli/workers_args.h"
 #include "event/workers.h"
 #include "redirect/address.h"
 #include "redirect/endpoint.h"
+#include "redirect/engine_choice.h"
+#include "redirect/first_connection.h"
+#include "redirect/listener.h"
 #include "redirect/relay.h"
 #include "redirect/sockmap.h"
-#include "util/clock.h"
 #include "util/log.h"
 #include "util/sd_notify.h"
 
@@ -132,21 +128,6 @@ static const char redirect_usage[] =
 	"finished cleanly and dropped no message). SIGTERM or SIGINT close\n"
 	"everything and exit 0 (1 if a message was dropped).\n";
 
-/* Unless -b says otherwise: the kernel queue towards ADDRESS2 retries on a
- * timer tick once the send buffer is half full, so a small one caps the
- * rate (45 MB/s at the default against 3 GB/s at 4 MiB, measured here). */
-#define SOCKMAP_DEFAULT_SNDBUF (4 << 20)
-/* Unless vsock-buffer= says otherwise, a vsock ADDRESS2 of the sockmap
- * engine: the same timer tick comes each time the socket runs out of
- * credit, which Linux 6.12.69+ bounds by this buffer as well as by the
- * host's. In a 6.12 guest through `vmio vsock --tx-buffer-size 4m`, 16
- * MiB of 64 KiB datagrams waited a tick 50 times at the kernel's 256
- * KiB, 1 to 3 times at 2 MiB, never at 4 MiB (README, "vsock credit"). */
-#define SOCKMAP_VSOCK_BUFFER (4u << 20)
-/* The first Linux that takes a vsock socket into a sockmap
- * (634f1a7110b4, "vsock: support sockmap"). */
-#define SOCKMAP_VSOCK_LINUX 0x060400u
-
 enum {
 	OPT_ENGINE = 0x100,
 	OPT_STATS,
@@ -157,257 +138,38 @@ enum {
 
 struct redirect {
 	struct redir_endpoint ep[2];
-	enum redir_engine engine;
-	enum redir_engine asked;  /* --engine as given */
-	/* Why the engine that runs is not the one asked, or "". */
-	char engine_why[320];
+	enum redir_engine engine; /* --engine */
+	struct redir_engine_choice choice;
 	size_t buffer;
 	bool buffer_given;
 	unsigned dirs;            /* REDIR_BOTH; -u, -U: one */
-	struct redir_sockmap *sm; /* loaded for the sockmap engine until used */
 	bool stats;
 	struct vmio_workers_opts threads;
 	struct vmio_workers *pool;
-	struct redirect_conn_setup setup;
-	struct redirect_worker *workers;
+	struct redir_conn_setup setup;
+	struct redir_worker *workers;
 	unsigned nworkers;
 	unsigned next_worker; /* of the next connection accepted */
-	/* Worker 0's: the listener, its backoff and the signals. */
+	/* Worker 0's: the listener and the signals. */
 	struct vmio_loop *loop;
-	int listen_fd;
-	struct vmio_timer backoff; /* resumes accepting after EMFILE */
-	struct vmio_ratelimit rl;
+	struct redir_listener listener;
 	int status;          /* exit status once the workers stop */
-	/* --control: worker 0 counts what it accepts. */
 	const char *control_path;
 	struct vmio_control *ctl;
-	uint64_t accepted, accept_failures;
 };
 
-static void stop_listening(struct redirect *rd)
-{
-	if (rd->listen_fd < 0)
-		return;
-	vmio_loop_remove(rd->loop, rd->listen_fd);
-	close(rd->listen_fd);
-	rd->listen_fd = -1;
-	redir_endpoint_unlink(&rd->ep[0]);
-	vmio_timer_fini(&rd->backoff);
-}
-
-#define ACCEPT_BACKOFF_MS 100
-
-static void on_backoff_done(void *opaque)
+/* Connections are independent: each worker takes the next in turn, this
+ * thread (worker 0) included. */
+static void deal(void *opaque, int a)
 {
 	struct redirect *rd = opaque;
-
-	if (rd->listen_fd >= 0)
-		vmio_loop_modify(rd->loop, rd->listen_fd, EPOLLIN);
-}
-
-/* Out of file descriptors (or memory), the pending connection stays in
- * the backlog and the listener stays readable: watching it would spin
- * the loop. Stop watching it for a moment instead; connections that end
- * meanwhile free what the next accept needs. */
-static void pause_accepting(struct redirect *rd)
-{
-	vmio_timer_arm_ms(&rd->backoff, ACCEPT_BACKOFF_MS);
-	vmio_loop_modify(rd->loop, rd->listen_fd, 0);
-}
-
-static void on_accept(void *opaque, int fd, uint32_t events)
-{
-	struct redirect *rd = opaque;
-	int a = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-	if (a < 0) {
-		int err = errno;
-
-		if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR ||
-		    err == ECONNABORTED)
-			return;
-		rd->accept_failures++;
-		log_ratelimited(&rd->rl, VMIO_LOG_WARN,
-				"accept: %s; pausing for %d ms", strerror(err),
-				ACCEPT_BACKOFF_MS);
-		pause_accepting(rd);
-		return;
-	}
-	rd->accepted++;
-	int rc = redir_endpoint_tune(&rd->ep[0], a);
-
-	if (rc) {
-		log_ratelimited(&rd->rl, VMIO_LOG_WARN,
-				"cannot set the options of an accepted connection: %s",
-				strerror(-rc));
-		close(a);
-		return;
-	}
-	/* Without fork, socat serves exactly one peer. */
-	if (!rd->ep[0].addr.fork)
-		stop_listening(rd);
-	/* Connections are independent: each worker takes the next in turn,
-	 * this thread (worker 0) included. */
 	unsigned k = rd->next_worker;
 
 	rd->next_worker = (k + 1) % rd->nworkers;
 	if (k == 0)
-		redirect_conn_start(&rd->workers[0], a);
+		redir_conn_start(&rd->workers[0], a);
 	else
-		redirect_conn_hand_over(&rd->workers[k], a);
-}
-
-/* The milliseconds left until deadline_ns (0: none), rounded up: -1 for
- * no deadline, 0 once it has passed. */
-static int ms_left(uint64_t deadline_ns)
-{
-	uint64_t now = vmio_now_ns();
-
-	if (!deadline_ns)
-		return -1;
-	if (now >= deadline_ns)
-		return 0;
-	return (int)((deadline_ns - now + 999999) / 1000000);
-}
-
-/* Connects to ep, waiting for it: fine while nothing else runs yet. A
- * unix listener with a full queue is retried (as socat's blocking
- * connect waits). Returns the fd, or -1 (logged). */
-static int connect_now(const struct redir_endpoint *ep)
-{
-	uint64_t ns = ep->addr.connect_timeout_ns;
-	uint64_t deadline = ns ? vmio_now_ns() + ns : 0;
-	unsigned retry_ms = 5;
-	char where[160];
-	int fd;
-
-	while ((fd = redir_endpoint_connect(ep)) == -EAGAIN &&
-	       ep->addr.family == AF_UNIX) {
-		int left = ms_left(deadline);
-
-		if (left == 0) {
-			fd = -ETIMEDOUT;
-			break;
-		}
-		poll(NULL, 0, left > 0 && left < (int)retry_ms ? left :
-								 (int)retry_ms);
-		retry_ms = retry_ms < 100 ? retry_ms * 2 : retry_ms;
-	}
-	if (fd >= 0) {
-		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		int ms = ms_left(deadline);
-		int n, err;
-
-		while ((n = poll(&p, 1, ms)) < 0 && errno == EINTR)
-			;
-		err = n == 0 ? -ETIMEDOUT : redir_connect_result(fd);
-		if (err) {
-			close(fd);
-			fd = err;
-		}
-	}
-	if (fd < 0) {
-		log_err("cannot connect to %s: %s",
-			redir_endpoint_describe(ep, where, sizeof(where)),
-			strerror(-fd));
-		return -1;
-	}
-	return fd;
-}
-
-/* ADDRESS1 connects: one connection, made before the loop starts. */
-static int connect_first(struct redirect *rd)
-{
-	if (rd->ep[0].addr.kind == REDIR_STDIO) {
-		redirect_conn_start_side(&rd->workers[0],
-					 (struct redir_side){ STDIN_FILENO,
-							      STDOUT_FILENO });
-		return 0;
-	}
-
-	int a = connect_now(&rd->ep[0]);
-
-	if (a < 0)
-		return -1;
-	redirect_conn_start(&rd->workers[0], a);
-	return 0;
-}
-
-static const char *running_engine(const struct redirect *rd);
-
-/* The kernel would not take ADDRESS2 (already connected, b) into the
- * sockmap: auto goes on with the message engine on the same connection,
- * so that the peer sees one connection whatever ran. Returns 0 or -1. */
-static int sockmap_fall_back(struct redirect *rd, int b, int err)
-{
-	int a;
-
-	redir_sockmap_free(rd->sm);
-	rd->sm = NULL;
-	if (rd->asked == REDIR_ENGINE_SOCKMAP) {
-		log_err("--engine sockmap: the kernel does not take ADDRESS2 into a sockmap: %s",
-			strerror(-err));
-		close(b);
-		return -1;
-	}
-	snprintf(rd->engine_why, sizeof(rd->engine_why),
-		 "the kernel does not take ADDRESS2 into a sockmap: %s",
-		 strerror(-err));
-	rd->engine = rd->setup.engine = REDIR_ENGINE_SPLICE;
-	rd->setup.engine_name = running_engine(rd);
-	a = redir_endpoint_listen(&rd->ep[0]);
-	if (a < 0) {
-		close(b);
-		return -1;
-	}
-	redirect_conn_start_connected(&rd->workers[0], a, b);
-	return 0;
-}
-
-/* The sockmap engine's UNIX-RECV: ADDRESS2 is connected and joins the
- * map first, then the datagram socket joins it before it has an address,
- * so that no datagram can be queued on it unseen by the program. */
-static int receive_first_sockmap(struct redirect *rd)
-{
-	int sndbuf = rd->buffer_given ? (int)rd->buffer : SOCKMAP_DEFAULT_SNDBUF;
-	int a, rc, b = connect_now(&rd->ep[1]);
-	struct redirect_conn *c;
-
-	if (b < 0)
-		return -1;
-	rc = redir_sockmap_join_egress(rd->sm, b, sndbuf);
-	if (rc)
-		return sockmap_fall_back(rd, b, rc);
-	a = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (a < 0) {
-		log_err("socket: %s", strerror(errno));
-		close(b);
-		return -1;
-	}
-	c = redirect_conn_start_sockmap(&rd->workers[0], rd->sm, a, b, sndbuf);
-	rd->sm = NULL; /* the connection's, even on failure */
-	if (!c)
-		return -1;
-	if (redir_endpoint_bind_socket(&rd->ep[0], a)) {
-		redirect_conn_end(c, 1);
-		return -1;
-	}
-	return 0;
-}
-
-/* ADDRESS1 receives datagrams (UNIX-RECV): no peer to accept, so the one
- * "connection" is the bound socket itself, relayed from now on. */
-static int receive_first(struct redirect *rd)
-{
-	if (rd->sm)
-		return receive_first_sockmap(rd);
-
-	int a = redir_endpoint_listen(&rd->ep[0]);
-
-	if (a < 0)
-		return -1;
-	redirect_conn_start(&rd->workers[0], a);
-	return 0;
+		redir_conn_hand_over(&rd->workers[k], a);
 }
 
 /* A signal is a clean end, whatever the connections were doing. */
@@ -468,104 +230,22 @@ static int check_supported(const struct redirect *rd, char *err, size_t size)
 	return 0;
 }
 
-/* Why the sockmap engine cannot serve this pair, or NULL if it can. Each
- * reason is a trap measured on Linux 6.18 (README, "Engines"). */
-static const char *sockmap_misfit(const struct redirect *rd)
-{
-	const struct redir_addr *in = &rd->ep[0].addr, *out = &rd->ep[1].addr;
-
-	if (in->kind == REDIR_STDIO || out->kind == REDIR_STDIO)
-		return "STDIO is no socket the kernel could forward between";
-	if (out->socktype != SOCK_STREAM)
-		return "the kernel splits messages on their way into a datagram or seqpacket socket";
-	if (in->family == AF_INET || in->family == AF_INET6 ||
-	    in->family == AF_UNSPEC)
-		return "a TCP ingress gets no backpressure: the kernel acknowledges what it holds for a slow ADDRESS2, without bound";
-	if (in->kind != REDIR_UNIX_RECV)
-		return "a stream ingress would strand the data queued on it before it joined the map (the kernel forwards one queued packet per arrival), and the way back would have no end-of-data";
-	return NULL;
-}
-
-/* The running kernel's version as 0xMMmmpp (major, minor, patch), or 0
- * when uname's release does not start with one. */
-static unsigned kernel_version(void)
-{
-	struct utsname u;
-	unsigned maj, min, patch = 0;
-
-	if (uname(&u) || sscanf(u.release, "%u.%u.%u", &maj, &min, &patch) < 2 ||
-	    min > 255)
-		return 0;
-	return maj << 16 | min << 8 | (patch > 255 ? 255 : patch);
-}
-
-/* Why this kernel cannot run the sockmap engine for a pair that fits it,
- * or NULL; the message is written into buf. Only what is known before
- * connecting: the kernel may still refuse ADDRESS2 once connected
- * (sockmap_fall_back). */
-static const char *sockmap_unavailable(const struct redirect *rd, char *buf,
-				       size_t size)
-{
-	struct utsname u;
-	unsigned v = kernel_version();
-
-	/* For the guest test: have an old kernel refuse the socket itself,
-	 * which takes the path a backported or vendor kernel would. */
-	if (getenv("VMIO_REDIRECT_SOCKMAP_ANY_KERNEL"))
-		return NULL;
-	if (rd->ep[1].addr.family == AF_VSOCK && v && v < SOCKMAP_VSOCK_LINUX) {
-		snprintf(buf, size,
-			 "forwarding into vsock needs Linux 6.4, this is %s",
-			 uname(&u) ? "older" : u.release);
-		return buf;
-	}
-	return NULL;
-}
-
-/* Settles --engine for this pair: sockmap where asked, or where auto finds
- * it fits, the kernel has what it needs and the program loads. Returns 0
- * or an exit status. */
+/* Settles --engine for this pair (engine_choice.h). Returns 0 or an exit
+ * status. */
 static int choose_engine(struct redirect *rd)
 {
-	const char *misfit = sockmap_misfit(rd), *unavailable = NULL;
-	char err[256];
+	char err[320];
+	int rc = redir_engine_choose(&rd->choice, rd->engine, rd->ep, err,
+				     sizeof(err));
 
-	rd->asked = rd->engine;
-	if (rd->engine == REDIR_ENGINE_SOCKMAP && misfit)
+	if (rc == REDIR_CHOICE_MISFIT)
 		return vmio_cli_usage_error("redirect",
 			"--engine sockmap: %s to %s is not supported: %s",
-			rd->ep[0].addr.keyword, rd->ep[1].addr.keyword, misfit);
-	if (!misfit)
-		unavailable = sockmap_unavailable(rd, err, sizeof(err));
-	if (unavailable && rd->engine == REDIR_ENGINE_SOCKMAP) {
-		log_err("--engine sockmap: %s", unavailable);
+			rd->ep[0].addr.keyword, rd->ep[1].addr.keyword, err);
+	if (rc) {
+		log_err("--engine sockmap: %s", err);
 		return 1;
 	}
-	if (unavailable && rd->engine == REDIR_ENGINE_AUTO)
-		snprintf(rd->engine_why, sizeof(rd->engine_why),
-			 "sockmap is not available: %s", unavailable);
-	if (rd->engine == REDIR_ENGINE_SOCKMAP ||
-	    (rd->engine == REDIR_ENGINE_AUTO && !misfit && !unavailable)) {
-		rd->sm = redir_sockmap_load(err, sizeof(err));
-		if (rd->sm) {
-			rd->engine = REDIR_ENGINE_SOCKMAP;
-		} else if (rd->engine == REDIR_ENGINE_SOCKMAP) {
-			log_err("--engine sockmap: %s", err);
-			return 1;
-		} else {
-			snprintf(rd->engine_why, sizeof(rd->engine_why),
-				 "sockmap is not available: %s", err);
-		}
-	}
-	if (rd->engine == REDIR_ENGINE_AUTO)
-		rd->engine = REDIR_ENGINE_SPLICE;
-	/* A vsock ADDRESS2 of the sockmap engine gets the larger buffer
-	 * the kernel's timer-driven retries need; the other engines wake
-	 * as soon as credit comes, and keep the kernel's. */
-	if (rd->engine == REDIR_ENGINE_SOCKMAP &&
-	    rd->ep[1].addr.family == AF_VSOCK &&
-	    rd->ep[1].addr.vsock_buffer == REDIR_VSOCK_BUFFER_UNSET)
-		rd->ep[1].addr.vsock_buffer = SOCKMAP_VSOCK_BUFFER;
 	return 0;
 }
 
@@ -672,22 +352,15 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
  * worker 0 accepts on. Returns 0 or -1 (logged). */
 static int open_address1(struct redirect *rd)
 {
-	char where[160];
+	int sndbuf = rd->buffer_given ? (int)rd->buffer
+				      : REDIR_SOCKMAP_DEFAULT_SNDBUF;
 
-	if (rd->ep[0].addr.kind == REDIR_UNIX_RECV)
-		return receive_first(rd);
-	if (!redir_addr_is_passive(&rd->ep[0].addr))
-		return connect_first(rd);
-	rd->listen_fd = redir_endpoint_listen(&rd->ep[0]);
-	/* Made with the listener: it costs no descriptor, so it is there
-	 * when they run out. */
-	if (rd->listen_fd < 0 ||
-	    vmio_timer_init(&rd->backoff, rd->loop, on_backoff_done, rd) ||
-	    vmio_loop_add(rd->loop, rd->listen_fd, EPOLLIN, on_accept, rd))
-		return -1;
-	log_debug("listening on %s",
-		  redir_endpoint_describe(&rd->ep[0], where, sizeof(where)));
-	return 0;
+	if (rd->ep[0].addr.kind == REDIR_UNIX_RECV ||
+	    !redir_addr_is_passive(&rd->ep[0].addr))
+		return redir_first_connection(&rd->workers[0], rd->ep,
+					      &rd->choice, sndbuf);
+	return redir_listener_open(&rd->listener, rd->loop, &rd->ep[0], deal,
+				   rd);
 }
 
 /* One worker per connection at most: only a forking listener has more
@@ -696,10 +369,10 @@ static int make_workers(struct redirect *rd)
 {
 	bool forks = rd->ep[0].addr.fork;
 
-	rd->setup = (struct redirect_conn_setup){
+	rd->setup = (struct redir_conn_setup){
 		.to = &rd->ep[1],
-		.engine = rd->engine,
-		.engine_name = running_engine(rd),
+		.engine = rd->choice.engine,
+		.engine_name = redir_engine_running(&rd->choice, rd->ep),
 		.buffer = rd->buffer,
 		.dirs = rd->dirs,
 		.stats = rd->stats,
@@ -717,7 +390,7 @@ static int make_workers(struct redirect *rd)
 		return -1;
 	}
 	for (unsigned k = 0; k < vmio_workers_count(rd->pool); k++) {
-		if (redirect_worker_init(&rd->workers[k], k,
+		if (redir_worker_init(&rd->workers[k], k,
 					 vmio_workers_loop(rd->pool, k),
 					 &rd->setup))
 			return -1;
@@ -733,21 +406,21 @@ static int make_workers(struct redirect *rd)
  * are theirs summed. Returns the exit status. */
 static int finish(struct redirect *rd, int rc)
 {
-	struct redirect_totals sum = { 0 };
+	struct redir_totals sum = { 0 };
 
 	vmio_control_free(rd->ctl);
 	for (unsigned k = 0; k < rd->nworkers; k++) {
-		const struct redirect_totals *t = &rd->workers[k].totals;
+		const struct redir_totals *t = &rd->workers[k].totals;
 
-		redirect_worker_fini(&rd->workers[k]);
+		redir_worker_fini(&rd->workers[k]);
 		sum.bytes += t->bytes;
 		sum.dropped += t->dropped;
 		sum.conns += t->conns;
 	}
-	stop_listening(rd);
+	redir_listener_close(&rd->listener);
 	redir_endpoint_unlink(&rd->ep[0]); /* UNIX-RECV's file */
 	vmio_cli_unwatch_signals();
-	redir_sockmap_free(rd->sm); /* loaded, but never used */
+	redir_sockmap_free(rd->choice.sm); /* loaded, but never used */
 	free(rd->workers);
 	vmio_workers_free(rd->pool);
 	if (rd->stats)
@@ -762,17 +435,6 @@ static int finish(struct redirect *rd, int rc)
 
 /* ---- --control ---------------------------------------------------------- */
 
-/* The engine that moves the bytes: a datagram or seqpacket end takes the
- * message engine whatever --engine said (relay.h). */
-static const char *running_engine(const struct redirect *rd)
-{
-	if (rd->engine != REDIR_ENGINE_SOCKMAP &&
-	    (rd->ep[0].addr.socktype != SOCK_STREAM ||
-	     rd->ep[1].addr.socktype != SOCK_STREAM))
-		return "message";
-	return redir_engine_name(rd->engine);
-}
-
 /* Worker 0's: what the listener did. */
 static void write_listener(void *opaque, struct vmio_json *j)
 {
@@ -783,15 +445,16 @@ static void write_listener(void *opaque, struct vmio_json *j)
 	vmio_json_kv_string(j, "address1", redir_endpoint_describe(
 						  &rd->ep[0], where,
 						  sizeof(where)));
-	vmio_json_kv_string(j, "engine", running_engine(rd));
-	vmio_json_kv_uint(j, "accepted", rd->accepted);
-	vmio_json_kv_uint(j, "accept_failures", rd->accept_failures);
+	vmio_json_kv_string(j, "engine",
+			    redir_engine_running(&rd->choice, rd->ep));
+	vmio_json_kv_uint(j, "accepted", rd->listener.accepted);
+	vmio_json_kv_uint(j, "accept_failures", rd->listener.failures);
 	vmio_json_object_end(j);
 }
 
 static void write_worker(void *opaque, struct vmio_json *j)
 {
-	redirect_worker_write_stats(opaque, j);
+	redir_worker_write_stats(opaque, j);
 }
 
 static int add_parts(void *opaque, struct vmio_control *c)
@@ -805,25 +468,6 @@ static int add_parts(void *opaque, struct vmio_control *c)
 				     write_worker, &rd->workers[k]))
 			return -1;
 	return 0;
-}
-
-/* Which engine runs, at info, and why when it is not the one asked:
- * said once ADDRESS1 is open, since the kernel may still refuse the
- * sockmap then (sockmap_fall_back). */
-static void log_engine(const struct redirect *rd)
-{
-	const char *run = running_engine(rd), *misfit = sockmap_misfit(rd);
-	const char *asked = redir_engine_name(rd->asked);
-	const char *why = rd->engine_why[0] ? rd->engine_why : NULL;
-
-	if (!why && !strcmp(run, "message") && strcmp(asked, "message"))
-		why = "a datagram or seqpacket end takes the message engine";
-	if (!why && rd->asked == REDIR_ENGINE_AUTO && misfit)
-		why = misfit;
-	if (why)
-		log_info("engine %s (--engine %s: %s)", run, asked, why);
-	else
-		log_info("engine %s", run);
 }
 
 static int run(struct redirect *rd)
@@ -841,7 +485,7 @@ static int run(struct redirect *rd)
 		rc = open_address1(rd);
 	/* Listening, or connected: what the unit's dependents wait for. */
 	if (!rc) {
-		log_engine(rd);
+		redir_engine_log_choice(&rd->choice, rd->ep);
 		vmio_sd_notify_ready();
 	}
 	/* Without fork the one connection may have ended already: its stop,
@@ -859,8 +503,7 @@ int vmio_cmd_redirect(int argc, char **argv)
 		.engine = REDIR_ENGINE_AUTO,
 		.buffer = 0, /* each engine's default */
 		.dirs = REDIR_BOTH,
-		.listen_fd = -1,
-		.rl = VMIO_RATELIMIT_INIT(5),
+		.listener.fd = -1,
 	};
 	int verbosity = 0;
 	int rc = parse_args(&rd, argc, argv, &verbosity);
@@ -871,26 +514,6 @@ int vmio_cmd_redirect(int argc, char **argv)
 	rc = choose_engine(&rd);
 	if (rc)
 		return rc;
-	if (rd.engine == REDIR_ENGINE_SOCKMAP && rd.ep[1].addr.family == AF_VSOCK)
-		log_debug("engine sockmap, ADDRESS2 send buffer %zu bytes, vsock buffer %u bytes%s",
-			  rd.buffer_given ? rd.buffer : SOCKMAP_DEFAULT_SNDBUF,
-			  rd.ep[1].addr.vsock_buffer,
-			  rd.ep[1].addr.vsock_buffer ? "" : " (the kernel's)");
-	else if (rd.engine == REDIR_ENGINE_SOCKMAP)
-		log_debug("engine sockmap, ADDRESS2 send buffer %zu bytes",
-			  rd.buffer_given ? rd.buffer : SOCKMAP_DEFAULT_SNDBUF);
-	else if (rd.ep[0].addr.socktype != SOCK_STREAM ||
-		 rd.ep[1].addr.socktype != SOCK_STREAM)
-		/* What relay.c picks for such a pair, whatever --engine. */
-		log_debug("engine message (a datagram or seqpacket end), %zu "
-			  "bytes per direction",
-			  rd.buffer ? rd.buffer : (size_t)REDIR_DEFAULT_BUFFER);
-	else
-		log_debug("engine %s, %zu bytes per direction",
-			  redir_engine_name(rd.engine),
-			  rd.buffer ? rd.buffer :
-			  rd.engine == REDIR_ENGINE_SPLICE ?
-				  (size_t)REDIR_SPLICE_DEFAULT_BUFFER :
-				  (size_t)REDIR_DEFAULT_BUFFER);
+	redir_engine_log_buffers(&rd.choice, rd.ep, rd.buffer, rd.buffer_given);
 	return run(&rd);
 }

@@ -3,27 +3,20 @@
  * vhost-device-vsock so that it can replace it on the same command line. */
 #include "cli/cmd_vsock.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
 
 #include "cli/backend_args.h"
-#include "cli/control.h"
-#include "util/json.h"
 #include "cli/serve.h"
+#include "cli/vsock_serve.h"
+#include "cli/vsock_vms.h"
+#include "cli/workers_args.h"
 #include "devices/vsock/connect_line.h"
-#include "devices/vsock/device.h"
 #include "devices/vsock/guest_backlog.h"
 #include "devices/vsock/muxer.h"
 #include "devices/vsock/tx_splice.h"
-#include "devices/vsock/router.h"
-#include "cli/vsock_vms.h"
-#include "cli/workers_args.h"
 #include "util/log.h"
-#include "util/sd_notify.h"
-#include "util/unix_socket.h"
 
 #define VSOCK_DEFAULT_QUEUE_SIZE 1024
 #define VSOCK_DEFAULT_GUEST_CID 3
@@ -314,257 +307,45 @@ static uint32_t pkt_overhead(const struct vsock_opts *v)
 				  : VSOCK_MUX_NO_PACKET_BOUND;
 }
 
-/* One VM as the control socket sees it. */
-struct vm_inst {
-	struct vmio_cpu_account cpu; /* current while dev and be are made */
-	struct vsock_device *dev;
-	struct vmio_backend *be;
-	struct vmio_loop *loop;
-	unsigned index, worker;
-	const char *uds_path;
-};
-
-/* On the VM's worker: its names, its backend's and its own counters. */
-static void write_vm(void *opaque, struct vmio_json *j)
+/* The VMs served, the options' values for all of them. */
+static int serve(const struct vmio_backend_opts *o, const struct vsock_opts *v,
+		 bool single)
 {
-	const struct vm_inst *vm = opaque;
-
-	vmio_json_object_begin(j);
-	vmio_json_kv_uint(j, "vm", vm->index + 1);
-	vmio_json_kv_uint(j, "worker", vm->worker);
-	vmio_json_kv_string(j, "uds_path", vm->uds_path);
-	vmio_backend_write_stats(vm->be, j);
-	vsock_device_write_stats(vm->dev, j);
-	vmio_json_object_end(j);
-}
-
-struct vm_parts {
-	struct vm_inst *vi;
-	unsigned n;
-};
-
-static int add_vms(void *opaque, struct vmio_control *c)
-{
-	const struct vm_parts *p = opaque;
-
-	for (unsigned i = 0; i < p->n; i++)
-		if (vmio_control_add(c, "vms", p->vi[i].loop, write_vm,
-				     &p->vi[i]))
-			return -1;
-	return 0;
-}
-
-static int run(const struct vmio_backend_opts *o, const struct vsock_opts *v)
-{
-	struct vsock_device_config cfg = {
-		.guest_cid = v->guest_cid,
-		.uds_path = v->uds_path,
-		.buf_size = (uint32_t)v->buf_size,
-		.max_conns = (unsigned)v->max_conns,
-		.connect_timeout_ms = (unsigned)v->connect_timeout_ms,
-		.connect_line_max = (size_t)v->line_max,
-		.max_queue_size = o->queue_size,
-		.poll_ns = (uint32_t)v->poll_us * 1000,
-		.tx_copy = !v->tx_splice,
-		.tx_hold_max = (unsigned)v->tx_hold,
-		.rx_pkt_overhead = pkt_overhead(v),
-		.port_first = v->port_first,
-		.port_last = v->port_last,
-	};
-	struct vmio_workers *pool = vmio_workers_from_opts(&v->workers, 1);
-	struct vmio_loop *loop = pool ? vmio_workers_loop(pool, 0) : NULL;
-	struct vm_inst vm = { .loop = loop, .uds_path = v->uds_path };
-	struct vmio_cpu_account *outer;
-	int status = 1, rc = -ENOMEM;
-
-	/* One VM is one worker: this thread, pinned if --cpus says so. */
-	if (pool && vmio_workers_start(pool))
-		loop = NULL;
-	outer = vmio_cpu_account_enter(&vm.cpu);
-	if (loop)
-		vm.dev = vsock_device_new(loop, &cfg, &rc);
-	if (vm.dev)
-		vm.be = vmio_backend_new(loop, vsock_device_ops(vm.dev),
-					 vm.dev);
-	vmio_cpu_account_leave(outer);
-	if (!vm.dev) {
-		log_err("cannot serve --uds-path %s: %s", v->uds_path,
-			vmio_unix_strerror(rc));
-	} else {
-		log_info("vsock: guest CID %llu, host sockets at %s",
-			 (unsigned long long)v->guest_cid, v->uds_path);
-		struct vm_parts parts = { &vm, 1 };
-		struct vmio_control *ctl = NULL;
-
-		if (!vm.be)
-			log_err("out of memory setting up the device");
-		else if (!vmio_control_open(loop, "vsock", o->control_path,
-					    add_vms, &parts, &ctl))
-			status = vmio_cli_serve(loop, vm.be, o);
-		vmio_control_free(ctl);
-	}
-	vmio_backend_free(vm.be);
-	vsock_device_free(vm.dev);
-	vmio_cpu_account_fini(&vm.cpu);
-	vmio_workers_free(pool);
-	return status;
-}
-
-/* ---- Several VMs ---- */
-
-/* The worker of each VM: its thread= key, or the next in turn. */
-static int assign_workers(const struct vsock_vm_list *l, unsigned nworkers,
-			  unsigned *worker)
-{
-	for (unsigned i = 0; i < l->n; i++) {
-		int k = l->vms[i].thread;
-
-		if (k >= (int)nworkers) {
-			log_err("VM %u: thread=%d, but there %s %u worker%s "
-				"(workers are numbered from 0; --threads, "
-				"never more than the VMs)",
-				i + 1, k, nworkers == 1 ? "is" : "are",
-				nworkers, nworkers == 1 ? "" : "s");
-			return -1;
-		}
-		worker[i] = k >= 0 ? (unsigned)k : i % nworkers;
-	}
-	return 0;
-}
-
-static void stop_workers(void *pool)
-{
-	vmio_workers_stop(pool);
-}
-
-/* Builds the router from the VMs' groups, then one device and one
- * vhost-user backend per VM, each on its worker's loop, and serves them
- * all until SIGTERM or SIGINT. A VMM that goes away resets its VM alone. */
-static int run_multi(const struct vmio_backend_opts *o,
-		     const struct vsock_opts *v)
-{
-	const struct vsock_vm_list *l = &v->vms;
-	struct vmio_workers *pool = vmio_workers_from_opts(&v->workers, l->n);
-	struct vsock_router *router =
-		vsock_router_new(l->n, (unsigned)v->max_conns);
-	struct vm_inst *vi = calloc(l->n, sizeof(*vi));
-	unsigned *worker = calloc(l->n, sizeof(*worker));
-	struct vmio_control *ctl = NULL;
-	int status = 1, rc = -ENOMEM;
-	unsigned i;
-
-	if (!pool || !router || !vi || !worker) {
-		log_err("out of memory setting up the VMs");
-		goto out;
-	}
-	/* A thread= beyond the workers is the command line's mistake. */
-	if (assign_workers(l, vmio_workers_count(pool), worker)) {
-		status = VMIO_EXIT_USAGE;
-		goto out;
-	}
-	for (i = 0; i < l->n; i++)
-		for (unsigned j = 0; j < i; j++)
-			if (vsock_vms_share_group(&l->vms[i], &l->vms[j]))
-				vsock_router_link(router, i, j);
-	for (i = 0; i < l->n; i++) {
-		const struct vsock_vm_spec *s = &l->vms[i];
-		struct vsock_device_config cfg = {
-			.guest_cid = s->guest_cid,
-			.uds_path = s->uds_path,
-			.buf_size = (uint32_t)(s->tx_buffer_size
-						       ? s->tx_buffer_size
-						       : v->buf_size),
+	const struct vsock_serve s = {
+		.vms = &v->vms,
+		.device = {
+			.buf_size = (uint32_t)v->buf_size,
 			.max_conns = (unsigned)v->max_conns,
 			.connect_timeout_ms = (unsigned)v->connect_timeout_ms,
 			.connect_line_max = (size_t)v->line_max,
-			.max_queue_size = s->queue_size ? s->queue_size
-							: o->queue_size,
-			.router = router,
-			.vm_index = i,
 			.poll_ns = (uint32_t)v->poll_us * 1000,
 			.tx_copy = !v->tx_splice,
 			.tx_hold_max = (unsigned)v->tx_hold,
 			.rx_pkt_overhead = pkt_overhead(v),
 			.port_first = v->port_first,
 			.port_last = v->port_last,
-		};
+		},
+		.workers = &v->workers,
+		.backend = o,
+		.single = single,
+	};
 
-		struct vmio_loop *loop = vmio_workers_loop(pool, worker[i]);
-		struct vmio_cpu_account *outer =
-			vmio_cpu_account_enter(&vi[i].cpu);
+	return vsock_serve(&s);
+}
 
-		vi[i].dev = vsock_device_new(loop, &cfg, &rc);
-		if (vi[i].dev)
-			vi[i].be = vmio_backend_new(
-				loop, vsock_device_ops(vi[i].dev), vi[i].dev);
-		vmio_cpu_account_leave(outer);
-		if (!vi[i].dev) {
-			log_err("VM %u: cannot serve uds-path %s: %s", i + 1,
-				s->uds_path,
-				vmio_unix_strerror(rc));
-			goto out;
-		}
-		vi[i].loop = loop;
-		vi[i].index = i;
-		vi[i].worker = worker[i];
-		vi[i].uds_path = s->uds_path;
-		if (!vi[i].be) {
-			log_err("out of memory setting up the devices");
-			goto out;
-		}
-		vmio_backend_set_message_timeout(vi[i].be,
-						 o->message_timeout_ms);
-		vmio_backend_set_kick_budget(vi[i].be, &o->idle_kicks);
-		rc = vmio_backend_listen(vi[i].be, s->socket);
-		if (rc) {
-			log_err("VM %u: cannot listen on %s: %s", i + 1,
-				s->socket,
-				vmio_unix_strerror(rc));
-			goto out;
-		}
-		log_info("vsock: VM %u: guest CID %llu, vhost-user socket %s, "
-			 "host sockets at %s",
-			 i + 1, (unsigned long long)s->guest_cid, s->socket,
-			 s->uds_path);
-		log_debug("vsock: VM %u (CID %llu) is served by worker %u", i + 1,
-			  (unsigned long long)s->guest_cid, worker[i]);
-	}
-	log_debug("vsock: %u VMs on %u worker thread%s", l->n,
-		  vmio_workers_count(pool),
-		  vmio_workers_count(pool) == 1 ? "" : "s");
-	struct vm_parts parts = { vi, l->n };
+/* The single-VM form, its options checked: the VM list of one it is. */
+static int serve_single(const struct vmio_backend_opts *o,
+			struct vsock_opts *v)
+{
+	struct vsock_vm_spec *s = vsock_vms_add(&v->vms);
 
-	if (vmio_control_open(vmio_workers_loop(pool, 0), "vsock",
-			      o->control_path, add_vms, &parts, &ctl))
-		goto out;
-	/* Signals are blocked before any worker starts, so that each one
-	 * inherits the mask and SIGTERM reaches the signalfd of worker 0. */
-	if (vmio_cli_watch_signals(vmio_workers_loop(pool, 0), stop_workers,
-				   pool))
-		goto out;
-	/* Every VM's sockets are bound: systemd may start the VMMs. */
-	vmio_sd_notify_ready();
-	if (!vmio_workers_start(pool)) {
-		rc = vmio_workers_run(pool);
-		if (!rc)
-			status = 0;
+	if (!s || !(s->uds_path = strdup(v->uds_path)) ||
+	    (o->socket_path && !(s->socket = strdup(o->socket_path)))) {
+		log_err("out of memory setting up the device");
+		return 1;
 	}
-	vmio_cli_unwatch_signals();
-out:
-	vmio_control_free(ctl);
-	/* With every worker joined, backends first: their resets reach the
-	 * router and the other VMs' muxers, which must all still be there. */
-	for (i = 0; vi && i < l->n; i++)
-		vmio_backend_free(vi[i].be);
-	for (i = 0; vi && i < l->n; i++) {
-		vsock_device_free(vi[i].dev);
-		vmio_cpu_account_fini(&vi[i].cpu);
-	}
-	free(vi);
-	free(worker);
-	vsock_router_free(router);
-	vmio_workers_free(pool);
-	return status;
+	s->guest_cid = v->guest_cid;
+	return serve(o, v, true);
 }
 
 /* --vm / --config: every single-VM option is refused (as
@@ -597,7 +378,7 @@ static int main_multi(const struct vmio_backend_opts *o, struct vsock_opts *v)
 		if (rc)
 			return rc;
 	}
-	return run_multi(o, v);
+	return serve(o, v, false);
 }
 
 /* Options that name the one VM of the single-VM form. */
@@ -841,5 +622,5 @@ static int vsock_main(int argc, char **argv, struct vsock_opts *vp)
 			"vsock", "--socket %s is where the guest reaches host "
 			"ports (%s_<port>)",
 			o.socket_path, v->uds_path);
-	return run(&o, v);
+	return serve_single(&o, v);
 }

@@ -105,16 +105,9 @@ static bool is_listening(int fd)
 	       on;
 }
 
-/* What serves: one loop, or a pool of workers whose loop 0 is the
- * backend's. */
-struct serve_run {
-	struct vmio_loop *loop;
-	struct vmio_workers *pool;
-};
-
 static void stop_workers(void *opaque)
 {
-	struct serve_run *r = opaque;
+	struct vmio_cli_run *r = opaque;
 
 	if (r->pool)
 		vmio_workers_stop(r->pool);
@@ -122,7 +115,7 @@ static void stop_workers(void *opaque)
 
 static void on_frontend_gone(void *opaque)
 {
-	struct serve_run *r = opaque;
+	struct vmio_cli_run *r = opaque;
 
 	/* With --fd there is no socket to accept a new front end on. */
 	log_info("front end closed the inherited socket, exiting");
@@ -130,7 +123,7 @@ static void on_frontend_gone(void *opaque)
 	vmio_loop_stop(r->loop);
 }
 
-static int run_until_stopped(struct serve_run *r)
+static int run_until_stopped(struct vmio_cli_run *r)
 {
 	int rc;
 
@@ -144,7 +137,35 @@ static int run_until_stopped(struct serve_run *r)
 	return vmio_workers_run(r->pool);
 }
 
-static int serve(struct serve_run *r, struct vmio_backend *be,
+int vmio_cli_attach(struct vmio_backend *be, const char *socket_path, int fd,
+		    const char *who, struct vmio_cli_run *r)
+{
+	int rc;
+
+	if (socket_path) {
+		rc = vmio_backend_listen(be, socket_path);
+		/* Success is the backend's to say, once. */
+		if (rc)
+			log_err("%scannot listen on %s: %s", who, socket_path,
+				vmio_unix_strerror(rc));
+	} else if (is_listening(fd)) {
+		/* Socket activation: a listener the service manager made,
+		 * served as --socket-path serves its own. */
+		rc = vmio_backend_listen_fd(be, fd);
+		if (rc)
+			log_err("%scannot accept on --fd %d: %s", who, fd,
+				strerror(-rc));
+	} else {
+		vmio_backend_set_disconnect_cb(be, on_frontend_gone, r);
+		rc = vmio_backend_serve_fd(be, fd);
+		if (rc)
+			log_err("%scannot serve --fd %d: %s", who, fd,
+				strerror(-rc));
+	}
+	return rc;
+}
+
+static int serve(struct vmio_cli_run *r, struct vmio_backend *be,
 		 const struct vmio_backend_opts *o)
 {
 	/* Before any worker thread starts: they inherit the blocked
@@ -155,25 +176,7 @@ static int serve(struct serve_run *r, struct vmio_backend *be,
 	int rc;
 	vmio_backend_set_message_timeout(be, o->message_timeout_ms);
 	vmio_backend_set_kick_budget(be, &o->idle_kicks);
-	if (o->socket_path) {
-		rc = vmio_backend_listen(be, o->socket_path);
-		/* Success is the backend's to say, once. */
-		if (rc)
-			log_err("cannot listen on %s: %s", o->socket_path,
-				vmio_unix_strerror(rc));
-	} else if (is_listening(o->fd)) {
-		/* Socket activation: a listener the service manager made,
-		 * served as --socket-path serves its own. */
-		rc = vmio_backend_listen_fd(be, o->fd);
-		if (rc)
-			log_err("cannot accept on --fd %d: %s", o->fd,
-				strerror(-rc));
-	} else {
-		vmio_backend_set_disconnect_cb(be, on_frontend_gone, r);
-		rc = vmio_backend_serve_fd(be, o->fd);
-		if (rc)
-			log_err("cannot serve --fd %d: %s", o->fd, strerror(-rc));
-	}
+	rc = vmio_cli_attach(be, o->socket_path, o->fd, "", r);
 	if (!rc) {
 		/* Everything a VMM needs is there: systemd may start it. */
 		vmio_sd_notify_ready();
@@ -189,7 +192,7 @@ static int serve(struct serve_run *r, struct vmio_backend *be,
 int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
 		   const struct vmio_backend_opts *o)
 {
-	struct serve_run r = { .loop = loop };
+	struct vmio_cli_run r = { .loop = loop };
 
 	return serve(&r, be, o);
 }
@@ -197,7 +200,7 @@ int vmio_cli_serve(struct vmio_loop *loop, struct vmio_backend *be,
 int vmio_cli_serve_workers(struct vmio_workers *pool, struct vmio_backend *be,
 			   const struct vmio_backend_opts *o)
 {
-	struct serve_run r = { .loop = vmio_workers_loop(pool, 0),
+	struct vmio_cli_run r = { .loop = vmio_workers_loop(pool, 0),
 			       .pool = pool };
 
 	return serve(&r, be, o);

@@ -18,6 +18,20 @@ int vmio_cli_watch_signals(struct vmio_loop *loop, void (*on_stop)(void *),
 			   void *opaque);
 void vmio_cli_unwatch_signals(void);
 
+/* What serves: one loop, or a pool of workers whose loop 0 is the
+ * backend's (pool NULL: the loop alone). */
+struct vmio_cli_run {
+	struct vmio_loop *loop;
+	struct vmio_workers *pool;
+};
+
+/* Puts be on socket_path, or else on fd: a listener the service manager
+ * made, or one front end's connection, whose end stops r (there is no
+ * socket to accept another on). who starts every message ("", "VM 2: ").
+ * r must outlive the backend. Returns 0 or -errno (logged). */
+int vmio_cli_attach(struct vmio_backend *be, const char *socket_path, int fd,
+		    const char *who, struct vmio_cli_run *r);
+
 /* Serves the backend as the options say (listen on --socket-path or adopt
  * --fd) until SIGTERM or SIGINT, or, with --fd, until that front end goes
  * away. Returns the exit status. */

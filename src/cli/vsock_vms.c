@@ -41,7 +41,7 @@ static void spec_release(struct vsock_vm_spec *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static struct vsock_vm_spec *list_add(struct vsock_vm_list *list)
+struct vsock_vm_spec *vsock_vms_add(struct vsock_vm_list *list)
 {
 	struct vsock_vm_spec *v;
 
@@ -186,7 +186,7 @@ int vsock_vms_parse_arg(struct vsock_vm_list *list, const char *arg,
 
 	if (!arg[0])
 		return fail(err, err_size, "--vm: ", "empty argument");
-	s = list_add(list);
+	s = vsock_vms_add(list);
 	copy = strdup(arg);
 	if (!s || !copy) {
 		free(copy);
@@ -254,7 +254,7 @@ static int yexpect(struct yaml_ctx *y, yaml_event_type_t t, const char *what)
 static int yaml_vm(struct yaml_ctx *y, struct vsock_vm_list *list)
 {
 	unsigned idx = list->n;
-	struct vsock_vm_spec *s = list_add(list);
+	struct vsock_vm_spec *s = vsock_vms_add(list);
 	char pfx[96];
 
 	if (!s)

@@ -75,6 +75,11 @@ struct vsock_vm_list {
 	unsigned nopts;
 };
 
+/* A new entry at the end of list, empty (thread -1): for a VM given
+ * otherwise (the single-VM form). NULL beyond VSOCK_MAX_VMS or without
+ * memory. */
+struct vsock_vm_spec *vsock_vms_add(struct vsock_vm_list *list);
+
 /* Parses one --vm argument into a new entry of list. Returns 0, or -1
  * with a message in err ("--vm: guest-cid: 'x' is not a number ..."). */
 int vsock_vms_parse_arg(struct vsock_vm_list *list, const char *arg,

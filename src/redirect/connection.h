@@ -8,8 +8,8 @@
  * but for its atomic counter of connection ids) and each worker's list,
  * which the accepting thread adds to and the worker takes from, under
  * the worker's lock. A worker's totals are its own until it is joined. */
-#ifndef VMIO_CLI_REDIRECT_CONN_H
-#define VMIO_CLI_REDIRECT_CONN_H
+#ifndef VMIO_REDIRECT_CONNECTION_H
+#define VMIO_REDIRECT_CONNECTION_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,7 +24,7 @@
 #include "redirect/sockmap.h"
 
 /* What every connection is made with. */
-struct redirect_conn_setup {
+struct redir_conn_setup {
 	const struct redir_endpoint *to; /* ADDRESS2 */
 	enum redir_engine engine;
 	/* The engine that moves the bytes of every connection, named before
@@ -42,64 +42,62 @@ struct redirect_conn_setup {
 	atomic_uint next_id;
 };
 
-struct redirect_totals {
+struct redir_totals {
 	uint64_t bytes;
 	uint64_t dropped; /* messages; any makes the exit status 1 */
 	unsigned conns;
 	uint64_t refused; /* ADDRESS2 refused them, or no relay was made */
 };
 
-struct redirect_conn;
+struct redir_conn;
 
-struct redirect_worker {
+struct redir_worker {
 	struct vmio_loop *loop;
 	unsigned index;
-	struct redirect_conn_setup *setup;
+	struct redir_conn_setup *setup;
 	pthread_mutex_t lock; /* conns' links: another thread adds to them */
-	LIST_HEAD(, redirect_conn) conns;
-	struct redirect_totals totals; /* of the connections it ended */
+	LIST_HEAD(, redir_conn) conns;
+	struct redir_totals totals; /* of the connections it ended */
 	bool closing; /* tearing down: an end is not the job's end */
 };
 
 /* Worker index, on loop. Returns 0, or -1 (logged). */
-int redirect_worker_init(struct redirect_worker *w, unsigned index,
-			 struct vmio_loop *loop,
-			 struct redirect_conn_setup *setup);
+int redir_worker_init(struct redir_worker *w, unsigned index,
+		      struct vmio_loop *loop, struct redir_conn_setup *setup);
 /* Once its thread is joined (or before it ran): ends every connection
  * still there, stats counted and printed as for any other end. */
-void redirect_worker_fini(struct redirect_worker *w);
+void redir_worker_fini(struct redir_worker *w);
 
 /* Relays a (a connected socket from ADDRESS1, or UNIX-RECV's bound one;
  * owned from now on) on w, starting now: from w's thread, or before the
  * workers run. */
-void redirect_conn_start(struct redirect_worker *w, int a);
+void redir_conn_start(struct redir_worker *w, int a);
 /* The same for an end that may be two descriptors (STDIO). */
-void redirect_conn_start_side(struct redirect_worker *w, struct redir_side a);
+void redir_conn_start_side(struct redir_worker *w, struct redir_side a);
 /* The same from the accepting thread to another worker: the connection
  * is made here and starts on w's next turn. */
-void redirect_conn_hand_over(struct redirect_worker *w, int a);
+void redir_conn_hand_over(struct redir_worker *w, int a);
 
 /* Relays a and b, both connected already (or a UNIX-RECV socket bound),
  * on w, starting now; owns both from now on. For the sockmap engine's
  * fallback, which learns only once ADDRESS2 is connected that the
  * kernel will not take it into a sockmap. */
-void redirect_conn_start_connected(struct redirect_worker *w, int a, int b);
+void redir_conn_start_connected(struct redir_worker *w, int a, int b);
 
 /* The sockmap engine's one connection (UNIX-RECV), on w before the
  * workers run: ingress joined to egress (which redir_sockmap_join_egress
  * already took) through sm, with sndbuf-byte send buffers. Owns all three from now on, even on failure. Returns the
  * connection, or NULL (logged, and ended). */
-struct redirect_conn *redirect_conn_start_sockmap(struct redirect_worker *w,
-						  struct redir_sockmap *sm,
-						  int ingress, int egress,
-						  int sndbuf);
+struct redir_conn *redir_conn_start_sockmap(struct redir_worker *w,
+					    struct redir_sockmap *sm,
+					    int ingress, int egress,
+					    int sndbuf);
 /* Ends c on its worker's thread: a failure of the caller's (status 1). */
-void redirect_conn_end(struct redirect_conn *c, int status);
+void redir_conn_end(struct redir_conn *c, int status);
 
 struct vmio_json;
 /* On w's thread: {"worker", the totals of what ended there, and
  * "connections": [{id, engine, peers, bytes each way, ...}]}. */
-void redirect_worker_write_stats(struct redirect_worker *w,
-				 struct vmio_json *j);
+void redir_worker_write_stats(struct redir_worker *w, struct vmio_json *j);
 
 #endif

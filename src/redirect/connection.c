@@ -1,5 +1,5 @@
-/* Connections of `vmio redirect` on their workers; see redirect_conn.h. */
-#include "cli/redirect_conn.h"
+/* Connections of `vmio redirect` on their workers; see connection.h. */
+#include "redirect/connection.h"
 
 #include <errno.h>
 #include <arpa/inet.h>
@@ -11,13 +11,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "redirect/connect_retry.h"
 #include "redirect/sockmap_relay.h"
 #include "util/clock.h"
 #include "util/json.h"
 #include "util/log.h"
 
-struct redirect_conn {
-	struct redirect_worker *w;
+struct redir_conn {
+	struct redir_worker *w;
 	unsigned id;
 	struct redir_side a; /* from ADDRESS1 */
 	int b;           /* to ADDRESS2 while connecting */
@@ -30,16 +31,15 @@ struct redirect_conn {
 	struct redir_sockmap_relay *krelay; /* the sockmap engine's instead */
 	struct vmio_defer arrive; /* the hand-over, posted to w's loop */
 	char peer[128];           /* ADDRESS1's peer, for --control */
-	LIST_ENTRY(redirect_conn) link; /* on w->conns */
+	LIST_ENTRY(redir_conn) link; /* on w->conns */
 };
 
-int redirect_worker_init(struct redirect_worker *w, unsigned index,
-			 struct vmio_loop *loop,
-			 struct redirect_conn_setup *setup)
+int redir_worker_init(struct redir_worker *w, unsigned index,
+		      struct vmio_loop *loop, struct redir_conn_setup *setup)
 {
 	int rc;
 
-	*w = (struct redirect_worker){ .loop = loop, .index = index,
+	*w = (struct redir_worker){ .loop = loop, .index = index,
 				       .setup = setup };
 	LIST_INIT(&w->conns);
 	rc = pthread_mutex_init(&w->lock, NULL);
@@ -48,18 +48,18 @@ int redirect_worker_init(struct redirect_worker *w, unsigned index,
 	return rc ? -1 : 0;
 }
 
-void redirect_worker_fini(struct redirect_worker *w)
+void redir_worker_fini(struct redir_worker *w)
 {
 	/* Stats of connections cut short are still worth having. */
 	w->closing = true;
 	while (!LIST_EMPTY(&w->conns))
-		redirect_conn_end(LIST_FIRST(&w->conns), 0);
+		redir_conn_end(LIST_FIRST(&w->conns), 0);
 	pthread_mutex_destroy(&w->lock);
 }
 
-static void count_and_print(struct redirect_conn *c)
+static void count_and_print(struct redir_conn *c)
 {
-	struct redirect_totals *t = &c->w->totals;
+	struct redir_totals *t = &c->w->totals;
 	struct redir_relay_stats st;
 
 	if (c->krelay)
@@ -81,9 +81,9 @@ static void count_and_print(struct redirect_conn *c)
 			secs > 0 ? (double)total / 1e6 / secs : 0.0);
 }
 
-void redirect_conn_end(struct redirect_conn *c, int status)
+void redir_conn_end(struct redir_conn *c, int status)
 {
-	struct redirect_worker *w = c->w;
+	struct redir_worker *w = c->w;
 
 	vmio_defer_cancel(&c->arrive);
 	vmio_timer_fini(&c->timer);
@@ -110,10 +110,10 @@ void redirect_conn_end(struct redirect_conn *c, int status)
 
 static void on_relay_done(void *opaque, struct redir_relay *r, int error)
 {
-	struct redirect_conn *c = opaque;
+	struct redir_conn *c = opaque;
 
 	log_debug("connection %u: %s", c->id, error ? "failed" : "done");
-	redirect_conn_end(c, error ? 1 : 0);
+	redir_conn_end(c, error ? 1 : 0);
 }
 
 static void on_sockmap_done(void *opaque, struct redir_sockmap_relay *r,
@@ -122,7 +122,7 @@ static void on_sockmap_done(void *opaque, struct redir_sockmap_relay *r,
 	on_relay_done(opaque, NULL, error);
 }
 
-static void conn_name(const struct redirect_conn *c, char *name, size_t size)
+static void conn_name(const struct redir_conn *c, char *name, size_t size)
 {
 	snprintf(name, size, "connection %u", c->id);
 }
@@ -163,9 +163,9 @@ static void peer_name(int fd, char *buf, size_t size)
 	}
 }
 
-static void start_relay(struct redirect_conn *c, struct redir_side b)
+static void start_relay(struct redir_conn *c, struct redir_side b)
 {
-	const struct redirect_conn_setup *s = c->w->setup;
+	const struct redir_conn_setup *s = c->w->setup;
 	struct redir_side a = c->a;
 	char name[32];
 
@@ -176,10 +176,10 @@ static void start_relay(struct redirect_conn *c, struct redir_side b)
 					 s->buffer, s->dirs, name,
 					 on_relay_done, c);
 	if (!c->relay)
-		redirect_conn_end(c, 1);
+		redir_conn_end(c, 1);
 }
 
-static void connect_failed(struct redirect_conn *c, int err)
+static void connect_failed(struct redir_conn *c, int err)
 {
 	char where[160];
 
@@ -188,12 +188,12 @@ static void connect_failed(struct redirect_conn *c, int err)
 	log_err("connection %u: cannot connect to %s: %s", c->id,
 		redir_endpoint_describe(c->w->setup->to, where, sizeof(where)),
 		strerror(-err));
-	redirect_conn_end(c, 1);
+	redir_conn_end(c, 1);
 }
 
 static void on_connected(void *opaque, int fd, uint32_t events)
 {
-	struct redirect_conn *c = opaque;
+	struct redir_conn *c = opaque;
 	int err = redir_connect_result(fd);
 
 	vmio_loop_remove(c->w->loop, fd);
@@ -206,16 +206,16 @@ static void on_connected(void *opaque, int fd, uint32_t events)
 
 /* A connection on w's list with nothing started yet; NULL (logged)
  * without memory. From any thread: the list is under w's lock. */
-static struct redirect_conn *conn_new(struct redirect_worker *w,
+static struct redir_conn *conn_new(struct redir_worker *w,
 				      struct redir_side a)
 {
-	struct redirect_conn *c = calloc(1, sizeof(*c));
+	struct redir_conn *c = calloc(1, sizeof(*c));
 
 	if (!c) {
 		log_err("out of memory: dropping a connection");
 		return NULL;
 	}
-	*c = (struct redirect_conn){
+	*c = (struct redir_conn){
 		.w = w,
 		.id = atomic_fetch_add_explicit(&w->setup->next_id, 1,
 						memory_order_relaxed) + 1,
@@ -228,12 +228,12 @@ static struct redirect_conn *conn_new(struct redirect_worker *w,
 	return c;
 }
 
-static void try_connect(struct redirect_conn *c);
+static void try_connect(struct redir_conn *c);
 
 /* A connect in progress has met its deadline, or a retry is due. */
 static void on_timer(void *opaque)
 {
-	struct redirect_conn *c = opaque;
+	struct redir_conn *c = opaque;
 
 	if (c->b >= 0)
 		connect_failed(c, -ETIMEDOUT);
@@ -243,7 +243,7 @@ static void on_timer(void *opaque)
 
 /* Arms c's timer in ns, but never past the deadline. Returns 0 or
  * -ENOMEM. */
-static int arm_timer(struct redirect_conn *c, uint64_t ns)
+static int arm_timer(struct redir_conn *c, uint64_t ns)
 {
 	if (!c->timer.initialised &&
 	    vmio_timer_init(&c->timer, c->w->loop, on_timer, c))
@@ -259,10 +259,7 @@ static int arm_timer(struct redirect_conn *c, uint64_t ns)
 	return 0;
 }
 
-#define CONNECT_RETRY_FIRST_MS 5
-#define CONNECT_RETRY_MAX_MS 100
-
-static void try_connect(struct redirect_conn *c)
+static void try_connect(struct redir_conn *c)
 {
 	const struct redir_endpoint *to = c->w->setup->to;
 	int b, rc;
@@ -272,16 +269,13 @@ static void try_connect(struct redirect_conn *c)
 		return;
 	}
 	b = redir_endpoint_connect(to);
-	/* A unix listener with a full accept queue refuses a non-blocking
-	 * connect at once, where socat's blocking one waits for room: wait
-	 * too, on a timer, backing off. */
-	if (b == -EAGAIN && to->addr.family == AF_UNIX) {
-		if (c->retry_ms == CONNECT_RETRY_FIRST_MS)
+	/* Waits on a timer, backing off (connect_retry.h). */
+	if (redir_connect_retries(to, b)) {
+		if (c->retry_ms == REDIR_CONNECT_RETRY_FIRST_MS)
 			log_debug("connection %u: ADDRESS2's accept queue is full: retrying",
 				  c->id);
 		rc = arm_timer(c, (uint64_t)c->retry_ms * 1000000u);
-		if (c->retry_ms < CONNECT_RETRY_MAX_MS)
-			c->retry_ms *= 2;
+		c->retry_ms = redir_connect_retry_next(c->retry_ms);
 		if (rc)
 			connect_failed(c, rc);
 		return;
@@ -302,7 +296,7 @@ static void try_connect(struct redirect_conn *c)
 
 /* On c's worker: ADDRESS2 is connected, and the relay starts once it
  * is. */
-static void conn_begin(struct redirect_conn *c)
+static void conn_begin(struct redir_conn *c)
 {
 	const struct redir_endpoint *to = c->w->setup->to;
 
@@ -314,7 +308,7 @@ static void conn_begin(struct redirect_conn *c)
 						    STDOUT_FILENO });
 		return;
 	}
-	c->retry_ms = CONNECT_RETRY_FIRST_MS;
+	c->retry_ms = REDIR_CONNECT_RETRY_FIRST_MS;
 	if (to->addr.connect_timeout_ns)
 		c->deadline_ns = vmio_now_ns() + to->addr.connect_timeout_ns;
 	try_connect(c);
@@ -325,9 +319,9 @@ static void on_arrival(void *opaque)
 	conn_begin(opaque);
 }
 
-void redirect_conn_start_side(struct redirect_worker *w, struct redir_side a)
+void redir_conn_start_side(struct redir_worker *w, struct redir_side a)
 {
-	struct redirect_conn *c = conn_new(w, a);
+	struct redir_conn *c = conn_new(w, a);
 
 	if (c) {
 		conn_begin(c);
@@ -338,14 +332,14 @@ void redirect_conn_start_side(struct redirect_worker *w, struct redir_side a)
 		close(a.out);
 }
 
-void redirect_conn_start(struct redirect_worker *w, int a)
+void redir_conn_start(struct redir_worker *w, int a)
 {
-	redirect_conn_start_side(w, (struct redir_side){ a, a });
+	redir_conn_start_side(w, (struct redir_side){ a, a });
 }
 
-void redirect_conn_hand_over(struct redirect_worker *w, int a)
+void redir_conn_hand_over(struct redir_worker *w, int a)
 {
-	struct redirect_conn *c = conn_new(w, (struct redir_side){ a, a });
+	struct redir_conn *c = conn_new(w, (struct redir_side){ a, a });
 
 	if (!c) {
 		close(a);
@@ -357,9 +351,9 @@ void redirect_conn_hand_over(struct redirect_worker *w, int a)
 	vmio_defer_post(&c->arrive);
 }
 
-void redirect_conn_start_connected(struct redirect_worker *w, int a, int b)
+void redir_conn_start_connected(struct redir_worker *w, int a, int b)
 {
-	struct redirect_conn *c = conn_new(w, (struct redir_side){ a, a });
+	struct redir_conn *c = conn_new(w, (struct redir_side){ a, a });
 
 	if (!c) {
 		close(a);
@@ -370,12 +364,12 @@ void redirect_conn_start_connected(struct redirect_worker *w, int a, int b)
 	start_relay(c, (struct redir_side){ b, b });
 }
 
-struct redirect_conn *redirect_conn_start_sockmap(struct redirect_worker *w,
-						  struct redir_sockmap *sm,
-						  int ingress, int egress,
-						  int sndbuf)
+struct redir_conn *redir_conn_start_sockmap(struct redir_worker *w,
+					    struct redir_sockmap *sm,
+					    int ingress, int egress,
+					    int sndbuf)
 {
-	struct redirect_conn *c = conn_new(w, (struct redir_side){ -1, -1 });
+	struct redir_conn *c = conn_new(w, (struct redir_side){ -1, -1 });
 	char name[32];
 
 	if (!c) {
@@ -388,7 +382,7 @@ struct redirect_conn *redirect_conn_start_sockmap(struct redirect_worker *w,
 	c->krelay = redir_sockmap_relay_new(w->loop, sm, ingress, egress,
 					    sndbuf, name, on_sockmap_done, c);
 	if (!c->krelay) {
-		redirect_conn_end(c, 1);
+		redir_conn_end(c, 1);
 		return NULL;
 	}
 	return c;
@@ -396,9 +390,9 @@ struct redirect_conn *redirect_conn_start_sockmap(struct redirect_worker *w,
 
 /* ---- Counters ----------------------------------------------------------- */
 
-static void write_conn(const struct redirect_conn *c, struct vmio_json *j)
+static void write_conn(const struct redir_conn *c, struct vmio_json *j)
 {
-	const struct redirect_conn_setup *s = c->w->setup;
+	const struct redir_conn_setup *s = c->w->setup;
 	struct redir_relay_stats st = { 0 };
 	char to[160];
 
@@ -424,10 +418,9 @@ static void write_conn(const struct redirect_conn *c, struct vmio_json *j)
 	vmio_json_object_end(j);
 }
 
-void redirect_worker_write_stats(struct redirect_worker *w,
-				 struct vmio_json *j)
+void redir_worker_write_stats(struct redir_worker *w, struct vmio_json *j)
 {
-	const struct redirect_conn *c;
+	const struct redir_conn *c;
 
 	vmio_json_object_begin(j);
 	vmio_json_kv_uint(j, "worker", w->index);
