@@ -16,9 +16,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "devices/vsock/peer_log.h"
 #include "util/fd.h"
 #include "util/iov.h"
-#include "util/log.h"
 
 /* iovecs per sendmsg/recvmsg: a 64 KiB payload in 4 KiB guest pages is
  * 16; more just takes another round of the loop. */
@@ -30,6 +30,16 @@
 #define CONN_RX_IOV 256
 
 #define IO_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL)
+
+/* The limiter of connections that were given none (vsock_conn.rl): one
+ * per thread, as a connection lives on one. */
+static _Thread_local struct vmio_ratelimit conn_rl_default =
+	VMIO_RATELIMIT_INIT(10);
+
+/* A line this connection's peers can trigger (peer_log.h). */
+#define conn_log(c, level, ...)                                                \
+	vsock_peer_log((c)->rl ? (c)->rl : &conn_rl_default, level,            \
+		       __VA_ARGS__)
 
 static void conn_merge_release(struct vsock_conn *c);
 
@@ -193,8 +203,9 @@ void vsock_conn_destroy(struct vsock_conn *c)
  * without, it told us (an RST of its own), and answering could loop. */
 static void conn_kill(struct vsock_conn *c, bool rst, const char *why)
 {
-	log_debug("vsock: conn %u:%u %s: %s%s", c->local_port, c->peer_port,
-		  vsock_conn_state_name(c->state), why, rst ? ", RST" : "");
+	conn_log(c, VMIO_LOG_DEBUG, "vsock: conn %u:%u %s: %s%s",
+		 c->local_port, c->peer_port, vsock_conn_state_name(c->state),
+		 why, rst ? ", RST" : "");
 	conn_close_host(c);
 	c->state = VSOCK_CONN_KILLED;
 	c->pending = rst ? VSOCK_RXOP_RST : 0;
@@ -399,7 +410,8 @@ static int seq_send(struct vsock_conn *c, struct iovec *iov, unsigned n,
 	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return 0;
 	if (w != (ssize_t)len) {
-		log_warn("vsock: conn %u:%u: host socket refused a message of "
+		conn_log(c, VMIO_LOG_WARN,
+			 "vsock: conn %u:%u: host socket refused a message of "
 			 "%u bytes: %s; RST",
 			 c->local_port, c->peer_port, len,
 			 w < 0 ? strerror(errno) : "partial write");
@@ -437,9 +449,10 @@ static void seq_drop_partial(struct vsock_conn *c)
 {
 	if (!c->seq_partial)
 		return;
-	log_debug("vsock: conn %u:%u: guest shut down sending within a "
-		  "message; its %u bytes dropped",
-		  c->local_port, c->peer_port, c->seq_partial);
+	conn_log(c, VMIO_LOG_DEBUG,
+		 "vsock: conn %u:%u: guest shut down sending within a "
+		 "message; its %u bytes dropped",
+		 c->local_port, c->peer_port, c->seq_partial);
 	c->ring_len -= c->seq_partial;
 	vsock_credit_consumed(&c->credit, c->seq_partial);
 	c->seq_partial = 0;
@@ -480,8 +493,9 @@ static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 	}
 	if (!len && !(eom && c->seq_partial)) {
 		if (eom)
-			log_debug("vsock: conn %u:%u: empty guest message not "
-				  "carried", c->local_port, c->peer_port);
+			conn_log(c, VMIO_LOG_DEBUG,
+				 "vsock: conn %u:%u: empty guest message not "
+				 "carried", c->local_port, c->peer_port);
 		return;
 	}
 	if (eom && !c->ring_len) {
@@ -502,7 +516,8 @@ static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 	 * than any we take (the guest ignored our buf_alloc, which Linux
 	 * checks: EMSGSIZE), and waiting would only stall the guest. */
 	if (!eom && c->seq_partial == c->ring_size) {
-		log_warn("vsock: conn %u:%u: guest message longer than the "
+		conn_log(c, VMIO_LOG_WARN,
+			 "vsock: conn %u:%u: guest message longer than the "
 			 "%u bytes allowed; refused, RST",
 			 c->local_port, c->peer_port, c->ring_size);
 		conn_kill(c, true, "guest message too large");
@@ -1037,7 +1052,8 @@ static ssize_t seq_load_msg(struct vsock_conn *c)
 	if (limit > c->ring_size)
 		limit = c->ring_size;
 	if ((uint64_t)r > limit) {
-		log_warn("vsock: conn %u:%u: host message of %zd bytes is "
+		conn_log(c, VMIO_LOG_WARN,
+			 "vsock: conn %u:%u: host message of %zd bytes is "
 			 "larger than the %u bytes the guest can take as one "
 			 "message; refused, connection reset",
 			 c->local_port, c->peer_port, r, limit);

@@ -63,6 +63,8 @@
 #include "devices/vsock/stats.h"
 #include "devices/vsock/tx_splice.h"
 
+struct vmio_ratelimit;
+
 enum vsock_conn_state {
 	VSOCK_CONN_LOCAL_INIT,
 	VSOCK_CONN_PEER_INIT,
@@ -142,6 +144,9 @@ struct vsock_conn {
 	 * measured growth of the socket's SIOCOUTQ (tx_splice.h). */
 	struct vsock_splice *splice;
 	struct vsock_vm_stats *vm_stats; /* may be NULL */
+	/* The VM's limiter for the lines a peer can trigger (peer_log.h);
+	 * NULL: one of the thread's own. Set by the multiplexer. */
+	struct vmio_ratelimit *rl;
 	struct vsock_tx_held *held;
 	uint16_t held_cap, held_first, held_n;
 	uint64_t outq_added;

@@ -11,7 +11,7 @@
 
 #include "devices/vsock/connect_line.h"
 #include "devices/vsock/packet.h"
-#include "util/log.h"
+#include "devices/vsock/peer_log.h"
 #include "util/unix_socket.h"
 
 #define HYBRID_TICK_MS 100
@@ -104,12 +104,13 @@ static void line_done(struct vsock_hybrid *h, struct hy_pending *p,
 	pending_unlink(h, p);
 	rc = vsock_muxer_connect_local_type(h->mux, fd, type, port, &local);
 	if (rc)
-		log_ratelimited(&h->rl, VMIO_LOG_WARN,
-				"vsock: %s: CONNECT %u refused: %s", h->path,
-				port, refusal_reason(rc));
+		vsock_peer_log(&h->rl, VMIO_LOG_WARN,
+			       "vsock: %s: CONNECT %u refused: %s", h->path,
+			       port, refusal_reason(rc));
 	else
-		log_debug("vsock: %s: CONNECT %u as host port %u", h->path,
-			  port, local);
+		vsock_peer_log(&h->rl, VMIO_LOG_DEBUG,
+			       "vsock: %s: CONNECT %u as host port %u",
+			       h->path, port, local);
 }
 
 static void pending_cb(void *opaque, int fd, uint32_t events)
@@ -134,10 +135,10 @@ static void pending_cb(void *opaque, int fd, uint32_t events)
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return;
 	if (n <= 0) {
-		log_ratelimited(&h->rl, VMIO_LOG_INFO,
-				"vsock: %s: host peer %s before its CONNECT "
-				"line; closed",
-				h->path, n ? strerror(errno) : "hung up");
+		vsock_peer_log(&h->rl, VMIO_LOG_INFO,
+			       "vsock: %s: host peer %s before its CONNECT "
+			       "line; closed",
+			       h->path, n ? strerror(errno) : "hung up");
 		pending_close(h, p);
 		return;
 	}
@@ -156,9 +157,9 @@ static void pending_cb(void *opaque, int fd, uint32_t events)
 	/* Take exactly the line's bytes off the socket. */
 	if (consumed && recv(fd, buf, consumed, MSG_DONTWAIT) !=
 				(ssize_t)consumed && r != VSOCK_LINE_BAD) {
-		log_ratelimited(&h->rl, VMIO_LOG_WARN,
-				"vsock: %s: cannot read a CONNECT line; closed",
-				h->path);
+		vsock_peer_log(&h->rl, VMIO_LOG_WARN,
+			       "vsock: %s: cannot read a CONNECT line; closed",
+			       h->path);
 		pending_close(h, p);
 		return;
 	}
@@ -167,9 +168,9 @@ verdict:
 	case VSOCK_LINE_MORE:
 		return;
 	case VSOCK_LINE_BAD:
-		log_ratelimited(&h->rl, VMIO_LOG_WARN,
-				"vsock: %s: bad CONNECT line: %s; closed",
-				h->path, why ? why : "?");
+		vsock_peer_log(&h->rl, VMIO_LOG_WARN,
+			       "vsock: %s: bad CONNECT line: %s; closed",
+			       h->path, why ? why : "?");
 		pending_close(h, p);
 		return;
 	case VSOCK_LINE_DONE:
@@ -187,24 +188,24 @@ static void accept_cb(void *opaque, int lfd, uint32_t events)
 
 	if (fd < 0) {
 		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-			log_ratelimited(&h->rl, VMIO_LOG_WARN,
-					"vsock: accept on %s: %s", l->path,
-					strerror(errno));
+			vsock_peer_log(&h->rl, VMIO_LOG_WARN,
+				       "vsock: accept on %s: %s", l->path,
+				       strerror(errno));
 		return;
 	}
 	if (h->npending >= h->cfg.max_pending) {
-		log_ratelimited(&h->rl, VMIO_LOG_WARN,
-				"vsock: %s: %u host connections already await "
-				"their CONNECT line; closed a new one",
-				h->path, h->npending);
+		vsock_peer_log(&h->rl, VMIO_LOG_WARN,
+			       "vsock: %s: %u host connections already await "
+			       "their CONNECT line; closed a new one",
+			       h->path, h->npending);
 		close(fd);
 		return;
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p || vmio_loop_add(h->loop, fd, EPOLLIN, pending_cb, p)) {
-		log_ratelimited(&h->rl, VMIO_LOG_WARN,
-				"vsock: %s: cannot take a host connection",
-				h->path);
+		vsock_peer_log(&h->rl, VMIO_LOG_WARN,
+			       "vsock: %s: cannot take a host connection",
+			       h->path);
 		free(p);
 		close(fd);
 		return;
@@ -233,10 +234,10 @@ static void timer_cb(void *opaque)
 		next = p->next;
 		if (now < p->deadline_ns)
 			continue;
-		log_ratelimited(&h->rl, VMIO_LOG_INFO,
-				"vsock: %s: no complete CONNECT line within "
-				"%u ms; closed",
-				h->path, h->cfg.line_timeout_ms);
+		vsock_peer_log(&h->rl, VMIO_LOG_INFO,
+			       "vsock: %s: no complete CONNECT line within "
+			       "%u ms; closed",
+			       h->path, h->cfg.line_timeout_ms);
 		pending_close(h, p);
 	}
 	if (!h->pending)

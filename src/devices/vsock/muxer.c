@@ -19,7 +19,7 @@
 #include "devices/vsock/packet.h"
 #include "devices/vsock/router.h"
 #include "devices/vsock/tx_splice.h"
-#include "util/log.h"
+#include "devices/vsock/peer_log.h"
 
 /* Deadlines are checked on a coarse tick: they bound how long something
  * may hang, they are not appointments. */
@@ -315,6 +315,7 @@ static struct mux_conn *conn_new(struct vsock_muxer *m)
 static void conn_setup_tx(struct vsock_muxer *m, struct mux_conn *mc)
 {
 	mc->c.vm_stats = &m->stats;
+	mc->c.rl = &m->rl;
 	vsock_conn_set_packet_overhead(&mc->c, m->cfg.rx_pkt_overhead);
 	if (mc->c.type != VSOCK_TYPE_STREAM || !m->splice)
 		return;
@@ -477,19 +478,19 @@ static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 	int fd, n;
 
 	if (vsock_table_full(&m->table)) {
-		log_ratelimited(&m->rl, VMIO_LOG_WARN,
-				"vsock: %u connections already: refusing guest "
-				"port %u -> host port %u",
-				m->table.max, h->src_port, h->dst_port);
+		vsock_peer_log(&m->rl, VMIO_LOG_WARN,
+			       "vsock: %u connections already: refusing guest "
+			       "port %u -> host port %u",
+			       m->table.max, h->src_port, h->dst_port);
 		refuse(m, h);
 		return;
 	}
 	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s_%u", m->uds_path,
 		     h->dst_port);
 	if (n < 0 || (size_t)n >= sizeof(sa.sun_path)) {
-		log_ratelimited(&m->rl, VMIO_LOG_WARN,
-				"vsock: %s_%u: path too long", m->uds_path,
-				h->dst_port);
+		vsock_peer_log(&m->rl, VMIO_LOG_WARN,
+			       "vsock: %s_%u: path too long", m->uds_path,
+			       h->dst_port);
 		refuse(m, h);
 		return;
 	}
@@ -501,10 +502,10 @@ static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 			    SOCK_NONBLOCK | SOCK_CLOEXEC,
 		    0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		log_ratelimited(&m->rl, VMIO_LOG_INFO,
-				"vsock: guest connect to host port %u: %s: %s; "
-				"RST",
-				h->dst_port, sa.sun_path, strerror(errno));
+		vsock_peer_log(&m->rl, VMIO_LOG_INFO,
+			       "vsock: guest connect to host port %u: %s: %s; "
+			       "RST",
+			       h->dst_port, sa.sun_path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		refuse(m, h);
@@ -526,8 +527,9 @@ static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 		refuse(m, h);
 		return;
 	}
-	log_debug("vsock: guest port %u connected to %s", h->src_port,
-		  sa.sun_path);
+	vsock_peer_log(&m->rl, VMIO_LOG_DEBUG,
+		       "vsock: guest port %u connected to %s", h->src_port,
+		       sa.sun_path);
 	conn_update(mc);
 }
 
@@ -543,12 +545,12 @@ static void route_sibling(struct vsock_muxer *m, const struct vsock_pkt *pkt,
 	if (!vsock_router_forward(m->cfg.router, m->cfg.vm_index, pkt, ch,
 				  invalid, &why))
 		return;
-	log_ratelimited(&m->rl, VMIO_LOG_INFO,
-			"vsock: guest %s port %u -> CID %" PRIu64
-			" port %u: %s%s",
-			vsock_op_name(h->op), h->src_port, h->dst_cid,
-			h->dst_port, invalid && bad ? bad : why,
-			h->op == VSOCK_OP_RST ? "" : "; RST");
+	vsock_peer_log(&m->rl, VMIO_LOG_INFO,
+		       "vsock: guest %s port %u -> CID %" PRIu64
+		       " port %u: %s%s",
+		       vsock_op_name(h->op), h->src_port, h->dst_cid,
+		       h->dst_port, invalid && bad ? bad : why,
+		       h->op == VSOCK_OP_RST ? "" : "; RST");
 	if (h->op != VSOCK_OP_RST)
 		reply_rst(m, h);
 }
@@ -566,8 +568,8 @@ static bool handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 	v = vsock_pkt_parse_tx(ch, m->cfg.guest_cid, VSOCK_MAX_PKT_PAYLOAD,
 			       m->types, &pkt, &why);
 	if (v == VSOCK_PKT_DROP) {
-		log_ratelimited(&m->rl, VMIO_LOG_WARN,
-				"vsock: dropped a guest packet: %s", why);
+		vsock_peer_log(&m->rl, VMIO_LOG_WARN,
+			       "vsock: dropped a guest packet: %s", why);
 		return false;
 	}
 	if (h->dst_cid != VSOCK_HOST_CID && m->cfg.router) {
@@ -576,11 +578,11 @@ static bool handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 	}
 	if (h->dst_cid != VSOCK_HOST_CID) {
 		/* A single VM: no siblings to route to. */
-		log_ratelimited(&m->rl, VMIO_LOG_WARN,
-				"vsock: guest packet to CID %" PRIu64
-				" (only the host, CID 2, is reachable)%s",
-				h->dst_cid,
-				h->op == VSOCK_OP_RST ? "" : "; RST");
+		vsock_peer_log(&m->rl, VMIO_LOG_WARN,
+			       "vsock: guest packet to CID %" PRIu64
+			       " (only the host, CID 2, is reachable)%s",
+			       h->dst_cid,
+			       h->op == VSOCK_OP_RST ? "" : "; RST");
 		if (h->op != VSOCK_OP_RST)
 			reply_rst(m, h);
 		return false;
@@ -588,10 +590,10 @@ static bool handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 	e = vsock_table_find(&m->table, h->dst_port, h->src_port);
 	mc = e ? (struct mux_conn *)e : NULL;
 	if (v == VSOCK_PKT_RST) {
-		log_ratelimited(&m->rl, VMIO_LOG_WARN,
-				"vsock: bad guest packet (port %u -> %u): %s; "
-				"RST",
-				h->src_port, h->dst_port, why);
+		vsock_peer_log(&m->rl, VMIO_LOG_WARN,
+			       "vsock: bad guest packet (port %u -> %u): %s; "
+			       "RST",
+			       h->src_port, h->dst_port, why);
 		if (mc)
 			conn_free(mc);
 		reply_rst(m, h);
@@ -1004,17 +1006,17 @@ static bool conn_expire(struct vsock_muxer *m, struct mux_conn *mc)
 	if (tell_guest && !conn_rst(m, c))
 		return false;
 	if (local_init)
-		log_ratelimited(&m->rl, VMIO_LOG_INFO,
-				"vsock: guest did not answer the connection "
-				"to its port %u within %u ms; closing the host "
-				"socket",
-				c->peer_port, m->cfg.connect_timeout_ms);
+		vsock_peer_log(&m->rl, VMIO_LOG_INFO,
+			       "vsock: guest did not answer the connection "
+			       "to its port %u within %u ms; closing the host "
+			       "socket",
+			       c->peer_port, m->cfg.connect_timeout_ms);
 	else
-		log_ratelimited(&m->rl, VMIO_LOG_INFO,
-				"vsock: connection %u:%u closed by the guest "
-				"but not drained within %u ms; RST",
-				c->local_port, c->peer_port,
-				VSOCK_MUX_SHUTDOWN_TIMEOUT_MS);
+		vsock_peer_log(&m->rl, VMIO_LOG_INFO,
+			       "vsock: connection %u:%u closed by the guest "
+			       "but not drained within %u ms; RST",
+			       c->local_port, c->peer_port,
+			       VSOCK_MUX_SHUTDOWN_TIMEOUT_MS);
 	conn_free(mc);
 	return true;
 }
