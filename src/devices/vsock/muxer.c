@@ -18,6 +18,7 @@
 #include "devices/vsock/connection.h"
 #include "devices/vsock/packet.h"
 #include "devices/vsock/router.h"
+#include "devices/vsock/rst_queue.h"
 #include "devices/vsock/tx_splice.h"
 #include "devices/vsock/peer_log.h"
 
@@ -52,9 +53,7 @@ struct vsock_muxer {
 	struct mux_conn *all;
 	struct mux_conn *rxq_head, *rxq_tail;
 
-	/* RSTs that answer packets of no connection: a ring, bounded. */
-	struct vsock_hdr rstq[VSOCK_MUX_RSTQ_SIZE];
-	unsigned rst_head, rst_len;
+	struct vsock_rstq rstq;
 	bool tx_stalled; /* tx stopped because rstq was full */
 	bool sib_turn;   /* rx: a sibling packet goes before the next conn */
 	bool attached;   /* a VMM is there (vsock_muxer_set_attached) */
@@ -111,21 +110,7 @@ static void set_deadline(struct mux_conn *mc, unsigned ms)
 	timer_arm(mc->m, true);
 }
 
-/* ---- Synthetic RSTs --------------------------------------------------- */
-
-static bool rstq_full(const struct vsock_muxer *m)
-{
-	return m->rst_len == VSOCK_MUX_RSTQ_SIZE;
-}
-
-static bool rstq_push(struct vsock_muxer *m, const struct vsock_hdr *h)
-{
-	if (rstq_full(m))
-		return false;
-	m->rstq[(m->rst_head + m->rst_len) % VSOCK_MUX_RSTQ_SIZE] = *h;
-	m->rst_len++;
-	return true;
-}
+/* ---- Synthetic RSTs (rst_queue.h) -------------------------------------- */
 
 /* An RST answering guest packet h (ports and CIDs swapped). */
 static void reply_rst(struct vsock_muxer *m, const struct vsock_hdr *h)
@@ -135,7 +120,7 @@ static void reply_rst(struct vsock_muxer *m, const struct vsock_hdr *h)
 	vsock_hdr_reply(h, VSOCK_OP_RST, &r);
 	m->stats.rsts_unmatched++;
 	/* tx stops popping while the queue is full, so there is room. */
-	if (!rstq_push(m, &r))
+	if (!vsock_rstq_push(&m->rstq, &r))
 		log_err("vsock: RST queue full (a bug): RST to port %u lost",
 			h->src_port);
 }
@@ -152,7 +137,7 @@ static bool conn_rst(struct vsock_muxer *m, const struct vsock_conn *c)
 		.op = VSOCK_OP_RST,
 	};
 
-	return rstq_push(m, &r);
+	return vsock_rstq_push(&m->rstq, &r);
 }
 
 /* ---- Connections ------------------------------------------------------ */
@@ -735,7 +720,7 @@ static int mrg_packet(struct vsock_muxer *m, unsigned *budget)
 		vmio_vq_set_broken(m->rx, "vsock rx: %s", why);
 		return -1;
 	}
-	if (m->rst_len) {
+	if (!vsock_rstq_empty(&m->rstq)) {
 		what = MRG_RST;
 	} else if (sib_pending(m) && (m->sib_turn || !m->rxq_head)) {
 		what = MRG_SIBLING;
@@ -778,10 +763,9 @@ static int mrg_packet(struct vsock_muxer *m, unsigned *budget)
 	}
 	switch (what) {
 	case MRG_RST:
-		if (!vsock_pkt_write_hdr(&v->view, &m->rstq[m->rst_head]))
+		if (!vsock_pkt_write_hdr(&v->view, vsock_rstq_peek(&m->rstq)))
 			w = VSOCK_HDR_SIZE;
-		m->rst_head = (m->rst_head + 1) % VSOCK_MUX_RSTQ_SIZE;
-		m->rst_len--;
+		vsock_rstq_pop(&m->rstq);
 		break;
 	case MRG_SIBLING:
 		m->sib_turn = false;
@@ -820,7 +804,7 @@ static void serve_rx(struct vsock_muxer *m)
 
 	if (!rx || !m->mem)
 		return;
-	while (m->rst_len || m->rxq_head || sib_pending(m)) {
+	while (!vsock_rstq_empty(&m->rstq) || m->rxq_head || sib_pending(m)) {
 		struct mux_conn *mc;
 		unsigned npop, used, i;
 		int got;
@@ -852,10 +836,9 @@ static void serve_rx(struct vsock_muxer *m)
 			vmio_vq_set_broken(rx, "vsock rx: %s", why);
 			break;
 		}
-		if (m->rst_len) {
-			vsock_pkt_write_hdr(&m->rxc[0], &m->rstq[m->rst_head]);
-			m->rst_head = (m->rst_head + 1) % VSOCK_MUX_RSTQ_SIZE;
-			m->rst_len--;
+		if (!vsock_rstq_empty(&m->rstq)) {
+			vsock_pkt_write_hdr(&m->rxc[0], vsock_rstq_peek(&m->rstq));
+			vsock_rstq_pop(&m->rstq);
 			vmio_vq_push(rx, m->rxc[0].head, VSOCK_HDR_SIZE);
 			pushed++;
 			continue;
@@ -901,9 +884,9 @@ static void serve_rx(struct vsock_muxer *m)
 	}
 	/* Nothing to send: buffers the guest posts are of no use until
 	 * there is, so do not let it kick us for them. */
-	if (!m->rst_len && !m->rxq_head && !sib_pending(m))
+	if (vsock_rstq_empty(&m->rstq) && !m->rxq_head && !sib_pending(m))
 		vmio_vq_enable_kicks(rx, false);
-	if (m->tx_stalled && !rstq_full(m)) {
+	if (m->tx_stalled && !vsock_rstq_full(&m->rstq)) {
 		m->tx_stalled = false;
 		resched(m, false, true);
 	}
@@ -922,7 +905,7 @@ static void serve_tx(struct vsock_muxer *m)
 		int got;
 
 		/* Each packet may need one RST: pop only with room for it. */
-		if (rstq_full(m)) {
+		if (vsock_rstq_full(&m->rstq)) {
 			m->tx_stalled = true;
 			break;
 		}
@@ -1170,7 +1153,7 @@ void vsock_muxer_reset(struct vsock_muxer *m)
 	if (m->cfg.router)
 		vsock_router_vm_reset(m->cfg.router, m->cfg.vm_index);
 	m->sib_turn = false;
-	m->rst_head = m->rst_len = 0;
+	vsock_rstq_clear(&m->rstq);
 	m->tx_stalled = false;
 	m->rx = m->tx = NULL;
 	m->mem = NULL;

@@ -82,10 +82,9 @@ struct vsock_muxer_config {
 #define VSOCK_MUX_TX_HOLD_DEFAULT 32
 #define VSOCK_MUX_TX_HOLD_MAX 4096
 
-/* Chains handled per queue per callback, and synthetic RSTs queued at
- * most (when full, tx stops until rx drains it: never drop, never grow). */
+/* Chains handled per queue per callback. (Synthetic RSTs queued at most:
+ * VSOCK_RSTQ_SIZE, rst_queue.h.) */
 #define VSOCK_MUX_BATCH 256
-#define VSOCK_MUX_RSTQ_SIZE 256
 /* rx chains filled from one batched host read at most: enough to cover
  * VSOCK_CONN_RX_BATCH_BYTES in the 4 KiB buffers a Linux guest posts
  * (4052 payload bytes each after the header, so 16 take 63.3 KiB), and
