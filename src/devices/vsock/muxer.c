@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "devices/vsock/packet.h"
 #include "devices/vsock/router.h"
 #include "devices/vsock/rst_queue.h"
+#include "devices/vsock/rx_sched.h"
 #include "devices/vsock/tx_splice.h"
 #include "devices/vsock/peer_log.h"
 
@@ -31,8 +33,7 @@ struct mux_conn {
 	struct vsock_conn c;
 	struct vsock_muxer *m;
 	struct mux_conn *all_prev, *all_next; /* every connection */
-	struct mux_conn *rx_next;             /* FIFO of pending rx */
-	bool in_rxq;
+	struct vsock_rx_link rx_link;         /* rx_sched.h's FIFO */
 	int watched_fd;   /* fd registered on the loop, -1 if none */
 	uint32_t watched; /* its events */
 	uint64_t deadline_ns; /* 0: none */
@@ -51,11 +52,10 @@ struct vsock_muxer {
 	unsigned types;
 	struct vsock_conn_table table;
 	struct mux_conn *all;
-	struct mux_conn *rxq_head, *rxq_tail;
+	struct vsock_rx_sched rxs;
 
 	struct vsock_rstq rstq;
 	bool tx_stalled; /* tx stopped because rstq was full */
-	bool sib_turn;   /* rx: a sibling packet goes before the next conn */
 	bool attached;   /* a VMM is there (vsock_muxer_set_attached) */
 	bool mrg;        /* mergeable rx buffers negotiated (mrg_rx.h) */
 
@@ -142,48 +142,12 @@ static bool conn_rst(struct vsock_muxer *m, const struct vsock_conn *c)
 
 /* ---- Connections ------------------------------------------------------ */
 
-static void rxq_append(struct vsock_muxer *m, struct mux_conn *mc)
+/* The connection of an rx FIFO link (NULL: none). */
+static struct mux_conn *rx_conn(struct vsock_rx_link *l)
 {
-	mc->rx_next = NULL;
-	if (m->rxq_tail)
-		m->rxq_tail->rx_next = mc;
-	else
-		m->rxq_head = mc;
-	m->rxq_tail = mc;
-	mc->in_rxq = true;
-}
-
-static struct mux_conn *rxq_pop(struct vsock_muxer *m)
-{
-	struct mux_conn *mc = m->rxq_head;
-
-	if (!mc)
-		return NULL;
-	m->rxq_head = mc->rx_next;
-	if (!m->rxq_head)
-		m->rxq_tail = NULL;
-	mc->rx_next = NULL;
-	mc->in_rxq = false;
-	return mc;
-}
-
-/* Singly linked, so removal walks; it happens once per connection and
- * the queue holds only connections with something to send. */
-static void rxq_remove(struct vsock_muxer *m, struct mux_conn *mc)
-{
-	struct mux_conn **pp = &m->rxq_head, *prev = NULL;
-
-	if (!mc->in_rxq)
-		return;
-	for (; *pp; prev = *pp, pp = &(*pp)->rx_next) {
-		if (*pp == mc) {
-			*pp = mc->rx_next;
-			if (m->rxq_tail == mc)
-				m->rxq_tail = prev;
-			break;
-		}
-	}
-	mc->in_rxq = false;
+	return l ? (struct mux_conn *)((char *)l -
+				       offsetof(struct mux_conn, rx_link))
+		 : NULL;
 }
 
 static void unwatch(struct vsock_muxer *m, struct mux_conn *mc)
@@ -208,7 +172,7 @@ static void conn_free(struct mux_conn *mc)
 		close(mc->wake_fd);
 		mc->wake_fd = -1;
 	}
-	rxq_remove(m, mc);
+	vsock_rx_sched_remove(&m->rxs, &mc->rx_link);
 	vsock_table_remove(&m->table, &mc->key);
 	if (mc->all_prev)
 		mc->all_prev->all_next = mc->all_next;
@@ -276,8 +240,8 @@ static void conn_update(struct mux_conn *mc)
 		mc->deadline_ns = 0;
 	}
 
-	if (!mc->in_rxq && vsock_conn_pending_rx(c))
-		rxq_append(m, mc);
+	if (vsock_conn_pending_rx(c))
+		vsock_rx_sched_add(&m->rxs, &mc->rx_link);
 	/* Its CREDIT_REQUEST, or the end of a merge hold, waits for the
 	 * tick (vsock_conn_pending_rx, vsock_conn_host_readable). */
 	if (vsock_conn_wants_tick(c))
@@ -646,9 +610,65 @@ static bool sib_pending(const struct vsock_muxer *m)
 	       vsock_router_rx_pending(m->cfg.router, m->cfg.vm_index);
 }
 
-/* ---- Mergeable rx buffers (mrg_rx.h) ---- */
+/* Where the next rx packet comes from (rx_sched.h). */
+static enum vsock_rx_source rx_next(const struct vsock_muxer *m)
+{
+	return vsock_rx_sched_next(&m->rxs, !vsock_rstq_empty(&m->rstq),
+				   sib_pending(m));
+}
 
-enum mrg_what { MRG_RST, MRG_SIBLING, MRG_CONN };
+/* One packet in the plain layout into rxc[0] (popped): one rx chain per
+ * packet, or for host data one batch of chains filled from one read.
+ * Returns the chains pushed, or -1 when the queue broke. */
+static int plain_packet(struct vsock_muxer *m, enum vsock_rx_source src,
+			unsigned *budget)
+{
+	struct mux_conn *mc;
+	unsigned npop, used, i;
+	const char *why;
+	uint32_t n;
+
+	if (vsock_pkt_check_rx(&m->rxc[0], &why)) {
+		vmio_vq_set_broken(m->rx, "vsock rx: %s", why);
+		return -1;
+	}
+	if (src == VSOCK_RX_RST) {
+		vsock_pkt_write_hdr(&m->rxc[0], vsock_rstq_peek(&m->rstq));
+		vsock_rstq_pop(&m->rstq);
+		vmio_vq_push(m->rx, m->rxc[0].head, VSOCK_HDR_SIZE);
+		return 1;
+	}
+	if (src == VSOCK_RX_SIBLING) {
+		vsock_rx_sched_take(&m->rxs, src);
+		n = vsock_router_fill_rx(m->cfg.router, m->cfg.vm_index,
+					 &m->rxc[0]);
+		if (!n) {
+			vmio_vq_set_broken(m->rx, "vsock rx: a buffer with no "
+					   "room for data");
+			return -1;
+		}
+		vmio_vq_push(m->rx, m->rxc[0].head, n);
+		return 1;
+	}
+	mc = rx_conn(vsock_rx_sched_take(&m->rxs, src));
+	npop = 1 + pop_rx_batch(m, &mc->c, budget);
+	used = vsock_conn_fill_rx_batch(&mc->c, m->rxp, npop,
+					VSOCK_MAX_PKT_PAYLOAD, m->rx_written);
+	/* The filled chains are the first ones popped: push them, give the
+	 * rest back (the last popped, as unpop needs). */
+	for (i = 0; i < used; i++)
+		vmio_vq_push(m->rx, m->rxc[i].head, m->rx_written[i]);
+	if (used < npop)
+		vmio_vq_unpop(m->rx, npop - used);
+	/* Back at the tail if it has more: one turn is one packet, or one
+	 * batch of host data of up to VSOCK_CONN_RX_BATCH_BYTES (16
+	 * packets in 4 KiB guest buffers). Fair still: every connection
+	 * with something pending gets a turn before this one's next. */
+	conn_update(mc);
+	return (int)used;
+}
+
+/* ---- Mergeable rx buffers (mrg_rx.h) ---- */
 
 /* Why mrg_gather stopped. */
 enum mrg_stop {
@@ -699,17 +719,16 @@ static enum mrg_stop mrg_gather(struct vsock_muxer *m, uint32_t need,
 	}
 }
 
-/* One packet in the mergeable layout, rxc[0] popped. RSTs first, then
- * sibling packets in turn with connections, as serve_rx does. An RST or
- * a sibling packet goes whole: with too few buffers posted the device
- * waits for more, and a sibling packet is cut only when even
- * VSOCK_MUX_RX_BATCH buffers cannot hold it. Connection data is read to
- * the room there is. Returns the buffers pushed, or -1 to stop serving
- * for now (waiting for buffers or the next turn, or the queue broke). */
-static int mrg_packet(struct vsock_muxer *m, unsigned *budget)
+/* One packet in the mergeable layout, rxc[0] popped. An RST or a sibling
+ * packet goes whole: with too few buffers posted the device waits for
+ * more, and a sibling packet is cut only when even VSOCK_MUX_RX_BATCH
+ * buffers cannot hold it. Connection data is read to the room there is.
+ * Returns the buffers pushed, or -1 to stop serving for now (waiting for
+ * buffers or the next turn, or the queue broke). */
+static int mrg_packet(struct vsock_muxer *m, enum vsock_rx_source src,
+		      unsigned *budget)
 {
 	struct vsock_mrg *v = &m->mrgv;
-	enum mrg_what what = MRG_CONN;
 	struct mux_conn *mc = NULL;
 	uint32_t need = 0, w = 0;
 	enum mrg_stop stop;
@@ -720,14 +739,11 @@ static int mrg_packet(struct vsock_muxer *m, unsigned *budget)
 		vmio_vq_set_broken(m->rx, "vsock rx: %s", why);
 		return -1;
 	}
-	if (!vsock_rstq_empty(&m->rstq)) {
-		what = MRG_RST;
-	} else if (sib_pending(m) && (m->sib_turn || !m->rxq_head)) {
-		what = MRG_SIBLING;
+	if (src == VSOCK_RX_SIBLING)
 		need = vsock_router_rx_next_len(m->cfg.router, m->cfg.vm_index);
-	} else {
-		need = vsock_conn_rx_want(&m->rxq_head->c);
-	}
+	else if (src == VSOCK_RX_CONN)
+		need = vsock_conn_rx_want(
+			&rx_conn(vsock_rx_sched_head(&m->rxs))->c);
 	vsock_mrg_begin(v);
 	/* Refused only for a buffer of VMIO_CHAIN_MAX_IOV descriptors that
 	 * num_buffers would split into one more: no packet fits it. */
@@ -746,7 +762,7 @@ static int mrg_packet(struct vsock_muxer *m, unsigned *budget)
 	/* Connection data may be cut to the room; a header never, and a
 	 * whole packet only when no more buffers could ever hold it. */
 	if (!vsock_mrg_fits(v, 0) ||
-	    (what != MRG_CONN && stop != MRG_FIT && stop != MRG_FULL)) {
+	    (src != VSOCK_RX_CONN && stop != MRG_FIT && stop != MRG_FULL)) {
 		vmio_vq_unpop(m->rx, n);
 		if (stop == MRG_FULL) {
 			vmio_vq_set_broken(m->rx, "vsock rx: %u buffers too "
@@ -761,25 +777,25 @@ static int mrg_packet(struct vsock_muxer *m, unsigned *budget)
 		/* Dry: wait for more, unless some came meanwhile. */
 		return vmio_vq_enable_kicks(m->rx, true) ? 0 : -1;
 	}
-	switch (what) {
-	case MRG_RST:
+	mc = rx_conn(vsock_rx_sched_take(&m->rxs, src));
+	switch (src) {
+	case VSOCK_RX_RST:
 		if (!vsock_pkt_write_hdr(&v->view, vsock_rstq_peek(&m->rstq)))
 			w = VSOCK_HDR_SIZE;
 		vsock_rstq_pop(&m->rstq);
 		break;
-	case MRG_SIBLING:
-		m->sib_turn = false;
+	case VSOCK_RX_SIBLING:
 		w = vsock_router_fill_rx(m->cfg.router, m->cfg.vm_index,
 					 &v->view);
 		break;
-	case MRG_CONN:
-		m->sib_turn = true;
-		mc = rxq_pop(m);
+	case VSOCK_RX_CONN:
 		w = (uint32_t)vsock_conn_fill_rx(&mc->c, &v->view,
 						 VSOCK_MAX_PKT_PAYLOAD);
 		break;
+	case VSOCK_RX_NONE:
+		break;
 	}
-	if (!w && what == MRG_SIBLING) {
+	if (!w && src == VSOCK_RX_SIBLING) {
 		/* The whole batch holds the header but no payload byte. */
 		vmio_vq_unpop(m->rx, n);
 		vmio_vq_set_broken(m->rx, "vsock rx: %u buffers with no room "
@@ -800,14 +816,11 @@ static void serve_rx(struct vsock_muxer *m)
 {
 	struct vmio_vq *rx = m->rx;
 	unsigned budget = VSOCK_MUX_BATCH, pushed = 0;
-	const char *why;
 
 	if (!rx || !m->mem)
 		return;
-	while (!vsock_rstq_empty(&m->rstq) || m->rxq_head || sib_pending(m)) {
-		struct mux_conn *mc;
-		unsigned npop, used, i;
-		int got;
+	while (rx_next(m) != VSOCK_RX_NONE) {
+		int got, k;
 
 		if (!budget--) {
 			resched(m, true, false);
@@ -824,59 +837,12 @@ static void serve_rx(struct vsock_muxer *m)
 				continue;
 			break;
 		}
-		if (m->mrg) {
-			int k = mrg_packet(m, &budget);
-
-			if (k < 0)
-				break;
-			pushed += (unsigned)k;
-			continue;
-		}
-		if (vsock_pkt_check_rx(&m->rxc[0], &why)) {
-			vmio_vq_set_broken(rx, "vsock rx: %s", why);
+		/* Asked again: a sibling packet may have come meanwhile. */
+		k = m->mrg ? mrg_packet(m, rx_next(m), &budget)
+			   : plain_packet(m, rx_next(m), &budget);
+		if (k < 0)
 			break;
-		}
-		if (!vsock_rstq_empty(&m->rstq)) {
-			vsock_pkt_write_hdr(&m->rxc[0], vsock_rstq_peek(&m->rstq));
-			vsock_rstq_pop(&m->rstq);
-			vmio_vq_push(rx, m->rxc[0].head, VSOCK_HDR_SIZE);
-			pushed++;
-			continue;
-		}
-		/* Sibling packets take turns with the connections. */
-		if (sib_pending(m) && (m->sib_turn || !m->rxq_head)) {
-			uint32_t n = vsock_router_fill_rx(
-				m->cfg.router, m->cfg.vm_index, &m->rxc[0]);
-
-			m->sib_turn = false;
-			if (!n) {
-				vmio_vq_set_broken(rx, "vsock rx: a buffer "
-						   "with no room for data");
-				break;
-			}
-			vmio_vq_push(rx, m->rxc[0].head, n);
-			pushed++;
-			continue;
-		}
-		m->sib_turn = true;
-		mc = rxq_pop(m);
-		npop = 1 + pop_rx_batch(m, &mc->c, &budget);
-		used = vsock_conn_fill_rx_batch(&mc->c, m->rxp, npop,
-						VSOCK_MAX_PKT_PAYLOAD,
-						m->rx_written);
-		/* The filled chains are the first ones popped: push them,
-		 * give the rest back (the last popped, as unpop needs). */
-		for (i = 0; i < used; i++)
-			vmio_vq_push(rx, m->rxc[i].head, m->rx_written[i]);
-		pushed += used;
-		if (used < npop)
-			vmio_vq_unpop(rx, npop - used);
-		/* Back at the tail if it has more: one turn is one packet,
-		 * or one batch of host data of up to
-		 * VSOCK_CONN_RX_BATCH_BYTES (16 packets in 4 KiB guest
-		 * buffers). Fair still: every connection with something
-		 * pending gets a turn before this one's next. */
-		conn_update(mc);
+		pushed += (unsigned)k;
 	}
 	if (pushed) {
 		vmio_vq_flush_and_notify(rx);
@@ -884,7 +850,7 @@ static void serve_rx(struct vsock_muxer *m)
 	}
 	/* Nothing to send: buffers the guest posts are of no use until
 	 * there is, so do not let it kick us for them. */
-	if (vsock_rstq_empty(&m->rstq) && !m->rxq_head && !sib_pending(m))
+	if (rx_next(m) == VSOCK_RX_NONE)
 		vmio_vq_enable_kicks(rx, false);
 	if (m->tx_stalled && !vsock_rstq_full(&m->rstq)) {
 		m->tx_stalled = false;
@@ -1016,8 +982,8 @@ static void timer_cb(void *opaque)
 		if (vsock_conn_wants_tick(&mc->c)) {
 			vsock_conn_tick(&mc->c);
 			waiting = true;
-			if (!mc->in_rxq && vsock_conn_pending_rx(&mc->c))
-				rxq_append(m, mc);
+			if (vsock_conn_pending_rx(&mc->c))
+				vsock_rx_sched_add(&m->rxs, &mc->rx_link);
 		}
 		if (!mc->deadline_ns)
 			continue;
@@ -1152,7 +1118,7 @@ void vsock_muxer_reset(struct vsock_muxer *m)
 		conn_free(m->all);
 	if (m->cfg.router)
 		vsock_router_vm_reset(m->cfg.router, m->cfg.vm_index);
-	m->sib_turn = false;
+	vsock_rx_sched_reset(&m->rxs);
 	vsock_rstq_clear(&m->rstq);
 	m->tx_stalled = false;
 	m->rx = m->tx = NULL;
