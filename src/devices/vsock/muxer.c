@@ -901,14 +901,14 @@ static void serve_tx(struct vsock_muxer *m)
 	serve_rx(m);
 }
 
-void vsock_muxer_kick_tx(struct vsock_muxer *m)
+void vsock_muxer_kick(struct vsock_muxer *m, const struct vmio_vq *vq)
 {
-	serve_tx(m);
-}
-
-void vsock_muxer_kick_rx(struct vsock_muxer *m)
-{
-	serve_rx(m);
+	if (!vq)
+		return;
+	if (vq == m->tx)
+		serve_tx(m);
+	else if (vq == m->rx)
+		serve_rx(m);
 }
 
 /* ---- Event callbacks -------------------------------------------------- */

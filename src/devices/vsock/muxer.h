@@ -114,9 +114,9 @@ void vsock_muxer_set_types(struct vsock_muxer *m, unsigned types);
  * rx packet is then written in that layout. Off after a reset. */
 void vsock_muxer_set_mergeable(struct vsock_muxer *m, bool on);
 
-/* Serves the queues: called on queue start and on every kick. */
-void vsock_muxer_kick_tx(struct vsock_muxer *m);
-void vsock_muxer_kick_rx(struct vsock_muxer *m);
+/* Serves queue vq, one of those set: on queue start and on every kick.
+ * Serving tx serves rx after it. Any other vq is not the muxer's. */
+void vsock_muxer_kick(struct vsock_muxer *m, const struct vmio_vq *vq);
 
 /* A host program on uds-path asked for the guest's port peer_port, on a
  * connection of the given type (VSOCK_TYPE_*: a seqpacket fd is an AF_UNIX
