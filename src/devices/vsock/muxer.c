@@ -17,16 +17,13 @@
 
 #include "devices/vsock/conn_table.h"
 #include "devices/vsock/connection.h"
+#include "devices/vsock/expiry.h"
 #include "devices/vsock/packet.h"
 #include "devices/vsock/router.h"
 #include "devices/vsock/rst_queue.h"
 #include "devices/vsock/rx_sched.h"
 #include "devices/vsock/tx_splice.h"
 #include "devices/vsock/peer_log.h"
-
-/* Deadlines are checked on a coarse tick: they bound how long something
- * may hang, they are not appointments. */
-#define MUX_TICK_MS 100
 
 struct mux_conn {
 	struct vsock_table_entry key;
@@ -36,7 +33,7 @@ struct mux_conn {
 	struct vsock_rx_link rx_link;         /* rx_sched.h's FIFO */
 	int watched_fd;   /* fd registered on the loop, -1 if none */
 	uint32_t watched; /* its events */
-	uint64_t deadline_ns; /* 0: none */
+	uint64_t deadline_ns; /* 0: none (expiry.h) */
 	/* Held tx chains (tx_splice.h): on the holders list while any, and
 	 * a dup of the host socket watched for EPOLLOUT, edge-triggered,
 	 * made on the first (-1: none). */
@@ -62,7 +59,7 @@ struct vsock_muxer {
 	struct vmio_vq *rx, *tx;
 	struct vmio_mem *mem;
 
-	struct vmio_timer tick; /* periodic while something has a deadline */
+	struct vsock_expiry expiry; /* the tick */
 	/* The queues' next turn: tx (which serves rx after it) and rx. The
 	 * router schedules rx_again for sibling packets. */
 	struct vmio_defer tx_again, rx_again;
@@ -94,22 +91,6 @@ static void resched(struct vsock_muxer *m, bool rx, bool tx)
 		vmio_defer_schedule(&m->rx_again);
 }
 
-static void timer_arm(struct vsock_muxer *m, bool on)
-{
-	if (vmio_timer_armed(&m->tick) == on)
-		return;
-	if (on)
-		vmio_timer_arm_periodic_ns(&m->tick, MUX_TICK_MS * 1000000ull);
-	else
-		vmio_timer_cancel(&m->tick);
-}
-
-static void set_deadline(struct mux_conn *mc, unsigned ms)
-{
-	mc->deadline_ns = vmio_loop_now_ns(mc->m->loop) + (uint64_t)ms * 1000000u;
-	timer_arm(mc->m, true);
-}
-
 /* ---- Synthetic RSTs (rst_queue.h) -------------------------------------- */
 
 /* An RST answering guest packet h (ports and CIDs swapped). */
@@ -123,21 +104,6 @@ static void reply_rst(struct vsock_muxer *m, const struct vsock_hdr *h)
 	if (!vsock_rstq_push(&m->rstq, &r))
 		log_err("vsock: RST queue full (a bug): RST to port %u lost",
 			h->src_port);
-}
-
-/* An RST for connection c's flow, sent by us on its behalf. */
-static bool conn_rst(struct vsock_muxer *m, const struct vsock_conn *c)
-{
-	struct vsock_hdr r = {
-		.src_cid = VSOCK_HOST_CID,
-		.dst_cid = c->guest_cid,
-		.src_port = c->local_port,
-		.dst_port = c->peer_port,
-		.type = c->type,
-		.op = VSOCK_OP_RST,
-	};
-
-	return vsock_rstq_push(&m->rstq, &r);
 }
 
 /* ---- Connections ------------------------------------------------------ */
@@ -232,20 +198,14 @@ static void conn_update(struct mux_conn *mc)
 		mc->watched = ev;
 	}
 
-	if (c->state == VSOCK_CONN_ESTABLISHED &&
-	    (c->peer_shut & VSOCK_SHUTDOWN_MASK) == VSOCK_SHUTDOWN_MASK) {
-		if (!mc->deadline_ns)
-			set_deadline(mc, VSOCK_MUX_SHUTDOWN_TIMEOUT_MS);
-	} else if (c->state != VSOCK_CONN_LOCAL_INIT) {
-		mc->deadline_ns = 0;
-	}
+	vsock_expiry_follow(&m->expiry, c, &mc->deadline_ns);
 
 	if (vsock_conn_pending_rx(c))
 		vsock_rx_sched_add(&m->rxs, &mc->rx_link);
 	/* Its CREDIT_REQUEST, or the end of a merge hold, waits for the
 	 * tick (vsock_conn_pending_rx, vsock_conn_host_readable). */
 	if (vsock_conn_wants_tick(c))
-		timer_arm(m, true);
+		vsock_expiry_run(&m->expiry, true);
 }
 
 static struct mux_conn *conn_new(struct vsock_muxer *m)
@@ -346,7 +306,7 @@ static void hold_note(struct vsock_muxer *m, struct mux_conn *mc)
 		mc->in_holders = true;
 	}
 	hold_watch(m, mc);
-	timer_arm(m, true);
+	vsock_expiry_run(&m->expiry, true);
 }
 
 /* Pushes the chains of mc the host has read through (all with force).
@@ -942,30 +902,15 @@ static void rx_again_cb(void *opaque)
 	serve_rx(opaque);
 }
 
-/* Returns false if the connection must wait for the next tick (no room
- * for its RST). */
+/* A connection whose deadline passed (expiry.h). Returns false if it
+ * must wait for the next tick (no room for its RST). */
 static bool conn_expire(struct vsock_muxer *m, struct mux_conn *mc)
 {
-	struct vsock_conn *c = &mc->c;
-	bool local_init = c->state == VSOCK_CONN_LOCAL_INIT;
-	/* A REQUEST still queued never reached the guest: nothing to reset
-	 * on its side. */
-	bool tell_guest = !(local_init && (c->pending & VSOCK_RXOP_REQUEST));
+	struct vsock_hdr r;
 
-	if (tell_guest && !conn_rst(m, c))
+	if (vsock_expiry_rst(&mc->c, &r) && !vsock_rstq_push(&m->rstq, &r))
 		return false;
-	if (local_init)
-		vsock_peer_log(&m->rl, VMIO_LOG_INFO,
-			       "vsock: guest did not answer the connection "
-			       "to its port %u within %u ms; closing the host "
-			       "socket",
-			       c->peer_port, m->cfg.connect_timeout_ms);
-	else
-		vsock_peer_log(&m->rl, VMIO_LOG_INFO,
-			       "vsock: connection %u:%u closed by the guest "
-			       "but not drained within %u ms; RST",
-			       c->local_port, c->peer_port,
-			       VSOCK_MUX_SHUTDOWN_TIMEOUT_MS);
+	vsock_expiry_log(&m->expiry, &m->rl, &mc->c);
 	conn_free(mc);
 	return true;
 }
@@ -974,7 +919,6 @@ static void timer_cb(void *opaque)
 {
 	struct vsock_muxer *m = opaque;
 	struct mux_conn *mc, *next;
-	uint64_t now = vmio_loop_now_ns(m->loop);
 	bool waiting = false;
 
 	for (mc = m->all; mc; mc = next) {
@@ -987,7 +931,8 @@ static void timer_cb(void *opaque)
 		}
 		if (!mc->deadline_ns)
 			continue;
-		if (now < mc->deadline_ns || !conn_expire(m, mc))
+		if (!vsock_expiry_due(&m->expiry, mc->deadline_ns) ||
+		    !conn_expire(m, mc))
 			waiting = true;
 	}
 	/* A wake-up of the dup may be missed (the kernel wakes writers
@@ -995,7 +940,7 @@ static void timer_cb(void *opaque)
 	if (m->holders && hold_release_all(m, false) && m->tx)
 		vmio_vq_flush_and_notify(m->tx);
 	if (!waiting && !m->holders)
-		timer_arm(m, false);
+		vsock_expiry_run(&m->expiry, false);
 	serve_rx(m);
 }
 
@@ -1045,7 +990,7 @@ int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
 	}
 	if (local_port)
 		*local_port = port;
-	set_deadline(mc, m->cfg.connect_timeout_ms);
+	vsock_expiry_connect(&m->expiry, &mc->deadline_ns);
 	conn_update(mc);
 	serve_rx(m);
 	return 0;
@@ -1126,7 +1071,7 @@ void vsock_muxer_reset(struct vsock_muxer *m)
 	m->types = VSOCK_TYPES_STREAM;
 	m->mrg = false;
 	tell_router(m);
-	timer_arm(m, false);
+	vsock_expiry_run(&m->expiry, false);
 }
 
 void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached)
@@ -1172,7 +1117,8 @@ struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
 				      cfg->port_last);
 	vmio_defer_init(&m->tx_again, loop, tx_again_cb, m);
 	vmio_defer_init(&m->rx_again, loop, rx_again_cb, m);
-	if (vmio_timer_init(&m->tick, loop, timer_cb, m))
+	if (vsock_expiry_init(&m->expiry, loop, cfg->connect_timeout_ms,
+			      timer_cb, m))
 		goto fail;
 	if (cfg->router) {
 		vsock_router_set_vm(cfg->router, cfg->vm_index, cfg->guest_cid,
@@ -1192,7 +1138,7 @@ void vsock_muxer_free(struct vsock_muxer *m)
 	m->rx = m->tx = NULL; /* the queues may be gone already */
 	while (m->all)
 		conn_free(m->all);
-	vmio_timer_fini(&m->tick);
+	vsock_expiry_fini(&m->expiry);
 	if (m->cfg.router)
 		vsock_router_set_vm(m->cfg.router, m->cfg.vm_index,
 				    m->cfg.guest_cid, NULL);

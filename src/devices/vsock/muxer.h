@@ -20,7 +20,7 @@
  *   timer      one loop timer, ticking only while something has a deadline:
  *              a host-initiated connection the guest did not answer, a
  *              connection the guest closed whose data the host will not
- *              take
+ *              take (expiry.h)
  *
  * Work per callback is bounded (chains per batch); what is left is
  * resumed on the loop's next turn (vmio_defer), after it has served
@@ -91,9 +91,6 @@ struct vsock_muxer_config {
  * the 17 buffers one 64 KiB mergeable packet spans (mrg_rx.h). Each is a
  * vmio_chain of 16 KiB kept in the muxer. */
 #define VSOCK_MUX_RX_BATCH VSOCK_MRG_MAX_BUFS
-/* A connection the guest closed (SHUTDOWN with both flags) whose buffered
- * data the host will not take is reset after this long. */
-#define VSOCK_MUX_SHUTDOWN_TIMEOUT_MS 2000
 
 struct vsock_muxer;
 struct vsock_router;
