@@ -4,7 +4,6 @@
 #include "util/json.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -34,12 +33,7 @@ struct mux_conn {
 	int watched_fd;   /* fd registered on the loop, -1 if none */
 	uint32_t watched; /* its events */
 	uint64_t deadline_ns; /* 0: none (expiry.h) */
-	/* Held tx chains (tx_splice.h): on the holders list while any, and
-	 * a dup of the host socket watched for EPOLLOUT, edge-triggered,
-	 * made on the first (-1: none). */
-	struct mux_conn *hold_next;
-	bool in_holders;
-	int wake_fd;
+	struct vsock_holder holder; /* while it holds tx chains (tx_splice.h) */
 };
 
 struct vsock_muxer {
@@ -75,9 +69,7 @@ struct vsock_muxer {
 	struct vsock_mrg mrgv; /* the buffers of one mergeable packet */
 
 	struct vsock_splice *splice; /* NULL: the copy path */
-	unsigned held_total;         /* tx chains held, all connections */
-	unsigned hold_max, hold_per_conn;
-	struct mux_conn *holders;
+	struct vsock_holders holders;
 };
 
 /* ---- Re-arming, timer ------------------------------------------------- */
@@ -124,7 +116,6 @@ static void unwatch(struct vsock_muxer *m, struct mux_conn *mc)
 	mc->watched = 0;
 }
 
-static void holders_remove(struct vsock_muxer *m, struct mux_conn *mc);
 static void hold_release(struct mux_conn *mc, bool force);
 
 static void conn_free(struct mux_conn *mc)
@@ -132,12 +123,8 @@ static void conn_free(struct mux_conn *mc)
 	struct vsock_muxer *m = mc->m;
 
 	hold_release(mc, true);
-	holders_remove(m, mc);
-	if (mc->wake_fd >= 0) {
-		vmio_loop_remove(m->loop, mc->wake_fd);
-		close(mc->wake_fd);
-		mc->wake_fd = -1;
-	}
+	vsock_holders_released(&m->holders, &mc->holder, 0, true);
+	vsock_holder_unwatch(&m->holders, &mc->holder);
 	vsock_rx_sched_remove(&m->rxs, &mc->rx_link);
 	vsock_table_remove(&m->table, &mc->key);
 	if (mc->all_prev)
@@ -170,11 +157,9 @@ static void conn_update(struct mux_conn *mc)
 	/* A closed socket holds nothing of ours any more for the host to
 	 * read: its chains go back, and the dup goes (it would keep the
 	 * socket open). */
-	if (c->fd < 0 && mc->wake_fd >= 0) {
+	if (c->fd < 0 && mc->holder.wake_fd >= 0) {
 		hold_release(mc, true);
-		vmio_loop_remove(m->loop, mc->wake_fd);
-		close(mc->wake_fd);
-		mc->wake_fd = -1;
+		vsock_holder_unwatch(&m->holders, &mc->holder);
 	}
 	if (vsock_conn_is_dead(c)) {
 		conn_free(mc);
@@ -216,7 +201,7 @@ static struct mux_conn *conn_new(struct vsock_muxer *m)
 		return NULL;
 	mc->m = m;
 	mc->watched_fd = -1;
-	mc->wake_fd = -1;
+	vsock_holder_init(&mc->holder);
 	return mc;
 }
 
@@ -229,7 +214,7 @@ static void conn_setup_tx(struct vsock_muxer *m, struct mux_conn *mc)
 	if (mc->c.type != VSOCK_TYPE_STREAM || !m->splice)
 		return;
 	mc->c.splice = m->splice;
-	vsock_conn_set_hold_cap(&mc->c, (uint16_t)m->hold_per_conn);
+	vsock_held_set_cap(&mc->c.held, (uint16_t)m->holders.per_conn);
 }
 
 /* Puts a connection set up by vsock_conn_init_* in the table. */
@@ -254,59 +239,25 @@ static int conn_insert(struct vsock_muxer *m, struct mux_conn *mc)
 
 static bool hold_room(const struct vsock_muxer *m, const struct mux_conn *mc)
 {
-	return m->splice && m->held_total < m->hold_max &&
-	       mc->c.held_n < m->hold_per_conn;
-}
-
-static void holders_remove(struct vsock_muxer *m, struct mux_conn *mc)
-{
-	struct mux_conn **pp;
-
-	if (!mc->in_holders)
-		return;
-	for (pp = &m->holders; *pp; pp = &(*pp)->hold_next) {
-		if (*pp == mc) {
-			*pp = mc->hold_next;
-			break;
-		}
-	}
-	mc->hold_next = NULL;
-	mc->in_holders = false;
+	return m->splice && vsock_holders_room(&m->holders, mc->c.held.n);
 }
 
 static void hold_wake_cb(void *opaque, int fd, uint32_t events);
 static void serve_rx(struct vsock_muxer *m);
 
-/* The edge-triggered watch that tells when the host reader frees what we
- * sent; without one (no fd left) the tick still looks. */
-static void hold_watch(struct vsock_muxer *m, struct mux_conn *mc)
-{
-	if (mc->wake_fd >= 0 || mc->c.fd < 0)
-		return;
-	mc->wake_fd = fcntl(mc->c.fd, F_DUPFD_CLOEXEC, 0);
-	if (mc->wake_fd < 0)
-		return;
-	if (vmio_loop_add(m->loop, mc->wake_fd, EPOLLOUT | EPOLLET,
-			  hold_wake_cb, mc)) {
-		close(mc->wake_fd);
-		mc->wake_fd = -1;
-	}
-}
-
-/* A connection just kept a chain. */
+/* A connection just kept a chain: the tick looks at it too, as a wake-up
+ * of the watch may be missed. */
 static void hold_note(struct vsock_muxer *m, struct mux_conn *mc)
 {
-	m->held_total++;
-	m->stats.tx_chains_held++;
-	if (m->held_total > m->stats.tx_chains_held_max)
-		m->stats.tx_chains_held_max = m->held_total;
-	if (!mc->in_holders) {
-		mc->hold_next = m->holders;
-		m->holders = mc;
-		mc->in_holders = true;
-	}
-	hold_watch(m, mc);
+	vsock_holders_add(&m->holders, &mc->holder, mc->c.fd, hold_wake_cb, mc,
+			  &m->stats);
 	vsock_expiry_run(&m->expiry, true);
+}
+
+static struct mux_conn *holder_conn(struct vsock_holder *ho)
+{
+	return (struct mux_conn *)((char *)ho -
+				   offsetof(struct mux_conn, holder));
 }
 
 /* Pushes the chains of mc the host has read through (all with force).
@@ -324,9 +275,8 @@ static unsigned hold_release_one(struct mux_conn *mc, bool force)
 				vmio_vq_push(m->tx, heads[i], 0);
 		total += k;
 	} while (k == 64);
-	m->held_total -= total;
-	if (!mc->c.held_n)
-		holders_remove(m, mc);
+	vsock_holders_released(&m->holders, &mc->holder, total,
+			       !mc->c.held.n);
 	return total;
 }
 
@@ -336,18 +286,20 @@ static void hold_release(struct mux_conn *mc, bool force)
 {
 	struct vsock_muxer *m = mc->m;
 
-	if (mc->c.held_n && hold_release_one(mc, force) && m->tx)
+	if (mc->c.held.n && hold_release_one(mc, force) && m->tx)
 		vmio_vq_flush_and_notify(m->tx);
 }
 
 /* Every holder; returns the chains pushed (not flushed). */
 static unsigned hold_release_all(struct vsock_muxer *m, bool force)
 {
-	struct mux_conn *mc, *next;
+	struct vsock_holder *ho, *next;
 	unsigned n = 0;
 
-	for (mc = m->holders; mc; mc = next) {
-		next = mc->hold_next;
+	for (ho = m->holders.list; ho; ho = next) {
+		struct mux_conn *mc = holder_conn(ho);
+
+		next = ho->next;
 		n += hold_release_one(mc, force);
 		conn_update(mc);
 	}
@@ -937,9 +889,9 @@ static void timer_cb(void *opaque)
 	}
 	/* A wake-up of the dup may be missed (the kernel wakes writers
 	 * only below a quarter of SO_SNDBUF): the tick looks too. */
-	if (m->holders && hold_release_all(m, false) && m->tx)
+	if (m->holders.list && hold_release_all(m, false) && m->tx)
 		vmio_vq_flush_and_notify(m->tx);
-	if (!waiting && !m->holders)
+	if (!waiting && !m->holders.list)
 		vsock_expiry_run(&m->expiry, false);
 	serve_rx(m);
 }
@@ -1003,7 +955,8 @@ void vsock_muxer_set_queues(struct vsock_muxer *m, struct vmio_vq *rx,
 	 * held chain goes back now, read or not (the driver must get all its
 	 * buffers back; the host reads what was sent unless the guest writes
 	 * it meanwhile). */
-	if (m->tx && m->tx != tx && m->holders && hold_release_all(m, true))
+	if (m->tx && m->tx != tx && m->holders.list &&
+	    hold_release_all(m, true))
 		vmio_vq_flush_and_notify(m->tx);
 	m->rx = rx;
 	m->tx = tx;
@@ -1096,11 +1049,11 @@ struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
 		m->cfg.rx_pkt_overhead = 0;
 	m->types = VSOCK_TYPES_STREAM;
 	m->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
-	m->hold_max = cfg->tx_hold_max ? cfg->tx_hold_max
-				       : VSOCK_MUX_TX_HOLD_DEFAULT;
-	if (m->hold_max > VSOCK_MUX_TX_HOLD_MAX)
-		m->hold_max = VSOCK_MUX_TX_HOLD_MAX;
-	m->hold_per_conn = m->hold_max / 2 ? m->hold_max / 2 : 1;
+	vsock_holders_init(&m->holders, loop,
+			   !cfg->tx_hold_max ? VSOCK_MUX_TX_HOLD_DEFAULT
+			   : cfg->tx_hold_max > VSOCK_MUX_TX_HOLD_MAX
+				   ? VSOCK_MUX_TX_HOLD_MAX
+				   : cfg->tx_hold_max);
 	if (!cfg->tx_copy) {
 		const char *why;
 
