@@ -21,6 +21,7 @@
 #include "devices/vsock/router.h"
 #include "devices/vsock/rst_queue.h"
 #include "devices/vsock/rx_sched.h"
+#include "devices/vsock/rx_writer.h"
 #include "devices/vsock/tx_splice.h"
 #include "devices/vsock/peer_log.h"
 
@@ -60,13 +61,10 @@ struct vsock_muxer {
 
 	struct vmio_ratelimit rl;
 	struct vsock_vm_stats stats;
-	/* Large: one iovec array each, never on the stack. rxc[0] is the
-	 * chain of every rx packet; the rest hold a batch of host data
-	 * (vsock_conn_fill_rx_batch). */
-	struct vmio_chain rxc[VSOCK_MUX_RX_BATCH], txc;
-	const struct vmio_chain *rxp[VSOCK_MUX_RX_BATCH];
-	uint32_t rx_written[VSOCK_MUX_RX_BATCH];
-	struct vsock_mrg mrgv; /* the buffers of one mergeable packet */
+	/* Large: one iovec array per chain, never on the stack. */
+	struct vsock_rx_writer rxw;
+	struct vmio_chain txc;
+	struct mux_conn *rx_served; /* the connection rxw just wrote for */
 
 	struct vsock_splice *splice; /* NULL: the copy path */
 	struct vsock_holders holders;
@@ -482,40 +480,6 @@ static bool handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 
 /* ---- Queues ----------------------------------------------------------- */
 
-/* When c's next packet is host data, pops more rx chains behind rxc[0]
- * (which is popped and checked) until their room covers what one batched
- * read may bring (vsock_conn_rx_batch_bytes), the array is full, the
- * guest has no more buffers or the budget is spent. Each chain counts
- * against the budget. Returns the extra chains popped, in rxc[1..]; rxp
- * points at rxc[0..1 + that). */
-static unsigned pop_rx_batch(struct vsock_muxer *m, const struct vsock_conn *c,
-			     unsigned *budget)
-{
-	uint32_t want = vsock_conn_rx_batch_bytes(c);
-	uint32_t room = vsock_pkt_rx_capacity(&m->rxc[0], VSOCK_MAX_PKT_PAYLOAD);
-	unsigned k = 1;
-	const char *why;
-
-	m->rxp[0] = &m->rxc[0];
-	while (room < want && k < VSOCK_MUX_RX_BATCH && *budget) {
-		struct vmio_chain *ch = &m->rxc[k];
-
-		/* Out of buffers (or broken): read what fits in those we
-		 * have; serve_rx's next pop sees the rest. */
-		if (vmio_vq_pop(m->rx, m->mem, ch) <= 0)
-			break;
-		if (vsock_pkt_check_rx(ch, &why)) {
-			vmio_vq_set_broken(m->rx, "vsock rx: %s", why);
-			vmio_vq_unpop(m->rx, 1);
-			break;
-		}
-		(*budget)--;
-		room += vsock_pkt_rx_capacity(ch, VSOCK_MAX_PKT_PAYLOAD);
-		m->rxp[k++] = ch;
-	}
-	return k - 1;
-}
-
 static bool sib_pending(const struct vsock_muxer *m)
 {
 	return m->cfg.router &&
@@ -529,208 +493,113 @@ static enum vsock_rx_source rx_next(const struct vsock_muxer *m)
 				   sib_pending(m));
 }
 
-/* One packet in the plain layout into rxc[0] (popped): one rx chain per
- * packet, or for host data one batch of chains filled from one read.
- * Returns the chains pushed, or -1 when the queue broke. */
-static int plain_packet(struct vsock_muxer *m, enum vsock_rx_source src,
-			unsigned *budget)
-{
-	struct mux_conn *mc;
-	unsigned npop, used, i;
-	const char *why;
-	uint32_t n;
+/* The sources' side of rx_writer.h: each takes its turn (rx_sched.h) as
+ * it writes. */
 
-	if (vsock_pkt_check_rx(&m->rxc[0], &why)) {
-		vmio_vq_set_broken(m->rx, "vsock rx: %s", why);
-		return -1;
-	}
-	if (src == VSOCK_RX_RST) {
-		vsock_pkt_write_hdr(&m->rxc[0], vsock_rstq_peek(&m->rstq));
-		vsock_rstq_pop(&m->rstq);
-		vmio_vq_push(m->rx, m->rxc[0].head, VSOCK_HDR_SIZE);
-		return 1;
-	}
-	if (src == VSOCK_RX_SIBLING) {
-		vsock_rx_sched_take(&m->rxs, src);
-		n = vsock_router_fill_rx(m->cfg.router, m->cfg.vm_index,
-					 &m->rxc[0]);
-		if (!n) {
-			vmio_vq_set_broken(m->rx, "vsock rx: a buffer with no "
-					   "room for data");
-			return -1;
-		}
-		vmio_vq_push(m->rx, m->rxc[0].head, n);
-		return 1;
-	}
-	mc = rx_conn(vsock_rx_sched_take(&m->rxs, src));
-	npop = 1 + pop_rx_batch(m, &mc->c, budget);
-	used = vsock_conn_fill_rx_batch(&mc->c, m->rxp, npop,
-					VSOCK_MAX_PKT_PAYLOAD, m->rx_written);
-	/* The filled chains are the first ones popped: push them, give the
-	 * rest back (the last popped, as unpop needs). */
-	for (i = 0; i < used; i++)
-		vmio_vq_push(m->rx, m->rxc[i].head, m->rx_written[i]);
-	if (used < npop)
-		vmio_vq_unpop(m->rx, npop - used);
-	/* Back at the tail if it has more: one turn is one packet, or one
-	 * batch of host data of up to VSOCK_CONN_RX_BATCH_BYTES (16
-	 * packets in 4 KiB guest buffers). Fair still: every connection
-	 * with something pending gets a turn before this one's next. */
-	conn_update(mc);
-	return (int)used;
+static uint32_t fill_rst(void *opaque, const struct vmio_chain *view)
+{
+	struct vsock_muxer *m = opaque;
+	uint32_t w = vsock_pkt_write_hdr(view, vsock_rstq_peek(&m->rstq))
+			     ? 0
+			     : VSOCK_HDR_SIZE;
+
+	vsock_rstq_pop(&m->rstq);
+	return w;
 }
 
-/* ---- Mergeable rx buffers (mrg_rx.h) ---- */
-
-/* Why mrg_gather stopped. */
-enum mrg_stop {
-	MRG_FIT,    /* the view holds the packet */
-	MRG_DRY,    /* the guest has no more buffers posted */
-	MRG_FULL,   /* VSOCK_MUX_RX_BATCH buffers, or the view's iovecs */
-	MRG_BUDGET, /* this callback's budget is spent */
-	MRG_BROKEN, /* a malformed buffer: the queue is broken */
-};
-
-/* Pops buffers behind rxc[0] (popped, checked, in the view) until the
- * view holds a packet of need payload bytes. *n: the buffers in the
- * view. */
-static enum mrg_stop mrg_gather(struct vsock_muxer *m, uint32_t need,
-				unsigned *budget, unsigned *n)
+static uint32_t fill_sibling(void *opaque, const struct vmio_chain *view)
 {
-	struct vsock_mrg *v = &m->mrgv;
-	const char *why;
+	struct vsock_muxer *m = opaque;
 
-	*n = 1;
-	for (;;) {
-		struct vmio_chain *ch = &m->rxc[*n];
-		int got;
-
-		if (vsock_mrg_fits(v, need))
-			return MRG_FIT;
-		if (*n == VSOCK_MUX_RX_BATCH)
-			return MRG_FULL;
-		if (!*budget)
-			return MRG_BUDGET;
-		got = vmio_vq_pop(m->rx, m->mem, ch);
-		if (got < 0)
-			return MRG_BROKEN;
-		if (!got)
-			return MRG_DRY;
-		if (vsock_pkt_check_rx_buf(ch, &why)) {
-			vmio_vq_set_broken(m->rx, "vsock rx: %s", why);
-			vmio_vq_unpop(m->rx, 1);
-			return MRG_BROKEN;
-		}
-		/* More iovecs than the view has left: the next packet's. */
-		if (!vsock_mrg_add(v, ch)) {
-			vmio_vq_unpop(m->rx, 1);
-			return MRG_FULL;
-		}
-		(*budget)--;
-		m->rxp[(*n)++] = ch;
-	}
+	vsock_rx_sched_take(&m->rxs, VSOCK_RX_SIBLING);
+	return vsock_router_fill_rx(m->cfg.router, m->cfg.vm_index, view);
 }
 
-/* One packet in the mergeable layout, rxc[0] popped. An RST or a sibling
- * packet goes whole: with too few buffers posted the device waits for
- * more, and a sibling packet is cut only when even VSOCK_MUX_RX_BATCH
- * buffers cannot hold it. Connection data is read to the room there is.
- * Returns the buffers pushed, or -1 to stop serving for now (waiting for
- * buffers or the next turn, or the queue broke). */
-static int mrg_packet(struct vsock_muxer *m, enum vsock_rx_source src,
-		      unsigned *budget)
+/* The connection whose turn it is leaves the FIFO; rx_served keeps it
+ * for conn_update, which puts it back at the tail if it has more: one
+ * turn is one packet, or one batch of host data of up to
+ * VSOCK_CONN_RX_BATCH_BYTES (16 packets in 4 KiB guest buffers). Fair
+ * still: every connection with something pending gets a turn before
+ * this one's next. */
+static struct vsock_conn *conn_take(struct vsock_muxer *m)
 {
-	struct vsock_mrg *v = &m->mrgv;
-	struct mux_conn *mc = NULL;
-	uint32_t need = 0, w = 0;
-	enum mrg_stop stop;
-	unsigned n, k, i;
-	const char *why;
+	m->rx_served = rx_conn(vsock_rx_sched_take(&m->rxs, VSOCK_RX_CONN));
+	return &m->rx_served->c;
+}
 
-	if (vsock_pkt_check_rx_buf(&m->rxc[0], &why)) {
-		vmio_vq_set_broken(m->rx, "vsock rx: %s", why);
-		return -1;
-	}
-	if (src == VSOCK_RX_SIBLING)
-		need = vsock_router_rx_next_len(m->cfg.router, m->cfg.vm_index);
-	else if (src == VSOCK_RX_CONN)
-		need = vsock_conn_rx_want(
-			&rx_conn(vsock_rx_sched_head(&m->rxs))->c);
-	vsock_mrg_begin(v);
-	/* Refused only for a buffer of VMIO_CHAIN_MAX_IOV descriptors that
-	 * num_buffers would split into one more: no packet fits it. */
-	if (!vsock_mrg_add(v, &m->rxc[0])) {
-		vmio_vq_unpop(m->rx, 1);
-		vmio_vq_set_broken(m->rx, "vsock rx: a buffer of too many "
-				   "descriptors for a mergeable packet");
-		return -1;
-	}
-	m->rxp[0] = &m->rxc[0];
-	stop = mrg_gather(m, need, budget, &n);
-	if (stop == MRG_BROKEN) {
-		vmio_vq_unpop(m->rx, n);
-		return -1;
-	}
-	/* Connection data may be cut to the room; a header never, and a
-	 * whole packet only when no more buffers could ever hold it. */
-	if (!vsock_mrg_fits(v, 0) ||
-	    (src != VSOCK_RX_CONN && stop != MRG_FIT && stop != MRG_FULL)) {
-		vmio_vq_unpop(m->rx, n);
-		if (stop == MRG_FULL) {
-			vmio_vq_set_broken(m->rx, "vsock rx: %u buffers too "
-					   "small for one packet's header",
-					   n);
-			return -1;
-		}
-		if (stop == MRG_BUDGET) {
-			resched(m, true, false);
-			return -1;
-		}
-		/* Dry: wait for more, unless some came meanwhile. */
-		return vmio_vq_enable_kicks(m->rx, true) ? 0 : -1;
-	}
-	mc = rx_conn(vsock_rx_sched_take(&m->rxs, src));
+static uint32_t fill_conn(void *opaque, const struct vmio_chain *view)
+{
+	return (uint32_t)vsock_conn_fill_rx(conn_take(opaque), view,
+					    VSOCK_MAX_PKT_PAYLOAD);
+}
+
+static unsigned fill_conn_batch(void *opaque,
+				const struct vmio_chain *const bufs[],
+				unsigned n, uint32_t used[])
+{
+	return vsock_conn_fill_rx_batch(conn_take(opaque), bufs, n,
+					VSOCK_MAX_PKT_PAYLOAD, used);
+}
+
+/* What the writer needs to know of source src. */
+static void rx_source(struct vsock_muxer *m, enum vsock_rx_source src,
+		      struct vsock_rx_source_ops *o)
+{
+	const struct vsock_conn *c;
+
+	*o = (struct vsock_rx_source_ops){ .opaque = m };
 	switch (src) {
 	case VSOCK_RX_RST:
-		if (!vsock_pkt_write_hdr(&v->view, vsock_rstq_peek(&m->rstq)))
-			w = VSOCK_HDR_SIZE;
-		vsock_rstq_pop(&m->rstq);
+		o->fill = fill_rst;
 		break;
 	case VSOCK_RX_SIBLING:
-		w = vsock_router_fill_rx(m->cfg.router, m->cfg.vm_index,
-					 &v->view);
+		/* A plain packet is cut to its one buffer anyway. */
+		if (m->mrg)
+			o->need = vsock_router_rx_next_len(m->cfg.router,
+							   m->cfg.vm_index);
+		o->fill = fill_sibling;
 		break;
 	case VSOCK_RX_CONN:
-		w = (uint32_t)vsock_conn_fill_rx(&mc->c, &v->view,
-						 VSOCK_MAX_PKT_PAYLOAD);
+		c = &rx_conn(vsock_rx_sched_head(&m->rxs))->c;
+		o->need = vsock_conn_rx_want(c);
+		o->may_cut = true;
+		o->batch = vsock_conn_rx_batch_bytes(c);
+		o->fill = fill_conn;
+		o->fill_batch = fill_conn_batch;
 		break;
 	case VSOCK_RX_NONE:
 		break;
 	}
-	if (!w && src == VSOCK_RX_SIBLING) {
-		/* The whole batch holds the header but no payload byte. */
-		vmio_vq_unpop(m->rx, n);
-		vmio_vq_set_broken(m->rx, "vsock rx: %u buffers with no room "
-				   "for data", n);
-		return -1;
+}
+
+/* One packet from the source whose turn it is, its first buffer popped.
+ * Returns the buffers pushed, or < 0 to stop serving for now. */
+static int rx_packet(struct vsock_muxer *m, unsigned *budget)
+{
+	struct vsock_rx_source_ops src;
+	int k;
+
+	/* Asked again: a sibling packet may have come meanwhile. */
+	rx_source(m, rx_next(m), &src);
+	k = vsock_rx_write(&m->rxw, &src, budget);
+	if (m->rx_served) {
+		conn_update(m->rx_served);
+		m->rx_served = NULL;
 	}
-	k = w ? vsock_mrg_finish(v, m->rxp, w, m->rx_written) : 0;
-	for (i = 0; i < k; i++)
-		vmio_vq_push(m->rx, m->rxc[i].head, m->rx_written[i]);
-	if (k < n)
-		vmio_vq_unpop(m->rx, n - k);
-	if (mc)
-		conn_update(mc);
-	return (int)k;
+	if (k == VSOCK_RX_AGAIN)
+		resched(m, true, false);
+	return k;
 }
 
 static void serve_rx(struct vsock_muxer *m)
 {
-	struct vmio_vq *rx = m->rx;
 	unsigned budget = VSOCK_MUX_BATCH, pushed = 0;
 
-	if (!rx || !m->mem)
+	if (!m->rx || !m->mem)
 		return;
+	m->rxw.vq = m->rx;
+	m->rxw.mem = m->mem;
+	m->rxw.mergeable = m->mrg;
 	while (rx_next(m) != VSOCK_RX_NONE) {
 		int got, k;
 
@@ -738,32 +607,30 @@ static void serve_rx(struct vsock_muxer *m)
 			resched(m, true, false);
 			break;
 		}
-		got = vmio_vq_pop(rx, m->mem, &m->rxc[0]);
+		got = vsock_rx_pop_first(&m->rxw);
 		if (got < 0)
 			break;
 		if (!got) {
 			/* Out of buffers: wait for the guest to post some,
 			 * unless it did while kicks were off. */
-			if (vmio_vq_poll_avail(rx, m->cfg.poll_ns) ||
-			    vmio_vq_enable_kicks(rx, true))
+			if (vmio_vq_poll_avail(m->rx, m->cfg.poll_ns) ||
+			    vmio_vq_enable_kicks(m->rx, true))
 				continue;
 			break;
 		}
-		/* Asked again: a sibling packet may have come meanwhile. */
-		k = m->mrg ? mrg_packet(m, rx_next(m), &budget)
-			   : plain_packet(m, rx_next(m), &budget);
+		k = rx_packet(m, &budget);
 		if (k < 0)
 			break;
 		pushed += (unsigned)k;
 	}
 	if (pushed) {
-		vmio_vq_flush_and_notify(rx);
+		vmio_vq_flush_and_notify(m->rx);
 		m->stats.rx_flushes++;
 	}
 	/* Nothing to send: buffers the guest posts are of no use until
 	 * there is, so do not let it kick us for them. */
 	if (rx_next(m) == VSOCK_RX_NONE)
-		vmio_vq_enable_kicks(rx, false);
+		vmio_vq_enable_kicks(m->rx, false);
 	if (m->tx_stalled && !vsock_rstq_full(&m->rstq)) {
 		m->tx_stalled = false;
 		resched(m, false, true);

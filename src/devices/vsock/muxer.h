@@ -85,12 +85,6 @@ struct vsock_muxer_config {
 /* Chains handled per queue per callback. (Synthetic RSTs queued at most:
  * VSOCK_RSTQ_SIZE, rst_queue.h.) */
 #define VSOCK_MUX_BATCH 256
-/* rx chains filled from one batched host read at most: enough to cover
- * VSOCK_CONN_RX_BATCH_BYTES in the 4 KiB buffers a Linux guest posts
- * (4052 payload bytes each after the header, so 16 take 63.3 KiB), and
- * the 17 buffers one 64 KiB mergeable packet spans (mrg_rx.h). Each is a
- * vmio_chain of 16 KiB kept in the muxer. */
-#define VSOCK_MUX_RX_BATCH VSOCK_MRG_MAX_BUFS
 
 struct vsock_muxer;
 struct vsock_router;
