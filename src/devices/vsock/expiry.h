@@ -11,7 +11,9 @@
  *
  * and, for the multiplexer's other uses of the tick, a connection that
  * wants one (vsock_conn_wants_tick) and held tx chains (tx_splice.h).
- * A deadline is a loop-clock time kept in its connection (0: none). */
+ * The hybrid listener (hybrid.h) keeps one of its own, whose "connect"
+ * deadline is a host socket's CONNECT line. A deadline is a loop-clock
+ * time kept in what it bounds (0: none). */
 #ifndef VMIO_DEVICES_VSOCK_EXPIRY_H
 #define VMIO_DEVICES_VSOCK_EXPIRY_H
 
@@ -43,7 +45,7 @@ void vsock_expiry_fini(struct vsock_expiry *x);
 void vsock_expiry_run(struct vsock_expiry *x, bool on);
 
 /* A new host-initiated connection: the guest answers within the connect
- * timeout. Starts the tick. */
+ * timeout (the timeout given to init). Starts the tick. */
 void vsock_expiry_connect(struct vsock_expiry *x, uint64_t *deadline_ns);
 
 /* Brings c's deadline in line with its state, after every change: the

@@ -10,11 +10,11 @@
 #include <unistd.h>
 
 #include "devices/vsock/connect_line.h"
+#include "devices/vsock/expiry.h"
 #include "devices/vsock/packet.h"
 #include "devices/vsock/peer_log.h"
 #include "util/unix_socket.h"
 
-#define HYBRID_TICK_MS 100
 #define HYBRID_BACKLOG 128
 
 struct hy_pending {
@@ -41,22 +41,13 @@ struct vsock_hybrid {
 	struct vsock_hybrid_config cfg;
 	char *path;
 	struct hy_listener lis[2]; /* stream, seqpacket */
-	struct vmio_timer tick; /* periodic while a socket awaits its line */
+	/* The tick, while a socket awaits its line (the line timeout is
+	 * its "connect" deadline, expiry.h). */
+	struct vsock_expiry expiry;
 	struct hy_pending *pending;
 	unsigned npending;
 	struct vmio_ratelimit rl;
 };
-
-static void timer_arm(struct vsock_hybrid *h, bool on)
-{
-	if (vmio_timer_armed(&h->tick) == on)
-		return;
-	if (on)
-		vmio_timer_arm_periodic_ns(&h->tick,
-					   HYBRID_TICK_MS * 1000000ull);
-	else
-		vmio_timer_cancel(&h->tick);
-}
 
 /* Takes p off the list; its fd is the caller's (closed or handed on). */
 static void pending_unlink(struct vsock_hybrid *h, struct hy_pending *p)
@@ -213,26 +204,23 @@ static void accept_cb(void *opaque, int lfd, uint32_t events)
 	p->h = h;
 	p->fd = fd;
 	p->type = l->type;
-	p->deadline_ns = vmio_loop_now_ns(h->loop) +
-			 (uint64_t)h->cfg.line_timeout_ms * 1000000u;
+	vsock_expiry_connect(&h->expiry, &p->deadline_ns);
 	vsock_connect_line_init(&p->line, h->cfg.line_max);
 	p->next = h->pending;
 	if (h->pending)
 		h->pending->prev = p;
 	h->pending = p;
 	h->npending++;
-	timer_arm(h, true);
 }
 
 static void timer_cb(void *opaque)
 {
 	struct vsock_hybrid *h = opaque;
 	struct hy_pending *p, *next;
-	uint64_t now = vmio_loop_now_ns(h->loop);
 
 	for (p = h->pending; p; p = next) {
 		next = p->next;
-		if (now < p->deadline_ns)
+		if (!vsock_expiry_due(&h->expiry, p->deadline_ns))
 			continue;
 		vsock_peer_log(&h->rl, VMIO_LOG_INFO,
 			       "vsock: %s: no complete CONNECT line within "
@@ -241,7 +229,7 @@ static void timer_cb(void *opaque)
 		pending_close(h, p);
 	}
 	if (!h->pending)
-		timer_arm(h, false);
+		vsock_expiry_run(&h->expiry, false);
 }
 
 /* Listens at path (stream) or path + VSOCK_HYBRID_SEQPACKET_SUFFIX. */
@@ -305,7 +293,8 @@ struct vsock_hybrid *vsock_hybrid_new(struct vmio_loop *loop,
 	if (!h->path)
 		goto fail;
 	h->cfg.uds_path = h->path;
-	rc = vmio_timer_init(&h->tick, loop, timer_cb, h);
+	rc = vsock_expiry_init(&h->expiry, loop, h->cfg.line_timeout_ms,
+			       timer_cb, h);
 	if (rc)
 		goto fail;
 	rc = listener_open(h, &h->lis[0], VSOCK_TYPE_STREAM, h->path);
@@ -330,7 +319,7 @@ void vsock_hybrid_free(struct vsock_hybrid *h)
 		pending_close(h, h->pending);
 	listener_close(h, &h->lis[0]);
 	listener_close(h, &h->lis[1]);
-	vmio_timer_fini(&h->tick);
+	vsock_expiry_fini(&h->expiry);
 	free(h->path);
 	free(h);
 }
