@@ -6,17 +6,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "devices/vsock/conn_table.h"
 #include "devices/vsock/connection.h"
 #include "devices/vsock/expiry.h"
+#include "devices/vsock/host_service.h"
 #include "devices/vsock/packet.h"
 #include "devices/vsock/router.h"
 #include "devices/vsock/rst_queue.h"
@@ -319,10 +316,6 @@ static void hold_wake_cb(void *opaque, int fd, uint32_t events)
 
 /* ---- Guest -> host ---------------------------------------------------- */
 
-/* The guest connects to host port h->dst_port: connect to the host
- * service at <uds_path>_<port>, or RST at once if there is none. A unix
- * stream connect never blocks: it succeeds, or fails (EAGAIN when the
- * listener's backlog is full, which we also refuse). */
 /* A guest connect no service takes. */
 static void refuse(struct vsock_muxer *m, const struct vsock_hdr *h)
 {
@@ -330,11 +323,13 @@ static void refuse(struct vsock_muxer *m, const struct vsock_hdr *h)
 	reply_rst(m, h);
 }
 
+/* The guest connects to host port h->dst_port: to the host service
+ * (host_service.h), or RST at once if there is none. */
 static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char path[VSOCK_SERVICE_PATH_MAX];
 	struct mux_conn *mc;
-	int fd, n;
+	int fd;
 
 	if (vsock_table_full(&m->table)) {
 		vsock_peer_log(&m->rl, VMIO_LOG_WARN,
@@ -344,29 +339,8 @@ static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 		refuse(m, h);
 		return;
 	}
-	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s_%u", m->uds_path,
-		     h->dst_port);
-	if (n < 0 || (size_t)n >= sizeof(sa.sun_path)) {
-		vsock_peer_log(&m->rl, VMIO_LOG_WARN,
-			       "vsock: %s_%u: path too long", m->uds_path,
-			       h->dst_port);
-		refuse(m, h);
-		return;
-	}
-	/* A seqpacket guest socket reaches a seqpacket host service (a
-	 * service of the other type refuses: EPROTOTYPE, an RST). */
-	fd = socket(AF_UNIX,
-		    (h->type == VSOCK_TYPE_SEQPACKET ? SOCK_SEQPACKET
-						     : SOCK_STREAM) |
-			    SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		vsock_peer_log(&m->rl, VMIO_LOG_INFO,
-			       "vsock: guest connect to host port %u: %s: %s; "
-			       "RST",
-			       h->dst_port, sa.sun_path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+	fd = vsock_service_connect(m->uds_path, h, &m->rl, path);
+	if (fd < 0) {
 		refuse(m, h);
 		return;
 	}
@@ -388,7 +362,7 @@ static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 	}
 	vsock_peer_log(&m->rl, VMIO_LOG_DEBUG,
 		       "vsock: guest port %u connected to %s", h->src_port,
-		       sa.sun_path);
+		       path);
 	conn_update(mc);
 }
 
@@ -989,8 +963,8 @@ static void write_conn(const struct mux_conn *mc, const char *uds_path,
 	vmio_json_key(j, "host_path");
 	if (from_guest) {
 		char path[4096 + 16];
-		int n = snprintf(path, sizeof(path), "%s_%u", uds_path,
-				 c->local_port);
+		int n = vsock_service_path(uds_path, c->local_port, path,
+					   sizeof(path));
 		vmio_json_string_n(j, path, n < 0 ? 0 :
 				   (size_t)n < sizeof(path) ? (size_t)n :
 							      sizeof(path) - 1);
