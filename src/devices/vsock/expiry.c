@@ -51,9 +51,9 @@ void vsock_expiry_follow(struct vsock_expiry *x, const struct vsock_conn *c,
 	}
 }
 
-bool vsock_expiry_due(const struct vsock_expiry *x, uint64_t deadline_ns)
+uint64_t vsock_expiry_now(const struct vsock_expiry *x)
 {
-	return deadline_ns && vmio_loop_now_ns(x->tick.loop) >= deadline_ns;
+	return vmio_loop_now_ns(x->tick.loop);
 }
 
 bool vsock_expiry_rst(const struct vsock_conn *c, struct vsock_hdr *rst)

@@ -54,8 +54,13 @@ void vsock_expiry_connect(struct vsock_expiry *x, uint64_t *deadline_ns);
 void vsock_expiry_follow(struct vsock_expiry *x, const struct vsock_conn *c,
 			 uint64_t *deadline_ns);
 
-/* Whether the deadline (0: none) has passed. */
-bool vsock_expiry_due(const struct vsock_expiry *x, uint64_t deadline_ns);
+/* The loop's time, read once per tick for every deadline it checks. */
+uint64_t vsock_expiry_now(const struct vsock_expiry *x);
+/* Whether the deadline (0: none) has passed at now. */
+static inline bool vsock_expiry_due(uint64_t deadline_ns, uint64_t now)
+{
+	return deadline_ns && now >= deadline_ns;
+}
 
 /* What c, whose deadline passed, owes the guest: true with the RST in
  * *rst, or false when our REQUEST never left (nothing to reset there). */

@@ -217,10 +217,11 @@ static void timer_cb(void *opaque)
 {
 	struct vsock_hybrid *h = opaque;
 	struct hy_pending *p, *next;
+	uint64_t now = vsock_expiry_now(&h->expiry);
 
 	for (p = h->pending; p; p = next) {
 		next = p->next;
-		if (!vsock_expiry_due(&h->expiry, p->deadline_ns))
+		if (!vsock_expiry_due(p->deadline_ns, now))
 			continue;
 		vsock_peer_log(&h->rl, VMIO_LOG_INFO,
 			       "vsock: %s: no complete CONNECT line within "

@@ -712,6 +712,7 @@ static void timer_cb(void *opaque)
 {
 	struct vsock_muxer *m = opaque;
 	struct mux_conn *mc, *next;
+	uint64_t now = vsock_expiry_now(&m->expiry);
 	bool waiting = false;
 
 	for (mc = m->all; mc; mc = next) {
@@ -724,7 +725,7 @@ static void timer_cb(void *opaque)
 		}
 		if (!mc->deadline_ns)
 			continue;
-		if (!vsock_expiry_due(&m->expiry, mc->deadline_ns) ||
+		if (!vsock_expiry_due(mc->deadline_ns, now) ||
 		    !conn_expire(m, mc))
 			waiting = true;
 	}
