@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "devices/vsock/conn_doc.h"
 #include "devices/vsock/conn_table.h"
 #include "devices/vsock/connection.h"
 #include "devices/vsock/expiry.h"
@@ -829,28 +830,9 @@ const struct vsock_vm_stats *vsock_muxer_stats(const struct vsock_muxer *m)
 	return &m->stats;
 }
 
-/* The counters of a guest that is gone, for -v. */
-static void log_stats(const struct vsock_muxer *m)
-{
-	const struct vsock_vm_stats *st = &m->stats;
-
-	log_debug("vsock: CID %" PRIu64 ": tx spliced %" PRIu64
-		  " B, copied %" PRIu64 " B, chains held %" PRIu64
-		  " (at most %" PRIu64 " at once, %" PRIu64 " found no room, "
-		  "%" PRIu64 " wake-ups); "
-		  "rx packets %" PRIu64 ", host reads %" PRIu64
-		  ", CREDIT_REQUEST %" PRIu64 ", CREDIT_UPDATE %" PRIu64
-		  ", used-ring flushes %" PRIu64,
-		  m->cfg.guest_cid, st->tx_bytes_spliced, st->tx_bytes_copied,
-		  st->tx_chains_held, st->tx_chains_held_max, st->tx_hold_full,
-		  st->tx_hold_wakes,
-		  st->rx_packets, st->rx_host_reads, st->rx_credit_requests,
-		  st->rx_credit_updates, st->rx_flushes);
-}
-
 void vsock_muxer_reset(struct vsock_muxer *m)
 {
-	log_stats(m);
+	vsock_vm_stats_log(&m->stats, m->cfg.guest_cid);
 	/* The rings are gone with the guest: held chains are not pushed. */
 	m->rx = m->tx = NULL;
 	m->mem = NULL;
@@ -947,36 +929,6 @@ void vsock_muxer_free(struct vsock_muxer *m)
 
 /* ---- Counters ----------------------------------------------------------- */
 
-static void write_conn(const struct mux_conn *mc, const char *uds_path,
-		       struct vmio_json *j)
-{
-	const struct vsock_conn *c = &mc->c;
-	bool from_guest = c->guest_initiated;
-
-	vmio_json_object_begin(j);
-	vmio_json_kv_uint(j, "guest_port", c->peer_port);
-	vmio_json_kv_uint(j, "host_port", c->local_port);
-	vmio_json_kv_string(j, "type", c->type == VSOCK_TYPE_SEQPACKET ?
-					       "seqpacket" : "stream");
-	vmio_json_kv_string(j, "initiator", from_guest ? "guest" : "host");
-	/* A guest connect went to <uds_path>_<port>; a host program came
-	 * in through the hybrid socket at uds_path. */
-	vmio_json_key(j, "host_path");
-	if (from_guest) {
-		char path[4096 + 16];
-		int n = vsock_service_path(uds_path, c->local_port, path,
-					   sizeof(path));
-		vmio_json_string_n(j, path, n < 0 ? 0 :
-				   (size_t)n < sizeof(path) ? (size_t)n :
-							      sizeof(path) - 1);
-	} else {
-		vmio_json_string(j, uds_path);
-	}
-	vmio_json_kv_string(j, "state", vsock_conn_state_name(c->state));
-	vsock_conn_stats_write(&c->stats, j);
-	vmio_json_object_end(j);
-}
-
 void vsock_muxer_write_stats(const struct vsock_muxer *m,
 			     struct vmio_json *j)
 {
@@ -987,19 +939,10 @@ void vsock_muxer_write_stats(const struct vsock_muxer *m,
 		vsock_conn_stats_add(&all, &mc->c.stats);
 		live++;
 	}
-	vmio_json_kv_uint(j, "connections_open", live);
-	vmio_json_kv_uint(j, "connections_opened", m->stats.connections_opened);
-	vmio_json_kv_uint(j, "connections_ended", m->stats.connections_ended);
-	vmio_json_kv_uint(j, "connections_refused",
-			  m->stats.connections_refused);
-	vmio_json_kv_uint(j, "rsts_unmatched", m->stats.rsts_unmatched);
-	vmio_json_key(j, "totals");
-	vmio_json_object_begin(j);
-	vsock_conn_stats_write(&all, j);
-	vmio_json_object_end(j);
+	vsock_vm_stats_write(&m->stats, live, &all, j);
 	vmio_json_key(j, "connections");
 	vmio_json_array_begin(j);
 	for (const struct mux_conn *mc = m->all; mc; mc = mc->all_next)
-		write_conn(mc, m->uds_path, j);
+		vsock_conn_write_doc(&mc->c, m->uds_path, j);
 	vmio_json_array_end(j);
 }
