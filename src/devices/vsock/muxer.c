@@ -172,7 +172,8 @@ static void conn_update(struct mux_conn *mc)
 			mc->watched_fd = c->fd;
 			mc->watched = ev;
 		} else {
-			log_err("vsock: cannot watch a host socket");
+			vsock_peer_log(&m->rl, VMIO_LOG_ERR,
+				       "vsock: cannot watch a host socket");
 		}
 	} else if (ev != mc->watched) {
 		vmio_loop_modify(m->loop, c->fd, ev);
