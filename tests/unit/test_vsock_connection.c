@@ -222,12 +222,12 @@ static void test_spliced_chain_held(void **state)
 	established(262144, 262144, 0);
 	conn.splice = vsock_splice_new();
 	assert_non_null(conn.splice);
-	vsock_conn_set_hold_cap(&conn, 2);
+	vsock_held_set_cap(&conn.held, 2);
 	may_hold = true;
 
 	guest_send(VSOCK_OP_RW, 0, 0, 60000);
 	assert_true(last_held);
-	assert_int_equal(conn.held_n, 1);
+	assert_int_equal(conn.held.n, 1);
 	assert_int_equal(conn.credit.fwd_cnt, 0);
 	assert_int_equal(vsock_conn_tx_release(&conn, heads, 4, false), 0);
 	host_read_pattern(0, 30000);
@@ -237,22 +237,22 @@ static void test_spliced_chain_held(void **state)
 	/* A second chain behind it, then the first read through. */
 	guest_send(VSOCK_OP_RW, 0, 60000, 20000);
 	assert_true(last_held);
-	assert_int_equal(conn.held_n, 2);
+	assert_int_equal(conn.held.n, 2);
 	host_read_pattern(30000, 30000);
 	assert_int_equal(vsock_conn_tx_release(&conn, heads, 4, false), 1);
 	assert_int_equal(conn.credit.fwd_cnt, 60000);
-	assert_int_equal(conn.held_n, 1);
+	assert_int_equal(conn.held.n, 1);
 
 	/* The bound reached: a third is copied, not held. */
 	guest_send(VSOCK_OP_RW, 0, 80000, 20000);
 	assert_true(last_held);
 	guest_send(VSOCK_OP_RW, 0, 100000, 20000);
 	assert_false(last_held);
-	assert_int_equal(conn.held_n, 2);
+	assert_int_equal(conn.held.n, 2);
 	host_read_pattern(60000, 60000);
 	assert_int_equal(vsock_conn_tx_release(&conn, heads, 4, false), 2);
 	assert_int_equal(conn.credit.fwd_cnt, 120000);
-	assert_int_equal(conn.held_n, 0);
+	assert_int_equal(conn.held.n, 0);
 
 	/* Held with force (a queue stop): back unread. */
 	guest_send(VSOCK_OP_RW, 0, 120000, 20000);

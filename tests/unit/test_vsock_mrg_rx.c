@@ -1,6 +1,7 @@
 /* Mergeable rx buffers alone: the view over several buffers with
  * num_buffers cut out, and what finish writes and reports, for buffers of
- * every size, the header straddling them included. */
+ * every size, the header straddling them included; and the plain layout
+ * as the view of one buffer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -71,7 +72,7 @@ static void one_case(const uint32_t *sizes, unsigned n, uint32_t step,
 	unsigned k;
 
 	make(&b, sizes, n, step);
-	vsock_mrg_begin(&m);
+	vsock_mrg_begin(&m, true);
 	for (unsigned i = 0; i < n; i++) {
 		assert_true(vsock_mrg_add(&m, b.p[i]));
 		total += sizes[i];
@@ -155,14 +156,14 @@ static void test_limits(void **state)
 	for (unsigned i = 0; i < MAXB; i++)
 		sizes[i] = 10;
 	make(&b, sizes, MAXB, 0);
-	vsock_mrg_begin(&m);
+	vsock_mrg_begin(&m, true);
 	for (unsigned i = 0; i < VSOCK_MRG_MAX_BUFS; i++)
 		assert_true(vsock_mrg_add(&m, b.p[i % MAXB]));
 	assert_false(vsock_mrg_add(&m, b.p[0]));
 	/* A buffer of more iovecs than the view has left is refused whole. */
 	sizes[0] = sizes[1] = 1000;
 	make(&b, sizes, 2, 1);
-	vsock_mrg_begin(&m);
+	vsock_mrg_begin(&m, true);
 	assert_true(vsock_mrg_add(&m, b.p[0]));
 	assert_int_equal(m.view.nin, 998); /* less num_buffers's two */
 	assert_false(vsock_mrg_add(&m, b.p[1]));
@@ -172,11 +173,39 @@ static void test_limits(void **state)
 	/* Too little room for a header: nothing fits, finish refuses. */
 	sizes[0] = 45;
 	make(&b, sizes, 1, 0);
-	vsock_mrg_begin(&m);
+	vsock_mrg_begin(&m, true);
 	assert_true(vsock_mrg_add(&m, b.p[0]));
 	assert_false(vsock_mrg_fits(&m, 0));
 	assert_int_equal(vsock_mrg_payload_room(&m), 0);
 	assert_int_equal(vsock_mrg_finish(&m, b.p, VSOCK_HDR_SIZE, used), 0);
+}
+
+/* The plain layout is the view's one-buffer case: the buffer as it is
+ * (no num_buffers cut out, every iovec kept), one buffer per packet, and
+ * finish writes nothing and reports what was written. */
+static void test_plain(void **state)
+{
+	static struct bufs b;
+	static struct vsock_mrg m;
+	static const uint8_t data[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	uint32_t sizes[2] = { 100, 100 }, used[2];
+
+	make(&b, sizes, 2, 3);
+	vsock_mrg_begin(&m, false);
+	assert_true(vsock_mrg_add(&m, b.p[0]));
+	assert_int_equal(m.view.nin, b.c[0].nin);
+	assert_int_equal(m.view.in_len, 100);
+	assert_false(vsock_mrg_add(&m, b.p[1]));
+	assert_true(vsock_mrg_fits(&m, 100 - VSOCK_HDR_SIZE));
+	assert_false(vsock_mrg_fits(&m, 100 - VSOCK_HDR_SIZE + 1));
+	assert_int_equal(vsock_mrg_payload_room(&m), 100 - VSOCK_HDR_SIZE);
+	assert_int_equal(vsock_pkt_write_payload(&m.view, 0, data, 8), 8);
+	assert_int_equal(vsock_mrg_finish(&m, b.p, VSOCK_HDR_SIZE + 8, used),
+			 1);
+	assert_int_equal(used[0], VSOCK_HDR_SIZE + 8);
+	/* The payload right after the header, where num_buffers would be. */
+	assert_memory_equal(b.mem[0] + VSOCK_HDR_SIZE, data, 8);
+	assert_int_equal(b.mem[0][VSOCK_HDR_SIZE + 8], 0xee);
 }
 
 int main(void)
@@ -184,6 +213,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_plain),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,7 @@
 #include "devices/vsock/device.h"
 #include "devices/vsock/muxer.h"
 #include "devices/vsock/packet.h"
+#include "devices/vsock/rst_queue.h"
 #include "frontend/frontend.h"
 #include "util/log.h"
 #include "vhost-user/backend.h"
@@ -723,14 +724,14 @@ static void test_rst_queue_bound_stalls_tx(void **state)
 	vmio_dvq_kick(tx);
 	/* Bounded: however slow the machine, the first 256 come back. */
 	for (int waited = 0;
-	     n_used < VSOCK_MUX_RSTQ_SIZE && waited < WAIT_MS; waited += 10) {
+	     n_used < VSOCK_RSTQ_SIZE && waited < WAIT_MS; waited += 10) {
 		vmio_dvq_want_interrupt(tx);
 		while (vmio_dvq_get_used(tx, NULL))
 			n_used++;
-		if (n_used < VSOCK_MUX_RSTQ_SIZE)
+		if (n_used < VSOCK_RSTQ_SIZE)
 			vmio_dvq_wait(tx, 10);
 	}
-	assert_int_equal(n_used, VSOCK_MUX_RSTQ_SIZE);
+	assert_int_equal(n_used, VSOCK_RSTQ_SIZE);
 	/* And no more: the loop, stopped and run on this thread until
 	 * nothing is left to do, has done all it would with these 300; a
 	 * kick of our own makes the device look at the tx ring once more. */
@@ -738,12 +739,12 @@ static void test_rst_queue_bound_stalls_tx(void **state)
 	loop_drain(f);
 	while (vmio_dvq_get_used(tx, NULL))
 		n_used++;
-	assert_int_equal(n_used, VSOCK_MUX_RSTQ_SIZE);
+	assert_int_equal(n_used, VSOCK_RSTQ_SIZE);
 	kick_fd(tx);
 	loop_drain(f);
 	while (vmio_dvq_get_used(tx, NULL))
 		n_used++;
-	assert_int_equal(n_used, VSOCK_MUX_RSTQ_SIZE);
+	assert_int_equal(n_used, VSOCK_RSTQ_SIZE);
 	loop_resume(f);
 	post_rx(f, 300);
 	while (n_rst < 300 && recv_pkt(f, &h, NULL, 0, WAIT_MS)) {

@@ -16,9 +16,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "devices/vsock/peer_log.h"
 #include "util/fd.h"
 #include "util/iov.h"
-#include "util/log.h"
 
 /* iovecs per sendmsg/recvmsg: a 64 KiB payload in 4 KiB guest pages is
  * 16; more just takes another round of the loop. */
@@ -30,6 +30,16 @@
 #define CONN_RX_IOV 256
 
 #define IO_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL)
+
+/* The limiter of connections that were given none (vsock_conn.rl): one
+ * per thread, as a connection lives on one. */
+static _Thread_local struct vmio_ratelimit conn_rl_default =
+	VMIO_RATELIMIT_INIT(10);
+
+/* A line this connection's peers can trigger (peer_log.h). */
+#define conn_log(c, level, ...)                                                \
+	vsock_peer_log((c)->rl ? (c)->rl : &conn_rl_default, level,            \
+		       __VA_ARGS__)
 
 static void conn_merge_release(struct vsock_conn *c);
 
@@ -182,9 +192,7 @@ static void conn_close_host(struct vsock_conn *c)
 void vsock_conn_destroy(struct vsock_conn *c)
 {
 	conn_close_host(c);
-	free(c->held);
-	c->held = NULL;
-	c->held_n = 0;
+	vsock_held_free(&c->held);
 	c->state = VSOCK_CONN_KILLED;
 	c->pending = 0;
 }
@@ -193,8 +201,9 @@ void vsock_conn_destroy(struct vsock_conn *c)
  * without, it told us (an RST of its own), and answering could loop. */
 static void conn_kill(struct vsock_conn *c, bool rst, const char *why)
 {
-	log_debug("vsock: conn %u:%u %s: %s%s", c->local_port, c->peer_port,
-		  vsock_conn_state_name(c->state), why, rst ? ", RST" : "");
+	conn_log(c, VMIO_LOG_DEBUG, "vsock: conn %u:%u %s: %s%s",
+		 c->local_port, c->peer_port, vsock_conn_state_name(c->state),
+		 why, rst ? ", RST" : "");
 	conn_close_host(c);
 	c->state = VSOCK_CONN_KILLED;
 	c->pending = rst ? VSOCK_RXOP_RST : 0;
@@ -212,7 +221,7 @@ static void conn_maybe_close(struct vsock_conn *c)
 		return;
 	/* Held chains too: closing would leave the host reading pages the
 	 * guest is about to get back. */
-	if (!(c->peer_shut & VSOCK_SHUTDOWN_SEND) || c->ring_len || c->held_n)
+	if (!(c->peer_shut & VSOCK_SHUTDOWN_SEND) || c->ring_len || c->held.n)
 		return;
 	if (c->pending & VSOCK_RXOP_SHUTDOWN)
 		return;
@@ -228,17 +237,6 @@ static void conn_credit_check(struct vsock_conn *c)
 	if (!(c->peer_shut & VSOCK_SHUTDOWN_SEND) &&
 	    vsock_credit_update_needed(&c->credit))
 		c->pending |= VSOCK_RXOP_CREDIT_UPDATE;
-}
-
-/* Adds what the socket's send memory grew by since `before` (measured
- * just before a send) to outq_added; an unknown or shrunk one adds 0,
- * which only delays releases (tx_splice.h). */
-static void outq_grew(struct vsock_conn *c, uint64_t before)
-{
-	uint64_t after = vsock_splice_outq(c->fd);
-
-	if (after != UINT64_MAX && before != UINT64_MAX && after > before)
-		c->outq_added += after - before;
 }
 
 static ssize_t host_send(struct vsock_conn *c, struct iovec *iov, unsigned n,
@@ -260,7 +258,7 @@ static ssize_t host_write_data(struct vsock_conn *c, struct iovec *iov,
 			       unsigned n)
 {
 	/* Behind held chains, every send is measured (tx_splice.h). */
-	uint64_t before = c->held_n ? vsock_splice_outq(c->fd) : 0;
+	uint64_t before = c->held.n ? vsock_splice_outq(c->fd) : 0;
 	ssize_t w = host_send(c, iov, n, 0);
 
 	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -269,8 +267,8 @@ static ssize_t host_write_data(struct vsock_conn *c, struct iovec *iov,
 		conn_kill(c, true, "host write failed");
 		return -1;
 	}
-	if (c->held_n)
-		outq_grew(c, before);
+	if (c->held.n)
+		vsock_held_grew(&c->held, c->fd, before);
 	vsock_credit_consumed(&c->credit, (uint32_t)w);
 	if (c->vm_stats)
 		c->vm_stats->tx_bytes_copied += (uint64_t)w;
@@ -399,7 +397,8 @@ static int seq_send(struct vsock_conn *c, struct iovec *iov, unsigned n,
 	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return 0;
 	if (w != (ssize_t)len) {
-		log_warn("vsock: conn %u:%u: host socket refused a message of "
+		conn_log(c, VMIO_LOG_WARN,
+			 "vsock: conn %u:%u: host socket refused a message of "
 			 "%u bytes: %s; RST",
 			 c->local_port, c->peer_port, len,
 			 w < 0 ? strerror(errno) : "partial write");
@@ -437,9 +436,10 @@ static void seq_drop_partial(struct vsock_conn *c)
 {
 	if (!c->seq_partial)
 		return;
-	log_debug("vsock: conn %u:%u: guest shut down sending within a "
-		  "message; its %u bytes dropped",
-		  c->local_port, c->peer_port, c->seq_partial);
+	conn_log(c, VMIO_LOG_DEBUG,
+		 "vsock: conn %u:%u: guest shut down sending within a "
+		 "message; its %u bytes dropped",
+		 c->local_port, c->peer_port, c->seq_partial);
 	c->ring_len -= c->seq_partial;
 	vsock_credit_consumed(&c->credit, c->seq_partial);
 	c->seq_partial = 0;
@@ -480,8 +480,9 @@ static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 	}
 	if (!len && !(eom && c->seq_partial)) {
 		if (eom)
-			log_debug("vsock: conn %u:%u: empty guest message not "
-				  "carried", c->local_port, c->peer_port);
+			conn_log(c, VMIO_LOG_DEBUG,
+				 "vsock: conn %u:%u: empty guest message not "
+				 "carried", c->local_port, c->peer_port);
 		return;
 	}
 	if (eom && !c->ring_len) {
@@ -502,7 +503,8 @@ static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 	 * than any we take (the guest ignored our buf_alloc, which Linux
 	 * checks: EMSGSIZE), and waiting would only stall the guest. */
 	if (!eom && c->seq_partial == c->ring_size) {
-		log_warn("vsock: conn %u:%u: guest message longer than the "
+		conn_log(c, VMIO_LOG_WARN,
+			 "vsock: conn %u:%u: guest message longer than the "
 			 "%u bytes allowed; refused, RST",
 			 c->local_port, c->peer_port, c->ring_size);
 		conn_kill(c, true, "guest message too large");
@@ -538,38 +540,11 @@ static ssize_t host_splice_data(struct vsock_conn *c, struct iovec *iov,
 		return -1;
 	}
 	if (w > 0) {
-		outq_grew(c, before);
+		vsock_held_grew(&c->held, c->fd, before);
 		if (c->vm_stats)
 			c->vm_stats->tx_bytes_spliced += (uint64_t)w;
 	}
 	return w;
-}
-
-void vsock_conn_set_hold_cap(struct vsock_conn *c, uint16_t cap)
-{
-	if (!c->held)
-		c->held_cap = cap;
-}
-
-/* Keeps chain head, whose first `bytes` of payload the socket holds by
- * reference. Returns false if there is no room (cannot happen: the
- * caller checked held_n < held_cap before splicing). */
-static bool hold_chain(struct vsock_conn *c, uint16_t head, uint32_t bytes)
-{
-	struct vsock_tx_held *h;
-
-	if (!c->held) {
-		c->held = calloc(c->held_cap, sizeof(*c->held));
-		if (!c->held)
-			return false;
-	}
-	if (c->held_n == c->held_cap)
-		return false;
-	h = &c->held[(c->held_first + c->held_n) % c->held_cap];
-	*h = (struct vsock_tx_held){ .head = head, .bytes = bytes,
-				     .mark = c->outq_added };
-	c->held_n++;
-	return true;
 }
 
 /* May this packet's payload go by reference? A chain is held only when
@@ -585,8 +560,8 @@ static bool hold_chain(struct vsock_conn *c, uint16_t head, uint32_t bytes)
 static bool may_splice(const struct vsock_conn *c, bool may_hold,
 		       uint32_t len)
 {
-	return may_hold && c->splice && !c->ring_len && c->held_cap &&
-	       c->held_n < c->held_cap && len >= CONN_SPLICE_MIN_BYTES;
+	return may_hold && c->splice && !c->ring_len && c->held.cap &&
+	       c->held.n < c->held.cap && len >= CONN_SPLICE_MIN_BYTES;
 }
 
 /* Returns true if the chain is held. */
@@ -634,7 +609,7 @@ static bool conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		if ((size_t)w < covered)
 			break; /* socket full */
 	}
-	if (spliced && !hold_chain(c, tx->head, spliced)) {
+	if (spliced && !vsock_held_push(&c->held, tx->head, spliced)) {
 		/* No room to remember it (allocation failed): the host may
 		 * read pages the guest reuses, so the flow cannot go on. */
 		conn_kill(c, true, "cannot keep a spliced chain");
@@ -652,22 +627,20 @@ static bool conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 unsigned vsock_conn_tx_release(struct vsock_conn *c, uint16_t heads[],
 			       unsigned max, bool force)
 {
+	struct vsock_tx_held h;
 	uint64_t outq = 0;
 	unsigned k = 0;
 
-	if (!c->held_n)
+	if (!c->held.n)
 		return 0;
-	if (!force && c->fd >= 0)
+	/* A closed socket holds nothing of ours any more. */
+	if (c->fd < 0)
+		force = true;
+	if (!force)
 		outq = vsock_splice_outq(c->fd);
-	while (k < max && c->held_n) {
-		struct vsock_tx_held *h = &c->held[c->held_first];
-
-		if (!force && c->fd >= 0 && outq > c->outq_added - h->mark)
-			break;
-		heads[k++] = h->head;
-		vsock_credit_consumed(&c->credit, h->bytes);
-		c->held_first = (uint16_t)((c->held_first + 1) % c->held_cap);
-		c->held_n--;
+	while (k < max && vsock_held_pop(&c->held, outq, force, &h)) {
+		heads[k++] = h.head;
+		vsock_credit_consumed(&c->credit, h.bytes);
 	}
 	if (k && c->state == VSOCK_CONN_ESTABLISHED) {
 		conn_credit_check(c);
@@ -1037,7 +1010,8 @@ static ssize_t seq_load_msg(struct vsock_conn *c)
 	if (limit > c->ring_size)
 		limit = c->ring_size;
 	if ((uint64_t)r > limit) {
-		log_warn("vsock: conn %u:%u: host message of %zd bytes is "
+		conn_log(c, VMIO_LOG_WARN,
+			 "vsock: conn %u:%u: host message of %zd bytes is "
 			 "larger than the %u bytes the guest can take as one "
 			 "message; refused, connection reset",
 			 c->local_port, c->peer_port, r, limit);

@@ -63,6 +63,8 @@
 #include "devices/vsock/stats.h"
 #include "devices/vsock/tx_splice.h"
 
+struct vmio_ratelimit;
+
 enum vsock_conn_state {
 	VSOCK_CONN_LOCAL_INIT,
 	VSOCK_CONN_PEER_INIT,
@@ -79,14 +81,6 @@ enum vsock_conn_state {
 #define VSOCK_RXOP_RW (1u << 4)       /* host socket reported readable */
 #define VSOCK_RXOP_SHUTDOWN (1u << 5) /* host EOF seen: SHUTDOWN(SEND) */
 #define VSOCK_RXOP_CREDIT_REQUEST (1u << 6)
-
-/* A tx chain whose payload went to the host socket by reference
- * (tx_splice.h): given back once the host read it. */
-struct vsock_tx_held {
-	uint16_t head;  /* the chain, to push used */
-	uint32_t bytes; /* its payload in the socket: consumed on release */
-	uint64_t mark;  /* outq_added just after those bytes went in */
-};
 
 struct vsock_conn {
 	uint64_t guest_cid;
@@ -137,14 +131,15 @@ struct vsock_conn {
 	bool hmsg_eor;
 
 	/* Zero-copy guest->host (stream only; set by the multiplexer after
-	 * init, NULL: the copy path). held is a FIFO of held_cap chains,
-	 * made on the first one, oldest at held_first; outq_added sums the
-	 * measured growth of the socket's SIOCOUTQ (tx_splice.h). */
+	 * init, NULL: the copy path), and the chains the host socket holds
+	 * by reference (tx_splice.h; its bound set by the multiplexer with
+	 * vsock_held_set_cap). */
 	struct vsock_splice *splice;
 	struct vsock_vm_stats *vm_stats; /* may be NULL */
-	struct vsock_tx_held *held;
-	uint16_t held_cap, held_first, held_n;
-	uint64_t outq_added;
+	/* The VM's limiter for the lines a peer can trigger (peer_log.h);
+	 * NULL: one of the thread's own. Set by the multiplexer. */
+	struct vmio_ratelimit *rl;
+	struct vsock_held_chains held;
 
 	bool guest_initiated; /* by vsock_conn_init_peer */
 	struct vsock_conn_stats stats;
@@ -193,9 +188,6 @@ bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
  * bound and no merging). Right after init; the default is
  * VSOCK_BACKLOG_OVERHEAD_DEFAULT. */
 void vsock_conn_set_packet_overhead(struct vsock_conn *c, uint32_t overhead);
-
-/* Sets the bound on held chains (> 0). Before the first hold only. */
-void vsock_conn_set_hold_cap(struct vsock_conn *c, uint16_t cap);
 
 /* Takes up to max held chains the host has read through (all of them,
  * read or not, with force or once the host socket is closed), oldest

@@ -52,7 +52,7 @@ static void vs_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 	dev_wire(d);
 	/* The driver may have posted buffers before the start and will not
 	 * kick for them again; serving tx serves rx too. */
-	vsock_muxer_kick_tx(d->mux);
+	vsock_muxer_kick(d->mux, d->tx);
 }
 
 static void vs_queue_stop(void *dev, struct vmio_vq *vq,
@@ -71,10 +71,7 @@ static void vs_queue_kick(void *dev, struct vmio_vq *vq)
 {
 	struct vsock_device *d = dev;
 
-	if (vq == d->tx)
-		vsock_muxer_kick_tx(d->mux);
-	else if (vq == d->rx)
-		vsock_muxer_kick_rx(d->mux);
+	vsock_muxer_kick(d->mux, vq);
 }
 
 static void vs_memory_changing(void *dev)

@@ -10,11 +10,11 @@
 #include <unistd.h>
 
 #include "devices/vsock/connect_line.h"
+#include "devices/vsock/expiry.h"
 #include "devices/vsock/packet.h"
-#include "util/log.h"
+#include "devices/vsock/peer_log.h"
 #include "util/unix_socket.h"
 
-#define HYBRID_TICK_MS 100
 #define HYBRID_BACKLOG 128
 
 struct hy_pending {
@@ -41,22 +41,13 @@ struct vsock_hybrid {
 	struct vsock_hybrid_config cfg;
 	char *path;
 	struct hy_listener lis[2]; /* stream, seqpacket */
-	struct vmio_timer tick; /* periodic while a socket awaits its line */
+	/* The tick, while a socket awaits its line (the line timeout is
+	 * its "connect" deadline, expiry.h). */
+	struct vsock_expiry expiry;
 	struct hy_pending *pending;
 	unsigned npending;
 	struct vmio_ratelimit rl;
 };
-
-static void timer_arm(struct vsock_hybrid *h, bool on)
-{
-	if (vmio_timer_armed(&h->tick) == on)
-		return;
-	if (on)
-		vmio_timer_arm_periodic_ns(&h->tick,
-					   HYBRID_TICK_MS * 1000000ull);
-	else
-		vmio_timer_cancel(&h->tick);
-}
 
 /* Takes p off the list; its fd is the caller's (closed or handed on). */
 static void pending_unlink(struct vsock_hybrid *h, struct hy_pending *p)
@@ -104,12 +95,13 @@ static void line_done(struct vsock_hybrid *h, struct hy_pending *p,
 	pending_unlink(h, p);
 	rc = vsock_muxer_connect_local_type(h->mux, fd, type, port, &local);
 	if (rc)
-		log_ratelimited(&h->rl, VMIO_LOG_WARN,
-				"vsock: %s: CONNECT %u refused: %s", h->path,
-				port, refusal_reason(rc));
+		vsock_peer_log(&h->rl, VMIO_LOG_WARN,
+			       "vsock: %s: CONNECT %u refused: %s", h->path,
+			       port, refusal_reason(rc));
 	else
-		log_debug("vsock: %s: CONNECT %u as host port %u", h->path,
-			  port, local);
+		vsock_peer_log(&h->rl, VMIO_LOG_DEBUG,
+			       "vsock: %s: CONNECT %u as host port %u",
+			       h->path, port, local);
 }
 
 static void pending_cb(void *opaque, int fd, uint32_t events)
@@ -134,10 +126,10 @@ static void pending_cb(void *opaque, int fd, uint32_t events)
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return;
 	if (n <= 0) {
-		log_ratelimited(&h->rl, VMIO_LOG_INFO,
-				"vsock: %s: host peer %s before its CONNECT "
-				"line; closed",
-				h->path, n ? strerror(errno) : "hung up");
+		vsock_peer_log(&h->rl, VMIO_LOG_INFO,
+			       "vsock: %s: host peer %s before its CONNECT "
+			       "line; closed",
+			       h->path, n ? strerror(errno) : "hung up");
 		pending_close(h, p);
 		return;
 	}
@@ -156,9 +148,9 @@ static void pending_cb(void *opaque, int fd, uint32_t events)
 	/* Take exactly the line's bytes off the socket. */
 	if (consumed && recv(fd, buf, consumed, MSG_DONTWAIT) !=
 				(ssize_t)consumed && r != VSOCK_LINE_BAD) {
-		log_ratelimited(&h->rl, VMIO_LOG_WARN,
-				"vsock: %s: cannot read a CONNECT line; closed",
-				h->path);
+		vsock_peer_log(&h->rl, VMIO_LOG_WARN,
+			       "vsock: %s: cannot read a CONNECT line; closed",
+			       h->path);
 		pending_close(h, p);
 		return;
 	}
@@ -167,9 +159,9 @@ verdict:
 	case VSOCK_LINE_MORE:
 		return;
 	case VSOCK_LINE_BAD:
-		log_ratelimited(&h->rl, VMIO_LOG_WARN,
-				"vsock: %s: bad CONNECT line: %s; closed",
-				h->path, why ? why : "?");
+		vsock_peer_log(&h->rl, VMIO_LOG_WARN,
+			       "vsock: %s: bad CONNECT line: %s; closed",
+			       h->path, why ? why : "?");
 		pending_close(h, p);
 		return;
 	case VSOCK_LINE_DONE:
@@ -187,24 +179,24 @@ static void accept_cb(void *opaque, int lfd, uint32_t events)
 
 	if (fd < 0) {
 		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-			log_ratelimited(&h->rl, VMIO_LOG_WARN,
-					"vsock: accept on %s: %s", l->path,
-					strerror(errno));
+			vsock_peer_log(&h->rl, VMIO_LOG_WARN,
+				       "vsock: accept on %s: %s", l->path,
+				       strerror(errno));
 		return;
 	}
 	if (h->npending >= h->cfg.max_pending) {
-		log_ratelimited(&h->rl, VMIO_LOG_WARN,
-				"vsock: %s: %u host connections already await "
-				"their CONNECT line; closed a new one",
-				h->path, h->npending);
+		vsock_peer_log(&h->rl, VMIO_LOG_WARN,
+			       "vsock: %s: %u host connections already await "
+			       "their CONNECT line; closed a new one",
+			       h->path, h->npending);
 		close(fd);
 		return;
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p || vmio_loop_add(h->loop, fd, EPOLLIN, pending_cb, p)) {
-		log_ratelimited(&h->rl, VMIO_LOG_WARN,
-				"vsock: %s: cannot take a host connection",
-				h->path);
+		vsock_peer_log(&h->rl, VMIO_LOG_WARN,
+			       "vsock: %s: cannot take a host connection",
+			       h->path);
 		free(p);
 		close(fd);
 		return;
@@ -212,35 +204,33 @@ static void accept_cb(void *opaque, int lfd, uint32_t events)
 	p->h = h;
 	p->fd = fd;
 	p->type = l->type;
-	p->deadline_ns = vmio_loop_now_ns(h->loop) +
-			 (uint64_t)h->cfg.line_timeout_ms * 1000000u;
+	vsock_expiry_connect(&h->expiry, &p->deadline_ns);
 	vsock_connect_line_init(&p->line, h->cfg.line_max);
 	p->next = h->pending;
 	if (h->pending)
 		h->pending->prev = p;
 	h->pending = p;
 	h->npending++;
-	timer_arm(h, true);
 }
 
 static void timer_cb(void *opaque)
 {
 	struct vsock_hybrid *h = opaque;
 	struct hy_pending *p, *next;
-	uint64_t now = vmio_loop_now_ns(h->loop);
+	uint64_t now = vsock_expiry_now(&h->expiry);
 
 	for (p = h->pending; p; p = next) {
 		next = p->next;
-		if (now < p->deadline_ns)
+		if (!vsock_expiry_due(p->deadline_ns, now))
 			continue;
-		log_ratelimited(&h->rl, VMIO_LOG_INFO,
-				"vsock: %s: no complete CONNECT line within "
-				"%u ms; closed",
-				h->path, h->cfg.line_timeout_ms);
+		vsock_peer_log(&h->rl, VMIO_LOG_INFO,
+			       "vsock: %s: no complete CONNECT line within "
+			       "%u ms; closed",
+			       h->path, h->cfg.line_timeout_ms);
 		pending_close(h, p);
 	}
 	if (!h->pending)
-		timer_arm(h, false);
+		vsock_expiry_run(&h->expiry, false);
 }
 
 /* Listens at path (stream) or path + VSOCK_HYBRID_SEQPACKET_SUFFIX. */
@@ -304,7 +294,8 @@ struct vsock_hybrid *vsock_hybrid_new(struct vmio_loop *loop,
 	if (!h->path)
 		goto fail;
 	h->cfg.uds_path = h->path;
-	rc = vmio_timer_init(&h->tick, loop, timer_cb, h);
+	rc = vsock_expiry_init(&h->expiry, loop, h->cfg.line_timeout_ms,
+			       timer_cb, h);
 	if (rc)
 		goto fail;
 	rc = listener_open(h, &h->lis[0], VSOCK_TYPE_STREAM, h->path);
@@ -329,7 +320,7 @@ void vsock_hybrid_free(struct vsock_hybrid *h)
 		pending_close(h, h->pending);
 	listener_close(h, &h->lis[0]);
 	listener_close(h, &h->lis[1]);
-	vmio_timer_fini(&h->tick);
+	vsock_expiry_fini(&h->expiry);
 	free(h->path);
 	free(h);
 }

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-void vsock_mrg_begin(struct vsock_mrg *m)
+void vsock_mrg_begin(struct vsock_mrg *m, bool mergeable)
 {
 	m->view.nout = 0;
 	m->view.nin = 0;
@@ -12,19 +12,20 @@ void vsock_mrg_begin(struct vsock_mrg *m)
 	m->view.head = 0;
 	m->n = 0;
 	m->room = 0;
+	m->mergeable = mergeable;
 }
 
 /* Appends [base, base + len) of a buffer to the view, leaving out the
- * part that falls on num_buffers: real offsets [44, 46) of the packet.
- * at is the real offset of base. */
+ * part that falls on num_buffers: real offsets [44, 46) of the packet
+ * (none in the plain layout). at is the real offset of base. */
 static bool view_append(struct vsock_mrg *m, char *base, uint64_t len,
 			uint64_t at, unsigned *slots)
 {
-	const uint64_t hole = VSOCK_HDR_SIZE, hole_end = VSOCK_MRG_HDR_SIZE;
+	const uint64_t hole = VSOCK_HDR_SIZE, hole_end = vsock_mrg_hdr_size(m);
 	uint64_t ends[2][2] = { { at, at + len }, { 0, 0 } };
 	unsigned parts = 1;
 
-	if (at < hole_end && at + len > hole) {
+	if (hole_end > hole && at < hole_end && at + len > hole) {
 		/* Before the hole, and after it. */
 		ends[0][1] = at < hole ? hole : at;
 		ends[1][0] = hole_end;
@@ -51,7 +52,9 @@ bool vsock_mrg_add(struct vsock_mrg *m, const struct vmio_chain *c)
 	unsigned slots = m->view.nin;
 	uint64_t at = m->room;
 
-	if (m->n == VSOCK_MRG_MAX_BUFS || c->in_len > UINT32_MAX)
+	/* A plain buffer's used length is what was written, at most a
+	 * packet: its size need not fit cap. */
+	if (vsock_mrg_full(m) || (m->mergeable && c->in_len > UINT32_MAX))
 		return false;
 	for (unsigned i = 0; i < c->nin; i++) {
 		const struct iovec *v = &c->iov[c->nout + i];
@@ -61,10 +64,12 @@ bool vsock_mrg_add(struct vsock_mrg *m, const struct vmio_chain *c)
 		at += v->iov_len;
 	}
 	m->view.nin = slots;
-	m->view.in_len = at > VSOCK_MRG_HDR_SIZE ? at - 2
+	m->view.in_len = !m->mergeable	      ? at
+			 : at > VSOCK_MRG_HDR_SIZE ? at - 2
 			 : at > VSOCK_HDR_SIZE	  ? VSOCK_HDR_SIZE
 						  : at;
-	m->cap[m->n++] = (uint32_t)c->in_len;
+	m->cap[m->n++] = c->in_len > UINT32_MAX ? UINT32_MAX
+						: (uint32_t)c->in_len;
 	m->room = at;
 	return true;
 }
@@ -73,9 +78,9 @@ uint32_t vsock_mrg_payload_room(const struct vsock_mrg *m)
 {
 	uint64_t p;
 
-	if (m->room < VSOCK_MRG_HDR_SIZE)
+	if (m->room < vsock_mrg_hdr_size(m))
 		return 0;
-	p = m->room - VSOCK_MRG_HDR_SIZE;
+	p = m->room - vsock_mrg_hdr_size(m);
 	return p > VSOCK_MAX_PKT_PAYLOAD ? VSOCK_MAX_PKT_PAYLOAD : (uint32_t)p;
 }
 
@@ -97,17 +102,20 @@ unsigned vsock_mrg_finish(const struct vsock_mrg *m,
 			  const struct vmio_chain *const bufs[], uint32_t w,
 			  uint32_t used[])
 {
+	const uint32_t hole = vsock_mrg_hdr_size(m) - VSOCK_HDR_SIZE;
 	uint64_t left, real;
 	unsigned k = 0;
 	uint16_t count;
 
-	if (w < VSOCK_HDR_SIZE || (uint64_t)w + 2 > m->room)
+	if (w < VSOCK_HDR_SIZE || (uint64_t)w + hole > m->room)
 		return 0;
-	real = (uint64_t)w + 2;
+	real = (uint64_t)w + hole;
 	for (left = real; left && k < m->n; k++) {
 		used[k] = left < m->cap[k] ? (uint32_t)left : m->cap[k];
 		left -= used[k];
 	}
+	if (!m->mergeable)
+		return k;
 	/* le16, a byte at a time: it may straddle two buffers. */
 	count = (uint16_t)k;
 	put_byte(m, bufs, VSOCK_HDR_SIZE, (uint8_t)(count & 0xff));

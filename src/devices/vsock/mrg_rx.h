@@ -14,7 +14,12 @@
  * 44). What that code writes lands in the buffers as the draft lays it
  * out; vsock_mrg_finish then writes num_buffers and says how much each
  * buffer took. No buffer is used that the packet does not reach, and a
- * buffer may be any size: the header itself may span several. */
+ * buffer may be any size: the header itself may span several.
+ *
+ * The plain layout (no MRG_RXBUF) is the view's one-buffer case: one rx
+ * buffer per packet, no num_buffers, the used length what was written.
+ * So the device writes every rx packet, of either layout, the same way:
+ * begin, add, write into the view, finish. */
 #ifndef VMIO_DEVICES_VSOCK_MRG_RX_H
 #define VMIO_DEVICES_VSOCK_MRG_RX_H
 
@@ -36,27 +41,40 @@ struct vsock_mrg {
 	uint32_t cap[VSOCK_MRG_MAX_BUFS]; /* writable bytes of each buffer */
 	unsigned n;                       /* buffers in the view */
 	uint64_t room;                    /* their bytes, num_buffers's too */
+	bool mergeable;                   /* false: the plain layout */
 };
 
-/* An empty view. */
-void vsock_mrg_begin(struct vsock_mrg *m);
+/* An empty view, for a packet in the mergeable layout or (false) the
+ * plain one. */
+void vsock_mrg_begin(struct vsock_mrg *m, bool mergeable);
 /* Adds the writable part of an rx buffer (one that passed
  * vsock_pkt_check_rx_buf) after the others. False, and nothing added, if
- * the view has no room for its iovecs or VSOCK_MRG_MAX_BUFS are in. */
+ * the view has no room for its iovecs or is full (VSOCK_MRG_MAX_BUFS
+ * buffers, or one in the plain layout). */
 bool vsock_mrg_add(struct vsock_mrg *m, const struct vmio_chain *c);
+/* Whether no buffer can be added. */
+static inline bool vsock_mrg_full(const struct vsock_mrg *m)
+{
+	return m->n == (m->mergeable ? VSOCK_MRG_MAX_BUFS : 1u);
+}
+/* What precedes the payload: VSOCK_MRG_HDR_SIZE, or the plain header. */
+static inline uint32_t vsock_mrg_hdr_size(const struct vsock_mrg *m)
+{
+	return m->mergeable ? VSOCK_MRG_HDR_SIZE : VSOCK_HDR_SIZE;
+}
 /* Payload bytes a packet in the view can carry now (0 until the header
  * and num_buffers fit). */
 uint32_t vsock_mrg_payload_room(const struct vsock_mrg *m);
 /* Whether the view holds a packet of payload bytes. */
 static inline bool vsock_mrg_fits(const struct vsock_mrg *m, uint32_t payload)
 {
-	return m->room >= (uint64_t)VSOCK_MRG_HDR_SIZE + payload;
+	return m->room >= (uint64_t)vsock_mrg_hdr_size(m) + payload;
 }
 
 /* Once a packet of w bytes (header included, as written into the view:
  * 44 + payload) is in the view: writes num_buffers into bufs (the buffers
- * added, in order) and the used length of each buffer the packet reached
- * into used. Returns how many it reached: bufs[0..k) are pushed,
+ * added, in order; not in the plain layout) and the used length of each
+ * buffer the packet reached into used. Returns how many it reached: bufs[0..k) are pushed,
  * bufs[k..n) go back unused. 0 if w is not a whole header. */
 unsigned vsock_mrg_finish(const struct vsock_mrg *m,
 			  const struct vmio_chain *const bufs[], uint32_t w,

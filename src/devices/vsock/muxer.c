@@ -4,43 +4,35 @@
 #include "util/json.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "devices/vsock/conn_doc.h"
 #include "devices/vsock/conn_table.h"
 #include "devices/vsock/connection.h"
+#include "devices/vsock/expiry.h"
+#include "devices/vsock/host_service.h"
 #include "devices/vsock/packet.h"
 #include "devices/vsock/router.h"
+#include "devices/vsock/rst_queue.h"
+#include "devices/vsock/rx_sched.h"
+#include "devices/vsock/rx_writer.h"
 #include "devices/vsock/tx_splice.h"
-#include "util/log.h"
-
-/* Deadlines are checked on a coarse tick: they bound how long something
- * may hang, they are not appointments. */
-#define MUX_TICK_MS 100
+#include "devices/vsock/peer_log.h"
 
 struct mux_conn {
 	struct vsock_table_entry key;
 	struct vsock_conn c;
 	struct vsock_muxer *m;
 	struct mux_conn *all_prev, *all_next; /* every connection */
-	struct mux_conn *rx_next;             /* FIFO of pending rx */
-	bool in_rxq;
+	struct vsock_rx_link rx_link;         /* rx_sched.h's FIFO */
 	int watched_fd;   /* fd registered on the loop, -1 if none */
 	uint32_t watched; /* its events */
-	uint64_t deadline_ns; /* 0: none */
-	/* Held tx chains (tx_splice.h): on the holders list while any, and
-	 * a dup of the host socket watched for EPOLLOUT, edge-triggered,
-	 * made on the first (-1: none). */
-	struct mux_conn *hold_next;
-	bool in_holders;
-	int wake_fd;
+	uint64_t deadline_ns; /* 0: none (expiry.h) */
+	struct vsock_holder holder; /* while it holds tx chains (tx_splice.h) */
 };
 
 struct vsock_muxer {
@@ -50,38 +42,30 @@ struct vsock_muxer {
 	unsigned types;
 	struct vsock_conn_table table;
 	struct mux_conn *all;
-	struct mux_conn *rxq_head, *rxq_tail;
+	struct vsock_rx_sched rxs;
 
-	/* RSTs that answer packets of no connection: a ring, bounded. */
-	struct vsock_hdr rstq[VSOCK_MUX_RSTQ_SIZE];
-	unsigned rst_head, rst_len;
+	struct vsock_rstq rstq;
 	bool tx_stalled; /* tx stopped because rstq was full */
-	bool sib_turn;   /* rx: a sibling packet goes before the next conn */
 	bool attached;   /* a VMM is there (vsock_muxer_set_attached) */
 	bool mrg;        /* mergeable rx buffers negotiated (mrg_rx.h) */
 
 	struct vmio_vq *rx, *tx;
 	struct vmio_mem *mem;
 
-	struct vmio_timer tick; /* periodic while something has a deadline */
+	struct vsock_expiry expiry; /* the tick */
 	/* The queues' next turn: tx (which serves rx after it) and rx. The
 	 * router schedules rx_again for sibling packets. */
 	struct vmio_defer tx_again, rx_again;
 
 	struct vmio_ratelimit rl;
 	struct vsock_vm_stats stats;
-	/* Large: one iovec array each, never on the stack. rxc[0] is the
-	 * chain of every rx packet; the rest hold a batch of host data
-	 * (vsock_conn_fill_rx_batch). */
-	struct vmio_chain rxc[VSOCK_MUX_RX_BATCH], txc;
-	const struct vmio_chain *rxp[VSOCK_MUX_RX_BATCH];
-	uint32_t rx_written[VSOCK_MUX_RX_BATCH];
-	struct vsock_mrg mrgv; /* the buffers of one mergeable packet */
+	/* Large: one iovec array per chain, never on the stack. */
+	struct vsock_rx_writer rxw;
+	struct vmio_chain txc;
+	struct mux_conn *rx_served; /* the connection rxw just wrote for */
 
 	struct vsock_splice *splice; /* NULL: the copy path */
-	unsigned held_total;         /* tx chains held, all connections */
-	unsigned hold_max, hold_per_conn;
-	struct mux_conn *holders;
+	struct vsock_holders holders;
 };
 
 /* ---- Re-arming, timer ------------------------------------------------- */
@@ -95,37 +79,7 @@ static void resched(struct vsock_muxer *m, bool rx, bool tx)
 		vmio_defer_schedule(&m->rx_again);
 }
 
-static void timer_arm(struct vsock_muxer *m, bool on)
-{
-	if (vmio_timer_armed(&m->tick) == on)
-		return;
-	if (on)
-		vmio_timer_arm_periodic_ns(&m->tick, MUX_TICK_MS * 1000000ull);
-	else
-		vmio_timer_cancel(&m->tick);
-}
-
-static void set_deadline(struct mux_conn *mc, unsigned ms)
-{
-	mc->deadline_ns = vmio_loop_now_ns(mc->m->loop) + (uint64_t)ms * 1000000u;
-	timer_arm(mc->m, true);
-}
-
-/* ---- Synthetic RSTs --------------------------------------------------- */
-
-static bool rstq_full(const struct vsock_muxer *m)
-{
-	return m->rst_len == VSOCK_MUX_RSTQ_SIZE;
-}
-
-static bool rstq_push(struct vsock_muxer *m, const struct vsock_hdr *h)
-{
-	if (rstq_full(m))
-		return false;
-	m->rstq[(m->rst_head + m->rst_len) % VSOCK_MUX_RSTQ_SIZE] = *h;
-	m->rst_len++;
-	return true;
-}
+/* ---- Synthetic RSTs (rst_queue.h) -------------------------------------- */
 
 /* An RST answering guest packet h (ports and CIDs swapped). */
 static void reply_rst(struct vsock_muxer *m, const struct vsock_hdr *h)
@@ -135,70 +89,19 @@ static void reply_rst(struct vsock_muxer *m, const struct vsock_hdr *h)
 	vsock_hdr_reply(h, VSOCK_OP_RST, &r);
 	m->stats.rsts_unmatched++;
 	/* tx stops popping while the queue is full, so there is room. */
-	if (!rstq_push(m, &r))
+	if (!vsock_rstq_push(&m->rstq, &r))
 		log_err("vsock: RST queue full (a bug): RST to port %u lost",
 			h->src_port);
 }
 
-/* An RST for connection c's flow, sent by us on its behalf. */
-static bool conn_rst(struct vsock_muxer *m, const struct vsock_conn *c)
-{
-	struct vsock_hdr r = {
-		.src_cid = VSOCK_HOST_CID,
-		.dst_cid = c->guest_cid,
-		.src_port = c->local_port,
-		.dst_port = c->peer_port,
-		.type = c->type,
-		.op = VSOCK_OP_RST,
-	};
-
-	return rstq_push(m, &r);
-}
-
 /* ---- Connections ------------------------------------------------------ */
 
-static void rxq_append(struct vsock_muxer *m, struct mux_conn *mc)
+/* The connection of an rx FIFO link (NULL: none). */
+static struct mux_conn *rx_conn(struct vsock_rx_link *l)
 {
-	mc->rx_next = NULL;
-	if (m->rxq_tail)
-		m->rxq_tail->rx_next = mc;
-	else
-		m->rxq_head = mc;
-	m->rxq_tail = mc;
-	mc->in_rxq = true;
-}
-
-static struct mux_conn *rxq_pop(struct vsock_muxer *m)
-{
-	struct mux_conn *mc = m->rxq_head;
-
-	if (!mc)
-		return NULL;
-	m->rxq_head = mc->rx_next;
-	if (!m->rxq_head)
-		m->rxq_tail = NULL;
-	mc->rx_next = NULL;
-	mc->in_rxq = false;
-	return mc;
-}
-
-/* Singly linked, so removal walks; it happens once per connection and
- * the queue holds only connections with something to send. */
-static void rxq_remove(struct vsock_muxer *m, struct mux_conn *mc)
-{
-	struct mux_conn **pp = &m->rxq_head, *prev = NULL;
-
-	if (!mc->in_rxq)
-		return;
-	for (; *pp; prev = *pp, pp = &(*pp)->rx_next) {
-		if (*pp == mc) {
-			*pp = mc->rx_next;
-			if (m->rxq_tail == mc)
-				m->rxq_tail = prev;
-			break;
-		}
-	}
-	mc->in_rxq = false;
+	return l ? (struct mux_conn *)((char *)l -
+				       offsetof(struct mux_conn, rx_link))
+		 : NULL;
 }
 
 static void unwatch(struct vsock_muxer *m, struct mux_conn *mc)
@@ -209,7 +112,6 @@ static void unwatch(struct vsock_muxer *m, struct mux_conn *mc)
 	mc->watched = 0;
 }
 
-static void holders_remove(struct vsock_muxer *m, struct mux_conn *mc);
 static void hold_release(struct mux_conn *mc, bool force);
 
 static void conn_free(struct mux_conn *mc)
@@ -217,13 +119,9 @@ static void conn_free(struct mux_conn *mc)
 	struct vsock_muxer *m = mc->m;
 
 	hold_release(mc, true);
-	holders_remove(m, mc);
-	if (mc->wake_fd >= 0) {
-		vmio_loop_remove(m->loop, mc->wake_fd);
-		close(mc->wake_fd);
-		mc->wake_fd = -1;
-	}
-	rxq_remove(m, mc);
+	vsock_holders_released(&m->holders, &mc->holder, 0, true);
+	vsock_holder_unwatch(&m->holders, &mc->holder);
+	vsock_rx_sched_remove(&m->rxs, &mc->rx_link);
 	vsock_table_remove(&m->table, &mc->key);
 	if (mc->all_prev)
 		mc->all_prev->all_next = mc->all_next;
@@ -255,11 +153,9 @@ static void conn_update(struct mux_conn *mc)
 	/* A closed socket holds nothing of ours any more for the host to
 	 * read: its chains go back, and the dup goes (it would keep the
 	 * socket open). */
-	if (c->fd < 0 && mc->wake_fd >= 0) {
+	if (c->fd < 0 && mc->holder.wake_fd >= 0) {
 		hold_release(mc, true);
-		vmio_loop_remove(m->loop, mc->wake_fd);
-		close(mc->wake_fd);
-		mc->wake_fd = -1;
+		vsock_holder_unwatch(&m->holders, &mc->holder);
 	}
 	if (vsock_conn_is_dead(c)) {
 		conn_free(mc);
@@ -276,27 +172,22 @@ static void conn_update(struct mux_conn *mc)
 			mc->watched_fd = c->fd;
 			mc->watched = ev;
 		} else {
-			log_err("vsock: cannot watch a host socket");
+			vsock_peer_log(&m->rl, VMIO_LOG_ERR,
+				       "vsock: cannot watch a host socket");
 		}
 	} else if (ev != mc->watched) {
 		vmio_loop_modify(m->loop, c->fd, ev);
 		mc->watched = ev;
 	}
 
-	if (c->state == VSOCK_CONN_ESTABLISHED &&
-	    (c->peer_shut & VSOCK_SHUTDOWN_MASK) == VSOCK_SHUTDOWN_MASK) {
-		if (!mc->deadline_ns)
-			set_deadline(mc, VSOCK_MUX_SHUTDOWN_TIMEOUT_MS);
-	} else if (c->state != VSOCK_CONN_LOCAL_INIT) {
-		mc->deadline_ns = 0;
-	}
+	vsock_expiry_follow(&m->expiry, c, &mc->deadline_ns);
 
-	if (!mc->in_rxq && vsock_conn_pending_rx(c))
-		rxq_append(m, mc);
+	if (vsock_conn_pending_rx(c))
+		vsock_rx_sched_add(&m->rxs, &mc->rx_link);
 	/* Its CREDIT_REQUEST, or the end of a merge hold, waits for the
 	 * tick (vsock_conn_pending_rx, vsock_conn_host_readable). */
 	if (vsock_conn_wants_tick(c))
-		timer_arm(m, true);
+		vsock_expiry_run(&m->expiry, true);
 }
 
 static struct mux_conn *conn_new(struct vsock_muxer *m)
@@ -307,7 +198,7 @@ static struct mux_conn *conn_new(struct vsock_muxer *m)
 		return NULL;
 	mc->m = m;
 	mc->watched_fd = -1;
-	mc->wake_fd = -1;
+	vsock_holder_init(&mc->holder);
 	return mc;
 }
 
@@ -315,11 +206,12 @@ static struct mux_conn *conn_new(struct vsock_muxer *m)
 static void conn_setup_tx(struct vsock_muxer *m, struct mux_conn *mc)
 {
 	mc->c.vm_stats = &m->stats;
+	mc->c.rl = &m->rl;
 	vsock_conn_set_packet_overhead(&mc->c, m->cfg.rx_pkt_overhead);
 	if (mc->c.type != VSOCK_TYPE_STREAM || !m->splice)
 		return;
 	mc->c.splice = m->splice;
-	vsock_conn_set_hold_cap(&mc->c, (uint16_t)m->hold_per_conn);
+	vsock_held_set_cap(&mc->c.held, (uint16_t)m->holders.per_conn);
 }
 
 /* Puts a connection set up by vsock_conn_init_* in the table. */
@@ -344,59 +236,25 @@ static int conn_insert(struct vsock_muxer *m, struct mux_conn *mc)
 
 static bool hold_room(const struct vsock_muxer *m, const struct mux_conn *mc)
 {
-	return m->splice && m->held_total < m->hold_max &&
-	       mc->c.held_n < m->hold_per_conn;
-}
-
-static void holders_remove(struct vsock_muxer *m, struct mux_conn *mc)
-{
-	struct mux_conn **pp;
-
-	if (!mc->in_holders)
-		return;
-	for (pp = &m->holders; *pp; pp = &(*pp)->hold_next) {
-		if (*pp == mc) {
-			*pp = mc->hold_next;
-			break;
-		}
-	}
-	mc->hold_next = NULL;
-	mc->in_holders = false;
+	return m->splice && vsock_holders_room(&m->holders, mc->c.held.n);
 }
 
 static void hold_wake_cb(void *opaque, int fd, uint32_t events);
 static void serve_rx(struct vsock_muxer *m);
 
-/* The edge-triggered watch that tells when the host reader frees what we
- * sent; without one (no fd left) the tick still looks. */
-static void hold_watch(struct vsock_muxer *m, struct mux_conn *mc)
-{
-	if (mc->wake_fd >= 0 || mc->c.fd < 0)
-		return;
-	mc->wake_fd = fcntl(mc->c.fd, F_DUPFD_CLOEXEC, 0);
-	if (mc->wake_fd < 0)
-		return;
-	if (vmio_loop_add(m->loop, mc->wake_fd, EPOLLOUT | EPOLLET,
-			  hold_wake_cb, mc)) {
-		close(mc->wake_fd);
-		mc->wake_fd = -1;
-	}
-}
-
-/* A connection just kept a chain. */
+/* A connection just kept a chain: the tick looks at it too, as a wake-up
+ * of the watch may be missed. */
 static void hold_note(struct vsock_muxer *m, struct mux_conn *mc)
 {
-	m->held_total++;
-	m->stats.tx_chains_held++;
-	if (m->held_total > m->stats.tx_chains_held_max)
-		m->stats.tx_chains_held_max = m->held_total;
-	if (!mc->in_holders) {
-		mc->hold_next = m->holders;
-		m->holders = mc;
-		mc->in_holders = true;
-	}
-	hold_watch(m, mc);
-	timer_arm(m, true);
+	vsock_holders_add(&m->holders, &mc->holder, mc->c.fd, hold_wake_cb, mc,
+			  &m->stats);
+	vsock_expiry_run(&m->expiry, true);
+}
+
+static struct mux_conn *holder_conn(struct vsock_holder *ho)
+{
+	return (struct mux_conn *)((char *)ho -
+				   offsetof(struct mux_conn, holder));
 }
 
 /* Pushes the chains of mc the host has read through (all with force).
@@ -414,9 +272,8 @@ static unsigned hold_release_one(struct mux_conn *mc, bool force)
 				vmio_vq_push(m->tx, heads[i], 0);
 		total += k;
 	} while (k == 64);
-	m->held_total -= total;
-	if (!mc->c.held_n)
-		holders_remove(m, mc);
+	vsock_holders_released(&m->holders, &mc->holder, total,
+			       !mc->c.held.n);
 	return total;
 }
 
@@ -426,18 +283,20 @@ static void hold_release(struct mux_conn *mc, bool force)
 {
 	struct vsock_muxer *m = mc->m;
 
-	if (mc->c.held_n && hold_release_one(mc, force) && m->tx)
+	if (mc->c.held.n && hold_release_one(mc, force) && m->tx)
 		vmio_vq_flush_and_notify(m->tx);
 }
 
 /* Every holder; returns the chains pushed (not flushed). */
 static unsigned hold_release_all(struct vsock_muxer *m, bool force)
 {
-	struct mux_conn *mc, *next;
+	struct vsock_holder *ho, *next;
 	unsigned n = 0;
 
-	for (mc = m->holders; mc; mc = next) {
-		next = mc->hold_next;
+	for (ho = m->holders.list; ho; ho = next) {
+		struct mux_conn *mc = holder_conn(ho);
+
+		next = ho->next;
 		n += hold_release_one(mc, force);
 		conn_update(mc);
 	}
@@ -459,10 +318,6 @@ static void hold_wake_cb(void *opaque, int fd, uint32_t events)
 
 /* ---- Guest -> host ---------------------------------------------------- */
 
-/* The guest connects to host port h->dst_port: connect to the host
- * service at <uds_path>_<port>, or RST at once if there is none. A unix
- * stream connect never blocks: it succeeds, or fails (EAGAIN when the
- * listener's backlog is full, which we also refuse). */
 /* A guest connect no service takes. */
 static void refuse(struct vsock_muxer *m, const struct vsock_hdr *h)
 {
@@ -470,43 +325,24 @@ static void refuse(struct vsock_muxer *m, const struct vsock_hdr *h)
 	reply_rst(m, h);
 }
 
+/* The guest connects to host port h->dst_port: to the host service
+ * (host_service.h), or RST at once if there is none. */
 static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char path[VSOCK_SERVICE_PATH_MAX];
 	struct mux_conn *mc;
-	int fd, n;
+	int fd;
 
 	if (vsock_table_full(&m->table)) {
-		log_ratelimited(&m->rl, VMIO_LOG_WARN,
-				"vsock: %u connections already: refusing guest "
-				"port %u -> host port %u",
-				m->table.max, h->src_port, h->dst_port);
+		vsock_peer_log(&m->rl, VMIO_LOG_WARN,
+			       "vsock: %u connections already: refusing guest "
+			       "port %u -> host port %u",
+			       m->table.max, h->src_port, h->dst_port);
 		refuse(m, h);
 		return;
 	}
-	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s_%u", m->uds_path,
-		     h->dst_port);
-	if (n < 0 || (size_t)n >= sizeof(sa.sun_path)) {
-		log_ratelimited(&m->rl, VMIO_LOG_WARN,
-				"vsock: %s_%u: path too long", m->uds_path,
-				h->dst_port);
-		refuse(m, h);
-		return;
-	}
-	/* A seqpacket guest socket reaches a seqpacket host service (a
-	 * service of the other type refuses: EPROTOTYPE, an RST). */
-	fd = socket(AF_UNIX,
-		    (h->type == VSOCK_TYPE_SEQPACKET ? SOCK_SEQPACKET
-						     : SOCK_STREAM) |
-			    SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		log_ratelimited(&m->rl, VMIO_LOG_INFO,
-				"vsock: guest connect to host port %u: %s: %s; "
-				"RST",
-				h->dst_port, sa.sun_path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+	fd = vsock_service_connect(m->uds_path, h, &m->rl, path);
+	if (fd < 0) {
 		refuse(m, h);
 		return;
 	}
@@ -526,8 +362,9 @@ static void guest_connect(struct vsock_muxer *m, const struct vsock_hdr *h)
 		refuse(m, h);
 		return;
 	}
-	log_debug("vsock: guest port %u connected to %s", h->src_port,
-		  sa.sun_path);
+	vsock_peer_log(&m->rl, VMIO_LOG_DEBUG,
+		       "vsock: guest port %u connected to %s", h->src_port,
+		       path);
 	conn_update(mc);
 }
 
@@ -543,12 +380,12 @@ static void route_sibling(struct vsock_muxer *m, const struct vsock_pkt *pkt,
 	if (!vsock_router_forward(m->cfg.router, m->cfg.vm_index, pkt, ch,
 				  invalid, &why))
 		return;
-	log_ratelimited(&m->rl, VMIO_LOG_INFO,
-			"vsock: guest %s port %u -> CID %" PRIu64
-			" port %u: %s%s",
-			vsock_op_name(h->op), h->src_port, h->dst_cid,
-			h->dst_port, invalid && bad ? bad : why,
-			h->op == VSOCK_OP_RST ? "" : "; RST");
+	vsock_peer_log(&m->rl, VMIO_LOG_INFO,
+		       "vsock: guest %s port %u -> CID %" PRIu64
+		       " port %u: %s%s",
+		       vsock_op_name(h->op), h->src_port, h->dst_cid,
+		       h->dst_port, invalid && bad ? bad : why,
+		       h->op == VSOCK_OP_RST ? "" : "; RST");
 	if (h->op != VSOCK_OP_RST)
 		reply_rst(m, h);
 }
@@ -566,8 +403,8 @@ static bool handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 	v = vsock_pkt_parse_tx(ch, m->cfg.guest_cid, VSOCK_MAX_PKT_PAYLOAD,
 			       m->types, &pkt, &why);
 	if (v == VSOCK_PKT_DROP) {
-		log_ratelimited(&m->rl, VMIO_LOG_WARN,
-				"vsock: dropped a guest packet: %s", why);
+		vsock_peer_log(&m->rl, VMIO_LOG_WARN,
+			       "vsock: dropped a guest packet: %s", why);
 		return false;
 	}
 	if (h->dst_cid != VSOCK_HOST_CID && m->cfg.router) {
@@ -576,11 +413,11 @@ static bool handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 	}
 	if (h->dst_cid != VSOCK_HOST_CID) {
 		/* A single VM: no siblings to route to. */
-		log_ratelimited(&m->rl, VMIO_LOG_WARN,
-				"vsock: guest packet to CID %" PRIu64
-				" (only the host, CID 2, is reachable)%s",
-				h->dst_cid,
-				h->op == VSOCK_OP_RST ? "" : "; RST");
+		vsock_peer_log(&m->rl, VMIO_LOG_WARN,
+			       "vsock: guest packet to CID %" PRIu64
+			       " (only the host, CID 2, is reachable)%s",
+			       h->dst_cid,
+			       h->op == VSOCK_OP_RST ? "" : "; RST");
 		if (h->op != VSOCK_OP_RST)
 			reply_rst(m, h);
 		return false;
@@ -588,10 +425,10 @@ static bool handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 	e = vsock_table_find(&m->table, h->dst_port, h->src_port);
 	mc = e ? (struct mux_conn *)e : NULL;
 	if (v == VSOCK_PKT_RST) {
-		log_ratelimited(&m->rl, VMIO_LOG_WARN,
-				"vsock: bad guest packet (port %u -> %u): %s; "
-				"RST",
-				h->src_port, h->dst_port, why);
+		vsock_peer_log(&m->rl, VMIO_LOG_WARN,
+			       "vsock: bad guest packet (port %u -> %u): %s; "
+			       "RST",
+			       h->src_port, h->dst_port, why);
 		if (mc)
 			conn_free(mc);
 		reply_rst(m, h);
@@ -619,289 +456,158 @@ static bool handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 
 /* ---- Queues ----------------------------------------------------------- */
 
-/* When c's next packet is host data, pops more rx chains behind rxc[0]
- * (which is popped and checked) until their room covers what one batched
- * read may bring (vsock_conn_rx_batch_bytes), the array is full, the
- * guest has no more buffers or the budget is spent. Each chain counts
- * against the budget. Returns the extra chains popped, in rxc[1..]; rxp
- * points at rxc[0..1 + that). */
-static unsigned pop_rx_batch(struct vsock_muxer *m, const struct vsock_conn *c,
-			     unsigned *budget)
-{
-	uint32_t want = vsock_conn_rx_batch_bytes(c);
-	uint32_t room = vsock_pkt_rx_capacity(&m->rxc[0], VSOCK_MAX_PKT_PAYLOAD);
-	unsigned k = 1;
-	const char *why;
-
-	m->rxp[0] = &m->rxc[0];
-	while (room < want && k < VSOCK_MUX_RX_BATCH && *budget) {
-		struct vmio_chain *ch = &m->rxc[k];
-
-		/* Out of buffers (or broken): read what fits in those we
-		 * have; serve_rx's next pop sees the rest. */
-		if (vmio_vq_pop(m->rx, m->mem, ch) <= 0)
-			break;
-		if (vsock_pkt_check_rx(ch, &why)) {
-			vmio_vq_set_broken(m->rx, "vsock rx: %s", why);
-			vmio_vq_unpop(m->rx, 1);
-			break;
-		}
-		(*budget)--;
-		room += vsock_pkt_rx_capacity(ch, VSOCK_MAX_PKT_PAYLOAD);
-		m->rxp[k++] = ch;
-	}
-	return k - 1;
-}
-
 static bool sib_pending(const struct vsock_muxer *m)
 {
 	return m->cfg.router &&
 	       vsock_router_rx_pending(m->cfg.router, m->cfg.vm_index);
 }
 
-/* ---- Mergeable rx buffers (mrg_rx.h) ---- */
-
-enum mrg_what { MRG_RST, MRG_SIBLING, MRG_CONN };
-
-/* Why mrg_gather stopped. */
-enum mrg_stop {
-	MRG_FIT,    /* the view holds the packet */
-	MRG_DRY,    /* the guest has no more buffers posted */
-	MRG_FULL,   /* VSOCK_MUX_RX_BATCH buffers, or the view's iovecs */
-	MRG_BUDGET, /* this callback's budget is spent */
-	MRG_BROKEN, /* a malformed buffer: the queue is broken */
-};
-
-/* Pops buffers behind rxc[0] (popped, checked, in the view) until the
- * view holds a packet of need payload bytes. *n: the buffers in the
- * view. */
-static enum mrg_stop mrg_gather(struct vsock_muxer *m, uint32_t need,
-				unsigned *budget, unsigned *n)
+/* Where the next rx packet comes from (rx_sched.h). */
+static enum vsock_rx_source rx_next(const struct vsock_muxer *m)
 {
-	struct vsock_mrg *v = &m->mrgv;
-	const char *why;
+	return vsock_rx_sched_next(&m->rxs, !vsock_rstq_empty(&m->rstq),
+				   sib_pending(m));
+}
 
-	*n = 1;
-	for (;;) {
-		struct vmio_chain *ch = &m->rxc[*n];
-		int got;
+/* The sources' side of rx_writer.h: each takes its turn (rx_sched.h) as
+ * it writes. */
 
-		if (vsock_mrg_fits(v, need))
-			return MRG_FIT;
-		if (*n == VSOCK_MUX_RX_BATCH)
-			return MRG_FULL;
-		if (!*budget)
-			return MRG_BUDGET;
-		got = vmio_vq_pop(m->rx, m->mem, ch);
-		if (got < 0)
-			return MRG_BROKEN;
-		if (!got)
-			return MRG_DRY;
-		if (vsock_pkt_check_rx_buf(ch, &why)) {
-			vmio_vq_set_broken(m->rx, "vsock rx: %s", why);
-			vmio_vq_unpop(m->rx, 1);
-			return MRG_BROKEN;
-		}
-		/* More iovecs than the view has left: the next packet's. */
-		if (!vsock_mrg_add(v, ch)) {
-			vmio_vq_unpop(m->rx, 1);
-			return MRG_FULL;
-		}
-		(*budget)--;
-		m->rxp[(*n)++] = ch;
+static uint32_t fill_rst(void *opaque, const struct vmio_chain *view)
+{
+	struct vsock_muxer *m = opaque;
+	uint32_t w = vsock_pkt_write_hdr(view, vsock_rstq_peek(&m->rstq))
+			     ? 0
+			     : VSOCK_HDR_SIZE;
+
+	vsock_rstq_pop(&m->rstq);
+	return w;
+}
+
+static uint32_t fill_sibling(void *opaque, const struct vmio_chain *view)
+{
+	struct vsock_muxer *m = opaque;
+
+	vsock_rx_sched_take(&m->rxs, VSOCK_RX_SIBLING);
+	return vsock_router_fill_rx(m->cfg.router, m->cfg.vm_index, view);
+}
+
+/* The connection whose turn it is leaves the FIFO; rx_served keeps it
+ * for conn_update, which puts it back at the tail if it has more: one
+ * turn is one packet, or one batch of host data of up to
+ * VSOCK_CONN_RX_BATCH_BYTES (16 packets in 4 KiB guest buffers). Fair
+ * still: every connection with something pending gets a turn before
+ * this one's next. */
+static struct vsock_conn *conn_take(struct vsock_muxer *m)
+{
+	m->rx_served = rx_conn(vsock_rx_sched_take(&m->rxs, VSOCK_RX_CONN));
+	return &m->rx_served->c;
+}
+
+static uint32_t fill_conn(void *opaque, const struct vmio_chain *view)
+{
+	return (uint32_t)vsock_conn_fill_rx(conn_take(opaque), view,
+					    VSOCK_MAX_PKT_PAYLOAD);
+}
+
+static unsigned fill_conn_batch(void *opaque,
+				const struct vmio_chain *const bufs[],
+				unsigned n, uint32_t used[])
+{
+	return vsock_conn_fill_rx_batch(conn_take(opaque), bufs, n,
+					VSOCK_MAX_PKT_PAYLOAD, used);
+}
+
+/* What the writer needs to know of source src. */
+static void rx_source(struct vsock_muxer *m, enum vsock_rx_source src,
+		      struct vsock_rx_source_ops *o)
+{
+	const struct vsock_conn *c;
+
+	*o = (struct vsock_rx_source_ops){ .opaque = m };
+	switch (src) {
+	case VSOCK_RX_RST:
+		o->fill = fill_rst;
+		break;
+	case VSOCK_RX_SIBLING:
+		/* A plain packet is cut to its one buffer anyway. */
+		if (m->mrg)
+			o->need = vsock_router_rx_next_len(m->cfg.router,
+							   m->cfg.vm_index);
+		o->fill = fill_sibling;
+		break;
+	case VSOCK_RX_CONN:
+		c = &rx_conn(vsock_rx_sched_head(&m->rxs))->c;
+		o->need = vsock_conn_rx_want(c);
+		o->may_cut = true;
+		o->batch = vsock_conn_rx_batch_bytes(c);
+		o->fill = fill_conn;
+		o->fill_batch = fill_conn_batch;
+		break;
+	case VSOCK_RX_NONE:
+		break;
 	}
 }
 
-/* One packet in the mergeable layout, rxc[0] popped. RSTs first, then
- * sibling packets in turn with connections, as serve_rx does. An RST or
- * a sibling packet goes whole: with too few buffers posted the device
- * waits for more, and a sibling packet is cut only when even
- * VSOCK_MUX_RX_BATCH buffers cannot hold it. Connection data is read to
- * the room there is. Returns the buffers pushed, or -1 to stop serving
- * for now (waiting for buffers or the next turn, or the queue broke). */
-static int mrg_packet(struct vsock_muxer *m, unsigned *budget)
+/* One packet from the source whose turn it is, its first buffer popped.
+ * Returns the buffers pushed, or < 0 to stop serving for now. */
+static int rx_packet(struct vsock_muxer *m, unsigned *budget)
 {
-	struct vsock_mrg *v = &m->mrgv;
-	enum mrg_what what = MRG_CONN;
-	struct mux_conn *mc = NULL;
-	uint32_t need = 0, w = 0;
-	enum mrg_stop stop;
-	unsigned n, k, i;
-	const char *why;
+	struct vsock_rx_source_ops src;
+	int k;
 
-	if (vsock_pkt_check_rx_buf(&m->rxc[0], &why)) {
-		vmio_vq_set_broken(m->rx, "vsock rx: %s", why);
-		return -1;
+	/* Asked again: a sibling packet may have come meanwhile. */
+	rx_source(m, rx_next(m), &src);
+	k = vsock_rx_write(&m->rxw, &src, budget);
+	if (m->rx_served) {
+		conn_update(m->rx_served);
+		m->rx_served = NULL;
 	}
-	if (m->rst_len) {
-		what = MRG_RST;
-	} else if (sib_pending(m) && (m->sib_turn || !m->rxq_head)) {
-		what = MRG_SIBLING;
-		need = vsock_router_rx_next_len(m->cfg.router, m->cfg.vm_index);
-	} else {
-		need = vsock_conn_rx_want(&m->rxq_head->c);
-	}
-	vsock_mrg_begin(v);
-	/* Refused only for a buffer of VMIO_CHAIN_MAX_IOV descriptors that
-	 * num_buffers would split into one more: no packet fits it. */
-	if (!vsock_mrg_add(v, &m->rxc[0])) {
-		vmio_vq_unpop(m->rx, 1);
-		vmio_vq_set_broken(m->rx, "vsock rx: a buffer of too many "
-				   "descriptors for a mergeable packet");
-		return -1;
-	}
-	m->rxp[0] = &m->rxc[0];
-	stop = mrg_gather(m, need, budget, &n);
-	if (stop == MRG_BROKEN) {
-		vmio_vq_unpop(m->rx, n);
-		return -1;
-	}
-	/* Connection data may be cut to the room; a header never, and a
-	 * whole packet only when no more buffers could ever hold it. */
-	if (!vsock_mrg_fits(v, 0) ||
-	    (what != MRG_CONN && stop != MRG_FIT && stop != MRG_FULL)) {
-		vmio_vq_unpop(m->rx, n);
-		if (stop == MRG_FULL) {
-			vmio_vq_set_broken(m->rx, "vsock rx: %u buffers too "
-					   "small for one packet's header",
-					   n);
-			return -1;
-		}
-		if (stop == MRG_BUDGET) {
-			resched(m, true, false);
-			return -1;
-		}
-		/* Dry: wait for more, unless some came meanwhile. */
-		return vmio_vq_enable_kicks(m->rx, true) ? 0 : -1;
-	}
-	switch (what) {
-	case MRG_RST:
-		if (!vsock_pkt_write_hdr(&v->view, &m->rstq[m->rst_head]))
-			w = VSOCK_HDR_SIZE;
-		m->rst_head = (m->rst_head + 1) % VSOCK_MUX_RSTQ_SIZE;
-		m->rst_len--;
-		break;
-	case MRG_SIBLING:
-		m->sib_turn = false;
-		w = vsock_router_fill_rx(m->cfg.router, m->cfg.vm_index,
-					 &v->view);
-		break;
-	case MRG_CONN:
-		m->sib_turn = true;
-		mc = rxq_pop(m);
-		w = (uint32_t)vsock_conn_fill_rx(&mc->c, &v->view,
-						 VSOCK_MAX_PKT_PAYLOAD);
-		break;
-	}
-	if (!w && what == MRG_SIBLING) {
-		/* The whole batch holds the header but no payload byte. */
-		vmio_vq_unpop(m->rx, n);
-		vmio_vq_set_broken(m->rx, "vsock rx: %u buffers with no room "
-				   "for data", n);
-		return -1;
-	}
-	k = w ? vsock_mrg_finish(v, m->rxp, w, m->rx_written) : 0;
-	for (i = 0; i < k; i++)
-		vmio_vq_push(m->rx, m->rxc[i].head, m->rx_written[i]);
-	if (k < n)
-		vmio_vq_unpop(m->rx, n - k);
-	if (mc)
-		conn_update(mc);
-	return (int)k;
+	if (k == VSOCK_RX_AGAIN)
+		resched(m, true, false);
+	return k;
 }
 
 static void serve_rx(struct vsock_muxer *m)
 {
-	struct vmio_vq *rx = m->rx;
 	unsigned budget = VSOCK_MUX_BATCH, pushed = 0;
-	const char *why;
 
-	if (!rx || !m->mem)
+	if (!m->rx || !m->mem)
 		return;
-	while (m->rst_len || m->rxq_head || sib_pending(m)) {
-		struct mux_conn *mc;
-		unsigned npop, used, i;
-		int got;
+	m->rxw.vq = m->rx;
+	m->rxw.mem = m->mem;
+	m->rxw.mergeable = m->mrg;
+	while (rx_next(m) != VSOCK_RX_NONE) {
+		int got, k;
 
 		if (!budget--) {
 			resched(m, true, false);
 			break;
 		}
-		got = vmio_vq_pop(rx, m->mem, &m->rxc[0]);
+		got = vsock_rx_pop_first(&m->rxw);
 		if (got < 0)
 			break;
 		if (!got) {
 			/* Out of buffers: wait for the guest to post some,
 			 * unless it did while kicks were off. */
-			if (vmio_vq_poll_avail(rx, m->cfg.poll_ns) ||
-			    vmio_vq_enable_kicks(rx, true))
+			if (vmio_vq_poll_avail(m->rx, m->cfg.poll_ns) ||
+			    vmio_vq_enable_kicks(m->rx, true))
 				continue;
 			break;
 		}
-		if (m->mrg) {
-			int k = mrg_packet(m, &budget);
-
-			if (k < 0)
-				break;
-			pushed += (unsigned)k;
-			continue;
-		}
-		if (vsock_pkt_check_rx(&m->rxc[0], &why)) {
-			vmio_vq_set_broken(rx, "vsock rx: %s", why);
+		k = rx_packet(m, &budget);
+		if (k < 0)
 			break;
-		}
-		if (m->rst_len) {
-			vsock_pkt_write_hdr(&m->rxc[0], &m->rstq[m->rst_head]);
-			m->rst_head = (m->rst_head + 1) % VSOCK_MUX_RSTQ_SIZE;
-			m->rst_len--;
-			vmio_vq_push(rx, m->rxc[0].head, VSOCK_HDR_SIZE);
-			pushed++;
-			continue;
-		}
-		/* Sibling packets take turns with the connections. */
-		if (sib_pending(m) && (m->sib_turn || !m->rxq_head)) {
-			uint32_t n = vsock_router_fill_rx(
-				m->cfg.router, m->cfg.vm_index, &m->rxc[0]);
-
-			m->sib_turn = false;
-			if (!n) {
-				vmio_vq_set_broken(rx, "vsock rx: a buffer "
-						   "with no room for data");
-				break;
-			}
-			vmio_vq_push(rx, m->rxc[0].head, n);
-			pushed++;
-			continue;
-		}
-		m->sib_turn = true;
-		mc = rxq_pop(m);
-		npop = 1 + pop_rx_batch(m, &mc->c, &budget);
-		used = vsock_conn_fill_rx_batch(&mc->c, m->rxp, npop,
-						VSOCK_MAX_PKT_PAYLOAD,
-						m->rx_written);
-		/* The filled chains are the first ones popped: push them,
-		 * give the rest back (the last popped, as unpop needs). */
-		for (i = 0; i < used; i++)
-			vmio_vq_push(rx, m->rxc[i].head, m->rx_written[i]);
-		pushed += used;
-		if (used < npop)
-			vmio_vq_unpop(rx, npop - used);
-		/* Back at the tail if it has more: one turn is one packet,
-		 * or one batch of host data of up to
-		 * VSOCK_CONN_RX_BATCH_BYTES (16 packets in 4 KiB guest
-		 * buffers). Fair still: every connection with something
-		 * pending gets a turn before this one's next. */
-		conn_update(mc);
+		pushed += (unsigned)k;
 	}
 	if (pushed) {
-		vmio_vq_flush_and_notify(rx);
+		vmio_vq_flush_and_notify(m->rx);
 		m->stats.rx_flushes++;
 	}
 	/* Nothing to send: buffers the guest posts are of no use until
 	 * there is, so do not let it kick us for them. */
-	if (!m->rst_len && !m->rxq_head && !sib_pending(m))
-		vmio_vq_enable_kicks(rx, false);
-	if (m->tx_stalled && !rstq_full(m)) {
+	if (rx_next(m) == VSOCK_RX_NONE)
+		vmio_vq_enable_kicks(m->rx, false);
+	if (m->tx_stalled && !vsock_rstq_full(&m->rstq)) {
 		m->tx_stalled = false;
 		resched(m, false, true);
 	}
@@ -920,7 +626,7 @@ static void serve_tx(struct vsock_muxer *m)
 		int got;
 
 		/* Each packet may need one RST: pop only with room for it. */
-		if (rstq_full(m)) {
+		if (vsock_rstq_full(&m->rstq)) {
 			m->tx_stalled = true;
 			break;
 		}
@@ -950,14 +656,14 @@ static void serve_tx(struct vsock_muxer *m)
 	serve_rx(m);
 }
 
-void vsock_muxer_kick_tx(struct vsock_muxer *m)
+void vsock_muxer_kick(struct vsock_muxer *m, const struct vmio_vq *vq)
 {
-	serve_tx(m);
-}
-
-void vsock_muxer_kick_rx(struct vsock_muxer *m)
-{
-	serve_rx(m);
+	if (!vq)
+		return;
+	if (vq == m->tx)
+		serve_tx(m);
+	else if (vq == m->rx)
+		serve_rx(m);
 }
 
 /* ---- Event callbacks -------------------------------------------------- */
@@ -991,30 +697,15 @@ static void rx_again_cb(void *opaque)
 	serve_rx(opaque);
 }
 
-/* Returns false if the connection must wait for the next tick (no room
- * for its RST). */
+/* A connection whose deadline passed (expiry.h). Returns false if it
+ * must wait for the next tick (no room for its RST). */
 static bool conn_expire(struct vsock_muxer *m, struct mux_conn *mc)
 {
-	struct vsock_conn *c = &mc->c;
-	bool local_init = c->state == VSOCK_CONN_LOCAL_INIT;
-	/* A REQUEST still queued never reached the guest: nothing to reset
-	 * on its side. */
-	bool tell_guest = !(local_init && (c->pending & VSOCK_RXOP_REQUEST));
+	struct vsock_hdr r;
 
-	if (tell_guest && !conn_rst(m, c))
+	if (vsock_expiry_rst(&mc->c, &r) && !vsock_rstq_push(&m->rstq, &r))
 		return false;
-	if (local_init)
-		log_ratelimited(&m->rl, VMIO_LOG_INFO,
-				"vsock: guest did not answer the connection "
-				"to its port %u within %u ms; closing the host "
-				"socket",
-				c->peer_port, m->cfg.connect_timeout_ms);
-	else
-		log_ratelimited(&m->rl, VMIO_LOG_INFO,
-				"vsock: connection %u:%u closed by the guest "
-				"but not drained within %u ms; RST",
-				c->local_port, c->peer_port,
-				VSOCK_MUX_SHUTDOWN_TIMEOUT_MS);
+	vsock_expiry_log(&m->expiry, &m->rl, &mc->c);
 	conn_free(mc);
 	return true;
 }
@@ -1023,7 +714,7 @@ static void timer_cb(void *opaque)
 {
 	struct vsock_muxer *m = opaque;
 	struct mux_conn *mc, *next;
-	uint64_t now = vmio_loop_now_ns(m->loop);
+	uint64_t now = vsock_expiry_now(&m->expiry);
 	bool waiting = false;
 
 	for (mc = m->all; mc; mc = next) {
@@ -1031,20 +722,21 @@ static void timer_cb(void *opaque)
 		if (vsock_conn_wants_tick(&mc->c)) {
 			vsock_conn_tick(&mc->c);
 			waiting = true;
-			if (!mc->in_rxq && vsock_conn_pending_rx(&mc->c))
-				rxq_append(m, mc);
+			if (vsock_conn_pending_rx(&mc->c))
+				vsock_rx_sched_add(&m->rxs, &mc->rx_link);
 		}
 		if (!mc->deadline_ns)
 			continue;
-		if (now < mc->deadline_ns || !conn_expire(m, mc))
+		if (!vsock_expiry_due(mc->deadline_ns, now) ||
+		    !conn_expire(m, mc))
 			waiting = true;
 	}
 	/* A wake-up of the dup may be missed (the kernel wakes writers
 	 * only below a quarter of SO_SNDBUF): the tick looks too. */
-	if (m->holders && hold_release_all(m, false) && m->tx)
+	if (m->holders.list && hold_release_all(m, false) && m->tx)
 		vmio_vq_flush_and_notify(m->tx);
-	if (!waiting && !m->holders)
-		timer_arm(m, false);
+	if (!waiting && !m->holders.list)
+		vsock_expiry_run(&m->expiry, false);
 	serve_rx(m);
 }
 
@@ -1094,7 +786,7 @@ int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
 	}
 	if (local_port)
 		*local_port = port;
-	set_deadline(mc, m->cfg.connect_timeout_ms);
+	vsock_expiry_connect(&m->expiry, &mc->deadline_ns);
 	conn_update(mc);
 	serve_rx(m);
 	return 0;
@@ -1107,7 +799,8 @@ void vsock_muxer_set_queues(struct vsock_muxer *m, struct vmio_vq *rx,
 	 * held chain goes back now, read or not (the driver must get all its
 	 * buffers back; the host reads what was sent unless the guest writes
 	 * it meanwhile). */
-	if (m->tx && m->tx != tx && m->holders && hold_release_all(m, true))
+	if (m->tx && m->tx != tx && m->holders.list &&
+	    hold_release_all(m, true))
 		vmio_vq_flush_and_notify(m->tx);
 	m->rx = rx;
 	m->tx = tx;
@@ -1138,28 +831,9 @@ const struct vsock_vm_stats *vsock_muxer_stats(const struct vsock_muxer *m)
 	return &m->stats;
 }
 
-/* The counters of a guest that is gone, for -v. */
-static void log_stats(const struct vsock_muxer *m)
-{
-	const struct vsock_vm_stats *st = &m->stats;
-
-	log_debug("vsock: CID %" PRIu64 ": tx spliced %" PRIu64
-		  " B, copied %" PRIu64 " B, chains held %" PRIu64
-		  " (at most %" PRIu64 " at once, %" PRIu64 " found no room, "
-		  "%" PRIu64 " wake-ups); "
-		  "rx packets %" PRIu64 ", host reads %" PRIu64
-		  ", CREDIT_REQUEST %" PRIu64 ", CREDIT_UPDATE %" PRIu64
-		  ", used-ring flushes %" PRIu64,
-		  m->cfg.guest_cid, st->tx_bytes_spliced, st->tx_bytes_copied,
-		  st->tx_chains_held, st->tx_chains_held_max, st->tx_hold_full,
-		  st->tx_hold_wakes,
-		  st->rx_packets, st->rx_host_reads, st->rx_credit_requests,
-		  st->rx_credit_updates, st->rx_flushes);
-}
-
 void vsock_muxer_reset(struct vsock_muxer *m)
 {
-	log_stats(m);
+	vsock_vm_stats_log(&m->stats, m->cfg.guest_cid);
 	/* The rings are gone with the guest: held chains are not pushed. */
 	m->rx = m->tx = NULL;
 	m->mem = NULL;
@@ -1167,15 +841,15 @@ void vsock_muxer_reset(struct vsock_muxer *m)
 		conn_free(m->all);
 	if (m->cfg.router)
 		vsock_router_vm_reset(m->cfg.router, m->cfg.vm_index);
-	m->sib_turn = false;
-	m->rst_head = m->rst_len = 0;
+	vsock_rx_sched_reset(&m->rxs);
+	vsock_rstq_clear(&m->rstq);
 	m->tx_stalled = false;
 	m->rx = m->tx = NULL;
 	m->mem = NULL;
 	m->types = VSOCK_TYPES_STREAM;
 	m->mrg = false;
 	tell_router(m);
-	timer_arm(m, false);
+	vsock_expiry_run(&m->expiry, false);
 }
 
 void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached)
@@ -1200,11 +874,11 @@ struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
 		m->cfg.rx_pkt_overhead = 0;
 	m->types = VSOCK_TYPES_STREAM;
 	m->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
-	m->hold_max = cfg->tx_hold_max ? cfg->tx_hold_max
-				       : VSOCK_MUX_TX_HOLD_DEFAULT;
-	if (m->hold_max > VSOCK_MUX_TX_HOLD_MAX)
-		m->hold_max = VSOCK_MUX_TX_HOLD_MAX;
-	m->hold_per_conn = m->hold_max / 2 ? m->hold_max / 2 : 1;
+	vsock_holders_init(&m->holders, loop,
+			   !cfg->tx_hold_max ? VSOCK_MUX_TX_HOLD_DEFAULT
+			   : cfg->tx_hold_max > VSOCK_MUX_TX_HOLD_MAX
+				   ? VSOCK_MUX_TX_HOLD_MAX
+				   : cfg->tx_hold_max);
 	if (!cfg->tx_copy) {
 		const char *why;
 
@@ -1221,7 +895,8 @@ struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
 				      cfg->port_last);
 	vmio_defer_init(&m->tx_again, loop, tx_again_cb, m);
 	vmio_defer_init(&m->rx_again, loop, rx_again_cb, m);
-	if (vmio_timer_init(&m->tick, loop, timer_cb, m))
+	if (vsock_expiry_init(&m->expiry, loop, cfg->connect_timeout_ms,
+			      timer_cb, m))
 		goto fail;
 	if (cfg->router) {
 		vsock_router_set_vm(cfg->router, cfg->vm_index, cfg->guest_cid,
@@ -1241,7 +916,7 @@ void vsock_muxer_free(struct vsock_muxer *m)
 	m->rx = m->tx = NULL; /* the queues may be gone already */
 	while (m->all)
 		conn_free(m->all);
-	vmio_timer_fini(&m->tick);
+	vsock_expiry_fini(&m->expiry);
 	if (m->cfg.router)
 		vsock_router_set_vm(m->cfg.router, m->cfg.vm_index,
 				    m->cfg.guest_cid, NULL);
@@ -1255,36 +930,6 @@ void vsock_muxer_free(struct vsock_muxer *m)
 
 /* ---- Counters ----------------------------------------------------------- */
 
-static void write_conn(const struct mux_conn *mc, const char *uds_path,
-		       struct vmio_json *j)
-{
-	const struct vsock_conn *c = &mc->c;
-	bool from_guest = c->guest_initiated;
-
-	vmio_json_object_begin(j);
-	vmio_json_kv_uint(j, "guest_port", c->peer_port);
-	vmio_json_kv_uint(j, "host_port", c->local_port);
-	vmio_json_kv_string(j, "type", c->type == VSOCK_TYPE_SEQPACKET ?
-					       "seqpacket" : "stream");
-	vmio_json_kv_string(j, "initiator", from_guest ? "guest" : "host");
-	/* A guest connect went to <uds_path>_<port>; a host program came
-	 * in through the hybrid socket at uds_path. */
-	vmio_json_key(j, "host_path");
-	if (from_guest) {
-		char path[4096 + 16];
-		int n = snprintf(path, sizeof(path), "%s_%u", uds_path,
-				 c->local_port);
-		vmio_json_string_n(j, path, n < 0 ? 0 :
-				   (size_t)n < sizeof(path) ? (size_t)n :
-							      sizeof(path) - 1);
-	} else {
-		vmio_json_string(j, uds_path);
-	}
-	vmio_json_kv_string(j, "state", vsock_conn_state_name(c->state));
-	vsock_conn_stats_write(&c->stats, j);
-	vmio_json_object_end(j);
-}
-
 void vsock_muxer_write_stats(const struct vsock_muxer *m,
 			     struct vmio_json *j)
 {
@@ -1295,19 +940,10 @@ void vsock_muxer_write_stats(const struct vsock_muxer *m,
 		vsock_conn_stats_add(&all, &mc->c.stats);
 		live++;
 	}
-	vmio_json_kv_uint(j, "connections_open", live);
-	vmio_json_kv_uint(j, "connections_opened", m->stats.connections_opened);
-	vmio_json_kv_uint(j, "connections_ended", m->stats.connections_ended);
-	vmio_json_kv_uint(j, "connections_refused",
-			  m->stats.connections_refused);
-	vmio_json_kv_uint(j, "rsts_unmatched", m->stats.rsts_unmatched);
-	vmio_json_key(j, "totals");
-	vmio_json_object_begin(j);
-	vsock_conn_stats_write(&all, j);
-	vmio_json_object_end(j);
+	vsock_vm_stats_write(&m->stats, live, &all, j);
 	vmio_json_key(j, "connections");
 	vmio_json_array_begin(j);
 	for (const struct mux_conn *mc = m->all; mc; mc = mc->all_next)
-		write_conn(mc, m->uds_path, j);
+		vsock_conn_write_doc(&mc->c, m->uds_path, j);
 	vmio_json_array_end(j);
 }

@@ -20,7 +20,7 @@
  *   timer      one loop timer, ticking only while something has a deadline:
  *              a host-initiated connection the guest did not answer, a
  *              connection the guest closed whose data the host will not
- *              take
+ *              take (expiry.h)
  *
  * Work per callback is bounded (chains per batch); what is left is
  * resumed on the loop's next turn (vmio_defer), after it has served
@@ -82,19 +82,9 @@ struct vsock_muxer_config {
 #define VSOCK_MUX_TX_HOLD_DEFAULT 32
 #define VSOCK_MUX_TX_HOLD_MAX 4096
 
-/* Chains handled per queue per callback, and synthetic RSTs queued at
- * most (when full, tx stops until rx drains it: never drop, never grow). */
+/* Chains handled per queue per callback. (Synthetic RSTs queued at most:
+ * VSOCK_RSTQ_SIZE, rst_queue.h.) */
 #define VSOCK_MUX_BATCH 256
-#define VSOCK_MUX_RSTQ_SIZE 256
-/* rx chains filled from one batched host read at most: enough to cover
- * VSOCK_CONN_RX_BATCH_BYTES in the 4 KiB buffers a Linux guest posts
- * (4052 payload bytes each after the header, so 16 take 63.3 KiB), and
- * the 17 buffers one 64 KiB mergeable packet spans (mrg_rx.h). Each is a
- * vmio_chain of 16 KiB kept in the muxer. */
-#define VSOCK_MUX_RX_BATCH VSOCK_MRG_MAX_BUFS
-/* A connection the guest closed (SHUTDOWN with both flags) whose buffered
- * data the host will not take is reset after this long. */
-#define VSOCK_MUX_SHUTDOWN_TIMEOUT_MS 2000
 
 struct vsock_muxer;
 struct vsock_router;
@@ -115,9 +105,9 @@ void vsock_muxer_set_types(struct vsock_muxer *m, unsigned types);
  * rx packet is then written in that layout. Off after a reset. */
 void vsock_muxer_set_mergeable(struct vsock_muxer *m, bool on);
 
-/* Serves the queues: called on queue start and on every kick. */
-void vsock_muxer_kick_tx(struct vsock_muxer *m);
-void vsock_muxer_kick_rx(struct vsock_muxer *m);
+/* Serves queue vq, one of those set: on queue start and on every kick.
+ * Serving tx serves rx after it. Any other vq is not the muxer's. */
+void vsock_muxer_kick(struct vsock_muxer *m, const struct vmio_vq *vq);
 
 /* A host program on uds-path asked for the guest's port peer_port, on a
  * connection of the given type (VSOCK_TYPE_*: a seqpacket fd is an AF_UNIX

@@ -64,5 +64,13 @@ void vsock_conn_stats_add(struct vsock_conn_stats *sum,
 /* The counters as members of the object being written. */
 void vsock_conn_stats_write(const struct vsock_conn_stats *s,
 			    struct vmio_json *j);
+/* A VM's counters as members of the object being written: live
+ * connections open now, and totals, the sum over every connection, ended
+ * or live, as an object. */
+void vsock_vm_stats_write(const struct vsock_vm_stats *st, unsigned live,
+			  const struct vsock_conn_stats *totals,
+			  struct vmio_json *j);
+/* The counters of a guest that is gone, one -v line. */
+void vsock_vm_stats_log(const struct vsock_vm_stats *st, uint64_t guest_cid);
 
 #endif

@@ -9,7 +9,11 @@
 #include <sys/ioctl.h>
 #include <sys/utsname.h>
 #include <linux/sockios.h>
+#include <sys/epoll.h>
 #include <unistd.h>
+
+#include "devices/vsock/stats.h"
+#include "event/loop.h"
 
 /* Room for one 64 KiB packet in pages that need not be aligned, and
  * more: a payload in many small descriptors takes a pipe slot each, and
@@ -196,4 +200,130 @@ uint64_t vsock_splice_outq(int fd)
 	if (ioctl(fd, SIOCOUTQ, &v) || v < 0)
 		return UINT64_MAX;
 	return (uint64_t)v;
+}
+
+/* ---- Held chains, one connection's ------------------------------------ */
+
+void vsock_held_set_cap(struct vsock_held_chains *h, uint16_t cap)
+{
+	if (!h->v)
+		h->cap = cap;
+}
+
+bool vsock_held_push(struct vsock_held_chains *h, uint16_t head,
+		     uint32_t bytes)
+{
+	if (!h->v) {
+		h->v = calloc(h->cap, sizeof(*h->v));
+		if (!h->v)
+			return false;
+	}
+	if (h->n == h->cap)
+		return false;
+	h->v[(h->first + h->n) % h->cap] = (struct vsock_tx_held){
+		.head = head,
+		.bytes = bytes,
+		.mark = h->outq_added,
+	};
+	h->n++;
+	return true;
+}
+
+void vsock_held_grew(struct vsock_held_chains *h, int fd, uint64_t before)
+{
+	uint64_t after = vsock_splice_outq(fd);
+
+	if (after != UINT64_MAX && before != UINT64_MAX && after > before)
+		h->outq_added += after - before;
+}
+
+bool vsock_held_pop(struct vsock_held_chains *h, uint64_t outq, bool force,
+		    struct vsock_tx_held *out)
+{
+	if (!h->n)
+		return false;
+	*out = h->v[h->first];
+	if (!force && outq > h->outq_added - out->mark)
+		return false;
+	h->first = (uint16_t)((h->first + 1) % h->cap);
+	h->n--;
+	return true;
+}
+
+void vsock_held_free(struct vsock_held_chains *h)
+{
+	free(h->v);
+	h->v = NULL;
+	h->n = 0;
+}
+
+/* ---- Held chains, one VM's -------------------------------------------- */
+
+void vsock_holders_init(struct vsock_holders *hs, struct vmio_loop *loop,
+			unsigned max)
+{
+	hs->loop = loop;
+	hs->list = NULL;
+	hs->total = 0;
+	hs->max = max;
+	hs->per_conn = max / 2 ? max / 2 : 1;
+}
+
+static void holders_unlist(struct vsock_holders *hs, struct vsock_holder *ho)
+{
+	struct vsock_holder **pp;
+
+	if (!ho->listed)
+		return;
+	for (pp = &hs->list; *pp; pp = &(*pp)->next) {
+		if (*pp == ho) {
+			*pp = ho->next;
+			break;
+		}
+	}
+	ho->next = NULL;
+	ho->listed = false;
+}
+
+void vsock_holders_add(struct vsock_holders *hs, struct vsock_holder *ho,
+		       int fd, void (*wake)(void *opaque, int fd,
+					    uint32_t events),
+		       void *opaque, struct vsock_vm_stats *st)
+{
+	hs->total++;
+	st->tx_chains_held++;
+	if (hs->total > st->tx_chains_held_max)
+		st->tx_chains_held_max = hs->total;
+	if (!ho->listed) {
+		ho->next = hs->list;
+		hs->list = ho;
+		ho->listed = true;
+	}
+	if (ho->wake_fd >= 0 || fd < 0)
+		return;
+	ho->wake_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (ho->wake_fd < 0)
+		return;
+	if (vmio_loop_add(hs->loop, ho->wake_fd, EPOLLOUT | EPOLLET, wake,
+			  opaque)) {
+		close(ho->wake_fd);
+		ho->wake_fd = -1;
+	}
+}
+
+void vsock_holders_released(struct vsock_holders *hs, struct vsock_holder *ho,
+			    unsigned k, bool none_left)
+{
+	hs->total -= k;
+	if (none_left)
+		holders_unlist(hs, ho);
+}
+
+void vsock_holder_unwatch(struct vsock_holders *hs, struct vsock_holder *ho)
+{
+	if (ho->wake_fd < 0)
+		return;
+	vmio_loop_remove(hs->loop, ho->wake_fd);
+	close(ho->wake_fd);
+	ho->wake_fd = -1;
 }

@@ -27,6 +27,9 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+struct vmio_loop;
+struct vsock_vm_stats;
+
 /* Whether this kernel splices into AF_UNIX stream sockets without a
  * copy. *why says why not (or which kernel does). */
 bool vsock_splice_supported(const char **why);
@@ -51,5 +54,91 @@ ssize_t vsock_splice_send(struct vsock_splice *s, int fd,
 /* The socket's unread send memory (SIOCOUTQ), or UINT64_MAX when it
  * cannot say (nothing is released on that). */
 uint64_t vsock_splice_outq(int fd);
+
+/* ---- Held chains, one connection's ------------------------------------ */
+
+/* A tx chain whose payload went to the host socket by reference: given
+ * back once the host read it. */
+struct vsock_tx_held {
+	uint16_t head;  /* the chain, to push used */
+	uint32_t bytes; /* its payload in the socket: consumed on release */
+	uint64_t mark;  /* outq_added just after those bytes went in */
+};
+
+/* A FIFO of at most cap chains, made on the first one, oldest at first;
+ * outq_added sums the measured growth of the socket's SIOCOUTQ. */
+struct vsock_held_chains {
+	struct vsock_tx_held *v;
+	uint16_t cap, first, n;
+	uint64_t outq_added;
+};
+
+/* Sets the bound (> 0). Before the first hold only. */
+void vsock_held_set_cap(struct vsock_held_chains *h, uint16_t cap);
+/* Keeps chain head, whose first `bytes` of payload the socket holds by
+ * reference. False if there is no room (the caller checks n < cap before
+ * it splices, so only a failed allocation). */
+bool vsock_held_push(struct vsock_held_chains *h, uint16_t head,
+		     uint32_t bytes);
+/* Adds what the socket's send memory grew by since `before` (its
+ * SIOCOUTQ just before a send) to outq_added; an unknown or shrunk one
+ * adds 0, which only delays releases. */
+void vsock_held_grew(struct vsock_held_chains *h, int fd, uint64_t before);
+/* Takes the oldest chain off if the host read through it, given outq
+ * (the socket's SIOCOUTQ), or whatever outq says with force: its head
+ * and bytes in *out. False when none goes. */
+bool vsock_held_pop(struct vsock_held_chains *h, uint64_t outq, bool force,
+		    struct vsock_tx_held *out);
+/* Forgets every chain (they were given back, or the guest is gone). */
+void vsock_held_free(struct vsock_held_chains *h);
+
+/* ---- Held chains, one VM's -------------------------------------------- */
+
+/* A connection's part in the VM's bookkeeping: on the list of holders
+ * while it holds any chain, and a dup of its host socket watched for
+ * EPOLLOUT, edge-triggered (the kernel wakes it as the reader frees what
+ * we sent), made on the first hold (-1: none). Without one (no fd left)
+ * the tick still looks. */
+struct vsock_holder {
+	struct vsock_holder *next;
+	bool listed;
+	int wake_fd;
+};
+
+/* At most max chains held at once over the VM (that bound is the
+ * caller's), one connection at most half of them (at least one), so a
+ * host reader that stalls leaves the others room. */
+struct vsock_holders {
+	struct vmio_loop *loop;
+	struct vsock_holder *list;
+	unsigned total, max, per_conn;
+};
+
+void vsock_holders_init(struct vsock_holders *hs, struct vmio_loop *loop,
+			unsigned max);
+static inline void vsock_holder_init(struct vsock_holder *ho)
+{
+	ho->next = NULL;
+	ho->listed = false;
+	ho->wake_fd = -1;
+}
+/* Whether a connection that holds held_n chains may keep another. */
+static inline bool vsock_holders_room(const struct vsock_holders *hs,
+				      unsigned held_n)
+{
+	return hs->total < hs->max && held_n < hs->per_conn;
+}
+/* A connection kept a chain (counted in st): listed, and its socket fd
+ * watched, wake(opaque) called on the watch. */
+void vsock_holders_add(struct vsock_holders *hs, struct vsock_holder *ho,
+		       int fd, void (*wake)(void *opaque, int fd,
+					    uint32_t events),
+		       void *opaque, struct vsock_vm_stats *st);
+/* k of a connection's chains went back; none_left: it holds no more. */
+void vsock_holders_released(struct vsock_holders *hs, struct vsock_holder *ho,
+			    unsigned k, bool none_left);
+/* Its socket is closed or it is being freed: the dup goes (it would keep
+ * the socket open). */
+void vsock_holder_unwatch(struct vsock_holders *hs, struct vsock_holder *ho);
 
 #endif
