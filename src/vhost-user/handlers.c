@@ -242,44 +242,51 @@ static int get_max_mem_slots(struct vmio_backend *be,
 	return 0;
 }
 
+/* Like SET_MEM_TABLE, the region is checked and mapped before anything
+ * changes: a refused one leaves the table, and the device, as they were. */
 static int add_mem_reg(struct vmio_backend *be, struct vhost_user_msg *msg,
 		       struct vhost_user_msg *reply)
 {
 	struct vmio_mem_region_desc d;
+	struct vmio_mem_region r;
 	const char *why = "";
 	int rc;
 
 	region_desc(&d, &msg->payload.mem_reg.region);
-	memory_change_begin(be);
-	rc = vmio_mem_add(&be->mem, &d, take_fd(msg, 0), &why);
-	if (rc)
+	rc = vmio_mem_prepare(&be->mem, &d, take_fd(msg, 0), &r, &why);
+	if (rc) {
 		be_err(be, "ADD_MEM_REG: region gpa 0x%llx size 0x%llx uva 0x%llx "
 		       "offset 0x%llx: %s",
 		       (unsigned long long)d.gpa, (unsigned long long)d.size,
 		       (unsigned long long)d.uva,
 		       (unsigned long long)d.mmap_offset, why);
+		return rc;
+	}
+	memory_change_begin(be);
+	vmio_mem_commit(&be->mem, &r);
 	remap_all(be);
-	return rc;
+	return 0;
 }
 
 static int rem_mem_reg(struct vmio_backend *be, struct vhost_user_msg *msg,
 		       struct vhost_user_msg *reply)
 {
 	struct vmio_mem_region_desc d;
-	int rc;
 
 	region_desc(&d, &msg->payload.mem_reg.region);
-	memory_change_begin(be);
-	for (unsigned i = 0; i < be->ops->num_queues; i++)
-		vmio_vq_unmap(&be->queues[i].vq);
-	rc = vmio_mem_remove(&be->mem, &d);
-	if (rc)
+	if (!vmio_mem_holds(&be->mem, &d)) {
 		be_err(be, "REM_MEM_REG: no region with gpa 0x%llx size 0x%llx "
 		       "uva 0x%llx",
 		       (unsigned long long)d.gpa, (unsigned long long)d.size,
 		       (unsigned long long)d.uva);
+		return -ENOENT;
+	}
+	memory_change_begin(be);
+	for (unsigned i = 0; i < be->ops->num_queues; i++)
+		vmio_vq_unmap(&be->queues[i].vq);
+	vmio_mem_remove(&be->mem, &d);
 	remap_all(be);
-	return rc;
+	return 0;
 }
 
 static int set_vring_num(struct vmio_backend *be, struct vhost_user_msg *msg,
