@@ -863,8 +863,10 @@ static int check_header(struct vmio_backend *be,
 
 /* Makes the handler's reply, the REPLY_ACK ack, or nothing; decides
  * whether a failure ends the connection (see the top of this file). */
-static int finish(const struct handler *h, const struct vhost_user_msg *msg,
-		  struct vhost_user_msg *reply, bool ack, int rc)
+static enum vhost_user_result finish(const struct handler *h,
+				     const struct vhost_user_msg *msg,
+				     struct vhost_user_msg *reply, bool ack,
+				     int rc)
 {
 	if (h && h->has_reply) {
 		if (rc)
@@ -872,16 +874,17 @@ static int finish(const struct handler *h, const struct vhost_user_msg *msg,
 	} else if (ack) {
 		reply_u64(reply, rc ? (uint64_t)-rc : 0);
 	} else {
-		return rc;
+		return rc ? VHOST_USER_CLOSE : VHOST_USER_DONE;
 	}
 	reply->hdr.request = msg->hdr.request;
 	reply->hdr.flags = VHOST_USER_VERSION | VHOST_USER_REPLY_MASK;
 	reply->nfds = 0;
-	return 1;
+	return VHOST_USER_REPLY;
 }
 
-int vmio_backend_handle_msg(struct vmio_backend *be, struct vhost_user_msg *msg,
-			    struct vhost_user_msg *reply)
+enum vhost_user_result vmio_backend_handle_msg(struct vmio_backend *be,
+					       struct vhost_user_msg *msg,
+					       struct vhost_user_msg *reply)
 {
 	const struct handler *h = NULL;
 	bool ack;
@@ -894,7 +897,7 @@ int vmio_backend_handle_msg(struct vmio_backend *be, struct vhost_user_msg *msg,
 		if (msg->nfds > VHOST_USER_MAX_FDS)
 			msg->nfds = VHOST_USER_MAX_FDS;
 		vhost_user_msg_close_fds(msg);
-		return rc;
+		return VHOST_USER_CLOSE;
 	}
 	/* Whether an ack is due is decided by what was negotiated when the
 	 * request arrived, not by what the request changes. */
@@ -918,7 +921,7 @@ int vmio_backend_handle_msg(struct vmio_backend *be, struct vhost_user_msg *msg,
 
 		stops_of(be, msg, h->stops, &first, &n, &how);
 		if (!vmio_bq_quiesce(be, first, n, how))
-			return VMIO_MSG_WAIT;
+			return VHOST_USER_WAIT;
 		log_debug("vhost-user: %s (%u bytes, %u fds)",
 			  vhost_user_request_name(msg->hdr.request),
 			  msg->hdr.size, msg->nfds);
