@@ -32,9 +32,15 @@ enum vmio_bq_cmd {
  * the home touches it only between its start and its stop. Each command
  * and each answer is a vmio_defer_post, whose lock orders the two. */
 struct vmio_backend_queue {
-	struct vmio_vq vq;
+	struct vmio_vq vq; /* its transport: this queue */
 	struct vmio_backend *be;
 	struct vmio_loop *home; /* where the device serves it */
+	/* From SET_VRING_KICK/CALL/ERR/ENABLE and GET_VRING_BASE, changed on
+	 * the backend's loop while the queue is stopped; the fds -1 when
+	 * absent. */
+	int kick_fd, call_fd, err_fd;
+	bool started;  /* SET_VRING_KICK seen, not yet stopped */
+	bool enabled;  /* SET_VRING_ENABLE (or implied) */
 	/* The backend loop's: */
 	bool running;  /* started on the device, not stopped since */
 	bool holds;    /* stopped only by pauses since its start: the device

@@ -400,7 +400,7 @@ static int get_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 	vq = &q->vq;
 	/* The queue stopped for good (VMIO_QUEUE_HALT) before we got here:
 	 * the device gave back every chain it held. */
-	q->vq.started = false;
+	q->started = false;
 	vmio_bq_set_kick_fd(q, -1);
 	reply->payload.state.index = s->index;
 	if (vq->packed)
@@ -452,11 +452,11 @@ static int set_vring_kick(struct vmio_backend *be, struct vhost_user_msg *msg,
 		return -EINVAL;
 	}
 	vmio_bq_set_kick_fd(q, fd);
-	q->vq.started = true;
+	q->started = true;
 	/* Without protocol features there is no SET_VRING_ENABLE: a started
 	 * ring is an enabled one. */
 	if (!(be->acked_features & VMIO_BIT(VHOST_USER_F_PROTOCOL_FEATURES)))
-		q->vq.enabled = true;
+		q->enabled = true;
 	return 0;
 }
 
@@ -474,15 +474,18 @@ static int swap_vring_notifier(struct vmio_backend *be,
 
 	if (!q)
 		return -EINVAL;
-	int *slot = which == VRING_CALL ? &q->vq.call_fd : &q->vq.err_fd;
+	int *slot = which == VRING_CALL ? &q->call_fd : &q->err_fd;
 	/* A saturated eventfd, or a pipe no one reads, must not hold the
 	 * loop in write(). */
 	if (fd >= 0)
 		vmio_fd_set_nonblock(fd);
 	vmio_close_fd(slot);
 	*slot = fd;
-	if (which == VRING_CALL)
-		vmio_vq_call_fd_replaced(&q->vq);
+	if (which != VRING_CALL)
+		return 0;
+	vmio_vq_notify_moved(&q->vq);
+	if (q->started)
+		vmio_vq_signal(q->call_fd);
 	return 0;
 }
 
@@ -514,7 +517,7 @@ static int set_vring_enable(struct vmio_backend *be,
 	}
 	/* A disable stopped the queue for good (VMIO_QUEUE_HALT: the device
 	 * gave back what it holds) before we got here. */
-	q->vq.enabled = s->num;
+	q->enabled = s->num;
 	return 0;
 }
 

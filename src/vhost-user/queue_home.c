@@ -21,7 +21,7 @@ static void unwatch_kick(struct vmio_backend_queue *q)
 {
 	if (!q->kick_watched)
 		return;
-	vmio_loop_remove(q->home, q->vq.kick_fd);
+	vmio_loop_remove(q->home, q->kick_fd);
 	q->kick_watched = false;
 }
 
@@ -77,10 +77,11 @@ static void kick_cb(void *opaque, int fd, uint32_t events);
  * the queue. */
 static bool watch_kick(struct vmio_backend_queue *q)
 {
-	int rc = vmio_loop_add(q->home, q->vq.kick_fd, EPOLLIN, kick_cb, q);
+	int rc = vmio_loop_add(q->home, q->kick_fd, EPOLLIN, kick_cb, q);
 
 	if (rc) {
-		/* vmio_vq_set_broken also tells the VMM, on the error fd. */
+		/* vmio_vq_set_broken also tells the VMM, on the error fd
+		 * (queues.c's transport). */
 		vmio_vq_set_broken(&q->vq, "cannot watch kick fd: errno %d",
 				   -rc);
 		stop_broken(q);
@@ -126,7 +127,7 @@ static void look_cb(void *opaque)
 
 	if (!q->home_running)
 		return;
-	kicked = take_kick(q, q->vq.kick_fd);
+	kicked = take_kick(q, q->kick_fd);
 	if (kicked < 0)
 		return;
 	work = vmio_vq_progress(&q->vq) != q->progress;
@@ -177,7 +178,7 @@ static void run_start_here(struct vmio_backend_queue *q)
 {
 	struct vmio_backend *be = q->be;
 
-	if (q->vq.kick_fd >= 0) { /* else NOFD: the device polls */
+	if (q->kick_fd >= 0) { /* else NOFD: the device polls */
 		int rc = vmio_timer_init(&q->look, q->home, look_cb, q);
 
 		if (rc) {
