@@ -15,6 +15,7 @@
 #include "vhost-user/backend.h"
 #include "vhost-user/handlers.h"
 #include "vhost-user/queue_home.h"
+#include "vhost-user/queue_state.h"
 #include "vhost-user/queues.h"
 #include "vhost-user/session.h"
 
@@ -64,7 +65,7 @@ static enum vhost_user_result on_message(void *opaque,
 
 	if (result == VHOST_USER_WAIT) {
 		be->held = *msg;
-		be->holding = true;
+		vmio_be_move(be, VMIO_BE_WAITING);
 	} else if (vmio_home_busy(be)) {
 		vhost_user_channel_pause(&be->chan);
 	}
@@ -75,7 +76,7 @@ static enum vhost_user_result on_message(void *opaque,
  * to its state before this front end. */
 static void finish_session(struct vmio_backend *be)
 {
-	be->closing = false;
+	vmio_be_move(be, VMIO_BE_SERVING);
 	vmio_session_reset(be);
 	log_ratelimited(&be->rl_sessions, VMIO_LOG_INFO,
 			"vhost-user: front end disconnected; device %s reset",
@@ -95,12 +96,11 @@ static void end_session(struct vmio_backend *be)
 		finish_session(be);
 }
 
+/* The message waiting for its queues is dropped with its fds. */
 static void drop_held(struct vmio_backend *be)
 {
-	if (!be->holding)
-		return;
-	vhost_user_msg_close_fds(&be->held);
-	be->holding = false;
+	if (be->state == VMIO_BE_WAITING)
+		vhost_user_msg_close_fds(&be->held);
 }
 
 static void on_closed(void *opaque, enum vhost_user_end end, const char *why)
@@ -111,27 +111,28 @@ static void on_closed(void *opaque, enum vhost_user_end end, const char *why)
 	if (why)
 		be_err(be, "%s; device %s reset", why, be->ops->name);
 	drop_held(be);
-	be->closing = true;
+	vmio_be_move(be, VMIO_BE_CLOSING);
 	end_session(be);
 }
 
 /* The last command to a queue's home was answered. */
 static void homes_idle(struct vmio_backend *be)
 {
-	if (be->closing) {
+	if (be->state == VMIO_BE_CLOSING) {
 		end_session(be);
 		return;
 	}
-	if (be->holding) {
+	if (be->state == VMIO_BE_WAITING) {
 		struct vhost_user_msg msg = be->held, reply;
 
-		be->holding = false;
+		vmio_be_move(be, VMIO_BE_SERVING);
 		if (!vhost_user_channel_conclude(&be->chan, &msg,
 						 on_message(be, &msg, &reply),
 						 &reply))
 			return;
 	}
-	if (!vmio_home_busy(be) && !be->holding && be->chan.open)
+	if (!vmio_home_busy(be) && be->state == VMIO_BE_SERVING &&
+	    be->chan.open)
 		vhost_user_channel_resume(&be->chan);
 }
 

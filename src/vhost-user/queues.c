@@ -9,6 +9,7 @@
 
 #include "util/fd.h"
 #include "vhost-user/queue_home.h"
+#include "vhost-user/queue_state.h"
 #include "vhost-user/queues.h"
 
 /* The device's notifications go out on the call fd, a broken ring is
@@ -52,29 +53,31 @@ bool vmio_bq_ready(const struct vmio_backend_queue *q)
 	return q->started && q->enabled && vmio_vq_ready(&q->vq);
 }
 
-/* A queue that is no longer started or enabled has stopped for good; any
- * other stop is a pause around a change of its configuration. */
-static enum vmio_queue_stop stop_reason(const struct vmio_backend_queue *q)
+/* On the device, or on its way there. */
+static bool running(const struct vmio_backend_queue *q)
 {
-	return q->started && q->enabled ? VMIO_QUEUE_PAUSE : VMIO_QUEUE_HALT;
+	return q->state == VMIO_BQ_RUNNING || q->state == VMIO_BQ_STARTING;
 }
 
 void vmio_bq_sync(struct vmio_backend_queue *q)
 {
 	bool ready = vmio_bq_ready(q);
 
-	if (ready && !q->running) {
+	if (ready && !running(q)) {
 		vmio_home_choose(q);
 		vmio_home_start(q);
-	} else if (!ready && q->running) {
-		vmio_home_stop(q, stop_reason(q));
+	} else if (!ready && running(q)) {
+		/* No longer started or enabled: it has stopped for good; else
+		 * (a broken or unmapped ring) it pauses. */
+		vmio_home_stop(q, q->started && q->enabled ? VMIO_QUEUE_PAUSE
+							   : VMIO_QUEUE_HALT);
 	}
 }
 
 void vmio_bq_pause(struct vmio_backend_queue *q)
 {
-	if (q->running)
-		vmio_home_stop(q, stop_reason(q));
+	if (running(q))
+		vmio_home_stop(q, VMIO_QUEUE_PAUSE);
 }
 
 void vmio_bq_pause_all(struct vmio_backend *be)
@@ -123,12 +126,13 @@ void vmio_bq_reset(struct vmio_backend_queue *q)
 	unsigned index = vq->index;
 
 	vmio_bq_pause(q);
+	/* The device was reset, or gave back what it held at a halt. */
+	vmio_bq_move(q, VMIO_BQ_IDLE);
 	vmio_bq_set_kick_fd(q, -1);
 	vmio_close_fd(&q->call_fd);
 	vmio_close_fd(&q->err_fd);
 	vmio_vq_release(vq);
 	forget(q, index);
-	q->holds = false;
 }
 
 void vmio_bq_release_all(struct vmio_backend *be)

@@ -7,8 +7,9 @@
 
 /* Resets every queue to its untouched state. Call once at creation. */
 void vmio_bq_init_all(struct vmio_backend *be);
-/* Stops the queue on the device if it runs (so its configuration may
- * change); vmio_bq_sync restarts it if it is still ready afterwards. */
+/* Pauses the queue on the device if it runs (so its configuration may
+ * change); vmio_bq_sync restarts it if it is still ready afterwards. A
+ * pause never halts: a queue stops for good only by vmio_bq_quiesce. */
 void vmio_bq_pause(struct vmio_backend_queue *q);
 /* Started, enabled, and its rings servable (vmio_vq_ready). */
 bool vmio_bq_ready(const struct vmio_backend_queue *q);
