@@ -883,20 +883,29 @@ static void test_mem_table_without_rings_stops_queue(void **state)
 	assert_true(f->dev.running[0] && f->dev.running[1]);
 }
 
-static void test_add_rem_mem_reg(void **state)
+/* Memory slots negotiated, the lower half of guest memory added alone
+ * (ADD_MEM_REG), and queue 0 set up in it. */
+static void first_half_added(struct fx *f)
 {
-	struct fx *f = *state;
 	struct vhost_user_mem_reg r = { 0 };
 
 	negotiate(f, ACK_PROTOCOL |
 			     VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
-	/* Two halves, the second added while the queue runs. */
 	r.region = (struct vhost_user_memory_region){
 		.size = MEM_SIZE / 2, .uva = UVA_BASE };
 	assert_int_equal(acked(f, VHOST_USER_ADD_MEM_REG, &r, sizeof(r),
 			       &f->memfd, 1), 0);
 	setup_queue(f, 0);
 	assert_true(f->dev.running[0]);
+}
+
+static void test_add_rem_mem_reg(void **state)
+{
+	struct fx *f = *state;
+	struct vhost_user_mem_reg r = { 0 };
+
+	/* Two halves, the second added while the queue runs. */
+	first_half_added(f);
 	r.region = (struct vhost_user_memory_region){
 		.gpa = MEM_SIZE / 2, .size = MEM_SIZE / 2,
 		.uva = UVA_BASE + MEM_SIZE / 2, .mmap_offset = MEM_SIZE / 2 };
@@ -944,17 +953,11 @@ static void test_refused_mem_reg_changes_nothing(void **state)
 	capture_log(f);
 	assert_true(small >= 0);
 	assert_int_equal(ftruncate(small, 4096), 0);
-	negotiate(f, ACK_PROTOCOL |
-			     VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
-	r.region = (struct vhost_user_memory_region){
-		.size = MEM_SIZE / 2, .uva = UVA_BASE };
-	assert_int_equal(acked(f, VHOST_USER_ADD_MEM_REG, &r, sizeof(r),
-			       &f->memfd, 1), 0);
-	setup_queue(f, 0);
+	first_half_added(f);
 	assert_int_equal(f->dev.changing, 0);
 	/* Overlapping the first region. */
-	r.region.gpa = 0x1000;
-	r.region.uva = UVA_BASE + 0x1000;
+	r.region = (struct vhost_user_memory_region){
+		.gpa = 0x1000, .size = MEM_SIZE / 2, .uva = UVA_BASE + 0x1000 };
 	assert_int_not_equal(acked(f, VHOST_USER_ADD_MEM_REG, &r, sizeof(r),
 				   &f->memfd, 1), 0);
 	assert_true(logged(f, "overlaps an existing one"));
