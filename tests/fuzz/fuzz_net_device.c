@@ -514,6 +514,10 @@ static void setup_queue(unsigned i)
 
 	vmio_vq_init(vq, i);
 	vq->size = (uint16_t)(1u << (hdr[3 + i] % 9));
+	/* The core refuses SET_VRING_NUM above the device's limit: such a
+	 * queue keeps no size, and never maps. */
+	if (vq->size > ops->max_queue_size)
+		vq->size = 0;
 	vq->desc_uva = gpa_to_uva(q->desc_gpa);
 	vq->avail_uva = gpa_to_uva(q->avail_gpa);
 	vq->used_uva = gpa_to_uva(q->used_gpa);
