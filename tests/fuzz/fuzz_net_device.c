@@ -1399,8 +1399,11 @@ static void op(uint8_t b)
 		} else {
 			uint8_t buf[32];
 			uint8_t off = next8(&ops_in) % 24;
+			uint8_t len = next8(&ops_in) % 8;
 
-			ops->get_config(dev, buf, off, next8(&ops_in) % 8);
+			/* The core reads only within config_size. */
+			if ((uint32_t)off + len <= ops->config_size)
+				ops->get_config(dev, buf, off, len);
 		}
 		break;
 	}
