@@ -3,7 +3,6 @@
  * messages handlers.c's, the rings queues.c's. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -16,6 +15,7 @@
 #include "vhost-user/backend.h"
 #include "vhost-user/handlers.h"
 #include "vhost-user/queue_home.h"
+#include "vhost-user/queue_state.h"
 #include "vhost-user/queues.h"
 #include "vhost-user/session.h"
 
@@ -52,45 +52,31 @@ static void listen_again(struct vmio_backend *be)
 		vmio_timer_arm_ns(&be->relisten, next - now);
 }
 
-/* Handles msg and sends its reply. Returns 0, VMIO_MSG_WAIT (msg is kept
- * until its queues have stopped), or -errno to close the connection. */
-static int handle(struct vmio_backend *be, struct vhost_user_msg *msg)
-{
-	struct vhost_user_msg reply;
-	int rc = vmio_backend_handle_msg(be, msg, &reply);
-
-	if (rc == VMIO_MSG_WAIT) {
-		be->held = *msg;
-		be->holding = true;
-		return rc;
-	}
-	if (rc <= 0)
-		return rc;
-	rc = vhost_user_channel_reply(&be->chan, &reply);
-	if (rc)
-		be_err(be, "cannot send the reply to %s: %s",
-		       vhost_user_request_name(reply.hdr.request),
-		       strerror(-rc));
-	return rc;
-}
-
-static int on_message(void *opaque, struct vhost_user_msg *msg)
+/* Handles msg. A message that waits for its queues is kept here (its
+ * fds in it); one handled while queues are still stopping or starting on
+ * their threads holds the next one back until they answer. */
+static enum vhost_user_result on_message(void *opaque,
+					 struct vhost_user_msg *msg,
+					 struct vhost_user_msg *reply)
 {
 	struct vmio_backend *be = opaque;
-	int rc = handle(be, msg);
+	enum vhost_user_result result =
+		vmio_backend_handle_msg(be, msg, reply);
 
-	if (rc < 0)
-		return rc;
-	/* Queues on other threads are stopping or starting: the next
-	 * message waits for them. */
-	return vmio_home_busy(be) ? VHOST_USER_CHANNEL_PAUSE : 0;
+	if (result == VHOST_USER_WAIT) {
+		be->held = *msg;
+		vmio_be_move(be, VMIO_BE_WAITING);
+	} else if (vmio_home_busy(be)) {
+		vhost_user_channel_pause(&be->chan);
+	}
+	return result;
 }
 
 /* The front end is gone and every queue has stopped: the device goes back
  * to its state before this front end. */
 static void finish_session(struct vmio_backend *be)
 {
-	be->closing = false;
+	vmio_be_move(be, VMIO_BE_SERVING);
 	vmio_session_reset(be);
 	log_ratelimited(&be->rl_sessions, VMIO_LOG_INFO,
 			"vhost-user: front end disconnected; device %s reset",
@@ -110,12 +96,11 @@ static void end_session(struct vmio_backend *be)
 		finish_session(be);
 }
 
+/* The message waiting for its queues is dropped with its fds. */
 static void drop_held(struct vmio_backend *be)
 {
-	if (!be->holding)
-		return;
-	vhost_user_msg_close_fds(&be->held);
-	be->holding = false;
+	if (be->state == VMIO_BE_WAITING)
+		vhost_user_msg_close_fds(&be->held);
 }
 
 static void on_closed(void *opaque, enum vhost_user_end end, const char *why)
@@ -126,34 +111,28 @@ static void on_closed(void *opaque, enum vhost_user_end end, const char *why)
 	if (why)
 		be_err(be, "%s; device %s reset", why, be->ops->name);
 	drop_held(be);
-	be->closing = true;
+	vmio_be_move(be, VMIO_BE_CLOSING);
 	end_session(be);
 }
 
 /* The last command to a queue's home was answered. */
 static void homes_idle(struct vmio_backend *be)
 {
-	if (be->closing) {
+	if (be->state == VMIO_BE_CLOSING) {
 		end_session(be);
 		return;
 	}
-	if (be->holding) {
-		struct vhost_user_msg msg = be->held;
-		int rc;
+	if (be->state == VMIO_BE_WAITING) {
+		struct vhost_user_msg msg = be->held, reply;
 
-		be->holding = false;
-		rc = handle(be, &msg);
-		if (rc < 0) {
-			char why[96];
-
-			snprintf(why, sizeof(why),
-				 "closing the connection after a failed %s",
-				 vhost_user_request_name(msg.hdr.request));
-			vhost_user_channel_fail(&be->chan, why);
+		vmio_be_move(be, VMIO_BE_SERVING);
+		if (!vhost_user_channel_conclude(&be->chan, &msg,
+						 on_message(be, &msg, &reply),
+						 &reply))
 			return;
-		}
 	}
-	if (!vmio_home_busy(be) && !be->holding && be->chan.open)
+	if (!vmio_home_busy(be) && be->state == VMIO_BE_SERVING &&
+	    be->chan.open)
 		vhost_user_channel_resume(&be->chan);
 }
 

@@ -21,6 +21,41 @@
 #include "vhost-user/device.h"
 #include "vhost-user/kick_guard.h"
 
+/* A queue's life and the backend's between messages are the states of
+ * queue_state.h's table, which every change goes through.
+ *
+ * A queue as the backend's loop sees it: on the device or not, and the
+ * command at its home (queue_home.c) not yet answered, if any. At most
+ * one command is out per queue, and none is sent while any is out. */
+enum vmio_bq_state {
+	VMIO_BQ_IDLE,     /* off the device, which holds nothing of it */
+	VMIO_BQ_STARTING, /* a start is at its home */
+	VMIO_BQ_RUNNING,  /* on the device */
+	VMIO_BQ_PAUSING,  /* a pause is at its home (or it broke there) */
+	VMIO_BQ_PAUSED,   /* off the device since a pause: it may hold chains */
+	VMIO_BQ_HALTING,  /* a stop that wants every chain back is at its home */
+	VMIO_BQ_STATES
+};
+
+/* The same queue as its home sees it. */
+enum vmio_home_state {
+	VMIO_HOME_STOPPED,  /* off the device */
+	VMIO_HOME_WATCHING, /* on it, its kick fd in the home loop */
+	/* On it, its kicks let go past the idle budget (kick_guard.h): the
+	 * look timer looks at the ring instead. */
+	VMIO_HOME_LOOKING,
+	VMIO_HOME_POLLED, /* on it without a kick fd (NOFD): the device polls */
+	VMIO_HOME_STATES
+};
+
+/* The backend between messages. */
+enum vmio_be_state {
+	VMIO_BE_SERVING, /* reads the next message (if a front end is there) */
+	VMIO_BE_WAITING, /* a message (be->held) waits for its queues */
+	VMIO_BE_CLOSING, /* the front end is gone; its queues are stopping */
+	VMIO_BE_STATES
+};
+
 /* What the backend's loop asks of a queue's home, one at a time. */
 enum vmio_bq_cmd {
 	VMIO_BQ_START,
@@ -32,27 +67,29 @@ enum vmio_bq_cmd {
  * the home touches it only between its start and its stop. Each command
  * and each answer is a vmio_defer_post, whose lock orders the two. */
 struct vmio_backend_queue {
-	struct vmio_vq vq;
+	struct vmio_vq vq; /* its transport: this queue */
 	struct vmio_backend *be;
 	struct vmio_loop *home; /* where the device serves it */
+	/* From SET_VRING_KICK/CALL/ERR/ENABLE and GET_VRING_BASE, changed on
+	 * the backend's loop while the queue is stopped; the fds -1 when
+	 * absent. */
+	int kick_fd, call_fd, err_fd;
+	bool started;  /* SET_VRING_KICK seen, not yet stopped */
+	bool enabled;  /* SET_VRING_ENABLE (or implied) */
 	/* The backend loop's: */
-	bool running;  /* started on the device, not stopped since */
-	bool holds;    /* stopped only by pauses since its start: the device
-			* may still hold chains of it */
-	bool cmd_out;  /* a command is at the home, unanswered */
+	enum vmio_bq_state state;
 	enum vmio_bq_cmd cmd;
 	enum vmio_queue_stop cmd_how;
 	struct vmio_defer at_home; /* runs the command on the home */
 	/* The home's: */
-	bool home_running; /* queue_start called there, queue_stop not yet */
-	bool kick_watched; /* kick_fd is in the home loop */
+	enum vmio_home_state home_state;
 	/* What its kicks may cost (kick_guard.h): the budget, the timer that
 	 * looks at the ring while the kick fd is let go, and where the ring
 	 * stood after the last kick served (vmio_vq_progress). */
 	struct vmio_kick_guard guard;
 	struct vmio_timer look;
 	uint32_t progress;
-	/* From the home to the backend's loop. */
+	/* From the home to the backend's loop: what its answer says. */
 	atomic_bool cmd_done;    /* the command ran */
 	atomic_bool stopped_itself; /* it found the ring broken */
 };
@@ -97,11 +134,10 @@ struct vmio_backend {
 	/* Called on the backend's loop when the last command is answered. */
 	void (*homes_idle)(struct vmio_backend *be);
 	bool homes_gone; /* the home loops no longer run: serve queues here */
-	/* A message waiting for its queues to stop (its fds still in it),
-	 * and a front end gone whose queues are still stopping. */
-	bool holding;
-	struct vhost_user_msg held;
-	bool closing;
+	/* Whether a message waits for its queues to stop, or a front end
+	 * gone for them (queue_state.h). */
+	enum vmio_be_state state;
+	struct vhost_user_msg held; /* VMIO_BE_WAITING: its fds still in it */
 
 	struct vmio_ratelimit rl;
 	/* Connects and disconnects: a VMM that reconnects in a loop must not

@@ -124,19 +124,12 @@ static bool take_messages(struct vhost_user_channel *ch)
 						       strerror(-rc));
 			return false;
 		}
-		struct vhost_user_msg msg = ch->in.msg;
+		struct vhost_user_msg msg = ch->in.msg, reply;
 		vhost_user_reader_init(&ch->in);
-		rc = ch->ops->message(ch->opaque, &msg);
-		if (rc < 0) {
-			/* -EPIPE: the reply found the front end gone. */
-			close_because(ch, end_of(rc),
-				      "closing the connection after a "
-				      "failed %s",
-				      vhost_user_request_name(msg.hdr.request));
+		if (!vhost_user_channel_conclude(
+			    ch, &msg, ch->ops->message(ch->opaque, &msg, &reply),
+			    &reply))
 			return false;
-		}
-		if (rc == VHOST_USER_CHANNEL_PAUSE)
-			ch->paused = true;
 	}
 	return true;
 }
@@ -210,8 +203,10 @@ void vhost_user_channel_close(struct vhost_user_channel *ch)
 		teardown(ch);
 }
 
-int vhost_user_channel_reply(struct vhost_user_channel *ch,
-			     const struct vhost_user_msg *reply)
+/* The channel reads a message only while there is room for its reply,
+ * so -ENOBUFS means a second reply to one message. */
+static int send_reply(struct vhost_user_channel *ch,
+		      const struct vhost_user_msg *reply)
 {
 	int rc = vhost_user_outbox_put(&ch->out, reply);
 
@@ -219,6 +214,43 @@ int vhost_user_channel_reply(struct vhost_user_channel *ch,
 		return rc;
 	/* Most replies go out at once; the rest wait for EPOLLOUT. */
 	return vhost_user_outbox_flush(&ch->out, ch->fd);
+}
+
+bool vhost_user_channel_conclude(struct vhost_user_channel *ch,
+				 const struct vhost_user_msg *msg,
+				 enum vhost_user_result result,
+				 const struct vhost_user_msg *reply)
+{
+	const char *name = vhost_user_request_name(msg->hdr.request);
+	int rc;
+
+	switch (result) {
+	case VHOST_USER_DONE:
+		return true;
+	case VHOST_USER_WAIT:
+		ch->paused = true;
+		return true;
+	case VHOST_USER_REPLY:
+		rc = send_reply(ch, reply);
+		if (!rc)
+			return true;
+		/* -EPIPE: the reply found the front end gone. */
+		close_because(ch, end_of(rc),
+			      "cannot send the reply to %s: %s; closing the "
+			      "connection",
+			      name, strerror(-rc));
+		return false;
+	case VHOST_USER_CLOSE:
+		break;
+	}
+	close_because(ch, VHOST_USER_END_FAULT,
+		      "closing the connection after a failed %s", name);
+	return false;
+}
+
+void vhost_user_channel_pause(struct vhost_user_channel *ch)
+{
+	ch->paused = true;
 }
 
 bool vhost_user_channel_resume(struct vhost_user_channel *ch)
@@ -234,9 +266,4 @@ bool vhost_user_channel_resume(struct vhost_user_channel *ch)
 		return false;
 	}
 	return true;
-}
-
-void vhost_user_channel_fail(struct vhost_user_channel *ch, const char *why)
-{
-	close_because(ch, VHOST_USER_END_FAULT, "%s", why);
 }

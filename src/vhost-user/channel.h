@@ -18,10 +18,6 @@
 #include "vhost-user/message.h"
 #include "vhost-user/outbox.h"
 
-/* ops->message's answer when the owner needs time before the next
- * message: nothing more is read until vhost_user_channel_resume. */
-#define VHOST_USER_CHANNEL_PAUSE 1
-
 /* How a channel ended, as the owner counts its sessions' ends. */
 enum vhost_user_end {
 	VHOST_USER_END_HANGUP,  /* the front end closed (or reset) its end */
@@ -31,9 +27,11 @@ enum vhost_user_end {
 };
 
 struct vhost_user_channel_ops {
-	/* A whole message; its fds are the callee's. Returns 0,
-	 * VHOST_USER_CHANNEL_PAUSE, or -errno to close the channel. */
-	int (*message)(void *opaque, struct vhost_user_msg *msg);
+	/* A whole message; its fds are the callee's. Its answer goes to
+	 * vhost_user_channel_conclude, with reply if it made one. */
+	enum vhost_user_result (*message)(void *opaque,
+					  struct vhost_user_msg *msg,
+					  struct vhost_user_msg *reply);
 	/* The channel has closed (fd out of the loop and closed). why is
 	 * NULL when the front end hung up between messages. Called last: it
 	 * may free the channel. */
@@ -64,15 +62,21 @@ int vhost_user_channel_open(struct vhost_user_channel *ch,
 			    void *opaque);
 /* Closes it without calling ops->closed (the owner is going away). */
 void vhost_user_channel_close(struct vhost_user_channel *ch);
-/* Reads messages again after VHOST_USER_CHANNEL_PAUSE. Returns false if
- * that closed the channel (ops->closed has run). */
+/* Reads no further message until vhost_user_channel_resume (the owner
+ * needs time before the next one). */
+void vhost_user_channel_pause(struct vhost_user_channel *ch);
+/* Reads messages again after a pause or a VHOST_USER_WAIT. Returns false
+ * if that closed the channel (ops->closed has run). */
 bool vhost_user_channel_resume(struct vhost_user_channel *ch);
-/* Closes the channel because of what why says, calling ops->closed. */
-void vhost_user_channel_fail(struct vhost_user_channel *ch, const char *why);
-/* Sends a reply (from within ops->message, or while paused). Returns 0, or -errno: the
- * channel reads a message only while there is room for its reply, so
- * -ENOBUFS means a second reply to one message. */
-int vhost_user_channel_reply(struct vhost_user_channel *ch,
-			     const struct vhost_user_msg *reply);
+/* Acts on what became of msg: sends reply (VHOST_USER_REPLY), pauses
+ * (VHOST_USER_WAIT), or closes the channel for it (VHOST_USER_CLOSE, or a
+ * reply it could not send), the one way a message closes it. Called by
+ * the channel for each message it reads, and by the owner for one it
+ * kept waiting. Returns false if the channel closed (ops->closed has
+ * run). */
+bool vhost_user_channel_conclude(struct vhost_user_channel *ch,
+				 const struct vhost_user_msg *msg,
+				 enum vhost_user_result result,
+				 const struct vhost_user_msg *reply);
 
 #endif

@@ -50,11 +50,14 @@ struct vmio_device_ops {
 	 * CONFIG, CONFIGURE_MEM_SLOTS, STATUS). */
 	uint64_t protocol_features;
 	unsigned num_queues;
-	uint16_t max_queue_size; /* SET_VRING_NUM above this is refused */
+	/* SET_VRING_NUM above this is refused: a queue the device starts
+	 * is never larger. */
+	uint16_t max_queue_size;
 	uint32_t config_size;    /* bytes of config space; 0 if none */
 
 	/* Config space reads and writes, already bounds-checked against
-	 * config_size. Return 0 or -errno. set_config may be NULL (read-only
+	 * config_size (the device checks no range again). Return 0 or
+	 * -errno. set_config may be NULL (read-only
 	 * config: writes are refused). */
 	int (*get_config)(void *dev, uint8_t *buf, uint32_t offset, uint32_t len);
 	int (*set_config)(void *dev, const uint8_t *buf, uint32_t offset,
@@ -97,15 +100,13 @@ struct vmio_device_ops {
 };
 
 /* get_config for a device whose config space is one le64 (vsock's
- * guest_cid, loopback's byte count). The core checked the range already;
- * the check here keeps the copy safe on its own. */
+ * guest_cid, loopback's byte count), config_size 8: the core checked the
+ * range against it. */
 static inline int vmio_config_read_le64(uint64_t value, uint8_t *buf,
 					uint32_t offset, uint32_t len)
 {
 	uint64_t le = htole64(value);
 
-	if (offset > sizeof(le) || len > sizeof(le) - offset)
-		return -EINVAL;
 	memcpy(buf, (const uint8_t *)&le + offset, len);
 	return 0;
 }

@@ -242,44 +242,51 @@ static int get_max_mem_slots(struct vmio_backend *be,
 	return 0;
 }
 
+/* Like SET_MEM_TABLE, the region is checked and mapped before anything
+ * changes: a refused one leaves the table, and the device, as they were. */
 static int add_mem_reg(struct vmio_backend *be, struct vhost_user_msg *msg,
 		       struct vhost_user_msg *reply)
 {
 	struct vmio_mem_region_desc d;
+	struct vmio_mem_region r;
 	const char *why = "";
 	int rc;
 
 	region_desc(&d, &msg->payload.mem_reg.region);
-	memory_change_begin(be);
-	rc = vmio_mem_add(&be->mem, &d, take_fd(msg, 0), &why);
-	if (rc)
+	rc = vmio_mem_prepare(&be->mem, &d, take_fd(msg, 0), &r, &why);
+	if (rc) {
 		be_err(be, "ADD_MEM_REG: region gpa 0x%llx size 0x%llx uva 0x%llx "
 		       "offset 0x%llx: %s",
 		       (unsigned long long)d.gpa, (unsigned long long)d.size,
 		       (unsigned long long)d.uva,
 		       (unsigned long long)d.mmap_offset, why);
+		return rc;
+	}
+	memory_change_begin(be);
+	vmio_mem_commit(&be->mem, &r);
 	remap_all(be);
-	return rc;
+	return 0;
 }
 
 static int rem_mem_reg(struct vmio_backend *be, struct vhost_user_msg *msg,
 		       struct vhost_user_msg *reply)
 {
 	struct vmio_mem_region_desc d;
-	int rc;
 
 	region_desc(&d, &msg->payload.mem_reg.region);
-	memory_change_begin(be);
-	for (unsigned i = 0; i < be->ops->num_queues; i++)
-		vmio_vq_unmap(&be->queues[i].vq);
-	rc = vmio_mem_remove(&be->mem, &d);
-	if (rc)
+	if (!vmio_mem_holds(&be->mem, &d)) {
 		be_err(be, "REM_MEM_REG: no region with gpa 0x%llx size 0x%llx "
 		       "uva 0x%llx",
 		       (unsigned long long)d.gpa, (unsigned long long)d.size,
 		       (unsigned long long)d.uva);
+		return -ENOENT;
+	}
+	memory_change_begin(be);
+	for (unsigned i = 0; i < be->ops->num_queues; i++)
+		vmio_vq_unmap(&be->queues[i].vq);
+	vmio_mem_remove(&be->mem, &d);
 	remap_all(be);
-	return rc;
+	return 0;
 }
 
 static int set_vring_num(struct vmio_backend *be, struct vhost_user_msg *msg,
@@ -393,7 +400,7 @@ static int get_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 	vq = &q->vq;
 	/* The queue stopped for good (VMIO_QUEUE_HALT) before we got here:
 	 * the device gave back every chain it held. */
-	q->vq.started = false;
+	q->started = false;
 	vmio_bq_set_kick_fd(q, -1);
 	reply->payload.state.index = s->index;
 	if (vq->packed)
@@ -445,11 +452,11 @@ static int set_vring_kick(struct vmio_backend *be, struct vhost_user_msg *msg,
 		return -EINVAL;
 	}
 	vmio_bq_set_kick_fd(q, fd);
-	q->vq.started = true;
+	q->started = true;
 	/* Without protocol features there is no SET_VRING_ENABLE: a started
 	 * ring is an enabled one. */
 	if (!(be->acked_features & VMIO_BIT(VHOST_USER_F_PROTOCOL_FEATURES)))
-		q->vq.enabled = true;
+		q->enabled = true;
 	return 0;
 }
 
@@ -467,15 +474,18 @@ static int swap_vring_notifier(struct vmio_backend *be,
 
 	if (!q)
 		return -EINVAL;
-	int *slot = which == VRING_CALL ? &q->vq.call_fd : &q->vq.err_fd;
+	int *slot = which == VRING_CALL ? &q->call_fd : &q->err_fd;
 	/* A saturated eventfd, or a pipe no one reads, must not hold the
 	 * loop in write(). */
 	if (fd >= 0)
 		vmio_fd_set_nonblock(fd);
 	vmio_close_fd(slot);
 	*slot = fd;
-	if (which == VRING_CALL)
-		vmio_vq_call_fd_replaced(&q->vq);
+	if (which != VRING_CALL)
+		return 0;
+	vmio_vq_notify_moved(&q->vq);
+	if (q->started)
+		vmio_vq_signal(q->call_fd);
 	return 0;
 }
 
@@ -507,7 +517,7 @@ static int set_vring_enable(struct vmio_backend *be,
 	}
 	/* A disable stopped the queue for good (VMIO_QUEUE_HALT: the device
 	 * gave back what it holds) before we got here. */
-	q->vq.enabled = s->num;
+	q->enabled = s->num;
 	return 0;
 }
 
@@ -856,8 +866,10 @@ static int check_header(struct vmio_backend *be,
 
 /* Makes the handler's reply, the REPLY_ACK ack, or nothing; decides
  * whether a failure ends the connection (see the top of this file). */
-static int finish(const struct handler *h, const struct vhost_user_msg *msg,
-		  struct vhost_user_msg *reply, bool ack, int rc)
+static enum vhost_user_result finish(const struct handler *h,
+				     const struct vhost_user_msg *msg,
+				     struct vhost_user_msg *reply, bool ack,
+				     int rc)
 {
 	if (h && h->has_reply) {
 		if (rc)
@@ -865,16 +877,17 @@ static int finish(const struct handler *h, const struct vhost_user_msg *msg,
 	} else if (ack) {
 		reply_u64(reply, rc ? (uint64_t)-rc : 0);
 	} else {
-		return rc;
+		return rc ? VHOST_USER_CLOSE : VHOST_USER_DONE;
 	}
 	reply->hdr.request = msg->hdr.request;
 	reply->hdr.flags = VHOST_USER_VERSION | VHOST_USER_REPLY_MASK;
 	reply->nfds = 0;
-	return 1;
+	return VHOST_USER_REPLY;
 }
 
-int vmio_backend_handle_msg(struct vmio_backend *be, struct vhost_user_msg *msg,
-			    struct vhost_user_msg *reply)
+enum vhost_user_result vmio_backend_handle_msg(struct vmio_backend *be,
+					       struct vhost_user_msg *msg,
+					       struct vhost_user_msg *reply)
 {
 	const struct handler *h = NULL;
 	bool ack;
@@ -887,7 +900,7 @@ int vmio_backend_handle_msg(struct vmio_backend *be, struct vhost_user_msg *msg,
 		if (msg->nfds > VHOST_USER_MAX_FDS)
 			msg->nfds = VHOST_USER_MAX_FDS;
 		vhost_user_msg_close_fds(msg);
-		return rc;
+		return VHOST_USER_CLOSE;
 	}
 	/* Whether an ack is due is decided by what was negotiated when the
 	 * request arrived, not by what the request changes. */
@@ -911,7 +924,7 @@ int vmio_backend_handle_msg(struct vmio_backend *be, struct vhost_user_msg *msg,
 
 		stops_of(be, msg, h->stops, &first, &n, &how);
 		if (!vmio_bq_quiesce(be, first, n, how))
-			return VMIO_MSG_WAIT;
+			return VHOST_USER_WAIT;
 		log_debug("vhost-user: %s (%u bytes, %u fds)",
 			  vhost_user_request_name(msg->hdr.request),
 			  msg->hdr.size, msg->nfds);

@@ -11,6 +11,19 @@
 
 #include "vhost-user/protocol.h"
 
+/* What became of a message: the one answer of whoever handles one (the
+ * backend's handlers, the channel's owner). */
+enum vhost_user_result {
+	VHOST_USER_DONE,  /* handled, nothing to send */
+	VHOST_USER_REPLY, /* handled, the reply made beside it is to be sent */
+	/* Not handled yet: it waits (its fds still in it) until the one who
+	 * said so hands it in again; no further message is read meanwhile. */
+	VHOST_USER_WAIT,
+	/* Refused in a way only closing the connection answers (its fds
+	 * closed). */
+	VHOST_USER_CLOSE,
+};
+
 /* Name of a request for log lines ("SET_MEM_TABLE"), or "unknown". */
 const char *vhost_user_request_name(uint32_t request);
 

@@ -10,6 +10,8 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "vhost-user/queue_state.h"
+
 static bool is_local(const struct vmio_backend_queue *q)
 {
 	return q->home == q->be->loop || q->be->homes_gone;
@@ -17,12 +19,9 @@ static bool is_local(const struct vmio_backend_queue *q)
 
 /* ---- On the home ------------------------------------------------------- */
 
-static void unwatch_kick(struct vmio_backend_queue *q)
+static bool on_device(const struct vmio_backend_queue *q)
 {
-	if (!q->kick_watched)
-		return;
-	vmio_loop_remove(q->home, q->vq.kick_fd);
-	q->kick_watched = false;
+	return q->home_state != VMIO_HOME_STOPPED;
 }
 
 static void run_stop(struct vmio_backend_queue *q, enum vmio_queue_stop how)
@@ -31,12 +30,13 @@ static void run_stop(struct vmio_backend_queue *q, enum vmio_queue_stop how)
 
 	/* A queue only paused may hold chains: a stop that wants them back
 	 * reaches the device again. */
-	if (!q->home_running && how == VMIO_QUEUE_PAUSE)
+	if (!on_device(q) && how == VMIO_QUEUE_PAUSE)
 		return;
-	unwatch_kick(q);
+	if (q->home_state == VMIO_HOME_WATCHING)
+		vmio_loop_remove(q->home, q->kick_fd);
 	vmio_timer_fini(&q->look);
 	vmio_kick_guard_stop(&q->guard, vmio_loop_now_ns(q->home));
-	q->home_running = false;
+	vmio_home_move(q, VMIO_HOME_STOPPED);
 	log_debug("vhost-user: queue %u %s", q->vq.index,
 		  how == VMIO_QUEUE_PAUSE ? "paused" : "stopped");
 	be->ops->queue_stop(be->dev, &q->vq, how);
@@ -48,7 +48,8 @@ static void stop_broken(struct vmio_backend_queue *q)
 {
 	run_stop(q, VMIO_QUEUE_PAUSE);
 	if (is_local(q)) {
-		q->running = false;
+		if (q->state == VMIO_BQ_RUNNING)
+			vmio_bq_move(q, VMIO_BQ_PAUSED);
 		return;
 	}
 	atomic_store_explicit(&q->stopped_itself, true, memory_order_release);
@@ -73,20 +74,21 @@ static int take_kick(struct vmio_backend_queue *q, int fd)
 
 static void kick_cb(void *opaque, int fd, uint32_t events);
 
-/* The kick fd goes back into the home loop. Returns false after breaking
- * the queue. */
+/* The kick fd goes (back) into the home loop. Returns false after
+ * breaking the queue. */
 static bool watch_kick(struct vmio_backend_queue *q)
 {
-	int rc = vmio_loop_add(q->home, q->vq.kick_fd, EPOLLIN, kick_cb, q);
+	int rc = vmio_loop_add(q->home, q->kick_fd, EPOLLIN, kick_cb, q);
 
 	if (rc) {
-		/* vmio_vq_set_broken also tells the VMM, on the error fd. */
+		/* vmio_vq_set_broken also tells the VMM, on the error fd
+		 * (queues.c's transport). */
 		vmio_vq_set_broken(&q->vq, "cannot watch kick fd: errno %d",
 				   -rc);
 		stop_broken(q);
 		return false;
 	}
-	q->kick_watched = true;
+	vmio_home_move(q, VMIO_HOME_WATCHING);
 	return true;
 }
 
@@ -108,7 +110,8 @@ static void serve_kick(struct vmio_backend_queue *q, bool looked)
 		return;
 	/* Past the idle budget: the storm goes unheard, the ring is looked
 	 * at on the timer instead. */
-	unwatch_kick(q);
+	vmio_loop_remove(q->home, q->kick_fd);
+	vmio_home_move(q, VMIO_HOME_LOOKING);
 	vmio_timer_arm_ns(&q->look, vmio_kick_guard_delay(&q->guard));
 }
 
@@ -124,9 +127,9 @@ static void look_cb(void *opaque)
 	bool work, back;
 	int kicked;
 
-	if (!q->home_running)
+	if (q->home_state != VMIO_HOME_LOOKING)
 		return;
-	kicked = take_kick(q, q->vq.kick_fd);
+	kicked = take_kick(q, q->kick_fd);
 	if (kicked < 0)
 		return;
 	work = vmio_vq_progress(&q->vq) != q->progress;
@@ -136,7 +139,7 @@ static void look_cb(void *opaque)
 		return;
 	if (work || kicked) {
 		serve_kick(q, true);
-		if (!q->home_running || q->vq.broken)
+		if (!on_device(q) || q->vq.broken)
 			return;
 	}
 	if (!back)
@@ -156,7 +159,7 @@ static void kick_cb(void *opaque, int fd, uint32_t events)
 	}
 	if (take_kick(q, fd) < 0)
 		return;
-	if (!q->home_running)
+	if (q->home_state != VMIO_HOME_WATCHING)
 		return;
 	serve_kick(q, false);
 }
@@ -177,7 +180,7 @@ static void run_start_here(struct vmio_backend_queue *q)
 {
 	struct vmio_backend *be = q->be;
 
-	if (q->vq.kick_fd >= 0) { /* else NOFD: the device polls */
+	if (q->kick_fd >= 0) { /* else NOFD: the device polls */
 		int rc = vmio_timer_init(&q->look, q->home, look_cb, q);
 
 		if (rc) {
@@ -188,14 +191,15 @@ static void run_start_here(struct vmio_backend_queue *q)
 			return;
 		}
 		if (!watch_kick(q)) {
-			/* Not running yet: run_stop left it alone. */
+			/* Not on the device yet: run_stop left it alone. */
 			vmio_timer_fini(&q->look);
 			return;
 		}
+	} else {
+		vmio_home_move(q, VMIO_HOME_POLLED);
 	}
 	vmio_kick_guard_start(&q->guard, &be->kick_budget,
 			      vmio_loop_now_ns(q->home));
-	q->home_running = true;
 	log_debug("vhost-user: queue %u started (size %u)", q->vq.index,
 		  q->vq.size);
 	be->ops->queue_start(be->dev, &q->vq, &be->mem);
@@ -228,22 +232,43 @@ static void at_home_cb(void *opaque)
 
 /* ---- On the backend's loop --------------------------------------------- */
 
+/* What the queue's home answered: the command out ran (the state it
+ * was heading for is reached), and whether the queue stopped itself. */
+static void take_answer(struct vmio_backend_queue *q)
+{
+	struct vmio_backend *be = q->be;
+
+	if (atomic_exchange_explicit(&q->stopped_itself, false,
+				     memory_order_acquire)) {
+		if (q->state == VMIO_BQ_RUNNING)
+			vmio_bq_move(q, VMIO_BQ_PAUSED);
+		else if (q->state == VMIO_BQ_STARTING)
+			vmio_bq_move(q, VMIO_BQ_PAUSING);
+	}
+	if (!atomic_load_explicit(&q->cmd_done, memory_order_acquire))
+		return;
+	switch (q->state) {
+	case VMIO_BQ_STARTING:
+		vmio_bq_move(q, VMIO_BQ_RUNNING);
+		break;
+	case VMIO_BQ_PAUSING:
+		vmio_bq_move(q, VMIO_BQ_PAUSED);
+		break;
+	case VMIO_BQ_HALTING:
+		vmio_bq_move(q, VMIO_BQ_IDLE);
+		break;
+	default:
+		return; /* no command out */
+	}
+	be->cmds_out--;
+}
+
 static void homes_answer_cb(void *opaque)
 {
 	struct vmio_backend *be = opaque;
 
-	for (unsigned i = 0; i < be->ops->num_queues; i++) {
-		struct vmio_backend_queue *q = &be->queues[i];
-
-		if (atomic_exchange_explicit(&q->stopped_itself, false,
-					     memory_order_acquire))
-			q->running = false;
-		if (q->cmd_out && atomic_load_explicit(&q->cmd_done,
-						       memory_order_acquire)) {
-			q->cmd_out = false;
-			be->cmds_out--;
-		}
-	}
+	for (unsigned i = 0; i < be->ops->num_queues; i++)
+		take_answer(&be->queues[i]);
 	if (!be->cmds_out && be->homes_idle)
 		be->homes_idle(be);
 }
@@ -267,19 +292,23 @@ void vmio_home_choose(struct vmio_backend_queue *q)
 		vmio_defer_init(&q->at_home, q->home, at_home_cb, q);
 }
 
+/* Moves the queue to `here` and runs the command at once when its home is
+ * the backend's loop; else to `sent` with the command posted home. */
 static void send_cmd(struct vmio_backend_queue *q, enum vmio_bq_cmd cmd,
-		     enum vmio_queue_stop how)
+		     enum vmio_queue_stop how, enum vmio_bq_state here,
+		     enum vmio_bq_state sent)
 {
 	if (is_local(q)) {
+		vmio_bq_move(q, here);
 		if (cmd == VMIO_BQ_START)
 			run_start(q);
 		else
 			run_stop(q, how);
 		return;
 	}
+	vmio_bq_move(q, sent);
 	q->cmd = cmd;
 	q->cmd_how = how;
-	q->cmd_out = true;
 	q->be->cmds_out++;
 	atomic_store_explicit(&q->cmd_done, false, memory_order_relaxed);
 	vmio_defer_post(&q->at_home);
@@ -287,19 +316,40 @@ static void send_cmd(struct vmio_backend_queue *q, enum vmio_bq_cmd cmd,
 
 void vmio_home_start(struct vmio_backend_queue *q)
 {
-	q->running = true;
-	q->holds = true;
-	send_cmd(q, VMIO_BQ_START, VMIO_QUEUE_PAUSE);
+	send_cmd(q, VMIO_BQ_START, VMIO_QUEUE_PAUSE, VMIO_BQ_RUNNING,
+		 VMIO_BQ_STARTING);
 }
 
 void vmio_home_stop(struct vmio_backend_queue *q, enum vmio_queue_stop how)
 {
-	if (!q->running && !(q->holds && how != VMIO_QUEUE_PAUSE))
+	/* A pause stops a running queue; a stop that wants every chain
+	 * back reaches a paused one too. */
+	bool paused = q->state == VMIO_BQ_PAUSED;
+
+	if (q->state == VMIO_BQ_STARTING || q->state == VMIO_BQ_PAUSING ||
+	    q->state == VMIO_BQ_HALTING) {
+		log_err("vhost-user: bug: queue %u stopped with a command out",
+			q->vq.index);
 		return;
-	q->running = false;
-	if (how != VMIO_QUEUE_PAUSE)
-		q->holds = false;
-	send_cmd(q, VMIO_BQ_STOP, how);
+	}
+	if (q->state != VMIO_BQ_RUNNING && !(paused && how != VMIO_QUEUE_PAUSE))
+		return;
+	if (how == VMIO_QUEUE_PAUSE)
+		send_cmd(q, VMIO_BQ_STOP, how, VMIO_BQ_PAUSED, VMIO_BQ_PAUSING);
+	else
+		send_cmd(q, VMIO_BQ_STOP, how, VMIO_BQ_IDLE, VMIO_BQ_HALTING);
+}
+
+/* A queue's state once its home is gone, from what the home did (its
+ * thread has ended): a command never run left the home as it was. Not a
+ * transition of the table: the loop takes the home's word. */
+static enum vmio_bq_state settled(const struct vmio_backend_queue *q)
+{
+	if (on_device(q))
+		return VMIO_BQ_RUNNING;
+	if (q->state == VMIO_BQ_IDLE || q->state == VMIO_BQ_HALTING)
+		return VMIO_BQ_IDLE;
+	return VMIO_BQ_PAUSED;
 }
 
 void vmio_home_gone(struct vmio_backend *be)
@@ -309,11 +359,10 @@ void vmio_home_gone(struct vmio_backend *be)
 	for (unsigned i = 0; i < be->ops->num_queues; i++) {
 		struct vmio_backend_queue *q = &be->queues[i];
 
-		/* A command never run leaves the home as it was. */
-		if (q->cmd_out)
+		if (q->state == VMIO_BQ_STARTING ||
+		    q->state == VMIO_BQ_PAUSING || q->state == VMIO_BQ_HALTING)
 			vmio_defer_cancel(&q->at_home);
-		q->cmd_out = false;
-		q->running = q->home_running;
+		q->state = settled(q);
 		atomic_store_explicit(&q->stopped_itself, false,
 				      memory_order_relaxed);
 	}

@@ -1,5 +1,5 @@
 /* Serving the rings: a queue runs on the device exactly while
- * vmio_vq_ready() holds. Every change of a queue's configuration goes
+ * vmio_bq_ready() holds. Every change of a queue's configuration goes
  * pause → change → sync, so the device never sees a ring, an fd or a memory
  * table change under a running queue. With a queue served on another
  * thread the pause takes a while: the message that changes it waits
@@ -9,42 +9,75 @@
 
 #include "util/fd.h"
 #include "vhost-user/queue_home.h"
+#include "vhost-user/queue_state.h"
 #include "vhost-user/queues.h"
+
+/* The device's notifications go out on the call fd, a broken ring is
+ * told on the error fd; the home writes them while the queue runs. */
+static void notify_cb(void *opaque)
+{
+	vmio_vq_signal(((struct vmio_backend_queue *)opaque)->call_fd);
+}
+
+static void broken_cb(void *opaque)
+{
+	vmio_vq_signal(((struct vmio_backend_queue *)opaque)->err_fd);
+}
+
+static const struct vmio_vq_transport transport = {
+	.notify = notify_cb,
+	.broken = broken_cb,
+};
+
+/* The queue as the VMM has not touched it. */
+static void forget(struct vmio_backend_queue *q, unsigned index)
+{
+	vmio_vq_init(&q->vq, index);
+	vmio_vq_set_transport(&q->vq, &transport, q);
+	q->kick_fd = q->call_fd = q->err_fd = -1;
+	q->started = q->enabled = false;
+}
 
 void vmio_bq_init_all(struct vmio_backend *be)
 {
 	for (unsigned i = 0; i < be->ops->num_queues; i++) {
 		struct vmio_backend_queue *q = &be->queues[i];
-		vmio_vq_init(&q->vq, i);
+		forget(q, i);
 		q->be = be;
 	}
 	vmio_home_init(be);
 }
 
-/* A queue that is no longer started or enabled has stopped for good; any
- * other stop is a pause around a change of its configuration. */
-static enum vmio_queue_stop stop_reason(const struct vmio_backend_queue *q)
+bool vmio_bq_ready(const struct vmio_backend_queue *q)
 {
-	return q->vq.started && q->vq.enabled ? VMIO_QUEUE_PAUSE
-					      : VMIO_QUEUE_HALT;
+	return q->started && q->enabled && vmio_vq_ready(&q->vq);
+}
+
+/* On the device, or on its way there. */
+static bool running(const struct vmio_backend_queue *q)
+{
+	return q->state == VMIO_BQ_RUNNING || q->state == VMIO_BQ_STARTING;
 }
 
 void vmio_bq_sync(struct vmio_backend_queue *q)
 {
-	bool ready = vmio_vq_ready(&q->vq);
+	bool ready = vmio_bq_ready(q);
 
-	if (ready && !q->running) {
+	if (ready && !running(q)) {
 		vmio_home_choose(q);
 		vmio_home_start(q);
-	} else if (!ready && q->running) {
-		vmio_home_stop(q, stop_reason(q));
+	} else if (!ready && running(q)) {
+		/* No longer started or enabled: it has stopped for good; else
+		 * (a broken or unmapped ring) it pauses. */
+		vmio_home_stop(q, q->started && q->enabled ? VMIO_QUEUE_PAUSE
+							   : VMIO_QUEUE_HALT);
 	}
 }
 
 void vmio_bq_pause(struct vmio_backend_queue *q)
 {
-	if (q->running)
-		vmio_home_stop(q, stop_reason(q));
+	if (running(q))
+		vmio_home_stop(q, VMIO_QUEUE_PAUSE);
 }
 
 void vmio_bq_pause_all(struct vmio_backend *be)
@@ -79,12 +112,12 @@ int vmio_bq_remap(struct vmio_backend_queue *q)
 
 void vmio_bq_set_kick_fd(struct vmio_backend_queue *q, int fd)
 {
-	vmio_close_fd(&q->vq.kick_fd);
+	vmio_close_fd(&q->kick_fd);
 	/* A second reader of the same eventfd (a VMM can pass one to two
 	 * queues) must not leave us blocked in read(). */
 	if (fd >= 0)
 		vmio_fd_set_nonblock(fd);
-	q->vq.kick_fd = fd;
+	q->kick_fd = fd;
 }
 
 void vmio_bq_reset(struct vmio_backend_queue *q)
@@ -93,12 +126,13 @@ void vmio_bq_reset(struct vmio_backend_queue *q)
 	unsigned index = vq->index;
 
 	vmio_bq_pause(q);
+	/* The device was reset, or gave back what it held at a halt. */
+	vmio_bq_move(q, VMIO_BQ_IDLE);
 	vmio_bq_set_kick_fd(q, -1);
-	vmio_close_fd(&vq->call_fd);
-	vmio_close_fd(&vq->err_fd);
+	vmio_close_fd(&q->call_fd);
+	vmio_close_fd(&q->err_fd);
 	vmio_vq_release(vq);
-	vmio_vq_init(vq, index);
-	q->holds = false;
+	forget(q, index);
 }
 
 void vmio_bq_release_all(struct vmio_backend *be)

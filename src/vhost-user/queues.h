@@ -1,5 +1,5 @@
 /* Serving the rings: a queue runs on the device exactly while
- * vmio_vq_ready() holds. */
+ * vmio_bq_ready() holds. */
 #ifndef VMIO_VHOST_USER_QUEUES_H
 #define VMIO_VHOST_USER_QUEUES_H
 
@@ -7,10 +7,13 @@
 
 /* Resets every queue to its untouched state. Call once at creation. */
 void vmio_bq_init_all(struct vmio_backend *be);
-/* Stops the queue on the device if it runs (so its configuration may
- * change); vmio_bq_sync restarts it if it is still ready afterwards. */
+/* Pauses the queue on the device if it runs (so its configuration may
+ * change); vmio_bq_sync restarts it if it is still ready afterwards. A
+ * pause never halts: a queue stops for good only by vmio_bq_quiesce. */
 void vmio_bq_pause(struct vmio_backend_queue *q);
-/* Starts or stops the queue on the device to match vmio_vq_ready(). */
+/* Started, enabled, and its rings servable (vmio_vq_ready). */
+bool vmio_bq_ready(const struct vmio_backend_queue *q);
+/* Starts or stops the queue on the device to match vmio_bq_ready(). */
 void vmio_bq_sync(struct vmio_backend_queue *q);
 void vmio_bq_pause_all(struct vmio_backend *be);
 void vmio_bq_sync_all(struct vmio_backend *be);

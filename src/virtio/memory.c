@@ -118,47 +118,73 @@ static int map_region(struct vmio_mem_region *r,
 	return 0;
 }
 
-int vmio_mem_add(struct vmio_mem *mem, const struct vmio_mem_region_desc *d,
-		 int fd, const char **why)
+/* The region of mem identical to d (gpa, size, uva and offset), or NULL. */
+static struct vmio_mem_region *find_same(const struct vmio_mem *mem,
+					 const struct vmio_mem_region_desc *d)
 {
-	struct vmio_mem_region r;
+	for (unsigned i = 0; i < mem->nregions; i++) {
+		const struct vmio_mem_region *e = &mem->regions[i];
+
+		if (e->d.gpa == d->gpa && e->d.size == d->size &&
+		    e->d.uva == d->uva && e->d.mmap_offset == d->mmap_offset)
+			return (struct vmio_mem_region *)e;
+	}
+	return NULL;
+}
+
+int vmio_mem_prepare(const struct vmio_mem *mem,
+		     const struct vmio_mem_region_desc *d, int fd,
+		     struct vmio_mem_region *r, const char **why)
+{
 	const char *dummy;
-	unsigned pos;
 	int ret;
 
 	if (!why)
 		why = &dummy;
+	*r = (struct vmio_mem_region){ .d = *d };
 	if (fd < 0) {
 		*why = "no file descriptor for the region";
 		return -EBADF;
 	}
-	for (pos = 0; pos < mem->nregions; pos++) {
-		struct vmio_mem_region *e = &mem->regions[pos];
-
-		if (e->d.gpa == d->gpa && e->d.size == d->size &&
-		    e->d.uva == d->uva && e->d.mmap_offset == d->mmap_offset) {
-			close(fd);
-			e->dups++;
-			return 0;
-		}
+	if (find_same(mem, d)) {
+		close(fd);
+		return 0;
 	}
 	ret = validate(mem, d, why);
 	if (!ret)
 		ret = check_file_size(fd, d->mmap_offset + d->size, why);
 	if (!ret)
-		ret = map_region(&r, d, fd, why);
+		ret = map_region(r, d, fd, why);
 	close(fd);
-	if (ret)
-		return ret;
+	return ret;
+}
 
+void vmio_mem_commit(struct vmio_mem *mem, const struct vmio_mem_region *r)
+{
+	unsigned pos;
+
+	if (!r->map_base) {
+		find_same(mem, &r->d)->dups++;
+		return;
+	}
 	for (pos = 0; pos < mem->nregions; pos++)
-		if (mem->regions[pos].d.gpa > d->gpa)
+		if (mem->regions[pos].d.gpa > r->d.gpa)
 			break;
 	memmove(&mem->regions[pos + 1], &mem->regions[pos],
 		(mem->nregions - pos) * sizeof(mem->regions[0]));
-	mem->regions[pos] = r;
+	mem->regions[pos] = *r;
 	mem->nregions++;
-	return 0;
+}
+
+int vmio_mem_add(struct vmio_mem *mem, const struct vmio_mem_region_desc *d,
+		 int fd, const char **why)
+{
+	struct vmio_mem_region r;
+	int ret = vmio_mem_prepare(mem, d, fd, &r, why);
+
+	if (!ret)
+		vmio_mem_commit(mem, &r);
+	return ret;
 }
 
 static void unmap_region(struct vmio_mem_region *r)
@@ -168,27 +194,44 @@ static void unmap_region(struct vmio_mem_region *r)
 	memset(r, 0, sizeof(*r));
 }
 
-int vmio_mem_remove(struct vmio_mem *mem, const struct vmio_mem_region_desc *d)
+/* The index of the region vmio_mem_remove would take d to mean, or -1. */
+static int find_removable(const struct vmio_mem *mem,
+			  const struct vmio_mem_region_desc *d)
 {
 	for (unsigned i = 0; i < mem->nregions; i++) {
-		struct vmio_mem_region *r = &mem->regions[i];
+		const struct vmio_mem_region *r = &mem->regions[i];
 
-		if (r->d.gpa != d->gpa || r->d.size != d->size ||
-		    r->d.uva != d->uva)
-			continue;
-		if (r->dups) {
-			r->dups--;
-			return 0;
-		}
-		unmap_region(r);
-		memmove(&mem->regions[i], &mem->regions[i + 1],
-			(mem->nregions - i - 1) * sizeof(mem->regions[0]));
-		mem->nregions--;
-		memset(&mem->regions[mem->nregions], 0,
-		       sizeof(mem->regions[0]));
+		if (r->d.gpa == d->gpa && r->d.size == d->size &&
+		    r->d.uva == d->uva)
+			return (int)i;
+	}
+	return -1;
+}
+
+bool vmio_mem_holds(const struct vmio_mem *mem,
+		    const struct vmio_mem_region_desc *d)
+{
+	return find_removable(mem, d) >= 0;
+}
+
+int vmio_mem_remove(struct vmio_mem *mem, const struct vmio_mem_region_desc *d)
+{
+	int i = find_removable(mem, d);
+	struct vmio_mem_region *r;
+
+	if (i < 0)
+		return -ENOENT;
+	r = &mem->regions[i];
+	if (r->dups) {
+		r->dups--;
 		return 0;
 	}
-	return -ENOENT;
+	unmap_region(r);
+	memmove(&mem->regions[i], &mem->regions[i + 1],
+		(mem->nregions - (unsigned)i - 1) * sizeof(mem->regions[0]));
+	mem->nregions--;
+	memset(&mem->regions[mem->nregions], 0, sizeof(mem->regions[0]));
+	return 0;
 }
 
 void vmio_mem_clear(struct vmio_mem *mem)

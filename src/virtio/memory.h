@@ -47,6 +47,21 @@ void vmio_mem_init(struct vmio_mem *mem);
 int vmio_mem_add(struct vmio_mem *mem, const struct vmio_mem_region_desc *d,
 		 int fd, const char **why);
 
+/* vmio_mem_add in two halves, for a caller that must know the region is
+ * good before it changes anything: prepare validates d against mem and
+ * maps it from fd (always consumed) into *r, leaving mem as it is; commit
+ * (which cannot fail) puts *r into mem, unchanged since. A region
+ * identical to one present is mapped by neither: commit counts it.
+ * Returns 0, or -errno with *why set; *r is then nothing to undo. */
+int vmio_mem_prepare(const struct vmio_mem *mem,
+		     const struct vmio_mem_region_desc *d, int fd,
+		     struct vmio_mem_region *r, const char **why);
+void vmio_mem_commit(struct vmio_mem *mem, const struct vmio_mem_region *r);
+
+/* Whether vmio_mem_remove(mem, d) would find a region. */
+bool vmio_mem_holds(const struct vmio_mem *mem,
+		    const struct vmio_mem_region_desc *d);
+
 /* Unmaps the region whose gpa, size and uva match d (once removed as
  * many times as it was added). -ENOENT if none. */
 int vmio_mem_remove(struct vmio_mem *mem, const struct vmio_mem_region_desc *d);

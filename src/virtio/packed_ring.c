@@ -267,7 +267,7 @@ void vmio_packed_flush_and_notify(struct vmio_vq *vq)
 	 * store-then-load race of split_ring.c's flush, the same barrier. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (need_notify(vq, pushed))
-		vmio_vq_signal(vq->call_fd);
+		vmio_vq_notify(vq);
 }
 
 /* Whether a chain waits at the next position (none where SET_VRING_BASE

@@ -205,7 +205,7 @@ void vmio_split_flush_and_notify(struct vmio_vq *vq)
 	 * update and the driver sleeps with work pending. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (need_notify(vq, new_idx))
-		vmio_vq_signal(vq->call_fd);
+		vmio_vq_notify(vq);
 }
 
 uint16_t vmio_split_avail_pending(const struct vmio_vq *vq)

@@ -17,9 +17,6 @@ void vmio_vq_init(struct vmio_vq *vq, unsigned index)
 {
 	memset(vq, 0, sizeof(*vq));
 	vq->index = index;
-	vq->kick_fd = -1;
-	vq->call_fd = -1;
-	vq->err_fd = -1;
 	/* Both packed wrap counters start at 1 (2.8.1). */
 	vq->avail_wrap = true;
 	vq->used_wrap = true;
@@ -82,10 +79,10 @@ void vmio_vq_unmap(struct vmio_vq *vq)
 
 bool vmio_vq_ready(const struct vmio_vq *vq)
 {
-	return vq->started && vq->enabled && mapped(vq) && !vq->broken;
+	return mapped(vq) && !vq->broken;
 }
 
-void vmio_vq_call_fd_replaced(struct vmio_vq *vq)
+void vmio_vq_notify_moved(struct vmio_vq *vq)
 {
 	/* What went to the old call fd may never reach the driver: QEMU
 	 * discards what its masked notifier (the call fd a queue starts on,
@@ -93,8 +90,6 @@ void vmio_vq_call_fd_replaced(struct vmio_vq *vq)
 	 * driver that missed that one under event_idx would not be signalled
 	 * again, so it is told on the new fd, and the next batch signals. */
 	vq->signalled_used_valid = false;
-	if (vq->started)
-		vmio_vq_signal(vq->call_fd);
 }
 
 int vmio_vq_pop(struct vmio_vq *vq, const struct vmio_mem *mem,

@@ -1,8 +1,9 @@
 /* A virtqueue seen from the device, split or packed (vq->packed, from the
  * negotiated features): pop a descriptor chain as scatter lists, push it
  * used, notify the driver under EVENT_IDX. Devices do not know which
- * layout is under them: only split_ring.c and packed_ring.c do. The vhost-user core (vhost-user/backend.c) fills in the
- * configuration; devices only pop, push and notify.
+ * layout is under them: only split_ring.c and packed_ring.c do. The vhost-user core (vhost-user/queues.c) fills in the
+ * configuration and is the queue's transport (its fds and whether it is
+ * started are the core's); devices only pop, push and notify.
  *
  * Everything the ring holds was written by the guest and may change under
  * us at any time: each descriptor is read once into a local copy and
@@ -36,7 +37,8 @@ void vmio_vq_release(struct vmio_vq *vq);
 int vmio_vq_map(struct vmio_vq *vq, const struct vmio_mem *mem);
 void vmio_vq_unmap(struct vmio_vq *vq);
 
-/* started, enabled, mapped and not broken. */
+/* Mapped and not broken: the rings can be served (whether the transport
+ * serves them is the transport's). */
 bool vmio_vq_ready(const struct vmio_vq *vq);
 
 /* Pops the next available chain into *chain. Returns 1 if one was popped,
@@ -54,12 +56,15 @@ void vmio_vq_unpop(struct vmio_vq *vq, unsigned n);
  * packed ring's driver may see it at once. */
 void vmio_vq_push(struct vmio_vq *vq, uint16_t head, uint32_t written);
 
-/* The VMM gave the queue a new call fd: the driver is signalled on it
- * once, for whatever was signalled on the old one. */
-void vmio_vq_call_fd_replaced(struct vmio_vq *vq);
+/* The transport's notifications go somewhere new (vhost-user: a new call
+ * fd): the next flush notifies whatever the driver's event index says.
+ * The transport notifies the new place once itself, for whatever went to
+ * the old one. */
+void vmio_vq_notify_moved(struct vmio_vq *vq);
 
 /* Publishes the pushed elements (used->idx) and, if the driver wants a
- * notification under its event index or flags, writes call_fd once. Call it
+ * notification under its event index or flags, notifies it once (the
+ * transport's notify: vhost-user writes the call fd). Call it
  * once per batch of work, not per chain. */
 void vmio_vq_flush_and_notify(struct vmio_vq *vq);
 

@@ -20,6 +20,28 @@ void vmio_vq_signal(int fd)
 	while (r < 0 && errno == EINTR);
 }
 
+void vmio_vq_set_transport(struct vmio_vq *vq,
+			   const struct vmio_vq_transport *t, void *opaque)
+{
+	vq->transport = t;
+	vq->transport_opaque = opaque;
+}
+
+static void notify_eventfd(void *opaque)
+{
+	vmio_vq_signal(*(const int *)opaque);
+}
+
+const struct vmio_vq_transport vmio_vq_eventfd_transport = {
+	.notify = notify_eventfd,
+};
+
+void vmio_vq_notify(struct vmio_vq *vq)
+{
+	if (vq->transport && vq->transport->notify)
+		vq->transport->notify(vq->transport_opaque);
+}
+
 void vmio_vq_set_broken(struct vmio_vq *vq, const char *fmt, ...)
 {
 	char msg[256];
@@ -36,6 +58,8 @@ void vmio_vq_set_broken(struct vmio_vq *vq, const char *fmt, ...)
 			msg);
 	else
 		log_err("virtqueue %u broken: %s", vq->index, msg);
-	/* vhost-user's way to tell the VMM; it decides whether to reset. */
-	vmio_vq_signal(vq->err_fd);
+	/* The transport tells the VMM (vhost-user: the error fd); it
+	 * decides whether to reset. */
+	if (vq->transport && vq->transport->broken)
+		vq->transport->broken(vq->transport_opaque);
 }

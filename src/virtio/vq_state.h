@@ -31,19 +31,29 @@ static inline struct iovec *vmio_chain_in(struct vmio_chain *c)
 	return c->iov + c->nout;
 }
 
+/* What the transport (the vhost-user core) does for a queue outside its
+ * rings, on the thread that serves the queue; opaque is the queue's
+ * (vmio_vq_set_transport). */
+struct vmio_vq_transport {
+	/* Tells the driver of used buffers (a used buffer notification). */
+	void (*notify)(void *opaque);
+	/* The queue has just broken (once: it stays broken until the
+	 * transport resets it). May be NULL. */
+	void (*broken)(void *opaque);
+};
+
 struct vmio_vq {
 	unsigned index;     /* queue number, for log lines */
 	const char *name;   /* device's name of the queue, may be NULL */
+	const struct vmio_vq_transport *transport; /* NULL: none */
+	void *transport_opaque;
 
-	/* Set by the vhost-user core from SET_VRING_* messages. */
+	/* Set by the transport from SET_VRING_* messages. */
 	uint16_t size;          /* SET_VRING_NUM; 0 until set */
 	/* Split: the three rings. Packed: the descriptor ring, the driver's
 	 * event suppression area, the device's. */
 	uint64_t desc_uva, avail_uva, used_uva; /* SET_VRING_ADDR */
 	bool addr_set;
-	int kick_fd, call_fd, err_fd; /* -1 when absent */
-	bool started;  /* SET_VRING_KICK seen, not yet stopped */
-	bool enabled;  /* SET_VRING_ENABLE (or implied) */
 	bool event_idx; /* VIRTIO_RING_F_EVENT_IDX negotiated */
 	bool indirect;  /* VIRTIO_RING_F_INDIRECT_DESC negotiated */
 	bool packed;    /* VIRTIO_F_RING_PACKED negotiated */

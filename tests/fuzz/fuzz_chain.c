@@ -157,11 +157,9 @@ static void setup_vq(struct vmio_vq *vq, const uint8_t *h,
 	vq->avail_uva = gpa_to_uva(l, avail);
 	vq->used_uva = gpa_to_uva(l, used);
 	vq->addr_set = true;
-	vq->started = true;
-	vq->enabled = true;
 	vq->indirect = h[1] & F_INDIRECT;
 	vq->event_idx = h[1] & F_EVENT_IDX;
-	vq->call_fd = call_fd;
+	vmio_vq_set_transport(vq, &vmio_vq_eventfd_transport, &call_fd);
 	vq->packed = packed;
 	vq->in_order = h[1] & F_IN_ORDER;
 	if (packed) {

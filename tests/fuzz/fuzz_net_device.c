@@ -247,6 +247,8 @@ static void touch(void *p, size_t len, bool write)
 
 struct hq {
 	struct vmio_vq vq;
+	int kick_fd, call_fd;
+	bool started, enabled;
 	bool running;
 	bool holds; /* only paused since its start: may hold chains */
 	bool kick_watched;
@@ -314,7 +316,7 @@ int __wrap_vmio_vq_pop(struct vmio_vq *vq, const struct vmio_mem *m,
 	i = qindex(vq);
 	if (m != &mem)
 		FAIL("queue %u popped with a memory table not the core's", i);
-	if (!vq->started || !vq->enabled || !queues[i].running)
+	if (!queues[i].started || !queues[i].enabled || !queues[i].running)
 		FAIL("queue %u popped while not running", i);
 	if (rec_state[i][pos] == REC_OUT)
 		FAIL("queue %u: avail position %u popped twice", i, pos);
@@ -416,7 +418,7 @@ static void kick_cb(void *opaque, int fd, uint32_t events);
 
 static void start_queue(struct hq *q)
 {
-	int rc = vmio_loop_add(loop, q->vq.kick_fd, EPOLLIN, kick_cb, q);
+	int rc = vmio_loop_add(loop, q->kick_fd, EPOLLIN, kick_cb, q);
 
 	if (rc)
 		FAIL("cannot watch a kick fd: %d", rc);
@@ -433,7 +435,7 @@ static void stop_queue_for(struct hq *q, enum vmio_queue_stop how)
 	if (!q->running && !(q->holds && how != VMIO_QUEUE_PAUSE))
 		return;
 	if (q->kick_watched)
-		vmio_loop_remove(loop, q->vq.kick_fd);
+		vmio_loop_remove(loop, q->kick_fd);
 	q->kick_watched = false;
 	q->running = false;
 	if (how != VMIO_QUEUE_PAUSE)
@@ -444,13 +446,13 @@ static void stop_queue_for(struct hq *q, enum vmio_queue_stop how)
 /* As the core decides it (src/vhost-user/queues.c). */
 static void stop_queue(struct hq *q)
 {
-	stop_queue_for(q, q->vq.started && q->vq.enabled ? VMIO_QUEUE_PAUSE
-							 : VMIO_QUEUE_HALT);
+	stop_queue_for(q, q->started && q->enabled ? VMIO_QUEUE_PAUSE
+						   : VMIO_QUEUE_HALT);
 }
 
 static void sync_queue(struct hq *q)
 {
-	bool ready = vmio_vq_ready(&q->vq);
+	bool ready = q->started && q->enabled && vmio_vq_ready(&q->vq);
 
 	if (ready && !q->running)
 		start_queue(q);
@@ -512,16 +514,22 @@ static void setup_queue(unsigned i)
 
 	vmio_vq_init(vq, i);
 	vq->size = (uint16_t)(1u << (hdr[3 + i] % 9));
+	/* The core refuses SET_VRING_NUM above the device's limit: such a
+	 * queue keeps no size, and never maps. */
+	if (vq->size > ops->max_queue_size)
+		vq->size = 0;
 	vq->desc_uva = gpa_to_uva(q->desc_gpa);
 	vq->avail_uva = gpa_to_uva(q->avail_gpa);
 	vq->used_uva = gpa_to_uva(q->used_gpa);
 	vq->addr_set = vq->desc_uva && vq->avail_uva && vq->used_uva;
 	vq->event_idx = features & VMIO_BIT(VIRTIO_RING_F_EVENT_IDX);
 	vq->indirect = features & VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC);
-	vq->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	vq->call_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (vq->kick_fd < 0 || vq->call_fd < 0)
+	q->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	q->call_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (q->kick_fd < 0 || q->call_fd < 0)
 		abort();
+	vmio_vq_set_transport(vq, &vmio_vq_eventfd_transport, &q->call_fd);
+	q->started = q->enabled = false;
 	vq->last_avail_idx = vq->used_idx = vq->published_used = base;
 	q->running = q->kick_watched = false;
 	map_queue(q);
@@ -533,10 +541,11 @@ static void close_queue(unsigned i)
 	struct vmio_vq *vq = &queues[i].vq;
 
 	if (queues[i].kick_watched)
-		vmio_loop_remove(loop, vq->kick_fd);
+		vmio_loop_remove(loop, queues[i].kick_fd);
 	queues[i].kick_watched = false;
-	close(vq->kick_fd);
-	close(vq->call_fd);
+	close(queues[i].kick_fd);
+	close(queues[i].call_fd);
+	queues[i].started = queues[i].enabled = false;
 	vmio_vq_release(vq);
 	queues[i].holds = false;
 	vmio_vq_init(vq, i);
@@ -1019,8 +1028,8 @@ static void op_start(unsigned i)
 	struct hq *q = &queues[i];
 
 	pause_queue(q);
-	q->vq.started = true;
-	q->vq.enabled = true;
+	q->started = true;
+	q->enabled = true;
 	sync_queue(q);
 }
 
@@ -1030,7 +1039,7 @@ static void op_stop(unsigned i)
 {
 	struct hq *q = &queues[i];
 
-	q->vq.started = false;
+	q->started = false;
 	stop_queue_for(q, VMIO_QUEUE_HALT);
 	check_none_out(i, "GET_VRING_BASE");
 }
@@ -1148,7 +1157,7 @@ static void guest_kick(unsigned i)
 {
 	uint64_t one = 1;
 
-	if (write(queues[i].vq.kick_fd, &one, sizeof(one)) < 0)
+	if (write(queues[i].kick_fd, &one, sizeof(one)) < 0)
 		abort();
 }
 
@@ -1324,7 +1333,7 @@ static void op(uint8_t b)
 		sync_queue(&queues[qi]);
 		break;
 	case 3: /* SET_VRING_ENABLE, in the core's order */
-		queues[qi].vq.enabled = a & 8;
+		queues[qi].enabled = a & 8;
 		stop_queue_for(&queues[qi], a & 8 ? VMIO_QUEUE_PAUSE
 						  : VMIO_QUEUE_HALT);
 		sync_queue(&queues[qi]);
@@ -1390,8 +1399,11 @@ static void op(uint8_t b)
 		} else {
 			uint8_t buf[32];
 			uint8_t off = next8(&ops_in) % 24;
+			uint8_t len = next8(&ops_in) % 8;
 
-			ops->get_config(dev, buf, off, next8(&ops_in) % 8);
+			/* The core reads only within config_size. */
+			if ((uint32_t)off + len <= ops->config_size)
+				ops->get_config(dev, buf, off, len);
 		}
 		break;
 	}

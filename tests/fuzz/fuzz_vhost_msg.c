@@ -336,13 +336,16 @@ static bool message_record(struct vmio_backend *be, struct cursor *c,
 
 	if (!read_message(c, ctl, &m))
 		return false;
-	int rc = vmio_backend_handle_msg(be, &m, &reply);
+	enum vhost_user_result r = vmio_backend_handle_msg(be, &m, &reply);
+	/* Its queues run here: no message waits for them. */
+	if (r == VHOST_USER_WAIT)
+		abort();
 	if (m.nfds)
 		abort(); /* the handler owns (and closes) every fd it gets */
-	if (rc == 1 && reply.hdr.size > VHOST_USER_MAX_PAYLOAD)
+	if (r == VHOST_USER_REPLY && reply.hdr.size > VHOST_USER_MAX_PAYLOAD)
 		abort();
 	vmio_loop_run_once(loop, 0);
-	return rc >= 0;
+	return r != VHOST_USER_CLOSE;
 }
 
 /* ---- The same input through a socket -------------------------------- */

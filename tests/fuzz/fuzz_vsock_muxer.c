@@ -262,7 +262,6 @@ static void gq_setup(struct vm *v, unsigned qi)
 	vq->used_uva = UVA_BASE + q->used_gpa;
 	vq->addr_set = true;
 	vq->event_idx = v->features & VMIO_BIT(VIRTIO_RING_F_EVENT_IDX);
-	vq->started = vq->enabled = true;
 	if (vmio_vq_map(vq, &mem))
 		abort();
 	q->running = false;

@@ -883,20 +883,29 @@ static void test_mem_table_without_rings_stops_queue(void **state)
 	assert_true(f->dev.running[0] && f->dev.running[1]);
 }
 
-static void test_add_rem_mem_reg(void **state)
+/* Memory slots negotiated, the lower half of guest memory added alone
+ * (ADD_MEM_REG), and queue 0 set up in it. */
+static void first_half_added(struct fx *f)
 {
-	struct fx *f = *state;
 	struct vhost_user_mem_reg r = { 0 };
 
 	negotiate(f, ACK_PROTOCOL |
 			     VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
-	/* Two halves, the second added while the queue runs. */
 	r.region = (struct vhost_user_memory_region){
 		.size = MEM_SIZE / 2, .uva = UVA_BASE };
 	assert_int_equal(acked(f, VHOST_USER_ADD_MEM_REG, &r, sizeof(r),
 			       &f->memfd, 1), 0);
 	setup_queue(f, 0);
 	assert_true(f->dev.running[0]);
+}
+
+static void test_add_rem_mem_reg(void **state)
+{
+	struct fx *f = *state;
+	struct vhost_user_mem_reg r = { 0 };
+
+	/* Two halves, the second added while the queue runs. */
+	first_half_added(f);
 	r.region = (struct vhost_user_memory_region){
 		.gpa = MEM_SIZE / 2, .size = MEM_SIZE / 2,
 		.uva = UVA_BASE + MEM_SIZE / 2, .mmap_offset = MEM_SIZE / 2 };
@@ -929,6 +938,45 @@ static void test_add_rem_mem_reg(void **state)
 	assert_int_equal(acked(f, VHOST_USER_REM_MEM_REG, &r, sizeof(r),
 			       &f->memfd, 1), 0);
 	assert_false(f->dev.running[0]);
+}
+
+/* A region that cannot be added (it overlaps, or its file is too short
+ * for it) or removed (it is not there) is refused before anything
+ * changes: the device is not told the memory changes, and the table it
+ * runs on is the one it had. */
+static void test_refused_mem_reg_changes_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct vhost_user_mem_reg r = { 0 };
+	int small = memfd_create("small", MFD_CLOEXEC);
+
+	capture_log(f);
+	assert_true(small >= 0);
+	assert_int_equal(ftruncate(small, 4096), 0);
+	first_half_added(f);
+	assert_int_equal(f->dev.changing, 0);
+	/* Overlapping the first region. */
+	r.region = (struct vhost_user_memory_region){
+		.gpa = 0x1000, .size = MEM_SIZE / 2, .uva = UVA_BASE + 0x1000 };
+	assert_int_not_equal(acked(f, VHOST_USER_ADD_MEM_REG, &r, sizeof(r),
+				   &f->memfd, 1), 0);
+	assert_true(logged(f, "overlaps an existing one"));
+	/* Past the end of its file. */
+	r.region = (struct vhost_user_memory_region){
+		.gpa = MEM_SIZE / 2, .size = MEM_SIZE / 2,
+		.uva = UVA_BASE + MEM_SIZE / 2 };
+	assert_int_not_equal(acked(f, VHOST_USER_ADD_MEM_REG, &r, sizeof(r),
+				   &small, 1), 0);
+	assert_true(logged(f, "past the end of its file"));
+	/* Not there. */
+	assert_int_not_equal(acked(f, VHOST_USER_REM_MEM_REG, &r, sizeof(r),
+				   NULL, 0), 0);
+	assert_int_equal(f->dev.changing, 0);
+	assert_true(f->dev.running[0]);
+	post(f, 0);
+	kick(f, 0);
+	assert_int_equal(used_idx(f, 0), 1);
+	close(small);
 }
 
 static void test_call_fd_replaced_while_running(void **state)
@@ -1554,6 +1602,7 @@ int main(void)
 		T(test_mem_table_replaced_while_running),
 		T(test_mem_table_without_rings_stops_queue),
 		T(test_add_rem_mem_reg),
+		T(test_refused_mem_reg_changes_nothing),
 		T(test_call_fd_replaced_while_running),
 		T(test_new_call_fd_hears_of_earlier_work),
 		T(test_call_fd_that_would_block),

@@ -70,9 +70,7 @@ static int setup_layout(void **state, bool packed, bool in_order)
 	f->vq.avail_uva = UVA + AVAIL_GPA;
 	f->vq.used_uva = UVA + USED_GPA;
 	f->vq.addr_set = true;
-	f->vq.started = true;
-	f->vq.enabled = true;
-	f->vq.call_fd = f->call_fd;
+	vmio_vq_set_transport(&f->vq, &vmio_vq_eventfd_transport, &f->call_fd);
 	assert_int_equal(vmio_vq_map(&f->vq, &f->mem), 0);
 	*state = f;
 	return 0;

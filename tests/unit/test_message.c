@@ -440,20 +440,22 @@ struct chan_fix {
 	char why[256];
 };
 
-static int chan_message(void *opaque, struct vhost_user_msg *msg)
+static enum vhost_user_result chan_message(void *opaque,
+					   struct vhost_user_msg *msg,
+					   struct vhost_user_msg *reply)
 {
 	struct chan_fix *f = opaque;
-	struct vhost_user_msg reply = {
+
+	*reply = (struct vhost_user_msg){
 		.hdr = { .request = msg->hdr.request,
 			 .flags = VHOST_USER_VERSION | VHOST_USER_REPLY_MASK,
 			 .size = 8 },
 		.payload.u64 = ++f->messages,
 	};
-
 	vhost_user_msg_close_fds(msg);
 	if (msg->hdr.request == VHOST_USER_GET_FEATURES)
-		return vhost_user_channel_reply(&f->ch, &reply);
-	return 0;
+		return VHOST_USER_REPLY;
+	return VHOST_USER_DONE;
 }
 
 static void chan_closed(void *opaque, enum vhost_user_end end,

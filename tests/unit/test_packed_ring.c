@@ -75,9 +75,7 @@ static int setup(void **state)
 	f->vq.avail_uva = UVA_A + DRIVER_GPA;
 	f->vq.used_uva = UVA_A + DEVICE_GPA;
 	f->vq.addr_set = true;
-	f->vq.started = true;
-	f->vq.enabled = true;
-	f->vq.call_fd = f->call_fd;
+	vmio_vq_set_transport(&f->vq, &vmio_vq_eventfd_transport, &f->call_fd);
 	assert_int_equal(vmio_vq_map(&f->vq, &f->mem), 0);
 	assert_ptr_equal(f->vq.pdesc, f->desc);
 	*state = f;

@@ -74,9 +74,7 @@ static int setup(void **state)
 	f->vq.avail_uva = UVA_A + AVAIL_GPA;
 	f->vq.used_uva = UVA_A + USED_GPA;
 	f->vq.addr_set = true;
-	f->vq.started = true;
-	f->vq.enabled = true;
-	f->vq.call_fd = f->call_fd;
+	vmio_vq_set_transport(&f->vq, &vmio_vq_eventfd_transport, &f->call_fd);
 	assert_int_equal(vmio_vq_map(&f->vq, &f->mem), 0);
 	assert_ptr_equal(f->vq.desc, f->desc);
 	*state = f;
@@ -162,13 +160,10 @@ static void test_init(void **state)
 	memset(&vq, 0x5a, sizeof(vq));
 	vmio_vq_init(&vq, 7);
 	assert_int_equal(vq.index, 7);
-	assert_int_equal(vq.kick_fd, -1);
-	assert_int_equal(vq.call_fd, -1);
-	assert_int_equal(vq.err_fd, -1);
+	assert_null(vq.transport);
 	assert_int_equal(vq.size, 0);
 	assert_null(vq.desc);
 	assert_null(vq.name);
-	assert_false(vq.started);
 	assert_false(vq.broken);
 	assert_false(vmio_vq_ready(&vq));
 	vmio_vq_release(&vq);
@@ -235,13 +230,10 @@ static void test_empty_and_not_ready(void **state)
 
 	assert_int_equal(vmio_vq_pop(&f->vq, &f->mem, &f->chain), 0);
 	post_simple(f, 0);
-	f->vq.enabled = false;
+	vmio_vq_unmap(&f->vq);
 	assert_int_equal(vmio_vq_pop(&f->vq, &f->mem, &f->chain), 0);
 	assert_int_equal(vmio_vq_avail_pending(&f->vq), 0);
-	f->vq.enabled = true;
-	f->vq.started = false;
-	assert_int_equal(vmio_vq_pop(&f->vq, &f->mem, &f->chain), 0);
-	f->vq.started = true;
+	assert_int_equal(vmio_vq_map(&f->vq, &f->mem), 0);
 	assert_int_equal(vmio_vq_pop(&f->vq, &f->mem, &f->chain), 1);
 	assert_int_equal(vmio_vq_pop(&f->vq, &f->mem, &f->chain), 0);
 }
@@ -532,7 +524,7 @@ static void test_too_many_iovecs(void **state)
 	f->vq.desc_uva = UVA_A + DESC_GPA;
 	f->vq.avail_uva = UVA_A + AVAIL_GPA;
 	f->vq.used_uva = UVA_A + USED_GPA;
-	f->vq.addr_set = f->vq.started = f->vq.enabled = true;
+	f->vq.addr_set = true;
 	f->vq.indirect = true;
 	f->vq.last_avail_idx = f->avail_idx - 1;
 	assert_int_equal(vmio_vq_map(&f->vq, &f->mem), 0);
@@ -853,29 +845,35 @@ static void pop_it(struct fx *f)
 	assert_int_equal(vmio_vq_pop(&f->vq, &f->mem, &f->chain), -1);
 }
 
+static void count_broken(void *opaque)
+{
+	(*(unsigned *)opaque)++;
+}
+
+static const struct vmio_vq_transport counting = {
+	.broken = count_broken,
+};
+
 static void test_set_broken_logs_once(void **state)
 {
 	struct fx *f = *state;
 	char log[1024];
-	uint64_t n = 0;
-	int err_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	unsigned told = 0;
 
 	f->vq.name = "rx";
-	f->vq.err_fd = err_fd;
+	vmio_vq_set_transport(&f->vq, &counting, &told);
 	assert_true(capture_stderr(break_it, f, log, sizeof(log)) > 0);
 	assert_non_null(strstr(log, "virtqueue 3 (rx)"));
 	assert_non_null(strstr(log, "bad thing 42"));
 	assert_true(f->vq.broken);
-	assert_int_equal(read(err_fd, &n, sizeof(n)), sizeof(n));
-	assert_int_equal(n, 1);
+	assert_int_equal(told, 1);
 
-	/* Again, and a pop: silent. */
+	/* Again, and a pop: silent, and the transport is not told again. */
 	assert_int_equal(capture_stderr(break_it, f, log, sizeof(log)), 0);
 	post_simple(f, 0);
 	assert_int_equal(capture_stderr(pop_it, f, log, sizeof(log)), 0);
-	assert_int_equal(read(err_fd, &n, sizeof(n)), -1);
-	f->vq.err_fd = -1;
-	close(err_fd);
+	assert_int_equal(told, 1);
+	vmio_vq_set_transport(&f->vq, NULL, NULL);
 }
 
 static void test_broken_chain_log_names_descriptor(void **state)

@@ -36,7 +36,6 @@ struct lb_partial {
 
 struct vmio_loopback {
 	struct vmio_device_ops ops; /* the template with our queue limit */
-	uint16_t max_queue_size;
 	struct vmio_vq *rx, *tx;
 	struct vmio_mem *mem;
 	struct vmio_defer again; /* the next turn, after a budget ran out */
@@ -216,13 +215,9 @@ static void lb_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 {
 	struct vmio_loopback *lb = dev;
 
+	/* The core refused a size above ops.max_queue_size. */
 	if (vq->index > VMIO_LOOPBACK_TX_QUEUE)
 		return;
-	if (vq->size > lb->max_queue_size) {
-		vmio_vq_set_broken(vq, "queue size %u above the device's %u",
-				   vq->size, lb->max_queue_size);
-		return;
-	}
 	vq->name = vq->index == VMIO_LOOPBACK_RX_QUEUE ? "rx" : "tx";
 	if (vq->index == VMIO_LOOPBACK_RX_QUEUE)
 		lb->rx = vq;
@@ -311,7 +306,6 @@ struct vmio_loopback *vmio_loopback_new(struct vmio_loop *loop,
 		return NULL;
 	if (max_queue_size == 0 || max_queue_size > VIRTQ_MAX_SIZE)
 		max_queue_size = VIRTQ_MAX_SIZE;
-	lb->max_queue_size = max_queue_size;
 	lb->ops = loopback_ops_template;
 	lb->ops.max_queue_size = max_queue_size;
 	vmio_defer_init(&lb->again, loop, lb_again, lb);

@@ -43,12 +43,8 @@ static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 	struct vnet_device *d = dev;
 	struct vnet_pair *p = NULL;
 
-	if (vq->size > d->cfg.max_queue_size) {
-		vmio_vq_set_broken(vq, "queue size %u above the device's %u",
-				   vq->size, d->cfg.max_queue_size);
-		return;
-	}
-	/* The driver may have posted buffers before the start and will not
+	/* Its size is at most d->cfg.max_queue_size: the core refused any
+	 * other (ops.max_queue_size). The driver may have posted buffers before the start and will not
 	 * kick for them again: serve each queue once now. */
 	switch (queue_role(d, vq->index, &p)) {
 	case ROLE_RX:
@@ -236,8 +232,7 @@ static int net_get_config(void *dev, uint8_t *buf, uint32_t offset,
 	const struct vnet_device *d = dev;
 	struct virtio_net_config c;
 
-	if (offset > sizeof(c) || len > sizeof(c) - offset)
-		return -EINVAL;
+	/* The core checked the range against ops.config_size. */
 	memcpy(c.mac, d->cfg.mac, sizeof(c.mac));
 	c.status = htole16(VIRTIO_NET_S_LINK_UP);
 	c.max_virtqueue_pairs = htole16((uint16_t)d->npairs);
