@@ -350,8 +350,8 @@ static void test_guest_to_host(void **state)
 	for (i = 0; i < sizeof(got); i++)
 		assert_int_equal(got[i], pattern(i));
 	assert_int_equal(conn.credit.fwd_cnt, 1000);
-	assert_int_equal(conn.ring_len, 0);
-	assert_null(conn.ring); /* never needed */
+	assert_int_equal(vmio_byte_ring_len(&conn.ring), 0);
+	assert_null(conn.ring.buf); /* never needed */
 	assert_int_equal(vsock_conn_epoll_events(&conn), EPOLLIN);
 	/* 1000 of 64 KiB used: no update worth sending yet. */
 	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
@@ -611,7 +611,7 @@ static size_t fill_host(void)
 		sent += len;
 		assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
 	}
-	assert_int_equal(conn.ring_len, SMALL_TX);
+	assert_int_equal(vmio_byte_ring_len(&conn.ring), SMALL_TX);
 	assert_int_equal(vsock_conn_epoll_events(&conn) & EPOLLOUT, EPOLLOUT);
 	return sent;
 }
@@ -655,7 +655,7 @@ static void test_full_host_socket(void **state)
 	/* One byte more than the credit allows would be an overrun; an
 	 * obedient guest waits. Now the host reads: flush drains in order. */
 	assert_int_equal(drain_host(0, sent, false), sent);
-	assert_int_equal(conn.ring_len, 0);
+	assert_int_equal(vmio_byte_ring_len(&conn.ring), 0);
 	assert_int_equal(vsock_conn_epoll_events(&conn), EPOLLIN);
 	assert_int_equal(conn.credit.fwd_cnt, (uint32_t)sent);
 	expect_op(VSOCK_OP_CREDIT_UPDATE);
@@ -670,7 +670,7 @@ static void test_full_host_overrun(void **state)
 	fill_host();
 	guest_send(VSOCK_OP_RW, 0, 0, 1);
 	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
-	assert_null(conn.ring);
+	assert_null(conn.ring.buf);
 	expect_op(VSOCK_OP_RST);
 }
 
@@ -897,7 +897,7 @@ static void test_seq_queued_behind_full_host(void **state)
 	assert_int_equal(conn.seq_msgs, 0);
 	/* The last packet (i = 999) began a message that has not ended. */
 	assert_int_equal(conn.seq_partial, len);
-	assert_int_equal(conn.ring_len, len);
+	assert_int_equal(vmio_byte_ring_len(&conn.ring), len);
 	assert_int_equal(vsock_credit_rx_pending(&conn.credit), len);
 }
 

@@ -68,9 +68,9 @@ static void conn_init(struct vsock_conn *c, uint64_t guest_cid,
 		.local_port = local_port,
 		.peer_port = peer_port,
 		.fd = fd,
-		.ring_size = buf_size,
 		.rx_pkt_cap = VSOCK_MAX_PKT_PAYLOAD,
 	};
+	vmio_byte_ring_init(&c->ring, NULL, buf_size);
 	vsock_credit_init(&c->credit, buf_size, 0);
 	vsock_backlog_init(&c->backlog, VSOCK_BACKLOG_OVERHEAD_DEFAULT);
 }
@@ -165,20 +165,20 @@ static uint32_t host_msg_max(int fd, uint32_t want)
 
 void vsock_conn_set_seqpacket(struct vsock_conn *c)
 {
-	uint32_t size = c->fd >= 0 ? host_msg_max(c->fd, c->ring_size)
-				   : c->ring_size;
+	uint32_t size = c->fd >= 0 ? host_msg_max(c->fd, c->credit.buf_alloc)
+				   : c->credit.buf_alloc;
 
+	/* Right after init: the ring is empty and not yet allocated. */
 	c->type = VSOCK_TYPE_SEQPACKET;
-	c->ring_size = size;
+	vmio_byte_ring_init(&c->ring, NULL, size);
 	c->credit.buf_alloc = size;
 }
 
 static void conn_close_host(struct vsock_conn *c)
 {
 	vmio_close_fd(&c->fd);
-	free(c->ring);
-	c->ring = NULL;
-	c->ring_len = 0;
+	free(c->ring.buf);
+	vmio_byte_ring_init(&c->ring, NULL, c->ring.size);
 	free(c->seq_ends);
 	c->seq_ends = NULL;
 	c->seq_msgs = c->seq_partial = 0;
@@ -221,7 +221,8 @@ static void conn_maybe_close(struct vsock_conn *c)
 		return;
 	/* Held chains too: closing would leave the host reading pages the
 	 * guest is about to get back. */
-	if (!(c->peer_shut & VSOCK_SHUTDOWN_SEND) || c->ring_len || c->held.n)
+	if (!(c->peer_shut & VSOCK_SHUTDOWN_SEND) ||
+	    !vmio_byte_ring_empty(&c->ring) || c->held.n)
 		return;
 	if (c->pending & VSOCK_RXOP_SHUTDOWN)
 		return;
@@ -276,69 +277,34 @@ static ssize_t host_write_data(struct vsock_conn *c, struct iovec *iov,
 }
 
 /* Copies [off, off + len) of the chain's readable part to the ring's
- * tail. The caller checked that it fits (the credit guarantees it). */
+ * tail, allocating the ring on first use. The caller checked that it fits
+ * (the credit guarantees it). */
 static int ring_push(struct vsock_conn *c, const struct vmio_chain *tx,
 		     uint64_t off, uint32_t len)
 {
-	if (len > c->ring_size - c->ring_len)
+	struct vmio_iov_cursor src, dst;
+	struct iovec space[2];
+
+	if (len > vmio_byte_ring_room(&c->ring))
 		return -1;
-	if (!c->ring) {
-		c->ring = malloc(c->ring_size);
-		if (!c->ring)
+	if (!c->ring.buf) {
+		c->ring.buf = malloc(c->ring.size);
+		if (!c->ring.buf)
 			return -1;
-		c->ring_head = 0;
 	}
 	if (c->type == VSOCK_TYPE_SEQPACKET && !c->seq_ends) {
-		c->seq_ends = calloc(2, (c->ring_size + 7u) / 8u);
+		c->seq_ends = calloc(2, (c->ring.size + 7u) / 8u);
 		if (!c->seq_ends)
 			return -1;
 	}
-	while (len) {
-		struct iovec iov[CONN_IOV];
-		size_t covered;
-		unsigned n, i;
-
-		n = vmio_iov_slice(tx->iov, tx->nout, off, len, iov, CONN_IOV,
-				    &covered);
-		if (!n)
-			return -1;
-		for (i = 0; i < n; i++) {
-			const uint8_t *src = iov[i].iov_base;
-			size_t left = iov[i].iov_len;
-
-			while (left) {
-				uint32_t tail = (c->ring_head + c->ring_len) %
-						c->ring_size;
-				size_t room = c->ring_size - tail;
-				size_t k = left < room ? left : room;
-
-				memcpy(c->ring + tail, src, k);
-				c->ring_len += (uint32_t)k;
-				src += k;
-				left -= k;
-			}
-		}
-		off += covered;
-		len -= (uint32_t)covered;
-	}
+	vmio_iov_cursor_init(&dst, space,
+			     vmio_byte_ring_space(&c->ring, len, space));
+	vmio_iov_cursor_init(&src, tx->iov, tx->nout);
+	vmio_iov_cursor_skip(&src, off);
+	if (vmio_iov_cursor_copy(&dst, &src) != len)
+		return -1; /* the parser checked len; cannot happen */
+	vmio_byte_ring_produced(&c->ring, len);
 	return 0;
-}
-
-/* Describes the first len bytes of the ring as one or two iovecs. */
-static unsigned ring_iov(const struct vsock_conn *c, uint32_t len,
-			 struct iovec iov[2])
-{
-	uint32_t first = c->ring_size - c->ring_head;
-
-	iov[0].iov_base = c->ring + c->ring_head;
-	if (first >= len) {
-		iov[0].iov_len = len;
-		return 1;
-	}
-	iov[0].iov_len = first;
-	iov[1].iov_base = c->ring;
-	iov[1].iov_len = len - first;
-	return 2;
 }
 
 /* ---- Seqpacket, guest -> host ------------------------------------------ */
@@ -347,7 +313,7 @@ static unsigned ring_iov(const struct vsock_conn *c, uint32_t len,
 static uint8_t *seq_map_byte(const struct vsock_conn *c, uint32_t pos,
 			     bool eor)
 {
-	return c->seq_ends + (eor ? (c->ring_size + 7u) / 8u : 0) + pos / 8u;
+	return c->seq_ends + (eor ? (c->ring.size + 7u) / 8u : 0) + pos / 8u;
 }
 
 static bool seq_bit(const struct vsock_conn *c, uint32_t pos, bool eor)
@@ -368,14 +334,14 @@ static void seq_set_bit(struct vsock_conn *c, uint32_t pos, bool eor, bool on)
 /* Length of the first complete message in the ring (seq_msgs > 0). */
 static uint32_t seq_first_len(const struct vsock_conn *c)
 {
-	uint32_t i = 0;
+	uint32_t len = (uint32_t)vmio_byte_ring_len(&c->ring), i = 0;
 
-	while (i < c->ring_len) {
-		uint32_t pos = (c->ring_head + i) % c->ring_size;
+	while (i < len) {
+		uint32_t pos = (uint32_t)vmio_byte_ring_pos(&c->ring, i);
 
 		/* Whole empty bytes of the map at once. */
-		if (pos % 8u == 0 && i + 8u <= c->ring_len &&
-		    pos + 8u <= c->ring_size && !*seq_map_byte(c, pos, false)) {
+		if (pos % 8u == 0 && i + 8u <= len &&
+		    pos + 8u <= c->ring.size && !*seq_map_byte(c, pos, false)) {
 			i += 8;
 			continue;
 		}
@@ -383,7 +349,7 @@ static uint32_t seq_first_len(const struct vsock_conn *c)
 			return i + 1;
 		i++;
 	}
-	return c->ring_len; /* cannot happen with seq_msgs > 0 */
+	return len; /* cannot happen with seq_msgs > 0 */
 }
 
 /* One whole message to the host socket. Returns 1 when it went, 0 when
@@ -410,22 +376,24 @@ static int seq_send(struct vsock_conn *c, struct iovec *iov, unsigned n,
 }
 
 /* Sends the complete messages waiting in the ring, oldest first, until
- * the host socket is full. */
+ * the host socket is full. A message's end marks are cleared with its
+ * bytes, so none outlives them: an emptied ring restarts at offset 0
+ * (vmio_byte_ring_consumed) with a clean map, and the partial message at
+ * the tail has no mark until its EOM. */
 static void seq_flush(struct vsock_conn *c)
 {
 	while (c->seq_msgs) {
 		uint32_t len = seq_first_len(c);
-		uint32_t end = (c->ring_head + len - 1) % c->ring_size;
+		uint32_t end = (uint32_t)vmio_byte_ring_pos(&c->ring, len - 1);
 		bool eor = seq_bit(c, end, true);
 		struct iovec iov[2];
-		unsigned n = ring_iov(c, len, iov);
+		unsigned n = vmio_byte_ring_data(&c->ring, len, iov);
 
 		if (seq_send(c, iov, n, len, eor) <= 0)
 			return;
 		seq_set_bit(c, end, false, false);
 		seq_set_bit(c, end, true, false);
-		c->ring_head = (c->ring_head + len) % c->ring_size;
-		c->ring_len -= len;
+		vmio_byte_ring_consumed(&c->ring, len);
 		c->seq_msgs--;
 	}
 }
@@ -440,7 +408,9 @@ static void seq_drop_partial(struct vsock_conn *c)
 		 "vsock: conn %u:%u: guest shut down sending within a "
 		 "message; its %u bytes dropped",
 		 c->local_port, c->peer_port, c->seq_partial);
-	c->ring_len -= c->seq_partial;
+	/* Off the ring's tail, which byte_ring.h has no call for: the
+	 * partial message is the last bytes held and carries no end mark. */
+	c->ring.len -= c->seq_partial;
 	vsock_credit_consumed(&c->credit, c->seq_partial);
 	c->seq_partial = 0;
 }
@@ -485,7 +455,7 @@ static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 				 "carried", c->local_port, c->peer_port);
 		return;
 	}
-	if (eom && !c->ring_len) {
+	if (eom && vmio_byte_ring_empty(&c->ring)) {
 		r = seq_send_direct(c, pkt, tx, eor);
 		if (r < 0)
 			return;
@@ -502,16 +472,17 @@ static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 	/* The message fills the whole buffer and has not ended: it is longer
 	 * than any we take (the guest ignored our buf_alloc, which Linux
 	 * checks: EMSGSIZE), and waiting would only stall the guest. */
-	if (!eom && c->seq_partial == c->ring_size) {
+	if (!eom && c->seq_partial == c->ring.size) {
 		conn_log(c, VMIO_LOG_WARN,
 			 "vsock: conn %u:%u: guest message longer than the "
 			 "%u bytes allowed; refused, RST",
-			 c->local_port, c->peer_port, c->ring_size);
+			 c->local_port, c->peer_port, (uint32_t)c->ring.size);
 		conn_kill(c, true, "guest message too large");
 		return;
 	}
 	if (eom) {
-		uint32_t end = (c->ring_head + c->ring_len - 1) % c->ring_size;
+		uint32_t end = (uint32_t)vmio_byte_ring_pos(
+			&c->ring, vmio_byte_ring_len(&c->ring) - 1);
 
 		seq_set_bit(c, end, false, true);
 		seq_set_bit(c, end, true, eor);
@@ -560,7 +531,8 @@ static ssize_t host_splice_data(struct vsock_conn *c, struct iovec *iov,
 static bool may_splice(const struct vsock_conn *c, bool may_hold,
 		       uint32_t len)
 {
-	return may_hold && c->splice && !c->ring_len && c->held.cap &&
+	return may_hold && c->splice && vmio_byte_ring_empty(&c->ring) &&
+	       c->held.cap &&
 	       c->held.n < c->held.cap && len >= CONN_SPLICE_MIN_BYTES;
 }
 
@@ -586,10 +558,11 @@ static bool conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		return false;
 	}
 	zc = may_splice(c, may_hold, len);
-	if (!zc && may_hold && c->splice && c->vm_stats && !c->ring_len &&
+	if (!zc && may_hold && c->splice && c->vm_stats &&
+	    vmio_byte_ring_empty(&c->ring) &&
 	    len >= CONN_SPLICE_MIN_BYTES)
 		c->vm_stats->tx_hold_full++;
-	while (!c->ring_len && done < len) {
+	while (vmio_byte_ring_empty(&c->ring) && done < len) {
 		struct iovec iov[CONN_IOV];
 		size_t covered;
 		unsigned n;
@@ -658,9 +631,10 @@ void vsock_conn_flush(struct vsock_conn *c)
 		if (c->state != VSOCK_CONN_ESTABLISHED)
 			return;
 	}
-	while (c->type == VSOCK_TYPE_STREAM && c->ring_len) {
+	while (c->type == VSOCK_TYPE_STREAM &&
+	       !vmio_byte_ring_empty(&c->ring)) {
 		struct iovec iov[2];
-		unsigned n = ring_iov(c, c->ring_len, iov);
+		unsigned n = vmio_byte_ring_data(&c->ring, SIZE_MAX, iov);
 		ssize_t w;
 
 		w = host_write_data(c, iov, n);
@@ -668,12 +642,12 @@ void vsock_conn_flush(struct vsock_conn *c)
 			return;
 		if (w == 0)
 			break;
-		c->ring_head = (c->ring_head + (uint32_t)w) % c->ring_size;
-		c->ring_len -= (uint32_t)w;
+		vmio_byte_ring_consumed(&c->ring, (size_t)w);
 	}
 	/* Half-close only behind the data: the host reader must see every
 	 * byte the guest sent before its EOF. */
-	if (!c->ring_len && (c->peer_shut & VSOCK_SHUTDOWN_SEND) &&
+	if (vmio_byte_ring_empty(&c->ring) &&
+	    (c->peer_shut & VSOCK_SHUTDOWN_SEND) &&
 	    !c->host_shut_wr) {
 		shutdown(c->fd, SHUT_WR);
 		c->host_shut_wr = true;
@@ -915,7 +889,7 @@ uint32_t vsock_conn_epoll_events(const struct vsock_conn *c)
 	if (conn_may_read(c) && !(c->pending & VSOCK_RXOP_RW) &&
 	    conn_rx_room(c))
 		ev |= c->merge_hold ? EPOLLIN | EPOLLRDHUP | EPOLLET : EPOLLIN;
-	if (c->ring_len)
+	if (!vmio_byte_ring_empty(&c->ring))
 		ev |= EPOLLOUT;
 	return ev;
 }
@@ -996,19 +970,19 @@ static ssize_t seq_load_msg(struct vsock_conn *c)
 	ssize_t r;
 
 	if (!c->hmsg) {
-		c->hmsg = malloc(c->ring_size);
+		c->hmsg = malloc(c->ring.size);
 		if (!c->hmsg) {
 			conn_kill(c, true, "cannot buffer a host message");
 			return -1;
 		}
 	}
 	iov.iov_base = c->hmsg;
-	iov.iov_len = c->ring_size;
+	iov.iov_len = c->ring.size;
 	r = conn_recv(c, &msg, MSG_TRUNC, 0);
 	if (r <= 0)
 		return r;
-	if (limit > c->ring_size)
-		limit = c->ring_size;
+	if (limit > c->ring.size)
+		limit = (uint32_t)c->ring.size;
 	if ((uint64_t)r > limit) {
 		conn_log(c, VMIO_LOG_WARN,
 			 "vsock: conn %u:%u: host message of %zd bytes is "

@@ -62,6 +62,7 @@
 #include "devices/vsock/packet.h"
 #include "devices/vsock/stats.h"
 #include "devices/vsock/tx_splice.h"
+#include "util/byte_ring.h"
 
 struct vmio_ratelimit;
 
@@ -110,18 +111,17 @@ struct vsock_conn {
 
 	/* Guest data the host socket has not taken yet. Its length always
 	 * equals vsock_credit_rx_pending(&credit), so the credit we give
-	 * the guest is what bounds it. */
-	uint8_t *ring;
-	uint32_t ring_size; /* == credit.buf_alloc */
-	uint32_t ring_head;
-	uint32_t ring_len;
+	 * the guest is what bounds it. Its size is credit.buf_alloc; buf is
+	 * NULL until the first byte has to wait. */
+	struct vmio_byte_ring ring;
 
 	/* Seqpacket only. Guest->host: the ring's message ends, a bitmap of
-	 * ring_size bits for EOM then one for EOR, made with the ring;
-	 * seq_msgs complete messages wait, and the last seq_partial bytes of
-	 * the ring are a message whose EOM has not come. Host->guest: hmsg
-	 * (ring_size bytes, made on the first message) holds the message
-	 * being sent, hmsg_off of hmsg_len bytes gone out. */
+	 * ring.size bits (by buffer offset) for EOM then one for EOR, made
+	 * with the ring; seq_msgs complete messages wait, and the last
+	 * seq_partial bytes of the ring are a message whose EOM has not come.
+	 * Host->guest: hmsg (ring.size bytes, made on the first message)
+	 * holds the message being sent, hmsg_off of hmsg_len bytes gone
+	 * out. */
 	uint8_t *seq_ends;
 	uint32_t seq_msgs;
 	uint32_t seq_partial;
