@@ -874,7 +874,7 @@ static void test_seq_queued_behind_full_host(void **state)
 		sent += eom;
 	}
 	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
-	assert_true(conn.seq_msgs > 0);
+	assert_true(conn.seq.msgs > 0);
 	assert_true(vsock_conn_epoll_events(&conn) & EPOLLOUT);
 	/* Then it reads: every message in order, its length that of its
 	 * packets, its bytes the pattern where it started. */
@@ -894,9 +894,9 @@ static void test_seq_queued_behind_full_host(void **state)
 	}
 	assert_int_equal(got, sent);
 	assert_int_equal(host_msg(0), -1);
-	assert_int_equal(conn.seq_msgs, 0);
+	assert_int_equal(conn.seq.msgs, 0);
 	/* The last packet (i = 999) began a message that has not ended. */
-	assert_int_equal(conn.seq_partial, len);
+	assert_int_equal(conn.seq.partial, len);
 	assert_int_equal(vmio_byte_ring_len(&conn.ring), len);
 	assert_int_equal(vsock_credit_rx_pending(&conn.credit), len);
 }

@@ -7,7 +7,6 @@
 #include "devices/vsock/connection.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +86,8 @@ void vsock_conn_set_packet_overhead(struct vsock_conn *c, uint32_t overhead)
  * limit takes any message that fits its buffer, in 4 KiB packets. */
 static bool conn_packet_bound(const struct vsock_conn *c)
 {
-	if (c->hmsg_off && vsock_backlog_len(&c->backlog) <= c->hmsg_pkts)
+	if (c->seq.hmsg_off &&
+	    vsock_backlog_len(&c->backlog) <= c->seq.hmsg_pkts)
 		return false;
 	return !vsock_backlog_room(&c->backlog, c->credit.peer_buf_alloc);
 }
@@ -131,41 +131,10 @@ void vsock_conn_init_peer(struct vsock_conn *c, uint64_t guest_cid,
 	vsock_credit_peer_init(&c->credit, req->buf_alloc, req->fwd_cnt);
 }
 
-/* AF_UNIX refuses (EMSGSIZE) a message longer than the sender's
- * SO_SNDBUF less this. */
-#define UNIX_MSG_OVERHEAD 32
-
-/* The largest message, at most want, that one sendmsg on fd can carry;
- * raises SO_SNDBUF towards want first (the kernel doubles what it is
- * given and caps it at net.core.wmem_max). A descriptor that is no socket
- * (tests) limits nothing. */
-static uint32_t host_msg_max(int fd, uint32_t want)
-{
-	socklen_t l = sizeof(int);
-	int v;
-
-	if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l) ||
-	    v <= UNIX_MSG_OVERHEAD)
-		return want;
-	if ((uint32_t)(v - UNIX_MSG_OVERHEAD) < want) {
-		uint64_t need = (uint64_t)want + UNIX_MSG_OVERHEAD;
-		int ask = need / 2 + 1 > INT_MAX / 2 ? INT_MAX / 2
-						     : (int)(need / 2 + 1);
-
-		l = sizeof(int);
-		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &ask, sizeof(ask)) ||
-		    getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l) ||
-		    v <= UNIX_MSG_OVERHEAD)
-			return want;
-	}
-	return (uint32_t)(v - UNIX_MSG_OVERHEAD) < want
-		       ? (uint32_t)(v - UNIX_MSG_OVERHEAD)
-		       : want;
-}
-
 void vsock_conn_set_seqpacket(struct vsock_conn *c)
 {
-	uint32_t size = c->fd >= 0 ? host_msg_max(c->fd, c->credit.buf_alloc)
+	uint32_t size = c->fd >= 0 ? vsock_seq_host_msg_max(
+					     c->fd, c->credit.buf_alloc)
 				   : c->credit.buf_alloc;
 
 	/* Right after init: the ring is empty and not yet allocated. */
@@ -179,12 +148,7 @@ static void conn_close_host(struct vsock_conn *c)
 	vmio_close_fd(&c->fd);
 	free(c->ring.buf);
 	vmio_byte_ring_init(&c->ring, NULL, c->ring.size);
-	free(c->seq_ends);
-	c->seq_ends = NULL;
-	c->seq_msgs = c->seq_partial = 0;
-	free(c->hmsg);
-	c->hmsg = NULL;
-	c->hmsg_len = c->hmsg_off = c->hmsg_pkts = 0;
+	vsock_seq_free(&c->seq);
 	vsock_backlog_free(&c->backlog);
 	c->merge_hold = false;
 }
@@ -292,11 +256,9 @@ static int ring_push(struct vsock_conn *c, const struct vmio_chain *tx,
 		if (!c->ring.buf)
 			return -1;
 	}
-	if (c->type == VSOCK_TYPE_SEQPACKET && !c->seq_ends) {
-		c->seq_ends = calloc(2, (c->ring.size + 7u) / 8u);
-		if (!c->seq_ends)
-			return -1;
-	}
+	if (c->type == VSOCK_TYPE_SEQPACKET &&
+	    vsock_seq_ends_alloc(&c->seq, c->ring.size))
+		return -1;
 	vmio_iov_cursor_init(&dst, space,
 			     vmio_byte_ring_space(&c->ring, len, space));
 	vmio_iov_cursor_init(&src, tx->iov, tx->nout);
@@ -308,49 +270,6 @@ static int ring_push(struct vsock_conn *c, const struct vmio_chain *tx,
 }
 
 /* ---- Seqpacket, guest -> host ------------------------------------------ */
-
-/* Bit pos of the EOM map (eor false) or the EOR map (eor true). */
-static uint8_t *seq_map_byte(const struct vsock_conn *c, uint32_t pos,
-			     bool eor)
-{
-	return c->seq_ends + (eor ? (c->ring.size + 7u) / 8u : 0) + pos / 8u;
-}
-
-static bool seq_bit(const struct vsock_conn *c, uint32_t pos, bool eor)
-{
-	return *seq_map_byte(c, pos, eor) & (1u << (pos % 8u));
-}
-
-static void seq_set_bit(struct vsock_conn *c, uint32_t pos, bool eor, bool on)
-{
-	uint8_t *b = seq_map_byte(c, pos, eor);
-
-	if (on)
-		*b |= (uint8_t)(1u << (pos % 8u));
-	else
-		*b &= (uint8_t)~(1u << (pos % 8u));
-}
-
-/* Length of the first complete message in the ring (seq_msgs > 0). */
-static uint32_t seq_first_len(const struct vsock_conn *c)
-{
-	uint32_t len = (uint32_t)vmio_byte_ring_len(&c->ring), i = 0;
-
-	while (i < len) {
-		uint32_t pos = (uint32_t)vmio_byte_ring_pos(&c->ring, i);
-
-		/* Whole empty bytes of the map at once. */
-		if (pos % 8u == 0 && i + 8u <= len &&
-		    pos + 8u <= c->ring.size && !*seq_map_byte(c, pos, false)) {
-			i += 8;
-			continue;
-		}
-		if (seq_bit(c, pos, false))
-			return i + 1;
-		i++;
-	}
-	return len; /* cannot happen with seq_msgs > 0 */
-}
 
 /* One whole message to the host socket. Returns 1 when it went, 0 when
  * the socket is full (nothing went: AF_UNIX seqpacket sends all or
@@ -376,25 +295,18 @@ static int seq_send(struct vsock_conn *c, struct iovec *iov, unsigned n,
 }
 
 /* Sends the complete messages waiting in the ring, oldest first, until
- * the host socket is full. A message's end marks are cleared with its
- * bytes, so none outlives them: an emptied ring restarts at offset 0
- * (vmio_byte_ring_consumed) with a clean map, and the partial message at
- * the tail has no mark until its EOM. */
+ * the host socket is full. */
 static void seq_flush(struct vsock_conn *c)
 {
-	while (c->seq_msgs) {
-		uint32_t len = seq_first_len(c);
-		uint32_t end = (uint32_t)vmio_byte_ring_pos(&c->ring, len - 1);
-		bool eor = seq_bit(c, end, true);
+	while (c->seq.msgs) {
+		bool eor;
+		uint32_t len = vsock_seq_first(&c->seq, &c->ring, &eor);
 		struct iovec iov[2];
 		unsigned n = vmio_byte_ring_data(&c->ring, len, iov);
 
 		if (seq_send(c, iov, n, len, eor) <= 0)
 			return;
-		seq_set_bit(c, end, false, false);
-		seq_set_bit(c, end, true, false);
-		vmio_byte_ring_consumed(&c->ring, len);
-		c->seq_msgs--;
+		vsock_seq_sent_first(&c->seq, &c->ring, len);
 	}
 }
 
@@ -402,17 +314,16 @@ static void seq_flush(struct vsock_conn *c)
  * delivered (a part is not a message), so its bytes are dropped. */
 static void seq_drop_partial(struct vsock_conn *c)
 {
-	if (!c->seq_partial)
+	uint32_t n;
+
+	if (!c->seq.partial)
 		return;
+	n = vsock_seq_drop_partial(&c->seq, &c->ring);
 	conn_log(c, VMIO_LOG_DEBUG,
 		 "vsock: conn %u:%u: guest shut down sending within a "
 		 "message; its %u bytes dropped",
-		 c->local_port, c->peer_port, c->seq_partial);
-	/* Off the ring's tail, which byte_ring.h has no call for: the
-	 * partial message is the last bytes held and carries no end mark. */
-	c->ring.len -= c->seq_partial;
-	vsock_credit_consumed(&c->credit, c->seq_partial);
-	c->seq_partial = 0;
+		 c->local_port, c->peer_port, n);
+	vsock_credit_consumed(&c->credit, n);
 }
 
 /* A whole message in one packet with nothing waiting before it: straight
@@ -448,7 +359,7 @@ static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		conn_kill(c, true, "guest overran its credit");
 		return;
 	}
-	if (!len && !(eom && c->seq_partial)) {
+	if (!len && !(eom && c->seq.partial)) {
 		if (eom)
 			conn_log(c, VMIO_LOG_DEBUG,
 				 "vsock: conn %u:%u: empty guest message not "
@@ -468,11 +379,11 @@ static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		conn_kill(c, true, "cannot buffer guest data");
 		return;
 	}
-	c->seq_partial += len;
+	c->seq.partial += len;
 	/* The message fills the whole buffer and has not ended: it is longer
 	 * than any we take (the guest ignored our buf_alloc, which Linux
 	 * checks: EMSGSIZE), and waiting would only stall the guest. */
-	if (!eom && c->seq_partial == c->ring.size) {
+	if (!eom && c->seq.partial == c->ring.size) {
 		conn_log(c, VMIO_LOG_WARN,
 			 "vsock: conn %u:%u: guest message longer than the "
 			 "%u bytes allowed; refused, RST",
@@ -481,13 +392,7 @@ static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		return;
 	}
 	if (eom) {
-		uint32_t end = (uint32_t)vmio_byte_ring_pos(
-			&c->ring, vmio_byte_ring_len(&c->ring) - 1);
-
-		seq_set_bit(c, end, false, true);
-		seq_set_bit(c, end, true, eor);
-		c->seq_msgs++;
-		c->seq_partial = 0;
+		vsock_seq_end_msg(&c->seq, &c->ring, eor);
 		seq_flush(c);
 		if (c->state != VSOCK_CONN_ESTABLISHED)
 			return;
@@ -960,8 +865,9 @@ static ssize_t conn_read_host(struct vsock_conn *c,
 
 /* ---- Seqpacket, host -> guest ------------------------------------------ */
 
-/* Reads the next host message whole into hmsg. Returns as conn_recv, or
- * -1 after refusing a message the guest cannot take. */
+/* Reads the next host message whole into its buffer (seqpacket.h).
+ * Returns as conn_recv, or -1 after refusing a message the guest cannot
+ * take. */
 static ssize_t seq_load_msg(struct vsock_conn *c)
 {
 	uint32_t limit = vsock_credit_peer_buf(&c->credit);
@@ -969,14 +875,11 @@ static ssize_t seq_load_msg(struct vsock_conn *c)
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t r;
 
-	if (!c->hmsg) {
-		c->hmsg = malloc(c->ring.size);
-		if (!c->hmsg) {
-			conn_kill(c, true, "cannot buffer a host message");
-			return -1;
-		}
+	iov.iov_base = vsock_seq_msg_buf(&c->seq, c->ring.size);
+	if (!iov.iov_base) {
+		conn_kill(c, true, "cannot buffer a host message");
+		return -1;
 	}
-	iov.iov_base = c->hmsg;
 	iov.iov_len = c->ring.size;
 	r = conn_recv(c, &msg, MSG_TRUNC, 0);
 	if (r <= 0)
@@ -992,9 +895,7 @@ static ssize_t seq_load_msg(struct vsock_conn *c)
 		conn_kill(c, true, "host message too large");
 		return -1;
 	}
-	c->hmsg_len = (uint32_t)r;
-	c->hmsg_off = 0;
-	c->hmsg_eor = msg.msg_flags & MSG_EOR;
+	vsock_seq_msg_loaded(&c->seq, (uint32_t)r, msg.msg_flags & MSG_EOR);
 	return r;
 }
 
@@ -1013,26 +914,14 @@ static ssize_t seq_read_host(struct vsock_conn *c, const struct vmio_chain *rx,
 		conn_kill(c, true, "cannot track the guest's packets");
 		return -1;
 	}
-	if (c->hmsg_off == c->hmsg_len) {
+	if (!vsock_seq_msg_pending(&c->seq)) {
 		r = seq_load_msg(c);
 		if (r <= 0)
 			return r;
 	}
 	if (credit < cap)
 		cap = credit;
-	if (cap > c->hmsg_len - c->hmsg_off)
-		cap = c->hmsg_len - c->hmsg_off;
-	if (!cap)
-		return 0;
-	cap = (uint32_t)vsock_pkt_write_payload(rx, 0, c->hmsg + c->hmsg_off,
-						cap);
-	c->hmsg_off += cap;
-	c->hmsg_pkts++;
-	if (c->hmsg_off == c->hmsg_len) {
-		*flags = VSOCK_SEQ_EOM | (c->hmsg_eor ? VSOCK_SEQ_EOR : 0);
-		c->hmsg_off = c->hmsg_len = c->hmsg_pkts = 0;
-	}
-	return cap;
+	return vsock_seq_msg_take(&c->seq, rx, cap, flags);
 }
 
 static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,

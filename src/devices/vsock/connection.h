@@ -60,6 +60,7 @@
 #include "devices/vsock/credit.h"
 #include "devices/vsock/guest_backlog.h"
 #include "devices/vsock/packet.h"
+#include "devices/vsock/seqpacket.h"
 #include "devices/vsock/stats.h"
 #include "devices/vsock/tx_splice.h"
 #include "util/byte_ring.h"
@@ -115,20 +116,9 @@ struct vsock_conn {
 	 * NULL until the first byte has to wait. */
 	struct vmio_byte_ring ring;
 
-	/* Seqpacket only. Guest->host: the ring's message ends, a bitmap of
-	 * ring.size bits (by buffer offset) for EOM then one for EOR, made
-	 * with the ring; seq_msgs complete messages wait, and the last
-	 * seq_partial bytes of the ring are a message whose EOM has not come.
-	 * Host->guest: hmsg (ring.size bytes, made on the first message)
-	 * holds the message being sent, hmsg_off of hmsg_len bytes gone
-	 * out. */
-	uint8_t *seq_ends;
-	uint32_t seq_msgs;
-	uint32_t seq_partial;
-	uint8_t *hmsg;
-	uint32_t hmsg_len, hmsg_off;
-	uint32_t hmsg_pkts; /* packets of it sent so far */
-	bool hmsg_eor;
+	/* Seqpacket only: the ring's message ends and the host message
+	 * being sent (seqpacket.h), each made on first use. */
+	struct vsock_seq seq;
 
 	/* Zero-copy guest->host (stream only; set by the multiplexer after
 	 * init, NULL: the copy path), and the chains the host socket holds
