@@ -23,10 +23,10 @@
  * 16; more just takes another round of the loop. */
 #define CONN_IOV 64
 
-/* iovecs of one batched host read (vsock_conn_fill_rx_batch): 64 KiB in
+/* iovecs of one batched host read (vsock_conn_to_guest_batch): 64 KiB in
  * 4 KiB guest buffers is 16 chains of one or two iovecs each. A batch that
  * needs more reads less this time; the rest comes next turn. */
-#define CONN_RX_IOV 256
+#define CONN_TO_GUEST_IOV 256
 
 #define IO_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL)
 
@@ -67,7 +67,7 @@ static void conn_init(struct vsock_conn *c, uint64_t guest_cid,
 		.local_port = local_port,
 		.peer_port = peer_port,
 		.fd = fd,
-		.rx_pkt_cap = VSOCK_MAX_PKT_PAYLOAD,
+		.to_guest_pkt_cap = VSOCK_MAX_PKT_PAYLOAD,
 	};
 	vmio_byte_ring_init(&c->ring, NULL, buf_size);
 	vsock_credit_init(&c->credit, buf_size, 0);
@@ -94,7 +94,7 @@ static bool conn_packet_bound(const struct vsock_conn *c)
 
 /* Payload bytes the guest takes in our next RW packet: its byte credit,
  * or none while it holds as many of our packets as it takes. */
-static uint32_t conn_rx_room(const struct vsock_conn *c)
+static uint32_t conn_to_guest_room(const struct vsock_conn *c)
 {
 	return conn_packet_bound(c) ? 0 : vsock_credit_peer_free(&c->credit);
 }
@@ -345,8 +345,8 @@ static int seq_send_direct(struct vsock_conn *c, const struct vsock_pkt *pkt,
 
 /* Guest RW on a seqpacket connection: the payload joins the message being
  * gathered; at EOM the message is complete and goes to the host whole. */
-static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
-		      const struct vmio_chain *tx)
+static void seq_rw_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
+			      const struct vmio_chain *tx)
 {
 	uint32_t len = pkt->payload_len;
 	bool eom = pkt->hdr.flags & VSOCK_SEQ_EOM;
@@ -442,8 +442,9 @@ static bool may_splice(const struct vsock_conn *c, bool may_hold,
 }
 
 /* Returns true if the chain is held. */
-static bool conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
-		       const struct vmio_chain *tx, bool may_hold)
+static bool conn_rw_from_guest(struct vsock_conn *c,
+			       const struct vsock_pkt *pkt,
+			       const struct vmio_chain *tx, bool may_hold)
 {
 	uint32_t len = pkt->payload_len, done = 0, spliced = 0;
 	bool zc;
@@ -453,7 +454,7 @@ static bool conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		return false;
 	}
 	if (c->type == VSOCK_TYPE_SEQPACKET) {
-		seq_rx_rw(c, pkt, tx);
+		seq_rw_from_guest(c, pkt, tx);
 		return false;
 	}
 	if (!len)
@@ -575,8 +576,8 @@ static void conn_established_local(struct vsock_conn *c)
 		conn_kill(c, true, "cannot write OK line");
 }
 
-bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
-			 const struct vmio_chain *tx, bool may_hold)
+bool vsock_conn_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
+			   const struct vmio_chain *tx, bool may_hold)
 {
 	const struct vsock_hdr *h = &pkt->hdr;
 
@@ -634,7 +635,7 @@ bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		return false;
 	}
 	vsock_backlog_consumed(&c->backlog, c->credit.peer_fwd_cnt);
-	if (conn_rx_room(c))
+	if (conn_to_guest_room(c))
 		c->starve_seen = c->starve_due = false;
 	/* The guest is reading again: what was held for merging goes. */
 	if (c->merge_hold &&
@@ -642,7 +643,7 @@ bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		conn_merge_release(c);
 	switch (h->op) {
 	case VSOCK_OP_RW:
-		return conn_rx_rw(c, pkt, tx, may_hold);
+		return conn_rw_from_guest(c, pkt, tx, may_hold);
 	case VSOCK_OP_CREDIT_UPDATE:
 		/* Credit taken above; EPOLLIN may come back on. */
 		return false;
@@ -695,14 +696,14 @@ static void conn_merge_release(struct vsock_conn *c)
  * merged with what follows (vsock_conn_host_readable). */
 static bool conn_merge_wait(const struct vsock_conn *c)
 {
-	uint32_t want = conn_rx_room(c);
+	uint32_t want = conn_to_guest_room(c);
 	int inq;
 
 	if (c->type != VSOCK_TYPE_STREAM ||
 	    vsock_backlog_len(&c->backlog) < VSOCK_CONN_MERGE_AFTER)
 		return false;
-	if (want > c->rx_pkt_cap)
-		want = c->rx_pkt_cap;
+	if (want > c->to_guest_pkt_cap)
+		want = c->to_guest_pkt_cap;
 	if (ioctl(c->fd, FIONREAD, &inq) < 0 || inq < 0)
 		return false;
 	return (uint32_t)inq < want;
@@ -744,11 +745,11 @@ static void conn_merge_recheck(struct vsock_conn *c)
 static bool conn_credit_starved(const struct vsock_conn *c)
 {
 	return c->state == VSOCK_CONN_ESTABLISHED &&
-	       (c->pending & VSOCK_RXOP_RW) && !conn_rx_room(c) &&
+	       (c->pending & VSOCK_RXOP_RW) && !conn_to_guest_room(c) &&
 	       conn_needs_request(c);
 }
 
-/* A CREDIT_REQUEST may go now (see vsock_conn_pending_rx). */
+/* A CREDIT_REQUEST may go now (see vsock_conn_pending_to_guest). */
 static bool conn_request_due(const struct vsock_conn *c)
 {
 	return c->starve_due && conn_credit_starved(c);
@@ -771,13 +772,13 @@ void vsock_conn_tick(struct vsock_conn *c)
 		c->starve_seen = true;
 }
 
-unsigned vsock_conn_pending_rx(const struct vsock_conn *c)
+unsigned vsock_conn_pending_to_guest(const struct vsock_conn *c)
 {
 	unsigned p = c->pending;
 
 	if (p & VSOCK_RXOP_RW) {
 		p &= ~VSOCK_RXOP_RW;
-		if (conn_rx_room(c))
+		if (conn_to_guest_room(c))
 			p |= VSOCK_RXOP_RW;
 		else if (conn_request_due(c))
 			p |= VSOCK_RXOP_CREDIT_REQUEST;
@@ -792,7 +793,7 @@ uint32_t vsock_conn_epoll_events(const struct vsock_conn *c)
 	if (c->fd < 0 || c->state != VSOCK_CONN_ESTABLISHED)
 		return 0;
 	if (conn_may_read(c) && !(c->pending & VSOCK_RXOP_RW) &&
-	    conn_rx_room(c))
+	    conn_to_guest_room(c))
 		ev |= c->merge_hold ? EPOLLIN | EPOLLRDHUP | EPOLLET : EPOLLIN;
 	if (!vmio_byte_ring_empty(&c->ring))
 		ev |= EPOLLOUT;
@@ -840,12 +841,12 @@ static ssize_t conn_read_host(struct vsock_conn *c,
 			      const struct vmio_chain *rx, uint32_t max_payload)
 {
 	uint32_t cap = vsock_pkt_rx_capacity(rx, max_payload);
-	uint32_t credit = conn_rx_room(c);
+	uint32_t credit = conn_to_guest_room(c);
 	struct iovec iov[CONN_IOV];
 	size_t covered;
 	unsigned n;
 
-	c->rx_pkt_cap = cap;
+	c->to_guest_pkt_cap = cap;
 	if (credit < cap)
 		cap = credit;
 	if (!cap)
@@ -907,7 +908,7 @@ static ssize_t seq_read_host(struct vsock_conn *c, const struct vmio_chain *rx,
 			     uint32_t max_payload, uint32_t *flags)
 {
 	uint32_t cap = vsock_pkt_rx_capacity(rx, max_payload);
-	uint32_t credit = conn_rx_room(c);
+	uint32_t credit = conn_to_guest_room(c);
 	ssize_t r;
 
 	if (vsock_backlog_reserve(&c->backlog, 1)) {
@@ -964,8 +965,8 @@ static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,
 	return VSOCK_HDR_SIZE + len;
 }
 
-size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
-			  uint32_t max_payload)
+size_t vsock_conn_to_guest(struct vsock_conn *c, const struct vmio_chain *rx,
+			   uint32_t max_payload)
 {
 	ssize_t n;
 
@@ -992,7 +993,7 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
 		return conn_emit(c, rx, VSOCK_OP_CREDIT_UPDATE, 0, 0);
 	}
 	if (c->pending & VSOCK_RXOP_RW) {
-		if (conn_rx_room(c)) {
+		if (conn_to_guest_room(c)) {
 			uint32_t flags = 0;
 
 			n = c->type == VSOCK_TYPE_SEQPACKET
@@ -1032,43 +1033,43 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
 	return 0;
 }
 
-/* True if the next packet vsock_conn_fill_rx would send is RW: the ops it
+/* True if the next packet vsock_conn_to_guest would send is RW: the ops it
  * sends before RW are none of them pending, and the guest has credit. */
-static bool conn_next_rx_is_rw(const struct vsock_conn *c)
+static bool conn_next_to_guest_is_rw(const struct vsock_conn *c)
 {
 	return c->state == VSOCK_CONN_ESTABLISHED &&
 	       !(c->pending & (VSOCK_RXOP_REQUEST | VSOCK_RXOP_RESPONSE |
 			       VSOCK_RXOP_CREDIT_UPDATE)) &&
-	       (c->pending & VSOCK_RXOP_RW) && conn_rx_room(c);
+	       (c->pending & VSOCK_RXOP_RW) && conn_to_guest_room(c);
 }
 
-uint32_t vsock_conn_rx_want(const struct vsock_conn *c)
+uint32_t vsock_conn_to_guest_want(const struct vsock_conn *c)
 {
 	uint32_t credit;
 
-	if (!conn_next_rx_is_rw(c))
+	if (!conn_next_to_guest_is_rw(c))
 		return 0;
-	credit = conn_rx_room(c);
+	credit = conn_to_guest_room(c);
 	return credit < VSOCK_MAX_PKT_PAYLOAD ? credit : VSOCK_MAX_PKT_PAYLOAD;
 }
 
-/* A batch is at most one packet's worth (VSOCK_CONN_RX_BATCH_BYTES is
+/* A batch is at most one packet's worth (VSOCK_CONN_TO_GUEST_BATCH_BYTES is
  * VSOCK_MAX_PKT_PAYLOAD), so it is what the next packet may carry. */
-_Static_assert(VSOCK_CONN_RX_BATCH_BYTES == VSOCK_MAX_PKT_PAYLOAD,
+_Static_assert(VSOCK_CONN_TO_GUEST_BATCH_BYTES == VSOCK_MAX_PKT_PAYLOAD,
 	       "a batch is one packet's worth");
 
-uint32_t vsock_conn_rx_batch_bytes(const struct vsock_conn *c)
+uint32_t vsock_conn_to_guest_batch_bytes(const struct vsock_conn *c)
 {
 	/* Seqpacket data goes a packet per turn, from the message buffer. */
-	return c->type == VSOCK_TYPE_STREAM ? vsock_conn_rx_want(c) : 0;
+	return c->type == VSOCK_TYPE_STREAM ? vsock_conn_to_guest_want(c) : 0;
 }
 
-/* vsock_conn_fill_rx on rx[0], in the batch's calling convention. */
+/* vsock_conn_to_guest on rx[0], in the batch's calling convention. */
 static unsigned conn_fill_one(struct vsock_conn *c,
 			      const struct vmio_chain *rx,
 			      uint32_t max_payload, uint32_t written[])
 {
-	size_t w = vsock_conn_fill_rx(c, rx, max_payload);
+	size_t w = vsock_conn_to_guest(c, rx, max_payload);
 
 	if (!w)
 		return 0;
@@ -1076,13 +1077,13 @@ static unsigned conn_fill_one(struct vsock_conn *c,
 	return 1;
 }
 
-unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
-				  const struct vmio_chain *const rx[],
-				  unsigned n, uint32_t max_payload,
-				  uint32_t written[])
+unsigned vsock_conn_to_guest_batch(struct vsock_conn *c,
+				   const struct vmio_chain *const rx[],
+				   unsigned n, uint32_t max_payload,
+				   uint32_t written[])
 {
-	struct iovec iov[CONN_RX_IOV];
-	uint32_t want = vsock_conn_rx_batch_bytes(c), total = 0, left;
+	struct iovec iov[CONN_TO_GUEST_IOV];
+	uint32_t want = vsock_conn_to_guest_batch_bytes(c), total = 0, left;
 	uint32_t pkts = vsock_backlog_room(&c->backlog,
 					   c->credit.peer_buf_alloc);
 	unsigned niov = 0, nchains, i;
@@ -1098,7 +1099,7 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 		return conn_fill_one(c, rx[0], max_payload, written);
 	if (vsock_backlog_reserve(&c->backlog, n))
 		return conn_fill_one(c, rx[0], max_payload, written);
-	c->rx_pkt_cap = vsock_pkt_rx_capacity(rx[0], max_payload);
+	c->to_guest_pkt_cap = vsock_pkt_rx_capacity(rx[0], max_payload);
 
 	/* Describe the payload areas of the chains, in pop order, as one
 	 * scatter list. Until the read, written[i] holds the payload bytes
@@ -1106,7 +1107,7 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 	 * room after its header, or no iovecs left), so that the chains
 	 * that receive data are always a prefix: only the last popped
 	 * chains can be given back. */
-	for (i = 0; i < n && total < want && niov < CONN_RX_IOV; i++) {
+	for (i = 0; i < n && total < want && niov < CONN_TO_GUEST_IOV; i++) {
 		uint32_t cap = vsock_pkt_rx_capacity(rx[i], max_payload);
 		size_t covered;
 
@@ -1116,7 +1117,7 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 			break;
 		niov += vmio_iov_slice(rx[i]->iov + rx[i]->nout, rx[i]->nin,
 					VSOCK_HDR_SIZE, cap, iov + niov,
-					CONN_RX_IOV - niov, &covered);
+					CONN_TO_GUEST_IOV - niov, &covered);
 		if (!covered)
 			break;
 		written[i] = (uint32_t)covered;
@@ -1132,7 +1133,7 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 	if (r <= 0) {
 		/* No data: RW is no longer pending, and rx[0] carries
 		 * whatever now is (the RST of a failed read, the SHUTDOWN
-		 * of an EOF), as vsock_conn_fill_rx would have sent. */
+		 * of an EOF), as vsock_conn_to_guest would have sent. */
 		return conn_fill_one(c, rx[0], max_payload, written);
 	}
 
