@@ -89,7 +89,7 @@ static void guest_send(uint16_t op, uint32_t flags, size_t at, uint32_t len)
 					    VSOCK_MAX_PKT_PAYLOAD,
 					    VSOCK_TYPES_ALL, &pkt, NULL),
 			 VSOCK_PKT_OK);
-	last_held = vsock_conn_recv_pkt(&conn, &pkt, &txc, may_hold);
+	last_held = vsock_conn_from_guest(&conn, &pkt, &txc, may_hold);
 }
 
 /* Asks the connection for one packet into a Linux-shaped rx buffer
@@ -107,7 +107,7 @@ static size_t guest_recv(struct vsock_hdr *h)
 	rxc.iov[1].iov_len = RX_DATA;
 	rxc.nin = 2;
 	rxc.in_len = sizeof(rxbuf);
-	n = vsock_conn_fill_rx(&conn, &rxc, VSOCK_MAX_PKT_PAYLOAD);
+	n = vsock_conn_to_guest(&conn, &rxc, VSOCK_MAX_PKT_PAYLOAD);
 	if (n) {
 		vsock_hdr_decode(rxbuf, h);
 		assert_int_equal(h->src_cid, VSOCK_HOST_CID);
@@ -273,7 +273,8 @@ static void test_peer_connect(void **state)
 	guest_buf_alloc = 262144;
 	pair(65536, true, 0);
 	assert_int_equal(conn.state, VSOCK_CONN_PEER_INIT);
-	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RESPONSE);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn),
+			 VSOCK_RXOP_RESPONSE);
 	/* Nothing to watch until the guest knows it is connected. */
 	assert_int_equal(vsock_conn_epoll_events(&conn), 0);
 	assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE);
@@ -281,7 +282,7 @@ static void test_peer_connect(void **state)
 	assert_int_equal(h.buf_alloc, 65536);
 	assert_int_equal(h.fwd_cnt, 0);
 	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	assert_int_equal(guest_recv(&h), 0);
 	assert_int_equal(vsock_conn_epoll_events(&conn), EPOLLIN);
 }
@@ -306,7 +307,7 @@ static void test_local_connect(void **state)
 	pair(65536, false, 0);
 	assert_int_equal(conn.state, VSOCK_CONN_LOCAL_INIT);
 	expect_op(VSOCK_OP_REQUEST);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	guest_send(VSOCK_OP_RESPONSE, 0, 0, 0);
 	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
 	n = recv(host, line, sizeof(line), MSG_DONTWAIT);
@@ -325,7 +326,7 @@ static void test_local_refused(void **state)
 	guest_send(VSOCK_OP_RST, 0, 0, 0);
 	expect_host_eof();
 	assert_true(vsock_conn_is_dead(&conn));
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 }
 
 static void test_local_unexpected(void **state)
@@ -350,11 +351,11 @@ static void test_guest_to_host(void **state)
 	for (i = 0; i < sizeof(got); i++)
 		assert_int_equal(got[i], pattern(i));
 	assert_int_equal(conn.credit.fwd_cnt, 1000);
-	assert_int_equal(conn.ring_len, 0);
-	assert_null(conn.ring); /* never needed */
+	assert_int_equal(vmio_byte_ring_len(&conn.ring), 0);
+	assert_null(conn.ring.buf); /* never needed */
 	assert_int_equal(vsock_conn_epoll_events(&conn), EPOLLIN);
 	/* 1000 of 64 KiB used: no update worth sending yet. */
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 }
 
 /* The next packet for the guest is exactly one CREDIT_UPDATE, carrying
@@ -363,13 +364,13 @@ static void expect_credit_update(uint32_t buf_alloc, uint32_t fwd_cnt)
 {
 	struct vsock_hdr h;
 
-	assert_int_equal(vsock_conn_pending_rx(&conn),
+	assert_int_equal(vsock_conn_pending_to_guest(&conn),
 			 VSOCK_RXOP_CREDIT_UPDATE);
 	assert_true(guest_recv(&h) > 0);
 	assert_int_equal(h.op, VSOCK_OP_CREDIT_UPDATE);
 	assert_int_equal(h.buf_alloc, buf_alloc);
 	assert_int_equal(h.fwd_cnt, fwd_cnt);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 }
 
 static void test_proactive_credit_update(void **state)
@@ -392,7 +393,7 @@ static void test_host_to_guest_credit(void **state)
 		data[i] = pattern(i);
 	assert_int_equal(send(host, data, sizeof(data), 0), sizeof(data));
 	vsock_conn_host_readable(&conn, false);
-	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), VSOCK_RXOP_RW);
 	/* Readability is known: EPOLLIN would only wake us again. */
 	assert_int_equal(vsock_conn_epoll_events(&conn), 0);
 
@@ -405,14 +406,14 @@ static void test_host_to_guest_credit(void **state)
 	 * whole tick (it may update by itself), then one CREDIT_REQUEST,
 	 * then silence, and the host socket is not watched. */
 	assert_true(vsock_conn_wants_tick(&conn));
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	vsock_conn_tick(&conn);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	vsock_conn_tick(&conn);
-	assert_int_equal(vsock_conn_pending_rx(&conn),
+	assert_int_equal(vsock_conn_pending_to_guest(&conn),
 			 VSOCK_RXOP_CREDIT_REQUEST);
 	expect_op(VSOCK_OP_CREDIT_REQUEST);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	assert_int_equal(guest_recv(&h), 0);
 	assert_int_equal(vsock_conn_epoll_events(&conn), 0);
 
@@ -420,7 +421,7 @@ static void test_host_to_guest_credit(void **state)
 	 * buffer rather than by credit. */
 	guest_fwd_cnt = 3000;
 	guest_send(VSOCK_OP_CREDIT_UPDATE, 0, 0, 0);
-	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), VSOCK_RXOP_RW);
 	assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE + 2000);
 	assert_int_equal(h.op, VSOCK_OP_RW);
 	assert_memory_equal(rxbuf + VSOCK_HDR_SIZE, data + 3000, 2000);
@@ -448,7 +449,7 @@ static unsigned guest_recv_batch(uint32_t written[BATCH])
 		bc[i].in_len = sizeof(bbuf[i]);
 		rx[i] = &bc[i];
 	}
-	return vsock_conn_fill_rx_batch(&conn, rx, BATCH,
+	return vsock_conn_to_guest_batch(&conn, rx, BATCH,
 					VSOCK_MAX_PKT_PAYLOAD, written);
 }
 
@@ -484,7 +485,7 @@ static void test_host_to_guest_batch(void **state)
 	assert_int_equal(send(host, data, sizeof(data), 0), sizeof(data));
 	shutdown(host, SHUT_WR);
 	vsock_conn_host_readable(&conn, false);
-	assert_int_equal(vsock_conn_rx_batch_bytes(&conn), 10000);
+	assert_int_equal(vsock_conn_to_guest_batch_bytes(&conn), 10000);
 
 	/* One read, bounded by credit: 4096 + 4096 + 1808, the fourth
 	 * chain unused. Every packet counted against the credit. */
@@ -493,10 +494,10 @@ static void test_host_to_guest_batch(void **state)
 	expect_batch_rw(1, written, 4096, 4096);
 	expect_batch_rw(2, written, 8192, 1808);
 	assert_int_equal(vsock_credit_peer_free(&conn.credit), 0);
-	assert_int_equal(vsock_conn_rx_batch_bytes(&conn), 0);
+	assert_int_equal(vsock_conn_to_guest_batch_bytes(&conn), 0);
 	vsock_conn_tick(&conn);
 	vsock_conn_tick(&conn);
-	assert_int_equal(vsock_conn_pending_rx(&conn),
+	assert_int_equal(vsock_conn_pending_to_guest(&conn),
 			 VSOCK_RXOP_CREDIT_REQUEST);
 	/* Not RW next: one chain, the CREDIT_REQUEST. */
 	assert_int_equal(guest_recv_batch(written), 1);
@@ -514,12 +515,12 @@ static void test_host_to_guest_batch(void **state)
 	expect_batch_rw(2, written, 18192, 1808);
 	guest_fwd_cnt = 20000;
 	guest_send(VSOCK_OP_CREDIT_UPDATE, 0, 0, 0);
-	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), VSOCK_RXOP_RW);
 	assert_int_equal(guest_recv_batch(written), 1);
 	vsock_hdr_decode(bbuf[0], &h);
 	assert_int_equal(h.op, VSOCK_OP_SHUTDOWN);
 	assert_int_equal(h.flags, VSOCK_SHUTDOWN_SEND);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	assert_int_equal(guest_recv_batch(written), 0);
 }
 
@@ -548,7 +549,7 @@ static void test_merge_after_full_packet(void **state)
 	/* The ninth waits for more. */
 	assert_int_equal(send(host, data + at, 100, 0), 100);
 	vsock_conn_host_readable(&conn, false);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	assert_int_equal(conn.stats.merge_holds, 1);
 	assert_int_equal(vsock_conn_epoll_events(&conn),
 			 EPOLLIN | EPOLLRDHUP | EPOLLET);
@@ -556,11 +557,11 @@ static void test_merge_after_full_packet(void **state)
 	/* A packet's worth: one full packet, and the rest held again. */
 	assert_int_equal(send(host, data + at + 100, 5000, 0), 5000);
 	vsock_conn_host_readable(&conn, false);
-	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), VSOCK_RXOP_RW);
 	assert_int_equal(guest_recv(&h), VSOCK_HDR_SIZE + RX_DATA);
 	assert_memory_equal(rxbuf + VSOCK_HDR_SIZE, data + at, RX_DATA);
 	at += RX_DATA;
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	assert_int_equal(guest_recv(&h), 0);
 	assert_int_equal(conn.stats.merge_holds, 2);
 
@@ -611,7 +612,7 @@ static size_t fill_host(void)
 		sent += len;
 		assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
 	}
-	assert_int_equal(conn.ring_len, SMALL_TX);
+	assert_int_equal(vmio_byte_ring_len(&conn.ring), SMALL_TX);
 	assert_int_equal(vsock_conn_epoll_events(&conn) & EPOLLOUT, EPOLLOUT);
 	return sent;
 }
@@ -655,7 +656,7 @@ static void test_full_host_socket(void **state)
 	/* One byte more than the credit allows would be an overrun; an
 	 * obedient guest waits. Now the host reads: flush drains in order. */
 	assert_int_equal(drain_host(0, sent, false), sent);
-	assert_int_equal(conn.ring_len, 0);
+	assert_int_equal(vmio_byte_ring_len(&conn.ring), 0);
 	assert_int_equal(vsock_conn_epoll_events(&conn), EPOLLIN);
 	assert_int_equal(conn.credit.fwd_cnt, (uint32_t)sent);
 	expect_op(VSOCK_OP_CREDIT_UPDATE);
@@ -670,7 +671,7 @@ static void test_full_host_overrun(void **state)
 	fill_host();
 	guest_send(VSOCK_OP_RW, 0, 0, 1);
 	assert_int_equal(conn.state, VSOCK_CONN_KILLED);
-	assert_null(conn.ring);
+	assert_null(conn.ring.buf);
 	expect_op(VSOCK_OP_RST);
 }
 
@@ -874,7 +875,7 @@ static void test_seq_queued_behind_full_host(void **state)
 		sent += eom;
 	}
 	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
-	assert_true(conn.seq_msgs > 0);
+	assert_true(conn.seq.msgs > 0);
 	assert_true(vsock_conn_epoll_events(&conn) & EPOLLOUT);
 	/* Then it reads: every message in order, its length that of its
 	 * packets, its bytes the pattern where it started. */
@@ -894,10 +895,10 @@ static void test_seq_queued_behind_full_host(void **state)
 	}
 	assert_int_equal(got, sent);
 	assert_int_equal(host_msg(0), -1);
-	assert_int_equal(conn.seq_msgs, 0);
+	assert_int_equal(conn.seq.msgs, 0);
 	/* The last packet (i = 999) began a message that has not ended. */
-	assert_int_equal(conn.seq_partial, len);
-	assert_int_equal(conn.ring_len, len);
+	assert_int_equal(conn.seq.partial, len);
+	assert_int_equal(vmio_byte_ring_len(&conn.ring), len);
 	assert_int_equal(vsock_credit_rx_pending(&conn.credit), len);
 }
 
@@ -1044,26 +1045,26 @@ static void test_packet_bound(void **state)
 		expect_rw(i * RX_DATA, RX_DATA, 0);
 	assert_int_equal(vsock_backlog_len(&conn.backlog), 4);
 	assert_true(vsock_credit_peer_free(&conn.credit) > 0);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	assert_int_equal(conn.stats.packet_stalls, 1);
 	assert_int_equal(conn.stats.credit_stalls, 0);
 	assert_int_equal(vsock_conn_epoll_events(&conn), 0);
 	assert_true(vsock_conn_wants_tick(&conn));
 
 	guest_reads_to(RX_DATA / 2);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	vsock_conn_tick(&conn);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	vsock_conn_tick(&conn);
-	assert_int_equal(vsock_conn_pending_rx(&conn),
+	assert_int_equal(vsock_conn_pending_to_guest(&conn),
 			 VSOCK_RXOP_CREDIT_REQUEST);
 	expect_op(VSOCK_OP_CREDIT_REQUEST);
 
 	guest_reads_to(RX_DATA);
 	assert_int_equal(vsock_backlog_len(&conn.backlog), 3);
-	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), VSOCK_RXOP_RW);
 	expect_rw(4 * RX_DATA, RX_DATA, 0);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	assert_int_equal(conn.stats.packet_stalls, 2);
 }
 
@@ -1082,7 +1083,7 @@ static void test_packet_bound_batch(void **state)
 	vsock_conn_host_readable(&conn, false);
 	assert_int_equal(guest_recv_batch(written), 3);
 	assert_int_equal(vsock_backlog_len(&conn.backlog), 4);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 }
 
 /* Overhead 0: bytes only, as before the bound: the whole credit goes. */
@@ -1115,11 +1116,11 @@ static void test_seq_packet_bound_mid_message(void **state)
 	expect_rw(4096, 4096, 0);
 	expect_rw(8192, 1808, VSOCK_SEQ_EOM);
 	expect_rw(0, 4096, 0);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	/* The first message read: three packets freed. */
 	guest_reads_to(sizeof(msg));
 	assert_int_equal(vsock_backlog_len(&conn.backlog), 1);
-	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), VSOCK_RXOP_RW);
 	expect_rw(4096, 4096, 0);
 	expect_rw(8192, 1808, VSOCK_SEQ_EOM);
 }
@@ -1148,7 +1149,7 @@ static void test_seq_message_longer_than_bound(void **state)
 	/* The guest holds four packets of a message it cannot read yet,
 	 * and says so whenever asked. */
 	guest_reads_to(0);
-	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), VSOCK_RXOP_RW);
 	expect_rw(4 * 4096, 4096 - 100, VSOCK_SEQ_EOM);
 }
 
@@ -1172,13 +1173,14 @@ static void test_merge_hold(void **state)
 	for (unsigned i = 0; i < VSOCK_CONN_MERGE_AFTER; i++) {
 		host_write_small(&at);
 		assert_false(conn.merge_hold);
-		assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+		assert_int_equal(vsock_conn_pending_to_guest(&conn),
+				 VSOCK_RXOP_RW);
 		expect_rw(at - 100, 100, 0);
 	}
 	host_write_small(&at);
 	assert_true(conn.merge_hold);
 	assert_int_equal(conn.stats.merge_holds, 1);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	assert_int_equal(vsock_conn_epoll_events(&conn),
 			 EPOLLIN | EPOLLRDHUP | EPOLLET);
 	assert_true(vsock_conn_wants_tick(&conn));
@@ -1193,12 +1195,12 @@ static void test_merge_hold(void **state)
 	at += 200;
 	vsock_conn_host_readable(&conn, false);
 	assert_false(conn.merge_hold);
-	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), VSOCK_RXOP_RW);
 	expect_rw(800, RX_DATA, 0);
 	/* The rest, short of a packet, is held again (see
 	 * test_merge_after_full_packet); the tick sends it. */
 	assert_int_equal(conn.stats.merge_holds, 2);
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 	vsock_conn_tick(&conn);
 	expect_rw(800 + RX_DATA, (uint32_t)(at - 800 - RX_DATA), 0);
 }
@@ -1219,7 +1221,7 @@ static void test_merge_release(void **state)
 	assert_true(conn.merge_hold);
 	vsock_conn_tick(&conn);
 	assert_false(conn.merge_hold);
-	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), VSOCK_RXOP_RW);
 	expect_rw(at - 100, 100, 0);
 
 	/* Nine held: reading one leaves eight, still behind; two, seven. */
@@ -1229,7 +1231,7 @@ static void test_merge_release(void **state)
 	assert_true(conn.merge_hold);
 	guest_reads_to(200);
 	assert_false(conn.merge_hold);
-	assert_int_equal(vsock_conn_pending_rx(&conn), VSOCK_RXOP_RW);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), VSOCK_RXOP_RW);
 	expect_rw(at - 100, 100, 0);
 
 	/* Eight held again. */
@@ -1244,7 +1246,7 @@ static void test_merge_release(void **state)
 	guest_send(VSOCK_OP_SHUTDOWN, VSOCK_SHUTDOWN_RCV, 0, 0);
 	assert_false(conn.merge_hold);
 	assert_false(vsock_conn_wants_tick(&conn));
-	assert_int_equal(vsock_conn_pending_rx(&conn), 0);
+	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
 }
 
 /* Overhead 0 turns merging off with the bound. */

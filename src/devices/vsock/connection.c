@@ -7,7 +7,6 @@
 #include "devices/vsock/connection.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +23,10 @@
  * 16; more just takes another round of the loop. */
 #define CONN_IOV 64
 
-/* iovecs of one batched host read (vsock_conn_fill_rx_batch): 64 KiB in
+/* iovecs of one batched host read (vsock_conn_to_guest_batch): 64 KiB in
  * 4 KiB guest buffers is 16 chains of one or two iovecs each. A batch that
  * needs more reads less this time; the rest comes next turn. */
-#define CONN_RX_IOV 256
+#define CONN_TO_GUEST_IOV 256
 
 #define IO_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL)
 
@@ -68,9 +67,9 @@ static void conn_init(struct vsock_conn *c, uint64_t guest_cid,
 		.local_port = local_port,
 		.peer_port = peer_port,
 		.fd = fd,
-		.ring_size = buf_size,
-		.rx_pkt_cap = VSOCK_MAX_PKT_PAYLOAD,
+		.to_guest_pkt_cap = VSOCK_MAX_PKT_PAYLOAD,
 	};
+	vmio_byte_ring_init(&c->ring, NULL, buf_size);
 	vsock_credit_init(&c->credit, buf_size, 0);
 	vsock_backlog_init(&c->backlog, VSOCK_BACKLOG_OVERHEAD_DEFAULT);
 }
@@ -87,14 +86,15 @@ void vsock_conn_set_packet_overhead(struct vsock_conn *c, uint32_t overhead)
  * limit takes any message that fits its buffer, in 4 KiB packets. */
 static bool conn_packet_bound(const struct vsock_conn *c)
 {
-	if (c->hmsg_off && vsock_backlog_len(&c->backlog) <= c->hmsg_pkts)
+	if (c->seq.hmsg_off &&
+	    vsock_backlog_len(&c->backlog) <= c->seq.hmsg_pkts)
 		return false;
 	return !vsock_backlog_room(&c->backlog, c->credit.peer_buf_alloc);
 }
 
 /* Payload bytes the guest takes in our next RW packet: its byte credit,
  * or none while it holds as many of our packets as it takes. */
-static uint32_t conn_rx_room(const struct vsock_conn *c)
+static uint32_t conn_to_guest_room(const struct vsock_conn *c)
 {
 	return conn_packet_bound(c) ? 0 : vsock_credit_peer_free(&c->credit);
 }
@@ -131,60 +131,24 @@ void vsock_conn_init_peer(struct vsock_conn *c, uint64_t guest_cid,
 	vsock_credit_peer_init(&c->credit, req->buf_alloc, req->fwd_cnt);
 }
 
-/* AF_UNIX refuses (EMSGSIZE) a message longer than the sender's
- * SO_SNDBUF less this. */
-#define UNIX_MSG_OVERHEAD 32
-
-/* The largest message, at most want, that one sendmsg on fd can carry;
- * raises SO_SNDBUF towards want first (the kernel doubles what it is
- * given and caps it at net.core.wmem_max). A descriptor that is no socket
- * (tests) limits nothing. */
-static uint32_t host_msg_max(int fd, uint32_t want)
-{
-	socklen_t l = sizeof(int);
-	int v;
-
-	if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l) ||
-	    v <= UNIX_MSG_OVERHEAD)
-		return want;
-	if ((uint32_t)(v - UNIX_MSG_OVERHEAD) < want) {
-		uint64_t need = (uint64_t)want + UNIX_MSG_OVERHEAD;
-		int ask = need / 2 + 1 > INT_MAX / 2 ? INT_MAX / 2
-						     : (int)(need / 2 + 1);
-
-		l = sizeof(int);
-		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &ask, sizeof(ask)) ||
-		    getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l) ||
-		    v <= UNIX_MSG_OVERHEAD)
-			return want;
-	}
-	return (uint32_t)(v - UNIX_MSG_OVERHEAD) < want
-		       ? (uint32_t)(v - UNIX_MSG_OVERHEAD)
-		       : want;
-}
-
 void vsock_conn_set_seqpacket(struct vsock_conn *c)
 {
-	uint32_t size = c->fd >= 0 ? host_msg_max(c->fd, c->ring_size)
-				   : c->ring_size;
+	uint32_t size = c->fd >= 0 ? vsock_seq_host_msg_max(
+					     c->fd, c->credit.buf_alloc)
+				   : c->credit.buf_alloc;
 
+	/* Right after init: the ring is empty and not yet allocated. */
 	c->type = VSOCK_TYPE_SEQPACKET;
-	c->ring_size = size;
+	vmio_byte_ring_init(&c->ring, NULL, size);
 	c->credit.buf_alloc = size;
 }
 
 static void conn_close_host(struct vsock_conn *c)
 {
 	vmio_close_fd(&c->fd);
-	free(c->ring);
-	c->ring = NULL;
-	c->ring_len = 0;
-	free(c->seq_ends);
-	c->seq_ends = NULL;
-	c->seq_msgs = c->seq_partial = 0;
-	free(c->hmsg);
-	c->hmsg = NULL;
-	c->hmsg_len = c->hmsg_off = c->hmsg_pkts = 0;
+	free(c->ring.buf);
+	vmio_byte_ring_init(&c->ring, NULL, c->ring.size);
+	vsock_seq_free(&c->seq);
 	vsock_backlog_free(&c->backlog);
 	c->merge_hold = false;
 }
@@ -221,7 +185,8 @@ static void conn_maybe_close(struct vsock_conn *c)
 		return;
 	/* Held chains too: closing would leave the host reading pages the
 	 * guest is about to get back. */
-	if (!(c->peer_shut & VSOCK_SHUTDOWN_SEND) || c->ring_len || c->held.n)
+	if (!(c->peer_shut & VSOCK_SHUTDOWN_SEND) ||
+	    !vmio_byte_ring_empty(&c->ring) || c->held.n)
 		return;
 	if (c->pending & VSOCK_RXOP_SHUTDOWN)
 		return;
@@ -276,115 +241,35 @@ static ssize_t host_write_data(struct vsock_conn *c, struct iovec *iov,
 }
 
 /* Copies [off, off + len) of the chain's readable part to the ring's
- * tail. The caller checked that it fits (the credit guarantees it). */
+ * tail, allocating the ring on first use. The caller checked that it fits
+ * (the credit guarantees it). */
 static int ring_push(struct vsock_conn *c, const struct vmio_chain *tx,
 		     uint64_t off, uint32_t len)
 {
-	if (len > c->ring_size - c->ring_len)
+	struct vmio_iov_cursor src, dst;
+	struct iovec space[2];
+
+	if (len > vmio_byte_ring_room(&c->ring))
 		return -1;
-	if (!c->ring) {
-		c->ring = malloc(c->ring_size);
-		if (!c->ring)
-			return -1;
-		c->ring_head = 0;
-	}
-	if (c->type == VSOCK_TYPE_SEQPACKET && !c->seq_ends) {
-		c->seq_ends = calloc(2, (c->ring_size + 7u) / 8u);
-		if (!c->seq_ends)
+	if (!c->ring.buf) {
+		c->ring.buf = malloc(c->ring.size);
+		if (!c->ring.buf)
 			return -1;
 	}
-	while (len) {
-		struct iovec iov[CONN_IOV];
-		size_t covered;
-		unsigned n, i;
-
-		n = vmio_iov_slice(tx->iov, tx->nout, off, len, iov, CONN_IOV,
-				    &covered);
-		if (!n)
-			return -1;
-		for (i = 0; i < n; i++) {
-			const uint8_t *src = iov[i].iov_base;
-			size_t left = iov[i].iov_len;
-
-			while (left) {
-				uint32_t tail = (c->ring_head + c->ring_len) %
-						c->ring_size;
-				size_t room = c->ring_size - tail;
-				size_t k = left < room ? left : room;
-
-				memcpy(c->ring + tail, src, k);
-				c->ring_len += (uint32_t)k;
-				src += k;
-				left -= k;
-			}
-		}
-		off += covered;
-		len -= (uint32_t)covered;
-	}
+	if (c->type == VSOCK_TYPE_SEQPACKET &&
+	    vsock_seq_ends_alloc(&c->seq, c->ring.size))
+		return -1;
+	vmio_iov_cursor_init(&dst, space,
+			     vmio_byte_ring_space(&c->ring, len, space));
+	vmio_iov_cursor_init(&src, tx->iov, tx->nout);
+	vmio_iov_cursor_skip(&src, off);
+	if (vmio_iov_cursor_copy(&dst, &src) != len)
+		return -1; /* the parser checked len; cannot happen */
+	vmio_byte_ring_produced(&c->ring, len);
 	return 0;
 }
 
-/* Describes the first len bytes of the ring as one or two iovecs. */
-static unsigned ring_iov(const struct vsock_conn *c, uint32_t len,
-			 struct iovec iov[2])
-{
-	uint32_t first = c->ring_size - c->ring_head;
-
-	iov[0].iov_base = c->ring + c->ring_head;
-	if (first >= len) {
-		iov[0].iov_len = len;
-		return 1;
-	}
-	iov[0].iov_len = first;
-	iov[1].iov_base = c->ring;
-	iov[1].iov_len = len - first;
-	return 2;
-}
-
 /* ---- Seqpacket, guest -> host ------------------------------------------ */
-
-/* Bit pos of the EOM map (eor false) or the EOR map (eor true). */
-static uint8_t *seq_map_byte(const struct vsock_conn *c, uint32_t pos,
-			     bool eor)
-{
-	return c->seq_ends + (eor ? (c->ring_size + 7u) / 8u : 0) + pos / 8u;
-}
-
-static bool seq_bit(const struct vsock_conn *c, uint32_t pos, bool eor)
-{
-	return *seq_map_byte(c, pos, eor) & (1u << (pos % 8u));
-}
-
-static void seq_set_bit(struct vsock_conn *c, uint32_t pos, bool eor, bool on)
-{
-	uint8_t *b = seq_map_byte(c, pos, eor);
-
-	if (on)
-		*b |= (uint8_t)(1u << (pos % 8u));
-	else
-		*b &= (uint8_t)~(1u << (pos % 8u));
-}
-
-/* Length of the first complete message in the ring (seq_msgs > 0). */
-static uint32_t seq_first_len(const struct vsock_conn *c)
-{
-	uint32_t i = 0;
-
-	while (i < c->ring_len) {
-		uint32_t pos = (c->ring_head + i) % c->ring_size;
-
-		/* Whole empty bytes of the map at once. */
-		if (pos % 8u == 0 && i + 8u <= c->ring_len &&
-		    pos + 8u <= c->ring_size && !*seq_map_byte(c, pos, false)) {
-			i += 8;
-			continue;
-		}
-		if (seq_bit(c, pos, false))
-			return i + 1;
-		i++;
-	}
-	return c->ring_len; /* cannot happen with seq_msgs > 0 */
-}
 
 /* One whole message to the host socket. Returns 1 when it went, 0 when
  * the socket is full (nothing went: AF_UNIX seqpacket sends all or
@@ -413,20 +298,15 @@ static int seq_send(struct vsock_conn *c, struct iovec *iov, unsigned n,
  * the host socket is full. */
 static void seq_flush(struct vsock_conn *c)
 {
-	while (c->seq_msgs) {
-		uint32_t len = seq_first_len(c);
-		uint32_t end = (c->ring_head + len - 1) % c->ring_size;
-		bool eor = seq_bit(c, end, true);
+	while (c->seq.msgs) {
+		bool eor;
+		uint32_t len = vsock_seq_first(&c->seq, &c->ring, &eor);
 		struct iovec iov[2];
-		unsigned n = ring_iov(c, len, iov);
+		unsigned n = vmio_byte_ring_data(&c->ring, len, iov);
 
 		if (seq_send(c, iov, n, len, eor) <= 0)
 			return;
-		seq_set_bit(c, end, false, false);
-		seq_set_bit(c, end, true, false);
-		c->ring_head = (c->ring_head + len) % c->ring_size;
-		c->ring_len -= len;
-		c->seq_msgs--;
+		vsock_seq_sent_first(&c->seq, &c->ring, len);
 	}
 }
 
@@ -434,15 +314,16 @@ static void seq_flush(struct vsock_conn *c)
  * delivered (a part is not a message), so its bytes are dropped. */
 static void seq_drop_partial(struct vsock_conn *c)
 {
-	if (!c->seq_partial)
+	uint32_t n;
+
+	if (!c->seq.partial)
 		return;
+	n = vsock_seq_drop_partial(&c->seq, &c->ring);
 	conn_log(c, VMIO_LOG_DEBUG,
 		 "vsock: conn %u:%u: guest shut down sending within a "
 		 "message; its %u bytes dropped",
-		 c->local_port, c->peer_port, c->seq_partial);
-	c->ring_len -= c->seq_partial;
-	vsock_credit_consumed(&c->credit, c->seq_partial);
-	c->seq_partial = 0;
+		 c->local_port, c->peer_port, n);
+	vsock_credit_consumed(&c->credit, n);
 }
 
 /* A whole message in one packet with nothing waiting before it: straight
@@ -464,8 +345,8 @@ static int seq_send_direct(struct vsock_conn *c, const struct vsock_pkt *pkt,
 
 /* Guest RW on a seqpacket connection: the payload joins the message being
  * gathered; at EOM the message is complete and goes to the host whole. */
-static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
-		      const struct vmio_chain *tx)
+static void seq_rw_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
+			      const struct vmio_chain *tx)
 {
 	uint32_t len = pkt->payload_len;
 	bool eom = pkt->hdr.flags & VSOCK_SEQ_EOM;
@@ -478,14 +359,14 @@ static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		conn_kill(c, true, "guest overran its credit");
 		return;
 	}
-	if (!len && !(eom && c->seq_partial)) {
+	if (!len && !(eom && c->seq.partial)) {
 		if (eom)
 			conn_log(c, VMIO_LOG_DEBUG,
 				 "vsock: conn %u:%u: empty guest message not "
 				 "carried", c->local_port, c->peer_port);
 		return;
 	}
-	if (eom && !c->ring_len) {
+	if (eom && vmio_byte_ring_empty(&c->ring)) {
 		r = seq_send_direct(c, pkt, tx, eor);
 		if (r < 0)
 			return;
@@ -498,25 +379,20 @@ static void seq_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		conn_kill(c, true, "cannot buffer guest data");
 		return;
 	}
-	c->seq_partial += len;
+	c->seq.partial += len;
 	/* The message fills the whole buffer and has not ended: it is longer
 	 * than any we take (the guest ignored our buf_alloc, which Linux
 	 * checks: EMSGSIZE), and waiting would only stall the guest. */
-	if (!eom && c->seq_partial == c->ring_size) {
+	if (!eom && c->seq.partial == c->ring.size) {
 		conn_log(c, VMIO_LOG_WARN,
 			 "vsock: conn %u:%u: guest message longer than the "
 			 "%u bytes allowed; refused, RST",
-			 c->local_port, c->peer_port, c->ring_size);
+			 c->local_port, c->peer_port, (uint32_t)c->ring.size);
 		conn_kill(c, true, "guest message too large");
 		return;
 	}
 	if (eom) {
-		uint32_t end = (c->ring_head + c->ring_len - 1) % c->ring_size;
-
-		seq_set_bit(c, end, false, true);
-		seq_set_bit(c, end, true, eor);
-		c->seq_msgs++;
-		c->seq_partial = 0;
+		vsock_seq_end_msg(&c->seq, &c->ring, eor);
 		seq_flush(c);
 		if (c->state != VSOCK_CONN_ESTABLISHED)
 			return;
@@ -560,13 +436,15 @@ static ssize_t host_splice_data(struct vsock_conn *c, struct iovec *iov,
 static bool may_splice(const struct vsock_conn *c, bool may_hold,
 		       uint32_t len)
 {
-	return may_hold && c->splice && !c->ring_len && c->held.cap &&
+	return may_hold && c->splice && vmio_byte_ring_empty(&c->ring) &&
+	       c->held.cap &&
 	       c->held.n < c->held.cap && len >= CONN_SPLICE_MIN_BYTES;
 }
 
 /* Returns true if the chain is held. */
-static bool conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
-		       const struct vmio_chain *tx, bool may_hold)
+static bool conn_rw_from_guest(struct vsock_conn *c,
+			       const struct vsock_pkt *pkt,
+			       const struct vmio_chain *tx, bool may_hold)
 {
 	uint32_t len = pkt->payload_len, done = 0, spliced = 0;
 	bool zc;
@@ -576,7 +454,7 @@ static bool conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		return false;
 	}
 	if (c->type == VSOCK_TYPE_SEQPACKET) {
-		seq_rx_rw(c, pkt, tx);
+		seq_rw_from_guest(c, pkt, tx);
 		return false;
 	}
 	if (!len)
@@ -586,10 +464,11 @@ static bool conn_rx_rw(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		return false;
 	}
 	zc = may_splice(c, may_hold, len);
-	if (!zc && may_hold && c->splice && c->vm_stats && !c->ring_len &&
+	if (!zc && may_hold && c->splice && c->vm_stats &&
+	    vmio_byte_ring_empty(&c->ring) &&
 	    len >= CONN_SPLICE_MIN_BYTES)
 		c->vm_stats->tx_hold_full++;
-	while (!c->ring_len && done < len) {
+	while (vmio_byte_ring_empty(&c->ring) && done < len) {
 		struct iovec iov[CONN_IOV];
 		size_t covered;
 		unsigned n;
@@ -658,9 +537,10 @@ void vsock_conn_flush(struct vsock_conn *c)
 		if (c->state != VSOCK_CONN_ESTABLISHED)
 			return;
 	}
-	while (c->type == VSOCK_TYPE_STREAM && c->ring_len) {
+	while (c->type == VSOCK_TYPE_STREAM &&
+	       !vmio_byte_ring_empty(&c->ring)) {
 		struct iovec iov[2];
-		unsigned n = ring_iov(c, c->ring_len, iov);
+		unsigned n = vmio_byte_ring_data(&c->ring, SIZE_MAX, iov);
 		ssize_t w;
 
 		w = host_write_data(c, iov, n);
@@ -668,12 +548,12 @@ void vsock_conn_flush(struct vsock_conn *c)
 			return;
 		if (w == 0)
 			break;
-		c->ring_head = (c->ring_head + (uint32_t)w) % c->ring_size;
-		c->ring_len -= (uint32_t)w;
+		vmio_byte_ring_consumed(&c->ring, (size_t)w);
 	}
 	/* Half-close only behind the data: the host reader must see every
 	 * byte the guest sent before its EOF. */
-	if (!c->ring_len && (c->peer_shut & VSOCK_SHUTDOWN_SEND) &&
+	if (vmio_byte_ring_empty(&c->ring) &&
+	    (c->peer_shut & VSOCK_SHUTDOWN_SEND) &&
 	    !c->host_shut_wr) {
 		shutdown(c->fd, SHUT_WR);
 		c->host_shut_wr = true;
@@ -696,8 +576,8 @@ static void conn_established_local(struct vsock_conn *c)
 		conn_kill(c, true, "cannot write OK line");
 }
 
-bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
-			 const struct vmio_chain *tx, bool may_hold)
+bool vsock_conn_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
+			   const struct vmio_chain *tx, bool may_hold)
 {
 	const struct vsock_hdr *h = &pkt->hdr;
 
@@ -755,7 +635,7 @@ bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		return false;
 	}
 	vsock_backlog_consumed(&c->backlog, c->credit.peer_fwd_cnt);
-	if (conn_rx_room(c))
+	if (conn_to_guest_room(c))
 		c->starve_seen = c->starve_due = false;
 	/* The guest is reading again: what was held for merging goes. */
 	if (c->merge_hold &&
@@ -763,7 +643,7 @@ bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		conn_merge_release(c);
 	switch (h->op) {
 	case VSOCK_OP_RW:
-		return conn_rx_rw(c, pkt, tx, may_hold);
+		return conn_rw_from_guest(c, pkt, tx, may_hold);
 	case VSOCK_OP_CREDIT_UPDATE:
 		/* Credit taken above; EPOLLIN may come back on. */
 		return false;
@@ -816,14 +696,14 @@ static void conn_merge_release(struct vsock_conn *c)
  * merged with what follows (vsock_conn_host_readable). */
 static bool conn_merge_wait(const struct vsock_conn *c)
 {
-	uint32_t want = conn_rx_room(c);
+	uint32_t want = conn_to_guest_room(c);
 	int inq;
 
 	if (c->type != VSOCK_TYPE_STREAM ||
 	    vsock_backlog_len(&c->backlog) < VSOCK_CONN_MERGE_AFTER)
 		return false;
-	if (want > c->rx_pkt_cap)
-		want = c->rx_pkt_cap;
+	if (want > c->to_guest_pkt_cap)
+		want = c->to_guest_pkt_cap;
 	if (ioctl(c->fd, FIONREAD, &inq) < 0 || inq < 0)
 		return false;
 	return (uint32_t)inq < want;
@@ -865,11 +745,11 @@ static void conn_merge_recheck(struct vsock_conn *c)
 static bool conn_credit_starved(const struct vsock_conn *c)
 {
 	return c->state == VSOCK_CONN_ESTABLISHED &&
-	       (c->pending & VSOCK_RXOP_RW) && !conn_rx_room(c) &&
+	       (c->pending & VSOCK_RXOP_RW) && !conn_to_guest_room(c) &&
 	       conn_needs_request(c);
 }
 
-/* A CREDIT_REQUEST may go now (see vsock_conn_pending_rx). */
+/* A CREDIT_REQUEST may go now (see vsock_conn_pending_to_guest). */
 static bool conn_request_due(const struct vsock_conn *c)
 {
 	return c->starve_due && conn_credit_starved(c);
@@ -892,13 +772,13 @@ void vsock_conn_tick(struct vsock_conn *c)
 		c->starve_seen = true;
 }
 
-unsigned vsock_conn_pending_rx(const struct vsock_conn *c)
+unsigned vsock_conn_pending_to_guest(const struct vsock_conn *c)
 {
 	unsigned p = c->pending;
 
 	if (p & VSOCK_RXOP_RW) {
 		p &= ~VSOCK_RXOP_RW;
-		if (conn_rx_room(c))
+		if (conn_to_guest_room(c))
 			p |= VSOCK_RXOP_RW;
 		else if (conn_request_due(c))
 			p |= VSOCK_RXOP_CREDIT_REQUEST;
@@ -913,9 +793,9 @@ uint32_t vsock_conn_epoll_events(const struct vsock_conn *c)
 	if (c->fd < 0 || c->state != VSOCK_CONN_ESTABLISHED)
 		return 0;
 	if (conn_may_read(c) && !(c->pending & VSOCK_RXOP_RW) &&
-	    conn_rx_room(c))
+	    conn_to_guest_room(c))
 		ev |= c->merge_hold ? EPOLLIN | EPOLLRDHUP | EPOLLET : EPOLLIN;
-	if (c->ring_len)
+	if (!vmio_byte_ring_empty(&c->ring))
 		ev |= EPOLLOUT;
 	return ev;
 }
@@ -961,12 +841,12 @@ static ssize_t conn_read_host(struct vsock_conn *c,
 			      const struct vmio_chain *rx, uint32_t max_payload)
 {
 	uint32_t cap = vsock_pkt_rx_capacity(rx, max_payload);
-	uint32_t credit = conn_rx_room(c);
+	uint32_t credit = conn_to_guest_room(c);
 	struct iovec iov[CONN_IOV];
 	size_t covered;
 	unsigned n;
 
-	c->rx_pkt_cap = cap;
+	c->to_guest_pkt_cap = cap;
 	if (credit < cap)
 		cap = credit;
 	if (!cap)
@@ -986,8 +866,9 @@ static ssize_t conn_read_host(struct vsock_conn *c,
 
 /* ---- Seqpacket, host -> guest ------------------------------------------ */
 
-/* Reads the next host message whole into hmsg. Returns as conn_recv, or
- * -1 after refusing a message the guest cannot take. */
+/* Reads the next host message whole into its buffer (seqpacket.h).
+ * Returns as conn_recv, or -1 after refusing a message the guest cannot
+ * take. */
 static ssize_t seq_load_msg(struct vsock_conn *c)
 {
 	uint32_t limit = vsock_credit_peer_buf(&c->credit);
@@ -995,20 +876,17 @@ static ssize_t seq_load_msg(struct vsock_conn *c)
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t r;
 
-	if (!c->hmsg) {
-		c->hmsg = malloc(c->ring_size);
-		if (!c->hmsg) {
-			conn_kill(c, true, "cannot buffer a host message");
-			return -1;
-		}
+	iov.iov_base = vsock_seq_msg_buf(&c->seq, c->ring.size);
+	if (!iov.iov_base) {
+		conn_kill(c, true, "cannot buffer a host message");
+		return -1;
 	}
-	iov.iov_base = c->hmsg;
-	iov.iov_len = c->ring_size;
+	iov.iov_len = c->ring.size;
 	r = conn_recv(c, &msg, MSG_TRUNC, 0);
 	if (r <= 0)
 		return r;
-	if (limit > c->ring_size)
-		limit = c->ring_size;
+	if (limit > c->ring.size)
+		limit = (uint32_t)c->ring.size;
 	if ((uint64_t)r > limit) {
 		conn_log(c, VMIO_LOG_WARN,
 			 "vsock: conn %u:%u: host message of %zd bytes is "
@@ -1018,9 +896,7 @@ static ssize_t seq_load_msg(struct vsock_conn *c)
 		conn_kill(c, true, "host message too large");
 		return -1;
 	}
-	c->hmsg_len = (uint32_t)r;
-	c->hmsg_off = 0;
-	c->hmsg_eor = msg.msg_flags & MSG_EOR;
+	vsock_seq_msg_loaded(&c->seq, (uint32_t)r, msg.msg_flags & MSG_EOR);
 	return r;
 }
 
@@ -1032,33 +908,21 @@ static ssize_t seq_read_host(struct vsock_conn *c, const struct vmio_chain *rx,
 			     uint32_t max_payload, uint32_t *flags)
 {
 	uint32_t cap = vsock_pkt_rx_capacity(rx, max_payload);
-	uint32_t credit = conn_rx_room(c);
+	uint32_t credit = conn_to_guest_room(c);
 	ssize_t r;
 
 	if (vsock_backlog_reserve(&c->backlog, 1)) {
 		conn_kill(c, true, "cannot track the guest's packets");
 		return -1;
 	}
-	if (c->hmsg_off == c->hmsg_len) {
+	if (!vsock_seq_msg_pending(&c->seq)) {
 		r = seq_load_msg(c);
 		if (r <= 0)
 			return r;
 	}
 	if (credit < cap)
 		cap = credit;
-	if (cap > c->hmsg_len - c->hmsg_off)
-		cap = c->hmsg_len - c->hmsg_off;
-	if (!cap)
-		return 0;
-	cap = (uint32_t)vsock_pkt_write_payload(rx, 0, c->hmsg + c->hmsg_off,
-						cap);
-	c->hmsg_off += cap;
-	c->hmsg_pkts++;
-	if (c->hmsg_off == c->hmsg_len) {
-		*flags = VSOCK_SEQ_EOM | (c->hmsg_eor ? VSOCK_SEQ_EOR : 0);
-		c->hmsg_off = c->hmsg_len = c->hmsg_pkts = 0;
-	}
-	return cap;
+	return vsock_seq_msg_take(&c->seq, rx, cap, flags);
 }
 
 static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,
@@ -1101,8 +965,8 @@ static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,
 	return VSOCK_HDR_SIZE + len;
 }
 
-size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
-			  uint32_t max_payload)
+size_t vsock_conn_to_guest(struct vsock_conn *c, const struct vmio_chain *rx,
+			   uint32_t max_payload)
 {
 	ssize_t n;
 
@@ -1129,7 +993,7 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
 		return conn_emit(c, rx, VSOCK_OP_CREDIT_UPDATE, 0, 0);
 	}
 	if (c->pending & VSOCK_RXOP_RW) {
-		if (conn_rx_room(c)) {
+		if (conn_to_guest_room(c)) {
 			uint32_t flags = 0;
 
 			n = c->type == VSOCK_TYPE_SEQPACKET
@@ -1169,43 +1033,43 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
 	return 0;
 }
 
-/* True if the next packet vsock_conn_fill_rx would send is RW: the ops it
+/* True if the next packet vsock_conn_to_guest would send is RW: the ops it
  * sends before RW are none of them pending, and the guest has credit. */
-static bool conn_next_rx_is_rw(const struct vsock_conn *c)
+static bool conn_next_to_guest_is_rw(const struct vsock_conn *c)
 {
 	return c->state == VSOCK_CONN_ESTABLISHED &&
 	       !(c->pending & (VSOCK_RXOP_REQUEST | VSOCK_RXOP_RESPONSE |
 			       VSOCK_RXOP_CREDIT_UPDATE)) &&
-	       (c->pending & VSOCK_RXOP_RW) && conn_rx_room(c);
+	       (c->pending & VSOCK_RXOP_RW) && conn_to_guest_room(c);
 }
 
-uint32_t vsock_conn_rx_want(const struct vsock_conn *c)
+uint32_t vsock_conn_to_guest_want(const struct vsock_conn *c)
 {
 	uint32_t credit;
 
-	if (!conn_next_rx_is_rw(c))
+	if (!conn_next_to_guest_is_rw(c))
 		return 0;
-	credit = conn_rx_room(c);
+	credit = conn_to_guest_room(c);
 	return credit < VSOCK_MAX_PKT_PAYLOAD ? credit : VSOCK_MAX_PKT_PAYLOAD;
 }
 
-/* A batch is at most one packet's worth (VSOCK_CONN_RX_BATCH_BYTES is
+/* A batch is at most one packet's worth (VSOCK_CONN_TO_GUEST_BATCH_BYTES is
  * VSOCK_MAX_PKT_PAYLOAD), so it is what the next packet may carry. */
-_Static_assert(VSOCK_CONN_RX_BATCH_BYTES == VSOCK_MAX_PKT_PAYLOAD,
+_Static_assert(VSOCK_CONN_TO_GUEST_BATCH_BYTES == VSOCK_MAX_PKT_PAYLOAD,
 	       "a batch is one packet's worth");
 
-uint32_t vsock_conn_rx_batch_bytes(const struct vsock_conn *c)
+uint32_t vsock_conn_to_guest_batch_bytes(const struct vsock_conn *c)
 {
 	/* Seqpacket data goes a packet per turn, from the message buffer. */
-	return c->type == VSOCK_TYPE_STREAM ? vsock_conn_rx_want(c) : 0;
+	return c->type == VSOCK_TYPE_STREAM ? vsock_conn_to_guest_want(c) : 0;
 }
 
-/* vsock_conn_fill_rx on rx[0], in the batch's calling convention. */
+/* vsock_conn_to_guest on rx[0], in the batch's calling convention. */
 static unsigned conn_fill_one(struct vsock_conn *c,
 			      const struct vmio_chain *rx,
 			      uint32_t max_payload, uint32_t written[])
 {
-	size_t w = vsock_conn_fill_rx(c, rx, max_payload);
+	size_t w = vsock_conn_to_guest(c, rx, max_payload);
 
 	if (!w)
 		return 0;
@@ -1213,13 +1077,13 @@ static unsigned conn_fill_one(struct vsock_conn *c,
 	return 1;
 }
 
-unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
-				  const struct vmio_chain *const rx[],
-				  unsigned n, uint32_t max_payload,
-				  uint32_t written[])
+unsigned vsock_conn_to_guest_batch(struct vsock_conn *c,
+				   const struct vmio_chain *const rx[],
+				   unsigned n, uint32_t max_payload,
+				   uint32_t written[])
 {
-	struct iovec iov[CONN_RX_IOV];
-	uint32_t want = vsock_conn_rx_batch_bytes(c), total = 0, left;
+	struct iovec iov[CONN_TO_GUEST_IOV];
+	uint32_t want = vsock_conn_to_guest_batch_bytes(c), total = 0, left;
 	uint32_t pkts = vsock_backlog_room(&c->backlog,
 					   c->credit.peer_buf_alloc);
 	unsigned niov = 0, nchains, i;
@@ -1235,7 +1099,7 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 		return conn_fill_one(c, rx[0], max_payload, written);
 	if (vsock_backlog_reserve(&c->backlog, n))
 		return conn_fill_one(c, rx[0], max_payload, written);
-	c->rx_pkt_cap = vsock_pkt_rx_capacity(rx[0], max_payload);
+	c->to_guest_pkt_cap = vsock_pkt_rx_capacity(rx[0], max_payload);
 
 	/* Describe the payload areas of the chains, in pop order, as one
 	 * scatter list. Until the read, written[i] holds the payload bytes
@@ -1243,7 +1107,7 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 	 * room after its header, or no iovecs left), so that the chains
 	 * that receive data are always a prefix: only the last popped
 	 * chains can be given back. */
-	for (i = 0; i < n && total < want && niov < CONN_RX_IOV; i++) {
+	for (i = 0; i < n && total < want && niov < CONN_TO_GUEST_IOV; i++) {
 		uint32_t cap = vsock_pkt_rx_capacity(rx[i], max_payload);
 		size_t covered;
 
@@ -1253,7 +1117,7 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 			break;
 		niov += vmio_iov_slice(rx[i]->iov + rx[i]->nout, rx[i]->nin,
 					VSOCK_HDR_SIZE, cap, iov + niov,
-					CONN_RX_IOV - niov, &covered);
+					CONN_TO_GUEST_IOV - niov, &covered);
 		if (!covered)
 			break;
 		written[i] = (uint32_t)covered;
@@ -1269,7 +1133,7 @@ unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
 	if (r <= 0) {
 		/* No data: RW is no longer pending, and rx[0] carries
 		 * whatever now is (the RST of a failed read, the SHUTDOWN
-		 * of an EOF), as vsock_conn_fill_rx would have sent. */
+		 * of an EOF), as vsock_conn_to_guest would have sent. */
 		return conn_fill_one(c, rx[0], max_payload, written);
 	}
 

@@ -5,11 +5,11 @@
  *
  * The connection never touches a virtqueue. The multiplexer pops guest tx
  * chains, parses them (vsock_pkt_parse_tx), finds the connection by port
- * pair and hands it the packet (vsock_conn_recv_pkt). When the connection
- * has something for the guest (vsock_conn_pending_rx), the multiplexer
- * pops an rx chain and asks it for one packet (vsock_conn_fill_rx), or,
- * when the next packet is host data (vsock_conn_rx_batch_bytes), pops
- * several and has them filled from one read (vsock_conn_fill_rx_batch). For
+ * pair and hands it the packet (vsock_conn_from_guest). When the connection
+ * has something for the guest (vsock_conn_pending_to_guest), the multiplexer
+ * pops an rx chain and asks it for one packet (vsock_conn_to_guest), or,
+ * when the next packet is host data (vsock_conn_to_guest_batch_bytes), pops
+ * several and has them filled from one read (vsock_conn_to_guest_batch). For
  * the host socket the multiplexer asks which epoll events to watch
  * (vsock_conn_epoll_events) after every call, and reports them back
  * (vsock_conn_host_readable, vsock_conn_flush).
@@ -60,8 +60,10 @@
 #include "devices/vsock/credit.h"
 #include "devices/vsock/guest_backlog.h"
 #include "devices/vsock/packet.h"
+#include "devices/vsock/seqpacket.h"
 #include "devices/vsock/stats.h"
 #include "devices/vsock/tx_splice.h"
+#include "util/byte_ring.h"
 
 struct vmio_ratelimit;
 
@@ -73,7 +75,7 @@ enum vsock_conn_state {
 };
 
 /* Pending packets for the guest, like vhost-device-vsock's rxops. Sent in
- * the order vsock_conn_fill_rx lists. */
+ * the order vsock_conn_to_guest lists. */
 #define VSOCK_RXOP_REQUEST (1u << 0)
 #define VSOCK_RXOP_RESPONSE (1u << 1)
 #define VSOCK_RXOP_RST (1u << 2)
@@ -103,32 +105,20 @@ struct vsock_conn {
 	 * Linux guest's packet limit, and tells when it fell behind. */
 	struct vsock_backlog backlog;
 	/* Stream: host data is left in the host socket to be merged with
-	 * what follows (vsock_conn_host_readable); rx_pkt_cap is the
+	 * what follows (vsock_conn_host_readable); to_guest_pkt_cap is the
 	 * payload the guest's last rx packet could take. */
 	bool merge_hold;
-	uint32_t rx_pkt_cap;
+	uint32_t to_guest_pkt_cap;
 
 	/* Guest data the host socket has not taken yet. Its length always
 	 * equals vsock_credit_rx_pending(&credit), so the credit we give
-	 * the guest is what bounds it. */
-	uint8_t *ring;
-	uint32_t ring_size; /* == credit.buf_alloc */
-	uint32_t ring_head;
-	uint32_t ring_len;
+	 * the guest is what bounds it. Its size is credit.buf_alloc; buf is
+	 * NULL until the first byte has to wait. */
+	struct vmio_byte_ring ring;
 
-	/* Seqpacket only. Guest->host: the ring's message ends, a bitmap of
-	 * ring_size bits for EOM then one for EOR, made with the ring;
-	 * seq_msgs complete messages wait, and the last seq_partial bytes of
-	 * the ring are a message whose EOM has not come. Host->guest: hmsg
-	 * (ring_size bytes, made on the first message) holds the message
-	 * being sent, hmsg_off of hmsg_len bytes gone out. */
-	uint8_t *seq_ends;
-	uint32_t seq_msgs;
-	uint32_t seq_partial;
-	uint8_t *hmsg;
-	uint32_t hmsg_len, hmsg_off;
-	uint32_t hmsg_pkts; /* packets of it sent so far */
-	bool hmsg_eor;
+	/* Seqpacket only: the ring's message ends and the host message
+	 * being sent (seqpacket.h), each made on first use. */
+	struct vsock_seq seq;
 
 	/* Zero-copy guest->host (stream only; set by the multiplexer after
 	 * init, NULL: the copy path), and the chains the host socket holds
@@ -181,8 +171,8 @@ void vsock_conn_destroy(struct vsock_conn *c);
  * caller must not push it (vsock_conn_tx_release gives it back). Credit
  * for those bytes is given when the host has read them. Returns false
  * when the chain may go back at once. */
-bool vsock_conn_recv_pkt(struct vsock_conn *c, const struct vsock_pkt *pkt,
-			 const struct vmio_chain *tx, bool may_hold);
+bool vsock_conn_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
+			   const struct vmio_chain *tx, bool may_hold);
 
 /* What a guest packet costs in its buffer (guest_backlog.h; 0: no packet
  * bound and no merging). Right after init; the default is
@@ -219,7 +209,7 @@ void vsock_conn_host_readable(struct vsock_conn *c, bool hangup);
  * buffer is empty. */
 void vsock_conn_flush(struct vsock_conn *c);
 
-/* VSOCK_RXOP_* bits of packets that vsock_conn_fill_rx would send now.
+/* VSOCK_RXOP_* bits of packets that vsock_conn_to_guest would send now.
  * RW appears only while the guest has credit; without credit the pending
  * read turns into a single CREDIT_REQUEST, once the guest stayed without
  * for a whole tick (vsock_conn_tick). 0 means: do not pop an rx chain for
@@ -231,7 +221,7 @@ void vsock_conn_flush(struct vsock_conn *c);
  * CREDIT_REQUEST and the guest's answer for every 140 KiB of a bulk
  * transfer (about 7,700 a GiB into 4 KiB buffers) and told it nothing.
  * The request is for a guest that does not update unprompted. */
-unsigned vsock_conn_pending_rx(const struct vsock_conn *c);
+unsigned vsock_conn_pending_to_guest(const struct vsock_conn *c);
 
 /* Writes one packet for the guest into rx, a chain that passed
  * vsock_pkt_check_rx: header, and for RW the data read with readv from
@@ -239,8 +229,8 @@ unsigned vsock_conn_pending_rx(const struct vsock_conn *c);
  * max_payload bytes, and never more than the guest's credit). Returns the
  * bytes written (44 + payload), or 0 if there was nothing to send (the
  * chain is untouched then and goes back to the queue unused). */
-size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
-			  uint32_t max_payload);
+size_t vsock_conn_to_guest(struct vsock_conn *c, const struct vmio_chain *rx,
+			   uint32_t max_payload);
 
 /* Host->guest data is read in batches: one recvmsg spread over several
  * rx chains, each of which becomes an ordinary RW packet of its own. A
@@ -248,35 +238,36 @@ size_t vsock_conn_fill_rx(struct vsock_conn *c, const struct vmio_chain *rx,
  * costs a syscall per 4 KiB; a batch reads up to this many payload bytes
  * at once (Linux's largest packet, so a batch is no bigger than one packet
  * into a guest that posts 64 KiB buffers). */
-#define VSOCK_CONN_RX_BATCH_BYTES (64u * 1024u)
+#define VSOCK_CONN_TO_GUEST_BATCH_BYTES (64u * 1024u)
 
 /* Payload bytes a batch would read now: min(guest credit,
- * VSOCK_CONN_RX_BATCH_BYTES) when the next packet vsock_conn_fill_rx would
- * send is RW, else 0 (send single packets then). The multiplexer pops rx
- * chains until their capacity covers this. */
-uint32_t vsock_conn_rx_batch_bytes(const struct vsock_conn *c);
+ * VSOCK_CONN_TO_GUEST_BATCH_BYTES) when the next packet
+ * vsock_conn_to_guest would send is RW, else 0 (send single packets
+ * then). The multiplexer pops rx chains until their capacity covers
+ * this. */
+uint32_t vsock_conn_to_guest_batch_bytes(const struct vsock_conn *c);
 
 /* Payload bytes the next packet may carry when it is RW, of either type:
  * min(guest credit, VSOCK_MAX_PKT_PAYLOAD); 0 when the next packet is no
  * RW. A mergeable packet (mrg_rx.h) is given buffers for this much. */
-uint32_t vsock_conn_rx_want(const struct vsock_conn *c);
+uint32_t vsock_conn_to_guest_want(const struct vsock_conn *c);
 
-/* Like vsock_conn_fill_rx over rx[0..n) (chains that passed
+/* Like vsock_conn_to_guest over rx[0..n) (chains that passed
  * vsock_pkt_check_rx, in pop order), but when the next packet is RW it
  * reads the host socket once, with one recvmsg over the payload areas of
- * all the chains (at most VSOCK_CONN_RX_BATCH_BYTES and the guest's
+ * all the chains (at most VSOCK_CONN_TO_GUEST_BATCH_BYTES and the guest's
  * credit), and turns each chain that received data into a complete RW
  * packet with its own header, credit counted per packet. Chains are filled
  * in order, so the used ones are always rx[0..k): the caller pushes those
  * and gives back rx[k..n) with vmio_vq_unpop(vq, n - k). When the next
  * packet is not RW, or the read brings no data (EOF, error, nothing
- * there), rx[0] gets what vsock_conn_fill_rx would put in it (a SHUTDOWN,
+ * there), rx[0] gets what vsock_conn_to_guest would put in it (a SHUTDOWN,
  * an RST, ...) and k is 0 or 1. written[i] is the bytes written to rx[i]
  * (44 + payload) for i < k. Returns k. */
-unsigned vsock_conn_fill_rx_batch(struct vsock_conn *c,
-				  const struct vmio_chain *const rx[],
-				  unsigned n, uint32_t max_payload,
-				  uint32_t written[]);
+unsigned vsock_conn_to_guest_batch(struct vsock_conn *c,
+				   const struct vmio_chain *const rx[],
+				   unsigned n, uint32_t max_payload,
+				   uint32_t written[]);
 
 /* The multiplexer ticks (vsock_conn_tick) while this holds: host data
  * waits for credit and a CREDIT_REQUEST may be due (no byte credit and

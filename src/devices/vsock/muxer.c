@@ -182,10 +182,10 @@ static void conn_update(struct mux_conn *mc)
 
 	vsock_expiry_follow(&m->expiry, c, &mc->deadline_ns);
 
-	if (vsock_conn_pending_rx(c))
+	if (vsock_conn_pending_to_guest(c))
 		vsock_rx_sched_add(&m->rxs, &mc->rx_link);
 	/* Its CREDIT_REQUEST, or the end of a merge hold, waits for the
-	 * tick (vsock_conn_pending_rx, vsock_conn_host_readable). */
+	 * tick (vsock_conn_pending_to_guest, vsock_conn_host_readable). */
 	if (vsock_conn_wants_tick(c))
 		vsock_expiry_run(&m->expiry, true);
 }
@@ -435,7 +435,7 @@ static bool handle_tx(struct vsock_muxer *m, const struct vmio_chain *ch)
 		return false;
 	}
 	if (mc) {
-		bool held = vsock_conn_recv_pkt(&mc->c, &pkt, ch,
+		bool held = vsock_conn_from_guest(&mc->c, &pkt, ch,
 						hold_room(m, mc));
 
 		if (held)
@@ -494,7 +494,7 @@ static uint32_t fill_sibling(void *opaque, const struct vmio_chain *view)
 /* The connection whose turn it is leaves the FIFO; rx_served keeps it
  * for conn_update, which puts it back at the tail if it has more: one
  * turn is one packet, or one batch of host data of up to
- * VSOCK_CONN_RX_BATCH_BYTES (16 packets in 4 KiB guest buffers). Fair
+ * VSOCK_CONN_TO_GUEST_BATCH_BYTES (16 packets in 4 KiB guest buffers). Fair
  * still: every connection with something pending gets a turn before
  * this one's next. */
 static struct vsock_conn *conn_take(struct vsock_muxer *m)
@@ -505,7 +505,7 @@ static struct vsock_conn *conn_take(struct vsock_muxer *m)
 
 static uint32_t fill_conn(void *opaque, const struct vmio_chain *view)
 {
-	return (uint32_t)vsock_conn_fill_rx(conn_take(opaque), view,
+	return (uint32_t)vsock_conn_to_guest(conn_take(opaque), view,
 					    VSOCK_MAX_PKT_PAYLOAD);
 }
 
@@ -513,7 +513,7 @@ static unsigned fill_conn_batch(void *opaque,
 				const struct vmio_chain *const bufs[],
 				unsigned n, uint32_t used[])
 {
-	return vsock_conn_fill_rx_batch(conn_take(opaque), bufs, n,
+	return vsock_conn_to_guest_batch(conn_take(opaque), bufs, n,
 					VSOCK_MAX_PKT_PAYLOAD, used);
 }
 
@@ -537,9 +537,9 @@ static void rx_source(struct vsock_muxer *m, enum vsock_rx_source src,
 		break;
 	case VSOCK_RX_CONN:
 		c = &rx_conn(vsock_rx_sched_head(&m->rxs))->c;
-		o->need = vsock_conn_rx_want(c);
+		o->need = vsock_conn_to_guest_want(c);
 		o->may_cut = true;
-		o->batch = vsock_conn_rx_batch_bytes(c);
+		o->batch = vsock_conn_to_guest_batch_bytes(c);
 		o->fill = fill_conn;
 		o->fill_batch = fill_conn_batch;
 		break;
@@ -722,7 +722,7 @@ static void timer_cb(void *opaque)
 		if (vsock_conn_wants_tick(&mc->c)) {
 			vsock_conn_tick(&mc->c);
 			waiting = true;
-			if (vsock_conn_pending_rx(&mc->c))
+			if (vsock_conn_pending_to_guest(&mc->c))
 				vsock_rx_sched_add(&m->rxs, &mc->rx_link);
 		}
 		if (!mc->deadline_ns)

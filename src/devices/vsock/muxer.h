@@ -10,7 +10,7 @@
  *              connections with something pending, one packet each per
  *              turn in a FIFO, so a bulk sender cannot starve the others
  *              (host data is the exception: a turn sends one batch, up
- *              to VSOCK_CONN_RX_BATCH_BYTES from one read, in as many
+ *              to VSOCK_CONN_TO_GUEST_BATCH_BYTES from one read, in as many
  *              rx chains as that takes; a bulk sender then gets up to
  *              64 KiB per turn rather than one 4 KiB buffer, and the
  *              others still get their turn before its next)

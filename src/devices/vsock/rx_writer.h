@@ -14,7 +14,7 @@
  * when even VSOCK_RX_WRITER_BUFS could never hold it; connection data is
  * read to the room there is. Host data into plain buffers is the one
  * exception to "one packet": a batch of buffers filled from one host read,
- * each buffer a packet of its own (vsock_conn_fill_rx_batch).
+ * each buffer a packet of its own (vsock_conn_to_guest_batch).
  *
  * No buffer is held between calls. */
 #ifndef VMIO_DEVICES_VSOCK_RX_WRITER_H
@@ -28,7 +28,7 @@
 #include "virtio/virtqueue.h"
 
 /* Buffers one call takes at most: the 17 one 64 KiB mergeable packet
- * spans in 4 KiB buffers, and enough to cover VSOCK_CONN_RX_BATCH_BYTES
+ * spans in 4 KiB buffers, and enough to cover VSOCK_CONN_TO_GUEST_BATCH_BYTES
  * of host data in the 4 KiB plain buffers a Linux guest posts (4052
  * payload bytes each after the header, so 16 take 63.3 KiB). Each is a
  * vmio_chain of 16 KiB kept in the writer. */
