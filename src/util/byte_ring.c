@@ -38,6 +38,13 @@ void vmio_byte_ring_produced(struct vmio_byte_ring *r, size_t n)
 	r->len += n;
 }
 
+void vmio_byte_ring_unproduce(struct vmio_byte_ring *r, size_t n)
+{
+	r->len -= n;
+	if (!r->len)
+		r->head = 0;
+}
+
 void vmio_byte_ring_consumed(struct vmio_byte_ring *r, size_t n)
 {
 	r->len -= n;

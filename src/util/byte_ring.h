@@ -58,6 +58,9 @@ void vmio_byte_ring_produced(struct vmio_byte_ring *r, size_t n);
 /* The first n bytes held (at most len) are gone. An emptied ring starts
  * again at the buffer's start, so that the next fill is one piece. */
 void vmio_byte_ring_consumed(struct vmio_byte_ring *r, size_t n);
+/* The last n bytes held (at most len) are gone: taken back from the
+ * tail, as a message never completed. */
+void vmio_byte_ring_unproduce(struct vmio_byte_ring *r, size_t n);
 /* Takes the first n bytes held (at most len) off the ring, copying them
  * to dst (NULL: drops them). */
 void vmio_byte_ring_take(struct vmio_byte_ring *r, void *dst, size_t n);

@@ -132,6 +132,27 @@ static void test_take(void **state)
 	assert_true(vmio_byte_ring_empty(&r));
 }
 
+/* A message never completed goes back off the tail; the bytes before it
+ * stay, and an emptied ring starts at the buffer's start again. */
+static void test_unproduce(void **state)
+{
+	struct iovec iov[2];
+
+	(void)state;
+	assert_int_equal(vmio_byte_ring_put(&r, "0123456789abcd", 14), 0);
+	vmio_byte_ring_consumed(&r, 12);
+	assert_int_equal(vmio_byte_ring_put(&r, "efghij", 6), 0); /* wraps */
+	vmio_byte_ring_unproduce(&r, 2);
+	assert_int_equal(vmio_byte_ring_len(&r), 6);
+	assert_int_equal(vmio_byte_ring_data(&r, SIZE_MAX, iov), 2);
+	assert_memory_equal(iov[0].iov_base, "cdef", 4);
+	assert_memory_equal(iov[1].iov_base, "gh", 2);
+	vmio_byte_ring_unproduce(&r, 6);
+	assert_true(vmio_byte_ring_empty(&r));
+	assert_int_equal(vmio_byte_ring_space(&r, SIZE_MAX, iov), 1);
+	assert_ptr_equal(iov[0].iov_base, buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -140,6 +161,7 @@ int main(void)
 		cmocka_unit_test_setup(test_full_put_changes_nothing, setup),
 		cmocka_unit_test_setup(test_emptied_restarts, setup),
 		cmocka_unit_test_setup(test_take, setup),
+		cmocka_unit_test_setup(test_unproduce, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -87,9 +87,8 @@ uint32_t vsock_seq_drop_partial(struct vsock_seq *s, struct vmio_byte_ring *r)
 {
 	uint32_t n = s->partial;
 
-	/* Off the ring's tail, which byte_ring.h has no call for: the
-	 * partial message is the last bytes held and carries no mark. */
-	r->len -= n;
+	/* The partial message is the last bytes held and carries no mark. */
+	vmio_byte_ring_unproduce(r, n);
 	s->partial = 0;
 	return n;
 }
