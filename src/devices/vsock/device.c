@@ -20,7 +20,6 @@
 struct vsock_device {
 	struct vmio_device_ops ops;
 	uint64_t guest_cid;
-	uint16_t max_queue_size;
 	struct vsock_muxer *mux;
 	struct vsock_hybrid *hybrid;
 	struct vmio_vq *rx, *tx;
@@ -38,11 +37,6 @@ static void vs_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 
 	if (vq->index > VSOCK_TX_QUEUE)
 		return;
-	if (vq->size > d->max_queue_size) {
-		vmio_vq_set_broken(vq, "queue size %u above the device's %u",
-				   vq->size, d->max_queue_size);
-		return;
-	}
 	vq->name = vq->index == VSOCK_RX_QUEUE ? "rx" : "tx";
 	if (vq->index == VSOCK_RX_QUEUE)
 		d->rx = vq;
@@ -170,11 +164,11 @@ struct vsock_device *vsock_device_new(struct vmio_loop *loop,
 		goto fail;
 	d->ops = vsock_ops_template;
 	d->guest_cid = cfg->guest_cid;
-	d->max_queue_size = cfg->max_queue_size && cfg->max_queue_size <=
-							   VIRTQ_MAX_SIZE
-				    ? cfg->max_queue_size
-				    : VIRTQ_MAX_SIZE;
-	d->ops.max_queue_size = d->max_queue_size;
+	/* The core refuses a larger SET_VRING_NUM (handlers.c). */
+	d->ops.max_queue_size = cfg->max_queue_size &&
+					cfg->max_queue_size <= VIRTQ_MAX_SIZE
+				? cfg->max_queue_size
+				: VIRTQ_MAX_SIZE;
 	/* Chains go back in the order they came, except those held for a
 	 * splice (given back as the host reads each connection's). */
 	if (cfg->tx_copy)
