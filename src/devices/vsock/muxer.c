@@ -844,8 +844,6 @@ void vsock_muxer_reset(struct vsock_muxer *m)
 	vsock_rx_sched_reset(&m->rxs);
 	vsock_rstq_clear(&m->rstq);
 	m->tx_stalled = false;
-	m->rx = m->tx = NULL;
-	m->mem = NULL;
 	m->types = VSOCK_TYPES_STREAM;
 	m->mrg = false;
 	tell_router(m);
