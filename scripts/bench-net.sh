@@ -27,6 +27,10 @@
 #    (in_order=0, A) against taking it (its default, B), on a split ring
 #    and on a packed one, vmio's CPU per frame beside. IN_ORDER_ROWS=0
 #    skips it.
+# 6. BASE=DIR, a build directory of another commit: its `vmio net --null`
+#    (A) against this build's (B), on a split ring and on a packed one,
+#    vmio pinned, its CPU per frame beside: whether a change made the data
+#    path slower. BASE_ONLY=1 runs this table alone.
 # Rates swing between about 2 and 20 Mpps on this shared 2-core machine:
 # compare figures of one run. XDP=0 skips table 2, NULL_ROWS=0 table 1;
 # NET_OPTS adds options to vmio in table 1 (NET_OPTS="--poll-us 0" turns
@@ -186,7 +190,7 @@ print_pairs() { # A label, B label, offered (0|1)
 	a_got=() b_got=() a_off=() b_off=() a_cpu=() b_cpu=() pair_ratio=()
 }
 
-if [ "${NULL_ROWS:-1}" = 1 ]; then
+if [ "${NULL_ROWS:-1}" = 1 ] && [ "${BASE_ONLY:-0}" != 1 ]; then
 	run_pairs null_one vhost vmio
 	echo "vmio net --null against net_vhost, Mpps, $runs pairs (vhost, vmio) of $secs s"
 	print_pairs vhost vmio 0
@@ -201,7 +205,7 @@ null_run() { # txonly|rxonly, frame size, run number, queue pairs, split|packed,
 	shift 6
 	sock=$dir/run-$q-$layout-$mode-$size-$run-$RANDOM.sock
 	[ "$mode" = rxonly ] && src=(--null-source "$size")
-	"${pin[@]}" "$build/vmio" net --null "${src[@]}" --queues "$q" "$@" -q \
+	"${pin[@]}" "${vmio_bin:-$build/vmio}" net --null "${src[@]}" --queues "$q" "$@" -q \
 		--socket "$sock" &
 	bpid=$!
 	wait_socket "$sock"
@@ -233,6 +237,23 @@ ns_per_frame() { # ticks a, ticks b, Mpps, seconds
 layout_one() { # txonly|rxonly, split|packed, frame size, run number
 	null_run "$1" "$3" "$4" 1 "$2" pin
 }
+
+# One pair on a layout, vmio of BASE or of this build.
+base_one() { # txonly|rxonly, base-LAYOUT|this-LAYOUT, frame size, run number
+	local vmio_bin=$build/vmio
+	[[ $2 == base-* ]] && vmio_bin=$BASE/vmio
+	vmio_bin=$vmio_bin null_run "$1" "$3" "$4" 1 "${2#*-}" pin
+}
+
+if [ -n "${BASE:-}" ]; then
+	[ -x "$BASE/vmio" ] || { echo "bench-net: BASE=$BASE holds no vmio" >&2; exit 2; }
+	for layout in split packed; do
+		run_pairs base_one "base-$layout" "this-$layout"
+		echo "vmio net --null on a $layout ring: $BASE (base) against $build (this), Mpps and vmio ns of CPU per frame, $runs pairs of $secs s"
+		print_pairs base this 1
+	done
+	[ "${BASE_ONLY:-0}" = 1 ] && exit 0
+fi
 
 if [ "${PACKED_ROWS:-1}" = 1 ]; then
 	run_pairs layout_one split packed
