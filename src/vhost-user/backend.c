@@ -64,7 +64,7 @@ static enum vhost_user_result on_message(void *opaque,
 		vmio_backend_handle_msg(be, msg, reply);
 
 	if (result == VHOST_USER_WAIT) {
-		be->held = *msg;
+		be->waiting = *msg;
 		vmio_be_move(be, VMIO_BE_WAITING);
 	} else if (vmio_home_busy(be)) {
 		vhost_user_channel_pause(&be->chan);
@@ -97,10 +97,10 @@ static void end_session(struct vmio_backend *be)
 }
 
 /* The message waiting for its queues is dropped with its fds. */
-static void drop_held(struct vmio_backend *be)
+static void drop_waiting(struct vmio_backend *be)
 {
 	if (be->state == VMIO_BE_WAITING)
-		vhost_user_msg_close_fds(&be->held);
+		vhost_user_msg_close_fds(&be->waiting);
 }
 
 static void on_closed(void *opaque, enum vhost_user_end end, const char *why)
@@ -110,7 +110,7 @@ static void on_closed(void *opaque, enum vhost_user_end end, const char *why)
 	be->ends[end]++;
 	if (why)
 		be_err(be, "%s; device %s reset", why, be->ops->name);
-	drop_held(be);
+	drop_waiting(be);
 	vmio_be_move(be, VMIO_BE_CLOSING);
 	end_session(be);
 }
@@ -123,7 +123,7 @@ static void homes_idle(struct vmio_backend *be)
 		return;
 	}
 	if (be->state == VMIO_BE_WAITING) {
-		struct vhost_user_msg msg = be->held, reply;
+		struct vhost_user_msg msg = be->waiting, reply;
 
 		vmio_be_move(be, VMIO_BE_SERVING);
 		if (!vhost_user_channel_conclude(&be->chan, &msg,
@@ -319,7 +319,7 @@ void vmio_backend_free(struct vmio_backend *be)
 		return;
 	/* The threads of queues served elsewhere have ended. */
 	vmio_home_gone(be);
-	drop_held(be);
+	drop_waiting(be);
 	vhost_user_channel_close(&be->chan);
 	vmio_session_reset(be);
 	vmio_bq_release_all(be);
@@ -390,7 +390,7 @@ static void write_held_back(const struct vmio_backend *be, struct vmio_json *j)
 	bool kicks = false;
 
 	for (unsigned i = 0; i < be->ops->num_queues; i++)
-		kicks |= vmio_kick_stats_held(&be->queues[i].guard.stats);
+		kicks |= vmio_kick_stats_muted(&be->queues[i].guard.stats);
 	vmio_json_key(j, "held_back");
 	vmio_json_array_begin(j);
 	if (kicks)

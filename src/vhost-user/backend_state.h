@@ -51,7 +51,7 @@ enum vmio_home_state {
 /* The backend between messages. */
 enum vmio_be_state {
 	VMIO_BE_SERVING, /* reads the next message (if a front end is there) */
-	VMIO_BE_WAITING, /* a message (be->held) waits for its queues */
+	VMIO_BE_WAITING, /* a message (be->waiting) waits for its queues */
 	VMIO_BE_CLOSING, /* the front end is gone; its queues are stopping */
 	VMIO_BE_STATES
 };
@@ -137,7 +137,7 @@ struct vmio_backend {
 	/* Whether a message waits for its queues to stop, or a front end
 	 * gone for them (queue_state.h). */
 	enum vmio_be_state state;
-	struct vhost_user_msg held; /* VMIO_BE_WAITING: its fds still in it */
+	struct vhost_user_msg waiting; /* VMIO_BE_WAITING: its fds still in it */
 
 	struct vmio_ratelimit rl;
 	/* Connects and disconnects: a VMM that reconnects in a loop must not

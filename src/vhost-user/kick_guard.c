@@ -34,14 +34,14 @@ static void refill(struct vmio_kick_guard *g, uint64_t now, uint64_t extra)
 	g->tokens_ns = t < max ? t : max;
 }
 
-static void hold_end(struct vmio_kick_guard *g, uint64_t now)
+static void unmute(struct vmio_kick_guard *g, uint64_t now)
 {
-	uint64_t since = get(&g->stats.held_since);
+	uint64_t since = get(&g->stats.muted_since);
 
-	g->held = false;
+	g->muted = false;
 	if (since && now > since)
-		add(&g->stats.held_ns, now - since);
-	atomic_store_explicit(&g->stats.held_since, 0, memory_order_relaxed);
+		add(&g->stats.muted_ns, now - since);
+	atomic_store_explicit(&g->stats.muted_since, 0, memory_order_relaxed);
 }
 
 void vmio_kick_guard_start(struct vmio_kick_guard *g,
@@ -53,8 +53,8 @@ void vmio_kick_guard_start(struct vmio_kick_guard *g,
 	g->cost_ns = b->rate ? 1000000000ull / b->rate : 0;
 	g->tokens_ns = bucket_max(g);
 	g->last_ns = now;
-	g->held = false;
-	atomic_store_explicit(&g->stats.held_since, 0, memory_order_relaxed);
+	g->muted = false;
+	atomic_store_explicit(&g->stats.muted_since, 0, memory_order_relaxed);
 }
 
 bool vmio_kick_guard_kick(struct vmio_kick_guard *g, uint64_t now, bool work)
@@ -71,11 +71,11 @@ bool vmio_kick_guard_kick(struct vmio_kick_guard *g, uint64_t now, bool work)
 		g->tokens_ns -= g->cost_ns;
 		return false;
 	}
-	g->held = true;
+	g->muted = true;
 	g->next_look_ns = VMIO_KICK_POLL_MIN_NS;
-	add(&g->stats.holds, 1);
-	/* 0 means "not held" to a reader: a clock at 0 is no clock here. */
-	atomic_store_explicit(&g->stats.held_since, now ? now : 1,
+	add(&g->stats.mutes, 1);
+	/* 0 means "not muted" to a reader: a clock at 0 is no clock here. */
+	atomic_store_explicit(&g->stats.muted_since, now ? now : 1,
 			      memory_order_relaxed);
 	return true;
 }
@@ -85,10 +85,10 @@ bool vmio_kick_guard_look(struct vmio_kick_guard *g, uint64_t now, bool work,
 {
 	add(&g->stats.looks, 1);
 	if (work || !kicked) {
-		/* The bucket filled while held; what the storm did then
+		/* The bucket filled while muted; what the storm did then
 		 * was never served, so it costs nothing. */
 		refill(g, now, 0);
-		hold_end(g, now);
+		unmute(g, now);
 		return true;
 	}
 	if (g->next_look_ns < VMIO_KICK_POLL_MAX_NS)
@@ -105,8 +105,8 @@ uint64_t vmio_kick_guard_delay(const struct vmio_kick_guard *g)
 
 void vmio_kick_guard_stop(struct vmio_kick_guard *g, uint64_t now)
 {
-	if (g->held)
-		hold_end(g, now);
+	if (g->muted)
+		unmute(g, now);
 }
 
 int vmio_kick_budget_parse(const char *s, struct vmio_kick_budget *b)
@@ -147,22 +147,22 @@ uint64_t vmio_kick_stats_idle(const struct vmio_kick_stats *s)
 	return get(&s->idle_kicks);
 }
 
-bool vmio_kick_stats_held(const struct vmio_kick_stats *s)
+bool vmio_kick_stats_muted(const struct vmio_kick_stats *s)
 {
-	return get(&s->held_since) != 0;
+	return get(&s->muted_since) != 0;
 }
 
 void vmio_kick_stats_write(const struct vmio_kick_stats *s, uint64_t now,
 			   struct vmio_json *j)
 {
-	uint64_t since = get(&s->held_since), held = get(&s->held_ns);
+	uint64_t since = get(&s->muted_since), muted = get(&s->muted_ns);
 
 	if (since && now > since)
-		held += now - since;
+		muted += now - since;
 	vmio_json_kv_uint(j, "kicks", get(&s->kicks));
 	vmio_json_kv_uint(j, "idle_kicks", get(&s->idle_kicks));
-	vmio_json_kv_uint(j, "kick_holds", get(&s->holds));
+	vmio_json_kv_uint(j, "kick_holds", get(&s->mutes));
 	vmio_json_kv_uint(j, "kick_looks", get(&s->looks));
-	vmio_json_kv_uint(j, "kick_held_ms", held / 1000000u);
+	vmio_json_kv_uint(j, "kick_held_ms", muted / 1000000u);
 	vmio_json_kv_string(j, "held_back", since ? "idle-kicks" : "none");
 }

@@ -9,7 +9,10 @@
  * and looks at the ring on a timer instead, 1 ms after the last kick and
  * then backing off to VMIO_KICK_POLL_MAX_NS; the first look that finds
  * work, or that finds no kick came since the one before, gives the
- * queue back its kick fd. So an idle queue that is kicked without end
+ * queue back its kick fd. A queue without its kick fd is "muted" here;
+ * the --control keys keep their first names (kick_holds: mutes,
+ * kick_held_ms: time muted, held_back: "idle-kicks" while muted), since
+ * users read them. So an idle queue that is kicked without end
  * costs at most `rate` wake-ups a second plus a look every 32 ms,
  * whatever the kick rate, and a guest that stays within the budget is
  * served at every kick, as before.
@@ -41,10 +44,10 @@ struct vmio_kick_budget {
 struct vmio_kick_stats {
 	atomic_uint_fast64_t kicks;      /* kick fd wake-ups served */
 	atomic_uint_fast64_t idle_kicks; /* of which found no work */
-	atomic_uint_fast64_t holds;      /* times the kick fd was let go */
+	atomic_uint_fast64_t mutes;      /* times the kick fd was let go */
 	atomic_uint_fast64_t looks;      /* timer looks at the ring */
-	atomic_uint_fast64_t held_ns;    /* time without a kick fd, ended holds */
-	atomic_uint_fast64_t held_since; /* when the current hold began; 0 */
+	atomic_uint_fast64_t muted_ns;   /* time without a kick fd, ended mutes */
+	atomic_uint_fast64_t muted_since; /* when the current mute began; 0 */
 };
 
 struct vmio_kick_guard {
@@ -52,8 +55,8 @@ struct vmio_kick_guard {
 	uint64_t cost_ns;   /* an idle kick's price: 1 s / rate */
 	uint64_t tokens_ns; /* the bucket, in units of cost_ns */
 	uint64_t last_ns;   /* when it was last filled */
-	uint64_t next_look_ns; /* while held: the delay after the next look */
-	bool held;
+	uint64_t next_look_ns; /* while muted: the delay after the next look */
+	bool muted;
 	struct vmio_kick_stats stats;
 };
 
@@ -65,14 +68,14 @@ void vmio_kick_guard_start(struct vmio_kick_guard *g,
  * now let its kick fd go and look at the ring after
  * vmio_kick_guard_delay(). */
 bool vmio_kick_guard_kick(struct vmio_kick_guard *g, uint64_t now, bool work);
-/* A timer look while held: work, and kicked (the kick fd was written
+/* A timer look while muted: work, and kicked (the kick fd was written
  * since the last look). Returns true if the queue takes its kick fd back;
  * false: look again after vmio_kick_guard_delay(). */
 bool vmio_kick_guard_look(struct vmio_kick_guard *g, uint64_t now, bool work,
 			  bool kicked);
-/* While held: how long until the next look. */
+/* While muted: how long until the next look. */
 uint64_t vmio_kick_guard_delay(const struct vmio_kick_guard *g);
-/* The queue stopped while held: the hold ends. */
+/* The queue stopped while muted: the mute ends. */
 void vmio_kick_guard_stop(struct vmio_kick_guard *g, uint64_t now);
 
 /* Parses "RATE" or "RATE:BURST" (RATE 0: off). Returns 0, or -1. */
@@ -81,8 +84,8 @@ int vmio_kick_budget_parse(const char *s, struct vmio_kick_budget *b);
 /* Kicks served, and of them those that found no work; from any thread. */
 uint64_t vmio_kick_stats_kicks(const struct vmio_kick_stats *s);
 uint64_t vmio_kick_stats_idle(const struct vmio_kick_stats *s);
-/* Whether the queue is held back now (its kick fd let go). */
-bool vmio_kick_stats_held(const struct vmio_kick_stats *s);
+/* Whether the queue is muted now (its kick fd let go). */
+bool vmio_kick_stats_muted(const struct vmio_kick_stats *s);
 
 struct vmio_json;
 /* The counters as members of the object being written; from any thread. */

@@ -120,7 +120,7 @@ static void serve_kick(struct vmio_backend_queue *q, bool looked)
  * after the last kick served: that mark may include a chain the device
  * did not take then (it was waiting on its host, or at its budget), and
  * the device may act only when kicked. So no kick is ever only counted;
- * what the hold saves is the wake-ups, one look instead of a storm. */
+ * what muting saves is the wake-ups, one look instead of a storm. */
 static void look_cb(void *opaque)
 {
 	struct vmio_backend_queue *q = opaque;

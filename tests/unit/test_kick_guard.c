@@ -1,8 +1,8 @@
 /* The idle-kick budget (vhost-user/kick_guard.h) on a clock the test
- * moves: idle kicks served up to the burst, then the hold; looks that
+ * moves: idle kicks served up to the burst, then the mute; looks that
  * back off while the kicks go on, and the kick fd back at the first look
  * that finds work or no kick; the bucket refilled by time and by kicks
- * that brought work; rate 0 never holding; the option's syntax; and the
+ * that brought work; rate 0 never muting; the option's syntax; and the
  * counters as --control writes them. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,7 +39,7 @@ static void idle_kicks_served(unsigned n, uint64_t now)
 		assert_false(vmio_kick_guard_kick(&g, now, false));
 }
 
-static void test_burst_then_hold(void **state)
+static void test_burst_then_mute(void **state)
 {
 	start(1000, 4, 10 * MS);
 	idle_kicks_served(4, 10 * MS);
@@ -47,11 +47,11 @@ static void test_burst_then_hold(void **state)
 	assert_int_equal(vmio_kick_guard_delay(&g), VMIO_KICK_POLL_MIN_NS);
 	assert_int_equal(stat(&g.stats.kicks), 5);
 	assert_int_equal(stat(&g.stats.idle_kicks), 5);
-	assert_int_equal(stat(&g.stats.holds), 1);
-	assert_int_equal(stat(&g.stats.held_since), 10 * MS);
+	assert_int_equal(stat(&g.stats.mutes), 1);
+	assert_int_equal(stat(&g.stats.muted_since), 10 * MS);
 }
 
-/* Kicks that bring work are never held, and each earns an idle kick. */
+/* Kicks that bring work are never muted, and each earns an idle kick. */
 static void test_work_earns(void **state)
 {
 	start(1000, 4, 0);
@@ -95,15 +95,15 @@ static void test_looks(void **state)
 	assert_int_equal(vmio_kick_guard_delay(&g), VMIO_KICK_POLL_MAX_NS);
 	assert_true(vmio_kick_guard_look(&g, t + 5 * MS, false, false));
 	assert_int_equal(stat(&g.stats.looks), 11);
-	assert_int_equal(stat(&g.stats.held_ns), t + 5 * MS - t0);
-	assert_int_equal(stat(&g.stats.held_since), 0);
-	/* The bucket filled while held: the storm is heard again. */
+	assert_int_equal(stat(&g.stats.muted_ns), t + 5 * MS - t0);
+	assert_int_equal(stat(&g.stats.muted_since), 0);
+	/* The bucket filled while muted: the storm is heard again. */
 	idle_kicks_served(1, t + 5 * MS);
 
 	/* Work at the first look, kicks or not. */
 	assert_true(vmio_kick_guard_kick(&g, t + 5 * MS, false));
 	assert_true(vmio_kick_guard_look(&g, t + 6 * MS, true, true));
-	assert_int_equal(stat(&g.stats.holds), 2);
+	assert_int_equal(stat(&g.stats.mutes), 2);
 }
 
 static void test_off(void **state)
@@ -111,19 +111,19 @@ static void test_off(void **state)
 	start(0, 1, 0);
 	idle_kicks_served(100000, 0);
 	assert_int_equal(stat(&g.stats.idle_kicks), 100000);
-	assert_int_equal(stat(&g.stats.holds), 0);
+	assert_int_equal(stat(&g.stats.mutes), 0);
 }
 
-/* A stop while held ends the hold, counted. */
-static void test_stop_held(void **state)
+/* A stop while muted ends the mute, counted. */
+static void test_stop_muted(void **state)
 {
 	start(1000, 1, 3 * MS);
 	idle_kicks_served(1, 3 * MS);
 	assert_true(vmio_kick_guard_kick(&g, 3 * MS, false));
 	vmio_kick_guard_stop(&g, 7 * MS);
-	assert_int_equal(stat(&g.stats.held_ns), 4 * MS);
-	assert_int_equal(stat(&g.stats.held_since), 0);
-	assert_false(g.held);
+	assert_int_equal(stat(&g.stats.muted_ns), 4 * MS);
+	assert_int_equal(stat(&g.stats.muted_since), 0);
+	assert_false(g.muted);
 }
 
 static void test_parse(void **state)
@@ -169,12 +169,12 @@ static void test_stats_write(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_burst_then_hold),
+		cmocka_unit_test(test_burst_then_mute),
 		cmocka_unit_test(test_work_earns),
 		cmocka_unit_test(test_refill_by_time),
 		cmocka_unit_test(test_looks),
 		cmocka_unit_test(test_off),
-		cmocka_unit_test(test_stop_held),
+		cmocka_unit_test(test_stop_muted),
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_stats_write),
 	};
