@@ -3,6 +3,8 @@
 # that are missing: running it again on a ready machine does nothing.
 # Each package and why it is here is listed in README.md ("Dependencies").
 # `deps.sh deb` also installs what `make deb` alone needs.
+# The names are the same on Debian 12 (bookworm) and 13 (trixie): no
+# version-pinned package where a release-neutral one exists.
 set -euo pipefail
 
 packages=(
@@ -11,7 +13,8 @@ packages=(
 	meson             # build system (pulls in python3)
 	ninja-build
 	clang             # fuzz targets (libFuzzer) and the BPF program
-	libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
+	libclang-rt-dev   # libFuzzer and the sanitizer runtimes for the release's clang
+	                  # (llvm-defaults' name: clang 14 on Debian 12, 19 on 13)
 	libtsan2          # ThreadSanitizer runtime for gcc: the suite's build-tsan
 	libcmocka-dev     # unit test framework
 	libbpf-dev        # vmio redirect's sockmap engine: loads its BPF program
@@ -29,6 +32,10 @@ packages=(
 	socat             # make bench: the anchor `vmio redirect` is measured against
 	dpdk-dev          # vmio net tests: dpdk-testpmd is the front end
 	ethtool           # guest test over AF_XDP: turns off the veth peer's checksum offload
+	iproute2          # net and redirect tests: ip (veth pairs, namespaces, TAPs), ss (socket state)
+	procps            # tests: pgrep, ps and sysctl (a minimal root has none of them)
+	util-linux        # tests: mount, nsenter, runuser, taskset, flock, setsid
+	kmod              # tests that need a kernel module (tun, veth): modprobe
 	systemd           # install test: systemd-analyze verify, systemd-socket-activate
 	man-db            # install test: man --warnings renders the man pages
 	debhelper         # make deb and the system test: dh and its meson build system, compat 13
