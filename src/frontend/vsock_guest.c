@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "devices/vsock/mrg_rx.h"
+#include "virtio/features.h"
 #include "frontend/stream.h"
 #include "util/byte_ring.h"
 #include "util/clock.h"
@@ -20,6 +21,8 @@
 #define TXQ 1
 #define TX_SLOT_SIZE (VSOCK_HDR_SIZE + VSOCK_MAX_PKT_PAYLOAD)
 #define MAX_RAW_DESC 4u
+/* An indirect table for the longest chain a cut makes. */
+#define VG_TABLE_BYTES (16u * VG_CUT_MAX_DESC)
 
 /* Control packets a socket owes the host, sent from vg_poll: the packet
  * handlers run while queues are being reaped and must not send (sending
@@ -184,25 +187,60 @@ size_t vg_pattern_check(uint64_t seed, uint64_t off, const void *buf,
 
 /* ---- queues ---- */
 
+/* Cuts len bytes at gpa into descriptors as c says, into b unless it is
+ * NULL; returns how many. */
+static unsigned cut_chain(const struct vg_cut *c, uint64_t gpa, uint32_t len,
+			  bool writable, struct vmio_dbuf *b)
+{
+	unsigned n = 0;
+	uint32_t off = 0;
+
+	do {
+		uint32_t k = len - off, most = n || !c->first ? c->piece
+							      : c->first;
+
+		if (most && k > most)
+			k = most;
+		if (b)
+			b[n] = (struct vmio_dbuf){ .gpa = gpa + off, .len = k,
+						   .writable = writable };
+		n++;
+		off += k;
+	} while (off < len);
+	return n;
+}
+
+static unsigned cut_count(const struct vg_cut *c, uint32_t len)
+{
+	return cut_chain(c, 0, len, false, NULL);
+}
+
+/* The ring descriptors a chain of n takes: one through a table. */
+static unsigned cut_ring_cost(const struct vg_cut *c, unsigned n)
+{
+	return c->indirect ? 1 : n;
+}
+
+static int add_chain(struct vmio_dvq *q, const struct vg_cut *c,
+		     uint64_t table_gpa, void *table,
+		     const struct vmio_dbuf *b, unsigned n, void *token)
+{
+	if (c->indirect)
+		return vmio_dvq_add_indirect(q, table, table_gpa, b, n, token);
+	return vmio_dvq_add(q, b, n, token);
+}
+
 static int post_rx(struct vg *g, unsigned i)
 {
-	struct vmio_dbuf b[2] = {
-		{ .gpa = g->rx_gpa[i], .len = g->rx_size[i],
-		  .writable = true },
-	};
-	unsigned n = 1;
+	struct vmio_dbuf b[VG_CUT_MAX_DESC];
+	const struct vg_cut *c = &g->o.rx_cut;
+	unsigned n = cut_chain(c, g->rx_gpa[i], g->rx_size[i], true, b);
+	void *table = c->indirect ? vmio_fe_ptr(g->fe, g->rx_table_gpa[i])
+				  : NULL;
 
-	if (g->o.rx_split && g->rx_size[i] > VSOCK_HDR_SIZE) {
-		b[0].len = VSOCK_HDR_SIZE;
-		b[1] = (struct vmio_dbuf){
-			.gpa = g->rx_gpa[i] + VSOCK_HDR_SIZE,
-			.len = g->rx_size[i] - VSOCK_HDR_SIZE,
-			.writable = true,
-		};
-		n = 2;
-	}
-	if (vmio_dvq_add(vmio_fe_queue(g->fe, RXQ), b, n,
-			 (void *)(uintptr_t)(i + 1)) < 0)
+	if (add_chain(vmio_fe_queue(g->fe, RXQ), c,
+		      c->indirect ? g->rx_table_gpa[i] : 0, table, b, n,
+		      (void *)(uintptr_t)(i + 1)) < 0)
 		return -ENOSPC;
 	g->rx_dirty = true;
 	return 0;
@@ -641,24 +679,17 @@ static int get_slot(struct vg *g, int timeout_ms, unsigned *slot)
 	}
 }
 
-/* Puts a filled slot on the tx queue as the given pieces. */
-static int post_tx(struct vg *g, unsigned slot, const uint32_t *lens,
+/* Puts a filled slot on the tx queue as the chain b[0..n). */
+static int post_tx(struct vg *g, unsigned slot, const struct vmio_dbuf *b,
 		   unsigned n)
 {
 	struct vmio_dvq *q = vmio_fe_queue(g->fe, TXQ);
-	struct vmio_dbuf b[MAX_RAW_DESC];
-	uint64_t gpa = g->tx_gpa[slot];
-	unsigned k = 0;
+	const struct vg_cut *c = &g->o.tx_cut;
+	void *table = c->indirect ? vmio_fe_ptr(g->fe, g->tx_table_gpa[slot])
+				  : NULL;
 
-	for (unsigned i = 0; i < n; i++) {
-		if (!lens[i])
-			continue;
-		b[k++] = (struct vmio_dbuf){ .gpa = gpa, .len = lens[i] };
-		gpa += lens[i];
-	}
-	if (!k)
-		b[k++] = (struct vmio_dbuf){ .gpa = gpa, .len = 0 };
-	if (vmio_dvq_add(q, b, k, (void *)(uintptr_t)(slot + 1)) < 0) {
+	if (add_chain(q, c, c->indirect ? g->tx_table_gpa[slot] : 0, table,
+		      b, n, (void *)(uintptr_t)(slot + 1)) < 0) {
 		g->tx_free[g->tx_nfree++] = slot;
 		return -ENOSPC;
 	}
@@ -670,8 +701,8 @@ static int post_tx(struct vg *g, unsigned slot, const uint32_t *lens,
 int vg_send_hdr(struct vg *g, const struct vsock_hdr *hdr,
 		const void *payload, uint32_t payload_len, int timeout_ms)
 {
-	uint32_t lens[2] = { VSOCK_HDR_SIZE, payload_len };
-	unsigned slot;
+	struct vmio_dbuf b[VG_CUT_MAX_DESC];
+	unsigned slot, n;
 	uint8_t *p;
 	int r;
 
@@ -684,18 +715,17 @@ int vg_send_hdr(struct vg *g, const struct vsock_hdr *hdr,
 	vsock_hdr_encode(hdr, p);
 	if (payload_len)
 		memcpy(p + VSOCK_HDR_SIZE, payload, payload_len);
-	if (!g->o.tx_split) {
-		lens[0] += payload_len;
-		lens[1] = 0;
-	}
-	return post_tx(g, slot, lens, 2);
+	n = cut_chain(&g->o.tx_cut, g->tx_gpa[slot],
+		      VSOCK_HDR_SIZE + payload_len, false, b);
+	return post_tx(g, slot, b, n);
 }
 
 int vg_send_raw(struct vg *g, const void *bytes, size_t n, unsigned ndesc,
 		int timeout_ms)
 {
-	uint32_t lens[MAX_RAW_DESC] = { 0 };
-	unsigned slot;
+	struct vmio_dbuf b[MAX_RAW_DESC];
+	uint64_t gpa;
+	unsigned slot, k = 0;
 	int r;
 
 	if (n > TX_SLOT_SIZE || ndesc == 0 || ndesc > MAX_RAW_DESC)
@@ -703,11 +733,19 @@ int vg_send_raw(struct vg *g, const void *bytes, size_t n, unsigned ndesc,
 	r = get_slot(g, timeout_ms, &slot);
 	if (r)
 		return r;
-	memcpy(vmio_fe_ptr(g->fe, g->tx_gpa[slot]), bytes, n);
-	for (unsigned i = 0; i < ndesc; i++)
-		lens[i] = (uint32_t)(i + 1 == ndesc ? n - n / ndesc * i
-						    : n / ndesc);
-	return post_tx(g, slot, lens, ndesc);
+	gpa = g->tx_gpa[slot];
+	memcpy(vmio_fe_ptr(g->fe, gpa), bytes, n);
+	/* ndesc pieces of about equal size; empty ones are left out, and
+	 * no bytes at all is one empty descriptor. */
+	for (unsigned i = 0; i < ndesc; i++) {
+		uint32_t len = (uint32_t)(i + 1 == ndesc ? n - n / ndesc * i
+							 : n / ndesc);
+
+		if (len || (i + 1 == ndesc && !k))
+			b[k++] = (struct vmio_dbuf){ .gpa = gpa, .len = len };
+		gpa += len;
+	}
+	return post_tx(g, slot, b, k);
 }
 
 
@@ -718,7 +756,7 @@ struct vg *vg_open(const char *path, int timeout_ms, const struct vg_opts *o,
 {
 	struct vg *g = calloc(1, sizeof(*g));
 	uint64_t mem, rx_bytes;
-	unsigned i;
+	unsigned i, rx_desc, tx_desc;
 
 	if (!g) {
 		snprintf(err, err_size, "out of memory");
@@ -730,8 +768,7 @@ struct vg *vg_open(const char *path, int timeout_ms, const struct vg_opts *o,
 		vg_opts_init(&g->o);
 	if ((!g->o.mergeable && g->o.rx_buf_size < VSOCK_HDR_SIZE + 1) ||
 	    (g->o.mergeable && !g->o.rx_sizes && !g->o.rx_buf_size) ||
-	    g->o.rx_bufs * (g->o.rx_split ? 2u : 1u) > g->o.queue_size ||
-	    g->o.tx_slots * 2u > g->o.queue_size || !g->o.tx_slots ||
+	    !g->o.tx_slots ||
 	    !g->o.buf_alloc || !g->o.max_sockets || !g->o.tx_pkt_max ||
 	    g->o.tx_pkt_max > VSOCK_MAX_PKT_PAYLOAD) {
 		snprintf(err, err_size, "bad vsock guest options");
@@ -745,6 +782,7 @@ struct vg *vg_open(const char *path, int timeout_ms, const struct vg_opts *o,
 		return NULL;
 	}
 	rx_bytes = 0;
+	rx_desc = 1;
 	for (i = 0; i < g->o.rx_bufs; i++) {
 		g->rx_size[i] = g->o.mergeable && g->o.rx_sizes
 					? g->o.rx_sizes[i % g->o.n_rx_sizes]
@@ -756,10 +794,31 @@ struct vg *vg_open(const char *path, int timeout_ms, const struct vg_opts *o,
 			return NULL;
 		}
 		rx_bytes += g->rx_size[i] + 64;
+		if (cut_count(&g->o.rx_cut, g->rx_size[i]) > rx_desc)
+			rx_desc = cut_count(&g->o.rx_cut, g->rx_size[i]);
 	}
-	/* Rings and slack, then the buffers. */
+	/* vg_send_raw's chains take up to MAX_RAW_DESC, others what the
+	 * cut makes; a chain through a table takes one slot of the ring. */
+	tx_desc = cut_count(&g->o.tx_cut, TX_SLOT_SIZE);
+	if (rx_desc > VG_CUT_MAX_DESC || tx_desc > VG_CUT_MAX_DESC ||
+	    g->o.rx_bufs * cut_ring_cost(&g->o.rx_cut, rx_desc) >
+		    g->o.queue_size ||
+	    g->o.tx_slots * cut_ring_cost(&g->o.tx_cut,
+					  tx_desc > 2 ? tx_desc : 2) >
+		    g->o.queue_size) {
+		snprintf(err, err_size, "vsock guest options: %u rx buffers "
+			 "of up to %u descriptors or %u tx slots of up to %u "
+			 "do not fit a queue of %u (at most %u a chain)",
+			 g->o.rx_bufs, rx_desc, g->o.tx_slots, tx_desc,
+			 g->o.queue_size, VG_CUT_MAX_DESC);
+		free(g->rx_size);
+		free(g);
+		return NULL;
+	}
+	/* Rings and slack, then the buffers and their indirect tables. */
 	mem = (2ull << 20) + rx_bytes +
-	      (uint64_t)g->o.tx_slots * (TX_SLOT_SIZE + 64);
+	      (uint64_t)g->o.tx_slots * (TX_SLOT_SIZE + 64) +
+	      (uint64_t)(g->o.rx_bufs + g->o.tx_slots) * VG_TABLE_BYTES;
 	mem = (mem + 4095) & ~4095ull;
 	g->fe = vmio_stream_connect_ex(
 		path, timeout_ms, mem, 1, g->o.queue_size,
@@ -775,27 +834,41 @@ struct vg *vg_open(const char *path, int timeout_ms, const struct vg_opts *o,
 	}
 	g->mrg = g->fe && (g->fe->features & (1ull << VIRTIO_VSOCK_F_MRG_RXBUF));
 	g->asm_buf = malloc(VSOCK_MRG_HDR_SIZE + VSOCK_MAX_PKT_PAYLOAD);
+	if (g->fe && (g->o.rx_cut.indirect || g->o.tx_cut.indirect) &&
+	    !(g->fe->features & (1ull << VIRTIO_RING_F_INDIRECT_DESC))) {
+		snprintf(err, err_size, "the device does not offer indirect "
+			 "descriptors");
+		goto fail;
+	}
 	g->rx_gpa = calloc(g->o.rx_bufs, sizeof(*g->rx_gpa));
+	g->rx_table_gpa = calloc(g->o.rx_bufs, sizeof(*g->rx_table_gpa));
 	g->tx_gpa = calloc(g->o.tx_slots, sizeof(*g->tx_gpa));
+	g->tx_table_gpa = calloc(g->o.tx_slots, sizeof(*g->tx_table_gpa));
 	g->tx_free = calloc(g->o.tx_slots, sizeof(*g->tx_free));
 	g->socks = calloc(g->o.max_sockets, sizeof(*g->socks));
 	g->next_port = 50000;
-	if (!g->fe || !g->rx_gpa || !g->tx_gpa || !g->tx_free || !g->socks ||
-	    !g->asm_buf) {
+	if (!g->fe || !g->rx_gpa || !g->rx_table_gpa || !g->tx_gpa ||
+	    !g->tx_table_gpa || !g->tx_free || !g->socks || !g->asm_buf) {
 		if (g->fe)
 			snprintf(err, err_size, "out of memory");
 		goto fail;
 	}
 	for (i = 0; i < g->o.rx_bufs; i++) {
 		g->rx_gpa[i] = vmio_fe_alloc(g->fe, g->rx_size[i], 64);
-		if (g->rx_gpa[i] == UINT64_MAX || post_rx(g, i)) {
+		g->rx_table_gpa[i] = g->o.rx_cut.indirect
+			? vmio_fe_alloc(g->fe, VG_TABLE_BYTES, 16) : 0;
+		if (g->rx_gpa[i] == UINT64_MAX ||
+		    g->rx_table_gpa[i] == UINT64_MAX || post_rx(g, i)) {
 			snprintf(err, err_size, "cannot post rx buffers");
 			goto fail;
 		}
 	}
 	for (i = 0; i < g->o.tx_slots; i++) {
 		g->tx_gpa[i] = vmio_fe_alloc(g->fe, TX_SLOT_SIZE, 64);
-		if (g->tx_gpa[i] == UINT64_MAX) {
+		g->tx_table_gpa[i] = g->o.tx_cut.indirect
+			? vmio_fe_alloc(g->fe, VG_TABLE_BYTES, 16) : 0;
+		if (g->tx_gpa[i] == UINT64_MAX ||
+		    g->tx_table_gpa[i] == UINT64_MAX) {
 			snprintf(err, err_size, "out of guest memory");
 			goto fail;
 		}
@@ -833,9 +906,11 @@ void vg_free(struct vg *g)
 	if (g->fe)
 		vmio_fe_close(g->fe);
 	free(g->rx_gpa);
+	free(g->rx_table_gpa);
 	free(g->rx_size);
 	free(g->asm_buf);
 	free(g->tx_gpa);
+	free(g->tx_table_gpa);
 	free(g->tx_free);
 	free(g->socks);
 	free(g);

@@ -3,8 +3,9 @@
  *
  * Two layers:
  *   packets  rx buffers posted (and re-posted once reaped) on queue 0,
- *            packets sent on queue 1 as one or two descriptors and their
- *            buffers reclaimed once used; vg_send_raw sends any bytes at
+ *            packets sent on queue 1, each cut into descriptors as the
+ *            options say (struct vg_cut), and their buffers reclaimed
+ *            once used; vg_send_raw sends any bytes at
  *            all, for hostile-guest tests
  *   sockets  a minimal stream socket with the spec's credit accounting on
  *            top, so a test reads like socket code: vg_connect, vg_listen
@@ -45,16 +46,32 @@
 #include "frontend/frontend.h"
 #include "frontend/vsock_guest_limits.h"
 
+/* How a driver cuts a packet's bytes (tx) or a receive buffer (rx) into
+ * descriptors. Virtio lets it cut anywhere, and Linux has cut several
+ * ways: the header apart from the payload (rx before 6.x, tx always),
+ * the payload in pieces of 32 KiB (tx from 6.17 and late 6.12.y). The
+ * zero value is one descriptor for the whole. */
+struct vg_cut {
+	uint32_t first;  /* bytes of the first descriptor: 0 none apart,
+			  * VSOCK_HDR_SIZE the header alone, fewer cuts the
+			  * header itself */
+	uint32_t piece;  /* the rest in descriptors of at most this many
+			  * bytes (0: the rest in one) */
+	bool indirect;   /* the chain through an indirect table (the device
+			  * offers VIRTIO_RING_F_INDIRECT_DESC) */
+};
+/* The most descriptors a cut may make of one chain. */
+#define VG_CUT_MAX_DESC 72u
+
 struct vg_opts {
 	uint64_t guest_cid;      /* our CID (default 3) */
 	uint16_t queue_size;     /* of both queues (default 256) */
 	unsigned rx_bufs;        /* rx buffers kept posted (default 128) */
 	uint32_t rx_buf_size;    /* bytes each, header included (default
 				  * 4096 + 44, like Linux's 4 KiB payload) */
-	bool rx_split;           /* post each rx buffer as header + payload
-				  * descriptors (older Linux) */
+	struct vg_cut rx_cut;    /* each rx buffer's descriptors */
 	unsigned tx_slots;       /* tx buffers of 44 + 64 KiB (default 64) */
-	bool tx_split;           /* header and payload as two descriptors */
+	struct vg_cut tx_cut;    /* each packet's descriptors */
 	uint32_t buf_alloc;      /* each socket's receive buffer (default
 				  * 256 KiB, Linux's default) */
 	uint32_t credit_threshold; /* send CREDIT_UPDATE once the host's view
@@ -102,6 +119,7 @@ struct vg {
 	struct vg_opts o;
 
 	uint64_t *rx_gpa;   /* per rx buffer */
+	uint64_t *rx_table_gpa; /* per rx buffer, its indirect table */
 	uint32_t *rx_size;  /* per rx buffer */
 	bool mrg;           /* mergeable rx buffers negotiated */
 	/* A mergeable packet being put together from its buffers. */
@@ -110,6 +128,7 @@ struct vg {
 	unsigned asm_bufs, asm_want; /* buffers taken, and num_buffers */
 	uint32_t asm_room;  /* bytes of the buffers taken */
 	uint64_t *tx_gpa;   /* per tx slot */
+	uint64_t *tx_table_gpa; /* per tx slot, its indirect table */
 	unsigned *tx_free;  /* stack of free tx slots */
 	unsigned tx_nfree;
 	bool rx_dirty;      /* re-posted rx buffers not kicked yet */

@@ -2059,7 +2059,8 @@ static struct vm vm_g2h, vm_h2g, vm_half_g, vm_half_h, vm_rst, vm_hostile,
 	vm_limit = { .extra = { "--max-connections", "4" } }, vm_early,
 	vm_many_host,
 	vm_noanswer = { .extra = { "--connect-timeout", "1000" } },
-	vm_ctl_counters, vm_ctl_slow;
+	vm_ctl_counters, vm_ctl_slow, vm_cut617_g2h, vm_cut617_echo,
+	vm_cut_odd_echo, vm_cut_ind_echo, vm_cut_ind_g2h, vm_cut_mrg_h2g;
 /* The same cases with mergeable rx buffers: 4 KiB buffers as Linux posts
  * them, and a ring of odd sizes from 1 byte to 64 KiB. */
 /* --poll-us: the queues are looked at again before kicks go back on;
@@ -2134,8 +2135,62 @@ static int split_setup(void **state)
 	struct vg_opts o;
 
 	vg_opts_init(&o);
-	o.rx_split = true;
-	o.tx_split = true;
+	o.rx_cut.first = VSOCK_HDR_SIZE;
+	o.tx_cut.first = VSOCK_HDR_SIZE;
+	return vm_setup_opts(state, &o);
+}
+
+/* Chains cut as drivers cut them (struct vg_cut): the device must read
+ * and write a packet across any descriptors, as the spec allows. */
+
+/* Linux 6.17 and late 6.12.y: the header alone, then the payload in
+ * pieces of 32 KiB (a 64 KiB packet is three descriptors). */
+static int cut617_setup(void **state)
+{
+	struct vg_opts o;
+
+	vg_opts_init(&o);
+	o.tx_cut = (struct vg_cut){ .first = VSOCK_HDR_SIZE, .piece = 32768 };
+	return vm_setup_opts(state, &o);
+}
+
+/* Cuts inside the header and payloads over dozens of descriptors. */
+static int cut_odd_setup(void **state)
+{
+	struct vg_opts o;
+
+	vg_opts_init(&o);
+	o.queue_size = 1024;
+	o.tx_slots = 15; /* 67 descriptors each for 44 + 64 KiB */
+	o.tx_cut = (struct vg_cut){ .first = 20, .piece = 1000 };
+	o.rx_cut = (struct vg_cut){ .first = 13, .piece = 700 };
+	return vm_setup_opts(state, &o);
+}
+
+/* The same through indirect tables, one ring slot a chain. */
+static int cut_indirect_setup(void **state)
+{
+	struct vg_opts o;
+
+	vg_opts_init(&o);
+	o.tx_cut = (struct vg_cut){ .first = 30, .piece = 4096,
+				    .indirect = true };
+	o.rx_cut = (struct vg_cut){ .first = VSOCK_HDR_SIZE, .piece = 1024,
+				    .indirect = true };
+	return vm_setup_opts(state, &o);
+}
+
+/* Mergeable buffers, each cut in pieces: a packet's bytes cross both
+ * buffer and descriptor edges. */
+static int cut_mrg_setup(void **state)
+{
+	struct vg_opts o;
+
+	vg_opts_init(&o);
+	o.mergeable = true;
+	o.queue_size = 1024;
+	o.rx_bufs = 100; /* 10 descriptors each */
+	o.rx_cut = (struct vg_cut){ .first = 10, .piece = 512 };
 	return vm_setup_opts(state, &o);
 }
 
@@ -2174,6 +2229,24 @@ int main(void)
 		cmocka_unit_test_prestate_setup_teardown(
 			test_split_descriptors_echo, split_setup, vm_teardown,
 			&vm_split),
+		cmocka_unit_test_prestate_setup_teardown(
+			test_guest_to_host_256m, cut617_setup, vm_teardown,
+			&vm_cut617_g2h),
+		cmocka_unit_test_prestate_setup_teardown(
+			test_split_descriptors_echo, cut617_setup, vm_teardown,
+			&vm_cut617_echo),
+		cmocka_unit_test_prestate_setup_teardown(
+			test_split_descriptors_echo, cut_odd_setup,
+			vm_teardown, &vm_cut_odd_echo),
+		cmocka_unit_test_prestate_setup_teardown(
+			test_split_descriptors_echo, cut_indirect_setup,
+			vm_teardown, &vm_cut_ind_echo),
+		cmocka_unit_test_prestate_setup_teardown(
+			test_guest_to_host_256m, cut_indirect_setup,
+			vm_teardown, &vm_cut_ind_g2h),
+		cmocka_unit_test_prestate_setup_teardown(
+			test_host_to_guest_256m, cut_mrg_setup, vm_teardown,
+			&vm_cut_mrg_h2g),
 		VM_CASE(test_credit_request, vm_creq),
 		VM_CASE(test_stalled_guest_reader, vm_gstall),
 		VM_CASE(test_fair_rx, vm_fair),
