@@ -55,7 +55,9 @@ fi
 # with --poll-us 50 runs in the same rounds, the same vmio with the
 # front end on packed rings (VMIO_RING=packed), and for g2h at 64 KiB one
 # with --tx-splice (the guest's pages spliced into the host socket,
-# against the default copy). ----
+# against the default copy), and one whose guest cuts each packet as
+# Linux 6.17 does (the header, then 32 KiB pieces: three descriptors),
+# against the same bytes in one descriptor (the vmio column). ----
 if want vsock; then
 # A vmio vsock at $dir/NAME.sock and NAME.vsock, with more options; sets
 # started (its pid) once it listens.
@@ -137,6 +139,9 @@ for msg in ${VSOCK_MSGS:-65536 4096 64}; do
 				fi
 				if [ "$d" = g2h ] && [ "$msg" = 65536 ]; then
 					one "$cell|copy" "${vc[@]}" "${args[@]}"
+					# Linux 6.17's layout: the payload in two
+					# 32 KiB descriptors after the header's.
+					one "$cell|cut32k" "${vs[@]}" "${args[@]}" --tx-piece 32K
 				fi
 			done
 		done
@@ -145,11 +150,11 @@ done
 
 echo
 echo "vsock: medians over $runs interleaved rounds (MB/s, and vmio's CPU s/GiB); goal vmio/direct >= 0.8 at 64 KiB"
-printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s %9s %6s %6s %9s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB "poll 50us" ratio s/GiB packed ratio s/GiB "tx-splice" ratio s/GiB
+printf '%-26s %9s %9s %6s %6s %11s %6s %6s %9s %6s %6s %9s %6s %6s %9s %6s %6s %9s %6s %6s %9s %6s %6s\n' case direct vmio ratio s/GiB "vmio rx64k" ratio s/GiB "vmio mrg" ratio s/GiB "poll 50us" ratio s/GiB packed ratio s/GiB "tx-splice" ratio s/GiB "tx 32K cut" ratio s/GiB
 for cell in "${rows[@]}"; do
 	dm=$(list_median "${res[$cell|direct]:-}")
 	line=$(printf '%-26s %9s' "$cell" "$dm")
-	for v in vmio rx64k mrg poll packed copy; do
+	for v in vmio rx64k mrg poll packed copy cut32k; do
 		w=9
 		[ "$v" = rx64k ] && w=11
 		if [ -n "${res[$cell|$v]:-}" ]; then
@@ -160,6 +165,18 @@ for cell in "${rows[@]}"; do
 		fi
 	done
 	echo "$line"
+done
+echo
+echo "vsock: a guest that cuts each 64 KiB packet as Linux 6.17 does (header, 32 KiB, 32 KiB) against the same bytes in one descriptor, round by round (the two runs of a round are neighbours)"
+for cell in "${rows[@]}"; do
+	[ -n "${res[$cell|cut32k]:-}" ] || continue
+	read -r -a a <<<"${res[$cell|cut32k]}"
+	read -r -a b <<<"${res[$cell|vmio]}"
+	pairs=()
+	for i in "${!a[@]}"; do
+		[ -n "${b[$i]:-}" ] && pairs+=("$(ratio "${a[$i]}" "${b[$i]}")")
+	done
+	echo "$cell: cut/one median $(list_median "${pairs[*]}") (rounds ${pairs[*]}); vmio s/GiB one $(list_median "${cpu[$cell|vmio]:-}"), cut $(list_median "${cpu[$cell|cut32k]:-}")"
 done
 echo
 echo "vsock: the machine's CPU s/GiB for the whole path, medians: direct (its two ends) against vmio (the same two ends plus vmio); direct/vmio is the rate ratio the path allows where the CPU is what bounds it"

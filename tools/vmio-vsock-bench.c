@@ -79,6 +79,11 @@ static const char usage[] =
 	"  --mergeable        negotiate mergeable rx buffers: --rx-buf bytes\n"
 	"                     each, header included, packets of up to 64K\n"
 	"                     spanning them\n"
+	"  --tx-piece N       the guest sends each packet as its header in one\n"
+	"                     descriptor and the payload in pieces of at most\n"
+	"                     N bytes (Linux 6.17: 32K); default one descriptor\n"
+	"  --rx-piece N       the guest posts each rx buffer in descriptors of\n"
+	"                     at most N bytes (default one)\n"
 	"  -h, --help         this text\n";
 
 struct opts {
@@ -89,6 +94,7 @@ struct opts {
 	uint32_t rx_buf;
 	uint64_t cid;
 	bool mergeable;
+	uint32_t tx_piece, rx_piece; /* 0: one descriptor */
 	bool echo;
 	uint64_t seconds;  /* --echo */
 	pid_t vmio;        /* the device's process; 0: none or unknown */
@@ -429,6 +435,14 @@ static int run(struct opts *o)
 		vo.rx_buf_size = o->mergeable ? o->rx_buf
 					      : o->rx_buf + VSOCK_HDR_SIZE;
 		vo.guest_cid = o->cid;
+		if (o->tx_piece)
+			vo.tx_cut = (struct vg_cut){ .first = VSOCK_HDR_SIZE,
+						     .piece = o->tx_piece };
+		if (o->rx_piece) {
+			vo.rx_cut = (struct vg_cut){ .piece = o->rx_piece };
+			/* The ring holds every buffer's descriptors. */
+			vo.queue_size = 1024;
+		}
 		g = vg_open(o->socket, XFER_STALL_MS, &vo, err, sizeof(err));
 		if (!g)
 			tool_die("%s", err);
@@ -545,6 +559,10 @@ static int run(struct opts *o)
 		printf(" rxbuf=%u", o->rx_buf);
 	if (!o->direct && o->mergeable)
 		printf(" mergeable");
+	if (!o->direct && o->tx_piece)
+		printf(" tx_piece=%u", o->tx_piece);
+	if (!o->direct && o->rx_piece)
+		printf(" rx_piece=%u", o->rx_piece);
 	printf(" bytes=%" PRIu64 " time=%.3f MB/s=%.1f\n",
 	       o->plan.per_conn * o->plan.conns, secs,
 	       (double)(o->plan.per_conn * o->plan.conns) / 1e6 / secs);
@@ -565,6 +583,8 @@ int main(int argc, char **argv)
 		{ "guest-cid", required_argument, NULL, 'g' },
 		{ "direct", no_argument, NULL, 'D' },
 		{ "mergeable", no_argument, NULL, 'M' },
+		{ "tx-piece", required_argument, NULL, 'T' },
+		{ "rx-piece", required_argument, NULL, 'R' },
 		{ "echo", no_argument, NULL, 'E' },
 		{ "seconds", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
@@ -627,6 +647,18 @@ int main(int argc, char **argv)
 			break;
 		case 'M':
 			o.mergeable = true;
+			break;
+		case 'T':
+		case 'R':
+			/* At most VG_CUT_MAX_DESC descriptors a chain. */
+			if (vmio_parse_u64(optarg, VSOCK_MAX_PKT_PAYLOAD, &v) ||
+			    v < 1024)
+				return tool_usage_error("--%s-piece: 1K to 64K",
+							c == 'T' ? "tx" : "rx");
+			if (c == 'T')
+				o.tx_piece = (uint32_t)v;
+			else
+				o.rx_piece = (uint32_t)v;
 			break;
 		case 'E':
 			o.echo = true;
