@@ -59,16 +59,19 @@
  *        [sel] [cids] [ports b b] [op] [type] [flags] [len b b]
  *        [actual b b] [buf_alloc] [fwd_cnt b b b b] [split], then the
  *        payload bytes (actual % 4097 of them, as many as the input has;
- *        sel & 2: actual % 16341, in four descriptors; sel & 1: a
+ *        sel & 2: actual % 16341, in 4 to 16 buffers; sel & 1: a
  *        pattern instead of input bytes)
  *        cids: low 2 bits src (own, own, sibling, raw 8 bytes follow),
  *        bits 2-4 dst (host, host, host, sibling, own, raw, 0, ~0)
  *        ports: see guest_port()/host_port()
- *        split: the chain is cut into 1 + split % 4 descriptors
+ *        split: the chain is cut into 1 + split % 16 buffers (sel & 2:
+ *        4 + split % 13), at most the queue's size; split & 0x10 cuts
+ *        them unevenly; split & 0x40 puts them in an indirect table
  *   1    rx buffers: [n] [size] [split]: 1 + n % 8 chains of size bytes
- *        (size_rx()), each in 1 + split % 3 descriptors; split & 0x80
- *        makes the first descriptor readable (a broken driver); kick
- *        unless a & 8
+ *        (size_rx()), each in 1 + (split & 0x3f) % 8 buffers (at least
+ *        as many slots as the size needs, at most the queue's size);
+ *        split & 0x40 through an indirect table; split & 0x80 makes the
+ *        first buffer readable (a broken driver); kick unless a & 8
  *   2    1 + [b] % 16 loop turns (timeout 0); a & 8: before them the
  *        clock moves on by [t] (after [b]): t ms below 0x80, else
  *        (t - 0x7f) * 250 ms
@@ -180,10 +183,20 @@ static void init_once(void)
 
 /* ---- Queues, as the core holds them, and the guest's view ------------- */
 
+/* The most buffers in a chain the harness posts (Linux 6.17 cuts a
+ * 64 KiB packet into three; drivers may cut into any number). */
+#define MAXD 16u
+
 struct chain_rec {
 	bool out;          /* posted, not used yet */
-	unsigned ndesc;
-	uint16_t desc[4];
+	unsigned ndesc;    /* ring descriptors (the table's one, if any) */
+	uint16_t desc[MAXD + 1];
+	unsigned nel;      /* the chain's buffers, in order */
+	struct {
+		uint64_t addr;
+		uint32_t len;
+		bool wr;
+	} el[MAXD];
 	uint32_t in_len;   /* writable bytes */
 };
 
@@ -262,6 +275,7 @@ static void gq_setup(struct vm *v, unsigned qi)
 	vq->used_uva = UVA_BASE + q->used_gpa;
 	vq->addr_set = true;
 	vq->event_idx = v->features & VMIO_BIT(VIRTIO_RING_F_EVENT_IDX);
+	vq->indirect = v->features & VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC);
 	if (vmio_vq_map(vq, &mem))
 		abort();
 	q->running = false;
@@ -320,16 +334,14 @@ static void chain_gather(const struct gq *q, const struct chain_rec *r,
 {
 	uint32_t got = 0;
 
-	for (unsigned i = 0; i < r->ndesc && got < len; i++) {
-		const struct virtq_desc *d =
-			(const struct virtq_desc *)gpa_ptr(q->desc_gpa) +
-			r->desc[i];
+	(void)q;
+	for (unsigned i = 0; i < r->nel && got < len; i++) {
 		uint32_t n;
 
-		if (!(d->flags & VIRTQ_DESC_F_WRITE))
+		if (!r->el[i].wr)
 			continue;
-		n = d->len < len - got ? d->len : len - got;
-		memcpy(dst + got, gpa_ptr(d->addr), n);
+		n = r->el[i].len < len - got ? r->el[i].len : len - got;
+		memcpy(dst + got, gpa_ptr(r->el[i].addr), n);
 		got += n;
 	}
 }
@@ -474,34 +486,59 @@ static void reap_all(void)
 			reap(&vms[i], qi);
 }
 
-/* Posts a chain of n descriptors with lens[i] bytes, writable as said.
- * Returns the head, or -1 without enough free descriptors. The data of
- * descriptor d is its slot. */
+static uint64_t slot_gpa(const struct gq *q, uint16_t d)
+{
+	return q->base_gpa + RING_AREA + (uint64_t)d * SLOT;
+}
+
+/* Posts a chain of n (at most MAXD) buffers with lens[i] bytes, writable
+ * as said, in the ring or (indirect) through a table that one ring
+ * descriptor points to. Returns the head, or -1 without enough free
+ * descriptors. Each buffer is the slot of a descriptor taken for it, the
+ * table the head's slot. */
 static int post_chain(struct vm *v, unsigned qi, unsigned n,
-		      const uint32_t *lens, const bool *writable)
+		      const uint32_t *lens, const bool *writable,
+		      bool indirect)
 {
 	struct gq *q = &v->q[qi];
 	struct virtq_desc *dt = (struct virtq_desc *)gpa_ptr(q->desc_gpa);
 	struct virtq_avail *av = (struct virtq_avail *)gpa_ptr(q->avail_gpa);
 	struct chain_rec *r;
-	uint16_t d[4];
+	unsigned nd = n + (indirect ? 1 : 0);
+	uint16_t d[MAXD + 1];
+	struct virtq_desc *t;
 
 	reap(v, qi);
-	if (q->nfree < n)
+	if (!n || n > MAXD || q->nfree < nd)
 		return -1;
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < nd; i++)
 		d[i] = q->free_desc[--q->nfree];
 	r = &q->rec[d[0]];
-	r->ndesc = n;
+	r->ndesc = nd;
+	r->nel = n;
 	r->in_len = 0;
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = 0; i < nd; i++)
 		r->desc[i] = d[i];
-		dt[d[i]].addr = q->base_gpa + RING_AREA + (uint64_t)d[i] * SLOT;
-		dt[d[i]].len = lens[i];
-		dt[d[i]].flags = (uint16_t)((writable[i] ? VIRTQ_DESC_F_WRITE
-							 : 0) |
-					    (i + 1 < n ? VIRTQ_DESC_F_NEXT : 0));
-		dt[d[i]].next = i + 1 < n ? d[i + 1] : 0;
+	if (indirect) {
+		t = (struct virtq_desc *)gpa_ptr(slot_gpa(q, d[0]));
+		dt[d[0]] = (struct virtq_desc){
+			.addr = slot_gpa(q, d[0]),
+			.len = (uint32_t)(n * sizeof(*t)),
+			.flags = VIRTQ_DESC_F_INDIRECT,
+		};
+	}
+	for (unsigned i = 0; i < n; i++) {
+		uint16_t next = indirect ? (uint16_t)(i + 1) : d[i + 1];
+		struct virtq_desc *e = indirect ? &t[i] : &dt[d[i]];
+
+		r->el[i].addr = slot_gpa(q, d[indirect ? i + 1 : i]);
+		r->el[i].len = lens[i];
+		r->el[i].wr = writable[i];
+		e->addr = r->el[i].addr;
+		e->len = lens[i];
+		e->flags = (uint16_t)((writable[i] ? VIRTQ_DESC_F_WRITE : 0) |
+				      (i + 1 < n ? VIRTQ_DESC_F_NEXT : 0));
+		e->next = i + 1 < n ? next : 0;
 		if (writable[i])
 			r->in_len += lens[i];
 	}
@@ -563,8 +600,8 @@ static void rec_tx(struct vm *v, uint8_t a, struct stream *s, unsigned copies)
 	uint8_t sel = next8(s), cids = next8(s);
 	uint8_t pb0 = next8(s), pb1 = next8(s);
 	struct vsock_hdr h = { 0 };
-	uint32_t actual, lens[4];
-	bool wr[4] = { false, false, false, false };
+	uint32_t actual, lens[MAXD];
+	bool wr[MAXD] = { false };
 	static uint8_t buf[4 * SLOT];
 	unsigned n, split;
 	int head;
@@ -649,7 +686,9 @@ static void rec_tx(struct vm *v, uint8_t a, struct stream *s, unsigned copies)
 	{
 		uint32_t total = VSOCK_HDR_SIZE + actual, left;
 
-		n = (sel & 2) ? 4 : 1 + split % 4;
+		n = (sel & 2) ? 4 + split % (MAXD - 3) : 1 + split % MAXD;
+		if (n > qsize)
+			n = (sel & 2) ? 4 : qsize; /* a chain fits its ring */
 		if (total > n * SLOT)
 			total = n * SLOT;
 		left = total;
@@ -680,22 +719,20 @@ static void rec_tx(struct vm *v, uint8_t a, struct stream *s, unsigned copies)
 			h.src_port++;
 			vsock_hdr_encode(&h, buf);
 		}
-		head = post_chain(v, VSOCK_TX_QUEUE, n, lens, wr);
+		head = post_chain(v, VSOCK_TX_QUEUE, n, lens, wr,
+				  split & 0x40);
 		if (head < 0) {
 			q_kick(v, VSOCK_TX_QUEUE);
-			head = post_chain(v, VSOCK_TX_QUEUE, n, lens, wr);
+			head = post_chain(v, VSOCK_TX_QUEUE, n, lens, wr,
+					  split & 0x40);
 		}
 		if (head < 0)
 			break;
 		for (unsigned i = 0; i < n; i++) {
 			const struct chain_rec *r =
 				&v->q[VSOCK_TX_QUEUE].rec[head];
-			const struct virtq_desc *d =
-				(const struct virtq_desc *)gpa_ptr(
-					v->q[VSOCK_TX_QUEUE].desc_gpa) +
-				r->desc[i];
 
-			memcpy(gpa_ptr(d->addr), buf + off, lens[i]);
+			memcpy(gpa_ptr(r->el[i].addr), buf + off, lens[i]);
 			off += lens[i];
 		}
 		ntx++;
@@ -729,12 +766,14 @@ static void rec_rx(struct vm *v, uint8_t a, struct stream *s)
 	uint8_t split = next8(s);
 
 	for (unsigned c = 0; c < count && nrxbuf < MAX_RXBUF; c++) {
-		unsigned n = 1 + (split & 0x7f) % 3;
-		uint32_t lens[3], left = size;
-		bool wr[3] = { true, true, true };
+		unsigned n = 1 + (split & 0x3f) % 8;
+		uint32_t lens[8], left = size;
+		bool wr[8] = { true, true, true, true, true, true, true, true };
 
 		if (size > n * SLOT)
 			n = 3;
+		if (n > qsize)
+			n = qsize < 3 ? qsize : 3; /* sizes fit 3 slots */
 		for (unsigned i = 0; i < n; i++) {
 			uint32_t l = i + 1 == n ? left : left / (n - i);
 
@@ -745,7 +784,7 @@ static void rec_rx(struct vm *v, uint8_t a, struct stream *s)
 		}
 		if (split & 0x80)
 			wr[0] = false;
-		if (post_chain(v, VSOCK_RX_QUEUE, n, lens, wr) < 0)
+		if (post_chain(v, VSOCK_RX_QUEUE, n, lens, wr, split & 0x40) < 0)
 			break;
 		nrxbuf++;
 	}
@@ -1090,7 +1129,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (unsigned i = 0; i < nvms; i++) {
 		struct vm *v = &vms[i];
 
-		v->features = VMIO_BIT(VIRTIO_F_VERSION_1);
+		/* Indirect tables are the driver's choice chain by chain
+		 * (records 0 and 1), so always negotiated. */
+		v->features = VMIO_BIT(VIRTIO_F_VERSION_1) |
+			      VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC);
 		if (hdr[0] & 0x20)
 			v->features |= VMIO_BIT(VIRTIO_RING_F_EVENT_IDX);
 		if (hdr[0] & (4u << i))
