@@ -45,6 +45,8 @@
 struct seqvm {
 	bool no_seqpacket;
 	bool mergeable; /* the driver takes mergeable rx buffers */
+	bool cut;       /* packets and rx buffers cut in pieces of 1000
+			 * bytes, the rx header itself cut */
 	char sock[256], uds[256];
 	pid_t pid;
 	struct vg *g;
@@ -78,6 +80,13 @@ static int seq_setup(void **state)
 	o.mergeable = vm->mergeable;
 	/* Messages of more than one packet from 4 KiB up. */
 	o.tx_pkt_max = 4096;
+	if (vm->cut) {
+		o.queue_size = 1024;
+		o.tx_slots = 15; /* 67 descriptors each, as sized for 64 KiB */
+		o.tx_cut = (struct vg_cut){ .first = VSOCK_HDR_SIZE,
+					    .piece = 1000 };
+		o.rx_cut = (struct vg_cut){ .first = 20, .piece = 1000 };
+	}
 	vm->g = vg_open(vm->sock, WAIT, &o, err, sizeof(err));
 	if (!vm->g)
 		fail_msg("%s", err);
@@ -542,7 +551,9 @@ static struct seqvm vm_g2h, vm_h2g, vm_close, vm_line, vm_mismatch,
 	/* Messages over packets that span rx buffers: EOM and EOR stay on
 	 * the last packet of each message. */
 	vm_mrg_h2g = { .mergeable = true }, vm_mrg_bulk = { .mergeable = true },
-	vm_mrg_close = { .mergeable = true };
+	vm_mrg_close = { .mergeable = true },
+	/* Messages over packets cut into many descriptors. */
+	vm_cut_g2h = { .cut = true }, vm_cut_bulk = { .cut = true };
 
 #define SEQ_CASE(f, vm)                                                    \
 	cmocka_unit_test_prestate_setup_teardown(f, seq_setup, seq_teardown, \
@@ -561,6 +572,8 @@ int main(void)
 		SEQ_CASE(test_host_to_guest_messages, vm_mrg_h2g),
 		SEQ_CASE(test_bulk_both_ways, vm_mrg_bulk),
 		SEQ_CASE(test_seqpacket_close, vm_mrg_close),
+		SEQ_CASE(test_guest_to_host_messages, vm_cut_g2h),
+		SEQ_CASE(test_bulk_both_ways, vm_cut_bulk),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
