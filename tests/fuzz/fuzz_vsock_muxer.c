@@ -11,7 +11,8 @@
  *  - every used element refers to a chain the harness posted and has not
  *    had back yet, and its used length fits the chain's writable length;
  *  - every packet on rx has a well-formed header: used length at least
- *    44 and equal to 44 + hdr.len, src_cid the host (2) or the sibling's
+ *    44 and equal to 44 + hdr.len (a buffer used with 0 bytes is one
+ *    given back empty, never inside a mergeable packet), src_cid the host (2) or the sibling's
  *    CID (all 64 bits), dst_cid the receiving VM's own, a known type and
  *    op, no payload unless RW, and a sibling's packet only when there is
  *    a sibling;
@@ -466,9 +467,13 @@ static void reap(struct vm *v, unsigned qi)
 		if (len > r->in_len)
 			FAIL("q%u: used length %u, chain takes %u", qi, len,
 			     r->in_len);
-		/* Mergeable once the device was told so: a VM never
-		 * attached gets the plain layout. */
-		if (qi == VSOCK_RX_QUEUE &&
+		/* A buffer given back empty (rx_writer.h): only ever
+		 * between packets. */
+		if (qi == VSOCK_RX_QUEUE && !len) {
+			if (v->asm_len)
+				FAIL("rx: a buffer given back empty inside "
+				     "a mergeable packet");
+		} else if (qi == VSOCK_RX_QUEUE &&
 		    (v->acked & VMIO_BIT(VIRTIO_VSOCK_F_MRG_RXBUF)))
 			take_rx_buf(v, q, r, len);
 		else if (qi == VSOCK_RX_QUEUE)

@@ -25,6 +25,7 @@
 #include "devices/vsock/packet.h"
 #include "devices/vsock/rst_queue.h"
 #include "frontend/frontend.h"
+#include "util/json.h"
 #include "util/log.h"
 #include "vhost-user/backend.h"
 #include "virtio/features.h"
@@ -702,6 +703,78 @@ static void test_rx_round_robin(void **state)
 /* 300 packets for flows that do not exist and no rx buffers: the device
  * queues 256 RSTs, then stops taking tx until the guest posts rx buffers;
  * then every RST arrives. Nothing is dropped, nothing grows. */
+/* The VM's rx_errors in its --control document, read on the paused
+ * loop's thread (this one). */
+static uint64_t rx_errors(struct fx *f)
+{
+	struct vmio_json j;
+	const char *p;
+	uint64_t v;
+
+	loop_pause(f);
+	vmio_json_init(&j, 1u << 16);
+	vmio_json_object_begin(&j);
+	vsock_device_write_stats(f->dev, &j);
+	vmio_json_object_end(&j);
+	loop_resume(f);
+	assert_non_null(j.buf);
+	p = strstr(j.buf, "\"rx_errors\":");
+	assert_non_null(p);
+	v = strtoull(p + strlen("\"rx_errors\":"), NULL, 10);
+	vmio_json_fini(&j);
+	return v;
+}
+
+/* Posts one rx buffer of len bytes at the first free slot, readable
+ * (a broken driver) or not; returns its token. */
+static uintptr_t post_rx_odd(struct fx *f, uint32_t len, bool readable)
+{
+	struct vmio_dvq *q = vmio_fe_queue(f->fe, VSOCK_RX_QUEUE);
+	uintptr_t tok = (uintptr_t)q->free_head + 1;
+	struct vmio_dbuf b = { .gpa = f->rx_gpa[q->free_head], .len = len,
+			       .writable = !readable };
+
+	assert_true(vmio_dvq_add(q, &b, 1, (void *)tok) >= 0);
+	return tok;
+}
+
+/* A buffer the device cannot use goes back used and empty, as net does,
+ * and the queue goes on: the RST comes in the next good buffer, and the
+ * VM counts the two in rx_errors (architecture.md section 6). */
+static void test_unusable_rx_buffers_given_back_empty(void **state)
+{
+	struct fx *f = *state;
+	struct vmio_dvq *q = vmio_fe_queue(f->fe, VSOCK_RX_QUEUE);
+	uintptr_t small = post_rx_odd(f, 10, false);
+	uintptr_t readable = post_rx_odd(f, RXBUF, true);
+	struct vsock_hdr h;
+	uint32_t len = 1;
+	void *tok = NULL;
+
+	post_rx(f, 4); /* kicks all six */
+	send_pkt(f, 40000, 1234, VSOCK_OP_REQUEST, 0, NULL, 0);
+	for (int waited = 0; !tok && waited < WAIT_MS; waited += 5) {
+		tok = vmio_dvq_get_used(q, &len);
+		if (!tok) {
+			vmio_dvq_want_interrupt(q);
+			vmio_dvq_wait(q, 5);
+		}
+	}
+	assert_ptr_equal(tok, (void *)small);
+	assert_int_equal(len, 0);
+	tok = vmio_dvq_get_used(q, &len);
+	assert_ptr_equal(tok, (void *)readable);
+	assert_int_equal(len, 0);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_RST);
+	assert_int_equal(h.dst_port, 40000);
+	assert_int_equal(rx_errors(f), 2);
+	/* Still served: another refused connect gets its RST too. */
+	send_pkt(f, 40001, 1234, VSOCK_OP_REQUEST, 0, NULL, 0);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.dst_port, 40001);
+}
+
 static void test_rst_queue_bound_stalls_tx(void **state)
 {
 	struct fx *f = *state;
@@ -784,6 +857,9 @@ int main(void)
 			teardown),
 		cmocka_unit_test_setup_teardown(test_rx_round_robin, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_unusable_rx_buffers_given_back_empty, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_rst_queue_bound_stalls_tx,
 						setup, teardown),
 	};

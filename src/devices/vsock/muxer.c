@@ -553,11 +553,20 @@ static void rx_source(struct vsock_muxer *m, enum vsock_rx_source src,
 static int rx_packet(struct vsock_muxer *m, unsigned *budget)
 {
 	struct vsock_rx_source_ops src;
+	uint64_t unusable = m->rxw.unusable;
 	int k;
 
 	/* Asked again: a sibling packet may have come meanwhile. */
 	rx_source(m, rx_next(m), &src);
 	k = vsock_rx_write(&m->rxw, &src, budget);
+	if (m->rxw.unusable != unusable) {
+		m->stats.rx_errors += m->rxw.unusable - unusable;
+		vsock_peer_log(&m->rl, VMIO_LOG_WARN,
+			       "vsock: CID %" PRIu64 ": rx buffers given back "
+			       "empty (%" PRIu64 " so far): %s",
+			       m->cfg.guest_cid, m->stats.rx_errors,
+			       m->rxw.unusable_why);
+	}
 	if (m->rx_served) {
 		conn_update(m->rx_served);
 		m->rx_served = NULL;

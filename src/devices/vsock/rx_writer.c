@@ -9,7 +9,9 @@ enum gather_stop {
 	GATHER_DRY,    /* the guest has no more buffers posted */
 	GATHER_FULL,   /* VSOCK_RX_WRITER_BUFS buffers, or the view is full */
 	GATHER_BUDGET, /* this callback's budget is spent */
-	GATHER_BROKEN, /* a malformed buffer: the queue is broken */
+	GATHER_UNUSABLE, /* the next buffer cannot be used: it is in
+			  * bufs[n], popped, its reason in bad_why */
+	GATHER_BROKEN, /* a malformed ring: the queue is broken */
 };
 
 int vsock_rx_pop_first(struct vsock_rx_writer *w)
@@ -17,18 +19,30 @@ int vsock_rx_pop_first(struct vsock_rx_writer *w)
 	return vmio_vq_pop(w->vq, w->mem, &w->bufs[0]);
 }
 
-/* A buffer the layout cannot use breaks the queue: a plain one must hold
- * a header, a mergeable one at least a byte. */
-static bool buf_bad(const struct vsock_rx_writer *w,
-		    const struct vmio_chain *ch)
+/* Why the layout cannot use a buffer, or NULL: a plain one must hold a
+ * header, a mergeable one at least a byte, neither readable bytes. */
+static const char *buf_unusable(const struct vsock_rx_writer *w,
+				const struct vmio_chain *ch)
 {
-	const char *why;
-	int bad = w->mergeable ? vsock_pkt_check_rx_buf(ch, &why)
-			       : vsock_pkt_check_rx(ch, &why);
+	const char *why = NULL;
 
-	if (bad)
-		vmio_vq_set_broken(w->vq, "vsock rx: %s", why);
-	return bad;
+	if (w->mergeable ? vsock_pkt_check_rx_buf(ch, &why)
+			 : vsock_pkt_check_rx(ch, &why))
+		return why;
+	return NULL;
+}
+
+/* The answer to buffers no packet can go into: bufs[0..n) go back used
+ * and empty, in the order popped, and are counted; the queue goes on.
+ * Returns n, the buffers pushed. */
+static int give_back_empty(struct vsock_rx_writer *w, unsigned n,
+			   const char *why)
+{
+	for (unsigned i = 0; i < n; i++)
+		vmio_vq_push(w->vq, w->bufs[i].head, 0);
+	w->unusable += n;
+	w->unusable_why = why;
+	return (int)n;
 }
 
 /* Whether bufs[0..n) hold need payload bytes: in the view, or in the
@@ -42,7 +56,8 @@ static bool holds(const struct vsock_rx_writer *w, uint32_t need,
 /* Pops buffers behind bufs[0] (popped, checked, in the view) until they
  * hold need payload bytes, at most max in all. *n: the buffers in bufp. */
 static enum gather_stop gather(struct vsock_rx_writer *w, uint32_t need,
-			       unsigned max, unsigned *budget, unsigned *n)
+			       unsigned max, unsigned *budget, unsigned *n,
+			       const char **bad_why)
 {
 	uint64_t room = vsock_pkt_rx_capacity(&w->bufs[0],
 					      VSOCK_MAX_PKT_PAYLOAD);
@@ -63,10 +78,9 @@ static enum gather_stop gather(struct vsock_rx_writer *w, uint32_t need,
 			return GATHER_BROKEN;
 		if (!got)
 			return GATHER_DRY;
-		if (buf_bad(w, ch)) {
-			vmio_vq_unpop(w->vq, 1);
-			return GATHER_BROKEN;
-		}
+		*bad_why = buf_unusable(w, ch);
+		if (*bad_why)
+			return GATHER_UNUSABLE;
 		/* More iovecs than the view has left: the next packet's. */
 		if (w->mergeable && !vsock_mrg_add(&w->view, ch)) {
 			vmio_vq_unpop(w->vq, 1);
@@ -96,9 +110,13 @@ static int write_batch(struct vsock_rx_writer *w,
 		       const struct vsock_rx_source_ops *src,
 		       unsigned *budget)
 {
+	const char *why;
 	unsigned n, k;
 
-	gather(w, src->batch, VSOCK_RX_WRITER_BUFS, budget, &n);
+	/* An unusable buffer ends the batch; it is the next call's first. */
+	if (gather(w, src->batch, VSOCK_RX_WRITER_BUFS, budget, &n, &why) ==
+	    GATHER_UNUSABLE)
+		vmio_vq_unpop(w->vq, 1);
 	k = src->fill_batch(src->opaque, w->bufp, n, w->used);
 	return settle(w, k, n);
 }
@@ -107,12 +125,10 @@ static int write_batch(struct vsock_rx_writer *w,
 static int write_short(struct vsock_rx_writer *w, enum gather_stop stop,
 		       unsigned n)
 {
+	if (stop == GATHER_FULL)
+		return give_back_empty(w, n, "buffers too small together for "
+				       "one packet's header");
 	vmio_vq_unpop(w->vq, n);
-	if (stop == GATHER_FULL) {
-		vmio_vq_set_broken(w->vq, "vsock rx: %u buffers too small for "
-				   "one packet's header", n);
-		return VSOCK_RX_STOP;
-	}
 	if (stop == GATHER_BUDGET)
 		return VSOCK_RX_AGAIN;
 	/* Dry: wait for more, unless some came meanwhile. */
@@ -123,28 +139,37 @@ int vsock_rx_write(struct vsock_rx_writer *w,
 		   const struct vsock_rx_source_ops *src, unsigned *budget)
 {
 	enum gather_stop stop;
+	const char *why = buf_unusable(w, &w->bufs[0]);
 	unsigned n;
 	uint32_t k, written;
 
-	if (buf_bad(w, &w->bufs[0]))
-		return VSOCK_RX_STOP;
+	if (why)
+		return give_back_empty(w, 1, why);
 	if (!w->mergeable && src->batch)
 		return write_batch(w, src, budget);
 	vsock_mrg_begin(&w->view, w->mergeable);
 	/* Refused only for a buffer of VMIO_CHAIN_MAX_IOV descriptors that
 	 * num_buffers would split into one more: no packet fits it. */
-	if (!vsock_mrg_add(&w->view, &w->bufs[0])) {
-		vmio_vq_unpop(w->vq, 1);
-		vmio_vq_set_broken(w->vq, "vsock rx: a buffer of too many "
-				   "descriptors for a mergeable packet");
-		return VSOCK_RX_STOP;
-	}
+	if (!vsock_mrg_add(&w->view, &w->bufs[0]))
+		return give_back_empty(w, 1, "a buffer of too many descriptors "
+				       "for a mergeable packet");
 	/* A plain packet is one buffer. */
 	stop = gather(w, src->need, w->mergeable ? VSOCK_RX_WRITER_BUFS : 1,
-		      budget, &n);
+		      budget, &n, &why);
 	if (stop == GATHER_BROKEN) {
 		vmio_vq_unpop(w->vq, n);
 		return VSOCK_RX_STOP;
+	}
+	/* The packet ends before the unusable buffer. Connection data with
+	 * room for its header goes into the buffers in hand, and the
+	 * unusable one is the next packet's first (given back then); for
+	 * anything else those in hand are of no use, and go back empty with
+	 * it, in order. */
+	if (stop == GATHER_UNUSABLE) {
+		if (!src->may_cut || !vsock_mrg_fits(&w->view, 0))
+			return give_back_empty(w, n + 1, why);
+		vmio_vq_unpop(w->vq, 1);
+		stop = GATHER_FULL;
 	}
 	/* Connection data may be cut to the room; a header never, and a
 	 * whole packet only when no more buffers could ever hold it. */
@@ -152,17 +177,10 @@ int vsock_rx_write(struct vsock_rx_writer *w,
 	    (!src->may_cut && stop != GATHER_FIT && stop != GATHER_FULL))
 		return write_short(w, stop, n);
 	written = src->fill(src->opaque, &w->view.view);
-	if (!written && !src->may_cut) {
-		/* The buffers hold the header but no payload byte. */
-		vmio_vq_unpop(w->vq, n);
-		if (n == 1)
-			vmio_vq_set_broken(w->vq, "vsock rx: a buffer with no "
-					   "room for data");
-		else
-			vmio_vq_set_broken(w->vq, "vsock rx: %u buffers with "
-					   "no room for data", n);
-		return VSOCK_RX_STOP;
-	}
+	/* The buffers hold the header but no payload byte. */
+	if (!written && !src->may_cut)
+		return give_back_empty(w, n, "no room for data after the "
+				       "header");
 	k = written ? vsock_mrg_finish(&w->view, w->bufp, written, w->used)
 		    : 0;
 	return settle(w, k, n);

@@ -16,6 +16,12 @@
  * exception to "one packet": a batch of buffers filled from one host read,
  * each buffer a packet of its own (vsock_conn_to_guest_batch).
  *
+ * A buffer the layout cannot use (readable bytes in it, no room for a
+ * header, too many descriptors) goes back used and empty, as net's rx
+ * does (architecture.md section 6): the guest loses that buffer, the
+ * queue goes on, and the packet waits for the next. Only a malformed
+ * ring breaks the queue.
+ *
  * No buffer is held between calls. */
 #ifndef VMIO_DEVICES_VSOCK_RX_WRITER_H
 #define VMIO_DEVICES_VSOCK_RX_WRITER_H
@@ -64,6 +70,10 @@ struct vsock_rx_writer {
 	const struct vmio_chain *bufp[VSOCK_RX_WRITER_BUFS];
 	uint32_t used[VSOCK_RX_WRITER_BUFS];
 	struct vsock_mrg view;
+	/* Buffers given back empty so far, and why the last one was, for
+	 * the caller to count and log (the writer has no rate limiter). */
+	uint64_t unusable;
+	const char *unusable_why;
 };
 
 /* Why vsock_rx_write wrote nothing and the caller should stop serving. */
@@ -76,8 +86,8 @@ int vsock_rx_pop_first(struct vsock_rx_writer *w);
 
 /* One packet from src, bufs[0] popped. *budget (buffers this callback
  * may still pop) pays for the buffers behind the first. Returns the
- * buffers pushed used (0: none, go on), VSOCK_RX_STOP or
- * VSOCK_RX_AGAIN. */
+ * buffers pushed used (0: none, go on; buffers given back empty count),
+ * VSOCK_RX_STOP or VSOCK_RX_AGAIN. */
 int vsock_rx_write(struct vsock_rx_writer *w,
 		   const struct vsock_rx_source_ops *src, unsigned *budget);
 

@@ -37,6 +37,9 @@ struct vsock_vm_stats {
 	 * the table full, the host socket refused. */
 	uint64_t connections_refused;
 	uint64_t rsts_unmatched;      /* RSTs for packets of no connection */
+	/* rx buffers given back empty: no packet could go into them (too
+	 * small, readable bytes; rx_writer.h), as net's rx_errors */
+	uint64_t rx_errors;
 	struct vsock_conn_stats ended; /* the sum over ended connections */
 	/* guest -> host payload: by reference (tx_splice.h) or copied */
 	uint64_t tx_bytes_spliced;
