@@ -99,11 +99,13 @@ static int rx_gather(struct vnet_device *d, struct vnet_pair *p,
 		if (got <= 0)
 			return got;
 		/* A chain that cannot hold the header (5.1.6.3.1 wants
-		 * every buffer to) or has more segments than readv takes.
-		 * With chains in hand, the frame gets those: the bad one is
-		 * given back, so that only the last popped ever are. On its
-		 * own, it is returned used and empty, and the ring moves. */
-		if (c->in_len < d->hdr_len || c->in_len > UINT32_MAX ||
+		 * every buffer to), holds readable bytes, or has more
+		 * segments than readv takes. With chains in hand, the frame
+		 * gets those: the bad one is given back, so that only the
+		 * last popped ever are. On its own, it is returned used and
+		 * empty, and the ring moves (architecture.md section 6). */
+		if (c->nout || c->in_len < d->hdr_len ||
+		    c->in_len > UINT32_MAX ||
 		    f->niov + c->nin > VNET_MAX_IOV) {
 			if (f->nchains) {
 				vmio_vq_unpop(p->rx, 1);
@@ -111,6 +113,13 @@ static int rx_gather(struct vnet_device *d, struct vnet_pair *p,
 			}
 			vmio_vq_push(p->rx, c->head, 0);
 			p->stats.rx_errors++;
+			log_ratelimited(&p->rl, VMIO_LOG_WARN,
+					"net: rx queue %u: a receive buffer "
+					"of %llu bytes in %u pieces%s: given "
+					"back empty",
+					p->rx->index,
+					(unsigned long long)c->in_len, c->nin,
+					c->nout ? " with readable bytes" : "");
 			continue;
 		}
 		memcpy(&p->iov[f->niov], vmio_chain_in(&p->chain),

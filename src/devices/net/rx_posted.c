@@ -55,8 +55,10 @@ unsigned vnet_rx_reap(struct vnet_pair *p)
 	return n;
 }
 
-/* A chain no frame can be written into without a copy: back, empty. */
-static void rx_refuse(struct vnet_device *d, struct vnet_pair *p, int rc)
+/* A chain no frame can be written into without a copy: back, empty
+ * (architecture.md section 6). */
+static void rx_refuse(struct vnet_device *d, struct vnet_pair *p,
+		      const char *why)
 {
 	const struct vmio_chain *c = &p->chain;
 
@@ -65,10 +67,7 @@ static void rx_refuse(struct vnet_device *d, struct vnet_pair *p, int rc)
 	log_ratelimited(&p->rl, VMIO_LOG_WARN,
 			"net: rx queue %u: a %llu-byte receive buffer cannot "
 			"take a frame in place (%s): given back empty",
-			p->rx->index, (unsigned long long)c->in_len,
-			rc == -EMSGSIZE ? "smaller than a header and the "
-					  "largest frame"
-					: "not in one piece of guest memory");
+			p->rx->index, (unsigned long long)c->in_len, why);
 }
 
 enum post_stop { POST_EMPTY, POST_FULL, POST_BUDGET, POST_BROKEN };
@@ -86,6 +85,10 @@ static enum post_stop rx_post_all(struct vnet_device *d, struct vnet_pair *p,
 		if (got <= 0)
 			return got < 0 ? POST_BROKEN : POST_EMPTY;
 		(*budget)--;
+		if (c->nout) {
+			rx_refuse(d, p, "readable bytes in it");
+			continue;
+		}
 		in = vmio_chain_in(&p->chain);
 		rc = c->nin ? d->be->ops->rx_post(d->be, p->index,
 						   in[0].iov_base,
@@ -96,7 +99,11 @@ static enum post_stop rx_post_all(struct vnet_device *d, struct vnet_pair *p,
 			return POST_FULL;
 		}
 		if (rc) {
-			rx_refuse(d, p, rc);
+			rx_refuse(d, p, rc == -EMSGSIZE
+						? "smaller than a header and "
+						  "the largest frame"
+						: "not in one piece of guest "
+						  "memory");
 			continue;
 		}
 		p->rx_held++;
