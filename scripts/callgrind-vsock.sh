@@ -5,7 +5,9 @@
 #
 # usage: scripts/callgrind-vsock.sh [BUILD_DIR...]   (default: build)
 # Env: MSG (bytes a write, default 4096), BYTES (default 32M),
-#      DIRS (default "g2h h2g").
+#      DIRS (default "g2h h2g"), BENCH_ARGS (more vmio-vsock-bench
+#      options, e.g. "--tx-piece 32K": the guest's chains cut as Linux
+#      6.17 cuts them).
 # For each build and direction, vmio vsock runs under callgrind twice,
 # with one stream of BYTES and of 2*BYTES from vmio-vsock-bench (the
 # in-tree driver as the guest); the difference over the extra packets
@@ -35,8 +37,9 @@ instructions() { # build, direction, bytes
 	pid=$!
 	wait_sockets "$pid" "$dir/v.sock" ||
 		{ echo "callgrind-vsock: vmio did not start: $(tail -n 3 "$dir/valgrind.log")" >&2; exit 1; }
+	# shellcheck disable=SC2086 # BENCH_ARGS: words, as given
 	"$b/vmio-vsock-bench" --socket "$dir/v.sock" --uds-path "$dir/v.vsock" \
-		--direction "$d" --msg-size "$msg" --bytes "$n" >/dev/null
+		--direction "$d" --msg-size "$msg" --bytes "$n" ${BENCH_ARGS:-} >/dev/null
 	stop_procs "$pid"
 	sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$out"
 }
