@@ -18,7 +18,6 @@
 #include "devices/net/backend_tap.h"
 #include "devices/net/backend_xdp.h"
 #include "devices/net/device.h"
-#include "devices/net/poll.h"
 #include "devices/net/xdp_reserve.h"
 #include "util/log.h"
 

@@ -193,31 +193,6 @@ uint32_t vmio_vq_progress(const struct vmio_vq *vq)
 	return vq->packed ? vmio_packed_progress(vq) : vmio_split_progress(vq);
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
-bool vmio_vq_poll_avail(const struct vmio_vq *vq, uint64_t poll_ns)
-{
-	uint64_t end;
-
-	if (!poll_ns)
-		return false;
-	end = vmio_now_ns() + poll_ns;
-	do {
-		/* A clock read is dearer than a look at the ring. */
-		for (int i = 0; i < 64; i++) {
-			if (vmio_vq_avail_pending(vq))
-				return true;
-			cpu_relax();
-		}
-	} while (vmio_now_ns() < end);
-	return false;
-}
-
 bool vmio_vq_enable_kicks(struct vmio_vq *vq, bool enable)
 {
 	if (!mapped(vq))

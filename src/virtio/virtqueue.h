@@ -80,13 +80,6 @@ uint16_t vmio_vq_avail_pending(const struct vmio_vq *vq);
  * mapped. */
 uint32_t vmio_vq_progress(const struct vmio_vq *vq);
 
-/* Looks at the ring for new buffers for up to poll_ns (0: not at all),
- * while kicks are still off, so that a driver that posts again soon need
- * not notify and we need not sleep in epoll for it. Returns true as soon
- * as some are there. It spins: a device offers it as an option that
- * costs only the loop that asked (--poll-us). */
-bool vmio_vq_poll_avail(const struct vmio_vq *vq, uint64_t poll_ns);
-
 /* Turns driver->device notifications (kicks) on or off. Turning them on
  * returns true if buffers arrived meanwhile, so the caller must poll again
  * before sleeping (the race the spec describes in 2.7.10). */

@@ -13,6 +13,9 @@
  * the kernel's TAP allows 256. */
 #define VNET_MAX_PAIRS 256
 
+/* What `vmio net` uses when --poll-us is not given. */
+#define VNET_POLL_DEFAULT_NS (50 * 1000)
+
 struct vnet_device_config {
 	uint8_t mac[6];
 	uint16_t mtu;
@@ -20,7 +23,7 @@ struct vnet_device_config {
 	uint16_t max_queue_size;
 	/* How long a queue that ran dry after work is looked at again,
 	 * once a turn of its loop, before the device waits for a
-	 * notification (0: not at all; devices/net/poll.h). */
+	 * notification (0: not at all; virtio/poll_window.h). */
 	uint32_t poll_ns;
 	struct vnet_backend *backend; /* the caller's; outlives the device */
 	/* The loop each pair runs on (NULL: all on the device's loop). A

@@ -96,11 +96,11 @@ static void net_queue_stop(void *dev, struct vmio_vq *vq,
 			vnet_pair_detach(p);
 		if (p->rx == vq) {
 			vnet_rx_unwatch(p);
-			vnet_poll_end(&p->rx_poll);
+			vmio_poll_window_end(&p->rx_poll);
 			p->rx = NULL;
 		}
 		if (p->tx == vq) {
-			vnet_poll_end(&p->tx_poll);
+			vmio_poll_window_end(&p->tx_poll);
 			p->tx = NULL;
 		}
 		if (how == VMIO_QUEUE_HALT && vq->index % 2 == 0 &&
@@ -312,8 +312,8 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 		p->loop = cfg->pair_loops ? cfg->pair_loops[i] : loop;
 		p->rx_fd = -1;
 		p->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(5);
-		vnet_poll_init(&p->rx_poll, cfg->poll_ns);
-		vnet_poll_init(&p->tx_poll, cfg->poll_ns);
+		vmio_poll_window_init(&p->rx_poll, cfg->poll_ns);
+		vmio_poll_window_init(&p->tx_poll, cfg->poll_ns);
 		vnet_rx_init(p);
 		vnet_steering_init(p);
 		vmio_cpu_account_leave(outer);

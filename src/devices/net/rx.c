@@ -203,7 +203,7 @@ static enum rx_stop rx_dry(struct vnet_device *d, struct vnet_pair *p,
 {
 	bool more;
 
-	if (vnet_poll_dry(&p->rx_poll, vnet_poll_now(d))) {
+	if (vmio_poll_window_dry(&p->rx_poll, vnet_poll_now(d))) {
 		vmio_vq_unpop(p->rx, f->nchains);
 		return RX_POLL;
 	}
@@ -241,7 +241,7 @@ static enum rx_stop rx_once(struct vnet_device *d, struct vnet_pair *p,
 		return RX_BUDGET;
 	}
 	rx_deliver(d, p, &f, (size_t)n);
-	vnet_poll_worked(&p->rx_poll);
+	vmio_poll_window_worked(&p->rx_poll);
 	return RX_BUDGET;
 }
 

@@ -122,15 +122,15 @@ enum vnet_posted_wait vnet_rx_posted_run(struct vnet_pair *p)
 	vnet_kicks_off(p->rx);
 	for (;;) {
 		if (vnet_rx_reap(p))
-			vnet_poll_worked(&p->rx_poll);
+			vmio_poll_window_worked(&p->rx_poll);
 		why = rx_post_all(d, p, &budget);
 		if (budget != VNET_RX_BUDGET)
-			vnet_poll_worked(&p->rx_poll);
+			vmio_poll_window_worked(&p->rx_poll);
 		if (why != POST_EMPTY)
 			break;
 		/* Out of buffers: look again next turn (poll.h), or kicks
 		 * on, then look once more. */
-		if (vnet_poll_dry(&p->rx_poll, vnet_poll_now(d))) {
+		if (vmio_poll_window_dry(&p->rx_poll, vnet_poll_now(d))) {
 			poll = true;
 			break;
 		}

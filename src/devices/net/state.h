@@ -28,7 +28,7 @@
 #include "devices/net/backend.h"
 #include "devices/net/config.h"
 #include "devices/net/ctrl.h"
-#include "devices/net/poll.h"
+#include "virtio/poll_window.h"
 #include "devices/net/stats.h"
 #include "event/loop.h"
 #include "util/clock.h"
@@ -81,7 +81,7 @@ struct vnet_pair {
 	 * first. */
 	struct vmio_defer rx_again, tx_again;
 	/* Each queue's polling window (poll.h), from cfg.poll_ns. */
-	struct vnet_poll rx_poll, tx_poll;
+	struct vmio_poll_window rx_poll, tx_poll;
 
 	/* Large: kept here, not on the stack. One chain being served (by
 	 * one queue at a time: nothing that serves a queue may be called

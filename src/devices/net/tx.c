@@ -151,7 +151,7 @@ static enum tx_stop tx_drain(struct vnet_device *d, struct vnet_pair *p,
 		}
 		(*budget)--;
 		handed++;
-		vnet_poll_worked(&p->tx_poll);
+		vmio_poll_window_worked(&p->tx_poll);
 		if (fate == TX_DONE)
 			vmio_vq_push(p->tx, p->chain.head, 0);
 	}
@@ -215,7 +215,7 @@ void vnet_tx_run(struct vnet_pair *p)
 		why = tx_drain(d, p, &budget);
 		if (why != TX_EMPTY)
 			break;
-		if (vnet_poll_dry(&p->tx_poll, vnet_poll_now(d))) {
+		if (vmio_poll_window_dry(&p->tx_poll, vnet_poll_now(d))) {
 			why = TX_POLL;
 			break;
 		}

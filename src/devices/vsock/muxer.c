@@ -22,6 +22,8 @@
 #include "devices/vsock/rx_writer.h"
 #include "devices/vsock/tx_splice.h"
 #include "devices/vsock/peer_log.h"
+#include "util/clock.h"
+#include "virtio/poll_window.h"
 
 struct mux_conn {
 	struct vsock_table_entry key;
@@ -64,6 +66,11 @@ struct vsock_muxer {
 	struct vmio_chain txc;
 	struct mux_conn *rx_served; /* the connection rxw just wrote for */
 
+	/* Each queue's polling window (virtio/poll_window.h, as net's):
+	 * after work, a dry ring is looked at again once a loop turn for
+	 * cfg.poll_ns before its kicks go back on. */
+	struct vmio_poll_window rx_poll, tx_poll;
+
 	struct vsock_splice *splice; /* NULL: the copy path */
 	struct vsock_holders holders;
 };
@@ -77,6 +84,13 @@ static void resched(struct vsock_muxer *m, bool rx, bool tx)
 		vmio_defer_schedule(&m->tx_again);
 	else if (rx)
 		vmio_defer_schedule(&m->rx_again);
+}
+
+/* The time a polling window is measured in; no clock read when the
+ * windows are off. */
+static uint64_t poll_now(const struct vsock_muxer *m)
+{
+	return m->cfg.poll_ns ? vmio_now_ns() : 0;
 }
 
 /* ---- Synthetic RSTs (rst_queue.h) -------------------------------------- */
@@ -596,13 +610,18 @@ static void serve_rx(struct vsock_muxer *m)
 		if (got < 0)
 			break;
 		if (!got) {
-			/* Out of buffers: wait for the guest to post some,
-			 * unless it did while kicks were off. */
-			if (vmio_vq_poll_avail(m->rx, m->cfg.poll_ns) ||
-			    vmio_vq_enable_kicks(m->rx, true))
+			/* Out of buffers: look again next turn while the
+			 * window is open; else wait for the guest to post
+			 * some, unless it did while kicks were off. */
+			if (vmio_poll_window_dry(&m->rx_poll, poll_now(m))) {
+				resched(m, true, false);
+				break;
+			}
+			if (vmio_vq_enable_kicks(m->rx, true))
 				continue;
 			break;
 		}
+		vmio_poll_window_worked(&m->rx_poll);
 		k = rx_packet(m, &budget);
 		if (k < 0)
 			break;
@@ -647,11 +666,15 @@ static void serve_tx(struct vsock_muxer *m)
 		if (got < 0)
 			break;
 		if (!got) {
-			if (vmio_vq_poll_avail(tx, m->cfg.poll_ns) ||
-			    vmio_vq_enable_kicks(tx, true))
+			if (vmio_poll_window_dry(&m->tx_poll, poll_now(m))) {
+				resched(m, false, true);
+				break;
+			}
+			if (vmio_vq_enable_kicks(tx, true))
 				continue;
 			break;
 		}
+		vmio_poll_window_worked(&m->tx_poll);
 		/* The connection takes the payload (to the host socket or
 		 * its buffer) before this returns: the chain goes back
 		 * at once, unless the socket has its pages (held). */
@@ -811,6 +834,11 @@ void vsock_muxer_set_queues(struct vsock_muxer *m, struct vmio_vq *rx,
 	if (m->tx && m->tx != tx && m->holders.list &&
 	    hold_release_all(m, true))
 		vmio_vq_flush_and_notify(m->tx);
+	/* A queue that stops or comes back starts with no window open. */
+	if (m->rx != rx)
+		vmio_poll_window_end(&m->rx_poll);
+	if (m->tx != tx)
+		vmio_poll_window_end(&m->tx_poll);
 	m->rx = rx;
 	m->tx = tx;
 	m->mem = mem;
@@ -902,6 +930,8 @@ struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
 				      cfg->port_last);
 	vmio_defer_init(&m->tx_again, loop, tx_again_cb, m);
 	vmio_defer_init(&m->rx_again, loop, rx_again_cb, m);
+	vmio_poll_window_init(&m->rx_poll, cfg->poll_ns);
+	vmio_poll_window_init(&m->tx_poll, cfg->poll_ns);
 	if (vsock_expiry_init(&m->expiry, loop, cfg->connect_timeout_ms,
 			      timer_cb, m))
 		goto fail;

@@ -57,8 +57,9 @@ struct vsock_muxer_config {
 	 * host is reachable. */
 	struct vsock_router *router;
 	unsigned vm_index; /* this VM's index in the router */
-	/* A dry queue is looked at again for this long before its kicks go
-	 * back on (vmio_vq_poll_avail; 0: not). */
+	/* After work, a dry queue is looked at again once a loop turn for
+	 * this long before its kicks go back on (virtio/poll_window.h, as
+	 * net does; 0: not). */
 	uint32_t poll_ns;
 	/* Guest->host data by reference (tx_splice.h) unless tx_copy or the
 	 * kernel cannot; at most tx_hold_max tx chains are held at once

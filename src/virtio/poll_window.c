@@ -1,6 +1,6 @@
-#include "devices/net/poll.h"
+#include "virtio/poll_window.h"
 
-bool vnet_poll_dry(struct vnet_poll *p, uint64_t now)
+bool vmio_poll_window_dry(struct vmio_poll_window *p, uint64_t now)
 {
 	bool worked = p->worked;
 
