@@ -31,9 +31,10 @@ declare -A skip_why=()
 vh_setup "$@"
 # The suite of the guest kernel's version (6.12's has more cases), built
 # once for the platforms that share it, in the guest root.
-ksrc=$(platform_linux_source "$platform")
-kdir=$("$top/scripts/guest/build-vsock-test.sh" --source "$ksrc" "$(dirname "$image")") ||
-	fail "building vsock_test from $ksrc failed"
+ksrc=$(platform_linux_source "$platform" "$image") || fail "no linux-source package for platform $platform"
+read -r ksrc ksuite <<<"$ksrc"
+kdir=$("$top/scripts/guest/build-vsock-test.sh" --source "$ksrc" --suite "$ksuite" "$(dirname "$image")") ||
+	fail "building vsock_test from $ksrc ($ksuite) failed"
 
 sock3=$tmp/vhost3.sock
 sock4=$tmp/vhost4.sock
