@@ -60,21 +60,25 @@ platform_kernel_suite() { # platform
 }
 
 # The source package the kernel's own vsock tests are built from, and the
-# apt it comes from ("PACKAGE SUITE", SUITE as platform_kernel_suite's):
-# the same minor version as the guest kernel, whose suite has its cases.
-# Platform 7 follows its image's kernel (IMAGE/kernel-release: 7.3.4+...
-# -> linux-source-7.3 of trixie-backports), so it needs the image built.
+# apt it comes from ("PACKAGE SUITE", SUITE as platform_kernel_suite's
+# but "system" for the 6.x platforms, whose sources Debian 12 has): the
+# same minor version as the guest kernel, whose suite has its cases. With
+# the image built, its kernel says which (IMAGE/kernel-release: 7.3.4+...
+# -> linux-source-7.3; on a host that is not Debian 12, platform 6.1's
+# kernel is that host's, 6.12 on Debian 13); without it, 6.x's usual one.
+# Platform 7 needs its image: its minor version moves with backports.
 platform_linux_source() { # platform [image dir]
-	local rel
+	local rel suite=system
+	[[ $1 != 7 ]] || suite=$(platform_kernel_suite 7)
+	if rel=$(cat "${2:-/nonexistent}/kernel-release" 2>/dev/null) && [[ $rel =~ ^([0-9]+)\.([0-9]+) ]]; then
+		echo "linux-source-${BASH_REMATCH[1]}.${BASH_REMATCH[2]} $suite"
+		return 0
+	fi
 	case $1 in
 	6.1) echo "linux-source-6.1 system" ;;
 	7)
-		rel=$(cat "${2:-/nonexistent}/kernel-release" 2>/dev/null) || {
-			echo "platform_linux_source: platform 7 needs its image's kernel-release (${2:-no image given})" >&2
-			return 1
-		}
-		[[ $rel =~ ^([0-9]+)\.([0-9]+) ]] || { echo "platform_linux_source: cannot read a version in '$rel'" >&2; return 1; }
-		echo "linux-source-${BASH_REMATCH[1]}.${BASH_REMATCH[2]} $(platform_kernel_suite 7)"
+		echo "platform_linux_source: platform 7 needs its image's kernel-release (${2:-no image given})" >&2
+		return 1
 		;;
 	*) echo "linux-source-6.12 system" ;;
 	esac
