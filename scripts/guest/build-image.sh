@@ -2,7 +2,7 @@
 # Builds the guest that vmio's guest tests boot: a stock Debian kernel and a
 # tiny initramfs (static busybox, the virtio / vsock / virtio-net modules and
 # an /init that loads them, runs /test.sh if one is there, and powers off),
-# for one guest platform (scripts/guest/platform.sh: 6.1, 6.12, 6.12-bpo).
+# for one guest platform (scripts/guest/platform.sh: 6.1, 6.12, 6.12-bpo, 7).
 #
 # usage: scripts/guest/build-image.sh [--platform NAME] [ROOT]
 #   NAME  the platform (default 6.1); ROOT the guest cache (default
@@ -11,9 +11,16 @@
 # Everything comes from Debian packages: the kernel package is fetched with
 # `apt-get download` and unpacked into the cache (the host's /boot and
 # /lib/modules are never touched): 6.1 and 6.12 from the system's apt
-# sources (Debian 12 and its security suite), 6.12-bpo and the 6.12
+# sources (Debian 12 and its security suite), 6.12-bpo and the 6.12 and 7
 # platforms' QEMU from bookworm-backports through a private apt list in
-# ROOT/apt (fetch-qemu.sh). busybox comes from busybox-static
+# ROOT/apt (fetch-qemu.sh), 7 from trixie-backports through another in
+# ROOT/apt-trixie-backports. From Linux 7 on, linux-image-VER is a meta
+# package: its parts linux-binary-VER (usr/lib/modules/VER/vmlinuz),
+# linux-modules-VER (usr/lib/modules/VER/kernel) and linux-base-VER
+# (modules.builtin) are fetched and unpacked together; an older package
+# has /boot/vmlinuz-VER and /lib/modules/VER itself. Each run logs which
+# release or suite the kernel and the QEMU came from, and which versions
+# (also written to ROOT/NAME/source). busybox comes from busybox-static
 # (scripts/deps.sh installs it). The result is cached: a second run only
 # compares a stamp of its inputs (this script, kernel package and version,
 # busybox version, module list) and does nothing if they are unchanged.
@@ -27,10 +34,15 @@
 #   modules.order     the modules /init loads, in load order
 #   qemu              the QEMU binary the platform boots under ("system":
 #                     the system's qemu-system-x86_64), for run-guest.sh
+#   source            one line: where the kernel and QEMU came from, with
+#                     their versions (run-guest.sh prints it)
 #
 # Environment:
 #   VMIO_GUEST_KERNEL_DEB   a linux-image-*.deb to use instead of the
-#                           platform's kernel (any platform asked for)
+#                           platform's kernel (any platform asked for);
+#                           for Linux 7's layout, its parts' .debs
+#                           (linux-binary, linux-modules, linux-base),
+#                           space-separated
 #   VMIO_GUEST_MODULES      extra modules to include and load (space-separated)
 set -euo pipefail
 
@@ -86,85 +98,116 @@ flock 9
 # kernel changing); run-guest.sh reads it.
 if [[ $(platform_qemu_kind "$platform") == bpo ]]; then
 	qemu=$("$top/scripts/guest/fetch-qemu.sh" "$groot") || die "no QEMU for platform $platform (fetch-qemu.sh said why above)"
+	qemu_from="QEMU $(sed -n 's/^packages qemu-system-x86=\([^ ]*\).*/\1/p' "$groot/qemu-bpo/stamp" 2>/dev/null) from bookworm-backports"
 else
 	qemu=system
+	qemu_from="QEMU $(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || echo '(qemu-system-x86 not installed)') from the system's apt ($(system_release))"
 fi
 [[ -f $cache/qemu && $(cat "$cache/qemu") == "$qemu" ]] || echo "$qemu" >"$cache/qemu"
 
 # --- which kernel --------------------------------------------------------
 # The platform's kernel package, as the apt lists name it now
-# (platform.sh: linux-image-6.1.0-NN-amd64 for 6.1, ...).
-kdeb=${VMIO_GUEST_KERNEL_DEB:-}
-kapt=system
-[[ $platform != 6.12-bpo ]] || kapt=bpo
-if [[ -n $kdeb ]]; then
-	[[ -f $kdeb ]] || die "VMIO_GUEST_KERNEL_DEB=$kdeb does not exist"
-	kdeb=$(cd "$(dirname "$kdeb")" && pwd)/$(basename "$kdeb")
-	kpkg=$(dpkg-deb -f "$kdeb" Package)
-	kver=$(dpkg-deb -f "$kdeb" Version)
+# (platform.sh: linux-image-6.1.0-NN-amd64 for 6.1, ...), and its parts
+# (Linux 7: linux-binary-VER, linux-modules-VER, linux-base-VER).
+kapt=$(platform_kernel_suite "$platform")
+kdebs=()
+kparts=
+if [[ -n ${VMIO_GUEST_KERNEL_DEB:-} ]]; then
+	for kdeb in $VMIO_GUEST_KERNEL_DEB; do
+		[[ -f $kdeb ]] || die "VMIO_GUEST_KERNEL_DEB: $kdeb does not exist"
+		kdebs+=("$(cd "$(dirname "$kdeb")" && pwd)/$(basename "$kdeb")")
+	done
+	((${#kdebs[@]})) || die "VMIO_GUEST_KERNEL_DEB names no file"
+	kpkg=$(dpkg-deb -f "${kdebs[0]}" Package)
+	kver=$(dpkg-deb -f "${kdebs[0]}" Version)
+	for kdeb in "${kdebs[@]:1}"; do
+		kparts+=" $(dpkg-deb -f "$kdeb" Package)=$(dpkg-deb -f "$kdeb" Version)"
+	done
+	kparts=${kparts# }
+	kfrom="VMIO_GUEST_KERNEL_DEB"
 else
-	# The backports lists were refreshed by fetch-qemu.sh above.
+	# bookworm-backports' lists were refreshed by fetch-qemu.sh above;
+	# another suite's are refreshed here (a failure leaves the old ones, or
+	# none: then the cached image below, if any).
+	if [[ $kapt != system ]]; then
+		bpo_refresh "$groot" "$kapt" || log "cannot refresh the $kapt lists (above: why)"
+		kfrom=$kapt
+	else
+		kfrom="the system's apt ($(system_release))"
+	fi
 	dep=$(platform_kernel "$platform" "$groot")
-	kpkg=${dep%% *}
-	kver=${dep#* }
+	read -r kpkg kver kparts <<<"$dep" || true
 	if [[ -z $dep ]]; then
 		# No apt lists (fresh container): use the cache if there is one
 		# rather than failing; otherwise say what to do.
 		if [[ -f $cache/stamp && -f $cache/vmlinuz && -f $cache/initramfs.cpio ]]; then
 			log "apt lists do not name platform $platform's kernel; using the cached image"
+			[[ ! -f $cache/source ]] || log "$(cat "$cache/source") (cached)"
 			echo "$cache"
 			exit 0
 		fi
-		if [[ $kapt == bpo ]]; then
-			die "the bookworm-backports lists in $groot/apt/lists name no linux-image-amd64"
+		if [[ $kapt != system ]]; then
+			die "the $kapt lists in $(bpo_dir "$groot" "$kapt")/lists name no kernel for platform $platform"
 		fi
 		die "apt does not know platform $platform's kernel package: run 'apt-get update' (as root) first"
 	fi
 fi
+source_text="platform $platform: $kpkg $kver${kparts:+ (${kparts// /, })} from $kfrom; $qemu_from"
 
 # --- is the cache fresh? -------------------------------------------------
 bbver=$(dpkg-query -W -f='${Version}' busybox-static)
 stamp_text=$(
 	echo "script $(sha256sum "$0" | cut -d' ' -f1)"
 	echo "platform $platform"
-	echo "kernel $kpkg $kver"
+	echo "kernel $kpkg $kver $kparts"
 	echo "busybox $bbver"
 	echo "modules ${modules[*]}"
 )
 if [[ -f $cache/stamp && $(cat "$cache/stamp") == "$stamp_text" &&
 	-f $cache/vmlinuz && -f $cache/initramfs.cpio ]]; then
-	log "up to date: platform $platform, $kpkg $kver"
+	[[ -f $cache/source && $(cat "$cache/source") == "$source_text" ]] || echo "$source_text" >"$cache/source"
+	log "up to date: $source_text"
 	echo "$cache"
 	exit 0
 fi
 
 start=$SECONDS
-log "building guest image for platform $platform in $cache ($kpkg $kver, busybox $bbver)"
+log "building guest image in $cache: $source_text; busybox $bbver"
 
-# --- fetch the kernel package --------------------------------------------
-if [[ -z $kdeb ]]; then
-	if [[ $kapt == bpo ]]; then
-		# fetch_deb's apt-get, with the private backports configuration;
-		# backports keeps one version of a package: stale lists name one
-		# that is gone, so refresh them once and start again.
-		mapfile -t fetch_apt_opts < <(bpo_opts "$groot")
-		if ! kdeb=$(fetch_deb "$cache/dl" "$kpkg" "$kver"); then
-			[[ -z ${VMIO_GUEST_RETRIED:-} ]] ||
-				die "apt-get download $kpkg=$kver from bookworm-backports failed (lists in $groot/apt/lists)"
-			log "download failed; refreshing the backports lists and retrying once"
-			bpo_refresh "$groot" force || die "cannot refresh the bookworm-backports lists"
-			VMIO_GUEST_RETRIED=1 exec "$0" "${args[@]}" 9>&-
+# --- fetch the kernel package(s) -----------------------------------------
+# Each package into a download directory of its own (fetch_deb keeps one
+# .deb a directory): the kernel package into dl, a part into dl/ROLE
+# (binary, modules, base).
+if ((${#kdebs[@]} == 0)); then
+	fetch=("$kpkg=$kver")
+	[[ -z $kparts ]] || read -r -a fetch <<<"$kparts"
+	[[ $kapt == system ]] || mapfile -t fetch_apt_opts < <(bpo_opts "$groot" "$kapt")
+	for pv in "${fetch[@]}"; do
+		p=${pv%%=*}
+		dl=$cache/dl
+		if [[ -n $kparts ]]; then
+			role=${p#linux-}
+			dl=$cache/dl/${role%%-[0-9]*}
 		fi
-	elif ! kdeb=$(fetch_deb "$cache/dl" "$kpkg" "$kver"); then
+		if kdeb=$(fetch_deb "$dl" "$p" "${pv#*=}"); then
+			kdebs+=("$kdeb")
+			continue
+		fi
 		# Stale lists name a version the mirror has dropped (Debian
-		# replaces kernel ABIs on security updates): refresh once.
-		if [[ $(id -u) -ne 0 || -n ${VMIO_GUEST_RETRIED:-} ]]; then
-			die "apt-get download $kpkg=$kver failed (as root, 'apt-get update' may help)"
+		# replaces kernel ABIs on security updates, backports keeps few
+		# versions): refresh them once and start again.
+		[[ -z ${VMIO_GUEST_RETRIED:-} ]] || die "apt-get download $pv from $kfrom failed"
+		if [[ $kapt != system ]]; then
+			log "download failed; refreshing the $kapt lists and retrying once"
+			bpo_refresh "$groot" "$kapt" force || die "cannot refresh the $kapt lists"
+		else
+			[[ $(id -u) -eq 0 ]] || die "apt-get download $pv failed (as root, 'apt-get update' may help)"
+			log "download failed; refreshing apt lists and retrying once"
+			apt-get update -qq >&2
 		fi
-		log "download failed; refreshing apt lists and retrying once"
-		apt-get update -qq >&2
+		# shellcheck disable=SC2093 # the loop ends here: the script starts over
 		VMIO_GUEST_RETRIED=1 exec "$0" "${args[@]}" 9>&-
-	fi
+	done
 fi
 
 # --- unpack it and pick the files ----------------------------------------
@@ -172,16 +215,32 @@ work=$cache/.work
 rm -rf "$work"
 mkdir -p "$work/kernel" "$work/root"
 trap 'rm -rf "$work"' EXIT
-log "unpacking $(basename "$kdeb")"
-# Only the kernel image and the module tree are needed; leave out firmware
-# references, docs and the like.
-dpkg-deb --fsys-tarfile "$kdeb" |
-	tar -x -C "$work/kernel" --wildcards './boot/vmlinuz-*' './lib/modules/*'
-vmlinuz=$(find "$work/kernel/boot" -name 'vmlinuz-*' | head -n1)
-[[ -n $vmlinuz ]] || die "no vmlinuz in $kdeb"
-krel=${vmlinuz##*/vmlinuz-}
-moddir=$work/kernel/lib/modules/$krel
-[[ -d $moddir/kernel ]] || die "no modules in $kdeb (for $krel)"
+# The kernel image and the module tree are what is needed: leave out the
+# documentation and the package's hook scripts.
+for kdeb in "${kdebs[@]}"; do
+	log "unpacking $(basename "$kdeb")"
+	dpkg-deb --fsys-tarfile "$kdeb" | tar -x -C "$work/kernel" --exclude=./usr/share --exclude=./etc
+done
+# /boot/vmlinuz-VER up to Linux 6.x; usr/lib/modules/VER/vmlinuz (the
+# linux-binary package) from Linux 7 on.
+kdirs=()
+for d in boot usr/lib/modules lib/modules; do
+	[[ ! -d $work/kernel/$d ]] || kdirs+=("$work/kernel/$d")
+done
+vmlinuz=
+((${#kdirs[@]} == 0)) || vmlinuz=$(find "${kdirs[@]}" -maxdepth 2 \( -name 'vmlinuz-*' -o -name vmlinuz \) -type f | head -n1)
+[[ -n $vmlinuz ]] || die "no vmlinuz (boot/vmlinuz-VER or usr/lib/modules/VER/vmlinuz) in ${kdebs[*]}"
+if [[ ${vmlinuz##*/} == vmlinuz ]]; then
+	krel=$(basename "$(dirname "$vmlinuz")")
+else
+	krel=${vmlinuz##*/vmlinuz-}
+fi
+moddir=
+for d in "$work/kernel/usr/lib/modules/$krel" "$work/kernel/lib/modules/$krel"; do
+	[[ -d $d/kernel ]] && moddir=$d && break
+done
+[[ -n $moddir ]] || die "no modules for $krel in ${kdebs[*]} (Linux 7: linux-modules-$krel)"
+[[ -f $moddir/modules.builtin ]] || die "no modules.builtin for $krel in ${kdebs[*]} (Linux 7: linux-base-$krel)"
 
 # Module file by name. The package ships no modules.dep (depmod makes it at
 # install time), so dependencies come from each module's own .modinfo
@@ -330,6 +389,7 @@ rm -f "$cache/vmlinux"
 mv "$work/initramfs.cpio" "$cache/initramfs.cpio"
 echo "$krel" >"$cache/kernel-release"
 cp "$root/etc/modules.order" "$cache/modules.order"
+echo "$source_text" >"$cache/source"
 echo "$stamp_text" >"$cache/stamp"
 
 log "built in $((SECONDS - start)) s: kernel $krel, modules: $(tr '\n' ' ' <"$cache/modules.order")"

@@ -4,10 +4,14 @@
 # one of Debian's linux-source-X.Y packages, and prints the directory they
 # are in.
 #
-# usage: scripts/guest/build-vsock-test.sh [--source PACKAGE] [ROOT]
-#   PACKAGE  linux-source-6.1 (default) or linux-source-6.12: the suite of
-#            the guest kernel's version (6.12's has more cases); each
-#            platform's is named in platform.sh (platform_linux_source)
+# usage: scripts/guest/build-vsock-test.sh [--source PACKAGE] [--suite SUITE] [ROOT]
+#   PACKAGE  linux-source-6.1 (default), linux-source-6.12, linux-source-7.3:
+#            the suite of the guest kernel's version (6.12's has more
+#            cases); each platform's is named in platform.sh
+#            (platform_linux_source), with the apt it comes from
+#   SUITE    system (default: the host's apt sources) or a backports
+#            suite reached through platform.sh's private apt list
+#            (trixie-backports has linux-source-7.X)
 #   ROOT     the guest cache (default: build/guest)
 #
 # The package is fetched with `apt-get download` into
@@ -28,10 +32,12 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 pkg=linux-source-6.1
+suite=system
 while (($#)); do
 	case $1 in
 	--source) pkg=$2; shift 2 ;;
-	-*) echo "build-vsock-test: unknown option '$1' (usage: build-vsock-test.sh [--source PACKAGE] [ROOT])" >&2; exit 2 ;;
+	--suite) suite=$2; shift 2 ;;
+	-*) echo "build-vsock-test: unknown option '$1' (usage: build-vsock-test.sh [--source PACKAGE] [--suite SUITE] [ROOT])" >&2; exit 2 ;;
 	*) break ;;
 	esac
 done
@@ -41,12 +47,16 @@ if [[ -n ${VMIO_LINUX_SOURCE_DEB:-} ]]; then
 	pkg=$(dpkg-deb -f "$VMIO_LINUX_SOURCE_DEB" Package)
 fi
 [[ $pkg =~ ^linux-source-[0-9]+\.[0-9]+$ ]] || { echo "build-vsock-test: --source must be linux-source-X.Y, not '$pkg'" >&2; exit 2; }
+mkdir -p "$cache"
+cache=$(cd "$cache" && pwd)
 dir=$cache/vsock_test/$pkg
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
 # shellcheck source=scripts/guest/fetch-deb.sh
 . "$top/scripts/guest/fetch-deb.sh"
+# shellcheck source=scripts/guest/platform.sh
+. "$top/scripts/guest/platform.sh"
 
 die() { echo "build-vsock-test: $*" >&2; exit 1; }
 log() { echo "build-vsock-test: $*" >&2; }
@@ -63,15 +73,25 @@ deb=${VMIO_LINUX_SOURCE_DEB:-}
 if [[ -n $deb ]]; then
 	[[ -f $deb ]] || die "VMIO_LINUX_SOURCE_DEB=$deb does not exist"
 	ver=$(dpkg-deb -f "$deb" Version)
-else
+	from=VMIO_LINUX_SOURCE_DEB
+elif [[ $suite == system ]]; then
+	from="the system's apt ($(system_release))"
 	ver=$(apt-cache show --no-all-versions "$pkg" 2>/dev/null | sed -n 's/^Version: *//p' | head -n1 || true)
+else
+	from=$suite
+	bpo_refresh "$cache" "$suite" || log "cannot refresh the $suite lists (above: why)"
+	ver=$(bpo_apt_cache "$cache" "$suite" show --no-all-versions "$pkg" 2>/dev/null | sed -n 's/^Version: *//p' | head -n1 || true)
+	mapfile -t fetch_apt_opts < <(bpo_opts "$cache" "$suite")
+fi
+if [[ -z $deb ]]; then
 	if [[ -z $ver ]]; then
 		# No apt lists (fresh container): a cached build will do.
 		if [[ -f $dir/stamp && -x $dir/vsock_test ]]; then
-			log "apt lists do not name $pkg; using the cached build"
+			log "apt lists do not name $pkg; using the cached build ($(sed -n 's/^package //p' "$dir/stamp"))"
 			echo "$dir"
 			exit 0
 		fi
+		[[ $suite == system ]] || die "the $suite lists in $(bpo_dir "$cache" "$suite")/lists name no $pkg"
 		die "apt does not know $pkg: run 'apt-get update' (as root) first"
 	fi
 fi
@@ -82,6 +102,7 @@ stamp_text=$(
 	echo "cc $(cc --version | head -n1)"
 )
 if [[ -f $dir/stamp && $(cat "$dir/stamp") == "$stamp_text" && -x $dir/vsock_test ]]; then
+	log "up to date: $pkg $ver from $from"
 	echo "$dir"
 	exit 0
 fi
@@ -89,7 +110,7 @@ fi
 start=$SECONDS
 if [[ -z $deb ]]; then
 	deb=$(fetch_deb "$dir/dl" "$pkg" "$ver") ||
-		die "apt-get download $pkg=$ver failed (as root, 'apt-get update' may help)"
+		die "apt-get download $pkg=$ver from $from failed (as root, 'apt-get update' may help; a backports suite's lists are refreshed once a day)"
 fi
 
 # The .deb holds /usr/src/linux-source-6.1.tar.xz (about 140 MB); from
@@ -112,5 +133,5 @@ make -s -C "$work/tools/testing/vsock" LDFLAGS=-static vsock_test vsock_diag_tes
 rm -f "$dir/stamp"
 mv "$work/tools/testing/vsock/vsock_test" "$work/tools/testing/vsock/vsock_diag_test" "$dir/"
 echo "$stamp_text" >"$dir/stamp"
-log "built vsock_test and vsock_diag_test from $pkg $ver in $((SECONDS - start)) s, in $dir"
+log "built vsock_test and vsock_diag_test from $pkg $ver ($from) in $((SECONDS - start)) s, in $dir"
 echo "$dir"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Fetches bookworm-backports' QEMU (10.0 in 2026) for the 6.12 guest
+# Fetches bookworm-backports' QEMU (10.0 in 2026) for the 6.12 and 7 guest
 # platforms and unpacks it into the build tree: never installed, never in
 # the system's apt sources (the system's QEMU stays Debian 12's 7.2).
 #
@@ -54,7 +54,7 @@ versions() {
 	declare -A v=()
 	while read -r p ver; do
 		[[ -n ${v[$p]:-} ]] || v[$p]=$ver
-	done < <(bpo_apt_cache "$root" show --no-all-versions "${pkgs[@]}" 2>/dev/null |
+	done < <(bpo_apt_cache "$root" bookworm-backports show --no-all-versions "${pkgs[@]}" 2>/dev/null |
 		awk '/^Package:/ { p = $2 } /^Version:/ { print p, $2 }')
 	for p in "${pkgs[@]}"; do
 		[[ -n ${v[$p]:-} ]] || return 1
@@ -63,7 +63,7 @@ versions() {
 	echo "${out[*]}"
 }
 
-if ! bpo_refresh "$root"; then
+if ! bpo_refresh "$root" bookworm-backports; then
 	# Offline with a usable unpacked QEMU: better than no test at all.
 	if [[ -f $dir/stamp && -x $bin ]]; then
 		log "cannot reach bookworm-backports; using the cached $(sed -n 's/^packages //p' "$dir/stamp")"
@@ -79,6 +79,7 @@ stamp_text=$(
 	echo "packages $want"
 )
 if [[ -f $dir/stamp && $(cat "$dir/stamp") == "$stamp_text" && -x $bin ]]; then
+	log "up to date: ${want%% *} (with ${want#* }) from bookworm-backports"
 	echo "$bin"
 	exit 0
 fi
@@ -88,11 +89,11 @@ log "fetching $want from bookworm-backports into $dir"
 rm -rf "$dir/dl"
 mkdir -p "$dir/dl"
 # shellcheck disable=SC2086 # one argument a package
-if ! (cd "$dir/dl" && bpo_apt_get "$root" download $want >&2); then
+if ! (cd "$dir/dl" && bpo_apt_get "$root" bookworm-backports download $want >&2); then
 	# The lists may name versions the mirror has replaced since: refresh
 	# them once and ask for the versions they name then.
 	log "download failed; refreshing the backports lists and retrying once"
-	bpo_refresh "$root" force || die "cannot refresh the bookworm-backports lists"
+	bpo_refresh "$root" bookworm-backports force || die "cannot refresh the bookworm-backports lists"
 	want=$(versions) || die "the refreshed bookworm-backports lists name no ${pkgs[*]}"
 	stamp_text=$(
 		echo "script $(sha256sum "$0" | cut -d' ' -f1)"
@@ -100,7 +101,7 @@ if ! (cd "$dir/dl" && bpo_apt_get "$root" download $want >&2); then
 	)
 	rm -f "$dir/dl"/*.deb
 	# shellcheck disable=SC2086
-	(cd "$dir/dl" && bpo_apt_get "$root" download $want >&2) ||
+	(cd "$dir/dl" && bpo_apt_get "$root" bookworm-backports download $want >&2) ||
 		die "apt-get download $want from bookworm-backports failed"
 fi
 

@@ -31,7 +31,7 @@
 # VMIO_GUEST_MACHINE (default q35), VMIO_GUEST_QEMU (a qemu-system-x86_64
 # to run instead of the platform's: the image's `qemu` file names that,
 # the system's for 6.1, bookworm-backports' 10.0 unpacked by
-# fetch-qemu.sh for 6.12).
+# fetch-qemu.sh for 6.12 and 7).
 #
 # A QEMU outside /usr (unpacked into the build tree, or installed under a
 # prefix) is given its own firmware and modules: -L PREFIX/share/qemu and
@@ -99,6 +99,14 @@ else
 	image=$(cd "$image" && pwd)
 fi
 qemu=$(guest_qemu "$image" 2>&1) || die "$qemu"
+# Where this platform's kernel and QEMU came from (build-image.sh's
+# record: "platform 6.1: linux-image-... from the system's apt (Debian
+# GNU/Linux 12 (bookworm)); QEMU ..."), so a log says what it ran.
+if [[ -n ${VMIO_GUEST_QEMU:-} ]]; then
+	echo "$name: $(sed 's/; QEMU .*//' "$image/source" 2>/dev/null || echo "image $image"); QEMU $VMIO_GUEST_QEMU (VMIO_GUEST_QEMU)" >&2
+elif [[ -f $image/source ]]; then
+	echo "$name: $(cat "$image/source")" >&2
+fi
 # A QEMU under its own prefix: its firmware and modules, not the system's.
 qprefix=$(cd "$(dirname "$qemu")/.." && pwd)
 qemu_data=()

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The Linux kernel's own vsock test suite (tools/testing/vsock: vsock_test
-# and vsock_diag_test, built from Debian's linux-source-6.1 or -6.12, as
+# and vsock_diag_test, built from Debian's linux-source-6.1, -6.12 or -7.X, as
 # the platform's kernel, by scripts/guest/build-vsock-test.sh) through
 # `vmio vsock`: two sibling guests of ONE backend,
 #   vmio vsock --vm guest-cid=3,... --vm guest-cid=4,...   (same group)
@@ -31,9 +31,10 @@ declare -A skip_why=()
 vh_setup "$@"
 # The suite of the guest kernel's version (6.12's has more cases), built
 # once for the platforms that share it, in the guest root.
-ksrc=$(platform_linux_source "$platform")
-kdir=$("$top/scripts/guest/build-vsock-test.sh" --source "$ksrc" "$(dirname "$image")") ||
-	fail "building vsock_test from $ksrc failed"
+ksrc=$(platform_linux_source "$platform" "$image") || fail "no linux-source package for platform $platform"
+read -r ksrc ksuite <<<"$ksrc"
+kdir=$("$top/scripts/guest/build-vsock-test.sh" --source "$ksrc" --suite "$ksuite" "$(dirname "$image")") ||
+	fail "building vsock_test from $ksrc ($ksuite) failed"
 
 sock3=$tmp/vhost3.sock
 sock4=$tmp/vhost4.sock
@@ -102,6 +103,21 @@ pids=()
 vh_expect_steps "${suites[@]}"
 [[ -z $packed ]] || vh_expect_steps ring-packed
 
+# What a case printed from its "ID - NAME..." header (the argument, found
+# on stdin) up to the next case's header or the suite's end: the rest of
+# the header's line, then each line after it, trimmed of "\r", less the
+# kernel's own console messages ("[   12.345678] ..."); nothing if the
+# case never started.
+case_block() { # header
+	awk -v h="$1" '
+		{ sub(/\r$/, "") }
+		in_case && (/^[0-9]+ - .*\.\.\./ || /^All tests have been executed/ || /^SUITE-END /) { in_case = 0 }
+		{ i = index($0, h) }
+		i { in_case = 1; n = 0; lines[n++] = substr($0, i + length(h)); next }
+		in_case && !/^\[ *[0-9]+\.[0-9]+\] / { lines[n++] = $0 }
+		END { for (k = 0; k < n; k++) print lines[k] }'
+}
+
 echo "$name: the kernel's vsock tests (Linux $kernel_release, from $(sed -n 's/^package //p' "$kdir/stamp")) between CID 4 (client) and CID 3 (server) through vmio:"
 summary=()
 for suite in "${suites[@]}"; do
@@ -120,16 +136,22 @@ for suite in "${suites[@]}"; do
 		cname=${c#* }
 		why=${skip_why[$suite:$id]:-}
 		# The suite prints "ID - NAME..." then "ok" or "skipped" once the
-		# case is over, on each side.
-		res=
+		# case is over, on each side; a case may print notes (to stderr,
+		# interleaved on the console) in between, and the verdict then
+		# stands on a line of its own (Linux 7's cases 29 and 33, e.g.
+		# "Setup unsupported: sole virtio transport" then "ok"). The
+		# verdict is the case's last line, the notes are reported beside it.
+		res='' notes=''
 		for side in client server; do
-			line=$(grep -F -- "$id - $cname..." <<<"${out[$side]}" | tail -n1 || true)
-			r=${line#*"$id - $cname..."}
+			block=$(case_block "$id - $cname..." <<<"${out[$side]}")
+			r=$(tail -n1 <<<"$block")
+			note=$(sed '$d' <<<"$block" | sed '/^$/d' | paste -sd'|' | sed 's/|/; /g')
+			[[ -z $note ]] || notes+="${notes:+; }$side: $note"
 			case $r in
 			ok) ;;
 			skipped) [[ $res == FAIL* ]] || res=skipped ;;
 			# A suite stops at its first failing case: the rest never ran.
-			*) [[ $res == FAIL* ]] || res="FAIL ($side: ${r:-did not run})" ;;
+			*) [[ $res == FAIL* ]] || res="FAIL ($side: ${note:+$note; }${r:-did not run})" ;;
 			esac
 		done
 		if [[ -n $why ]]; then
@@ -141,7 +163,7 @@ for suite in "${suites[@]}"; do
 				nfail=$((nfail + 1))
 			fi
 		elif [[ -z $res ]]; then
-			res=ok
+			res="ok${notes:+ (said: $notes)}"
 			npass=$((npass + 1))
 		else
 			[[ $res == skipped ]] && res="FAIL (skipped unasked)"

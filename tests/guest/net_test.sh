@@ -28,7 +28,11 @@
 # and frames must have crossed each pair's queues both ways (the guest
 # driver's per-queue counters, read with vsock-tool nic-queues).
 #
-# usage: tests/guest/net_test.sh [--platform NAME] [--backend tap|xdp|xdp-copy] [--queues N] [--packed] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
+# With --in-order: in_order=on on virtio-net-pci (QEMU 10; vmio offers
+# VIRTIO_F_IN_ORDER with the TAP backend), and the report says whether the
+# guest's driver took it (Linux 7 does, 6.x never).
+#
+# usage: tests/guest/net_test.sh [--platform NAME] [--backend tap|xdp|xdp-copy] [--queues N] [--packed] [--in-order] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
 # Needs root (network namespaces, a TAP or a veth pair, AF_XDP). Exit 0
 # when every scenario passed; 1 with "net_test: FAIL: ..." lines otherwise.
 # Logs: ROOT/NAME/logs/net_test[_mqN][_xdp|_xdp_copy].*.log (serial console, vmio
@@ -127,7 +131,7 @@ mq=
 # MSI-X works and mq=on,vectors=2N+2 is the usual line.
 # shellcheck disable=SC2054 # QEMU's commas
 dev_qemu=(-chardev "socket,id=c,path=$sock" -netdev "vhost-user,chardev=c,id=n$mq"
-	-device "virtio-net-pci,netdev=n,mac=52:54:00:00:88:02,vectors=0${mq:+,mq=on}${packed:+,packed=on}")
+	-device "virtio-net-pci,netdev=n,mac=52:54:00:00:88:02,vectors=0${mq:+,mq=on}${packed:+,packed=on}${in_order:+,in_order=on}")
 # One vCPU a pair: Linux's virtio_net enables min(pairs, CPUs) pairs.
 vh_boot "$top/tests/guest/net-guest.sh" --cpus "$queues" --append "NT_QUEUES=$queues"
 
@@ -212,6 +216,12 @@ row "tcp-echo 4x4M" tcp-echo "$(grep 'summary conns=4' <<<"$con" || true)"
 row "tcp-h2g 16M" tcp-h2g "$h2g_guest"
 echo "  guest packets per queue: $(grep '^NIC .*_packets ' <<<"$con" | sed 's/^NIC \([rt]x\)_queue_\([0-9]*\)_packets /\1\2=/' | tr '\n' ' ' || true)(from $(sed -n 's/^NIC source //p' <<<"$con" | head -n1))"
 echo "  vmio net stats: ${stats:-none}"
+if [[ -n $in_order ]]; then
+	# The guest's features file: bit N is its N+1th character.
+	gfeat=$(sed -n 's/^FEATURES [^ ]* \([01]*\)$/\1/p' <<<"$con" | head -n1)
+	[[ -n $gfeat ]] || bad "in-order: the guest printed no FEATURES line"
+	echo "  ${packed:+packed=on,}in_order=on: the guest negotiated IN_ORDER $([[ ${gfeat:35:1} == 1 ]] && echo yes || echo no)"
+fi
 if [[ $backend != tap ]]; then
 	while read -r m; do echo "  vmio mode: $m"; done <<<"${modes:-none}"
 fi
