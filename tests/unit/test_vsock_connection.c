@@ -107,7 +107,15 @@ static size_t guest_recv(struct vsock_hdr *h)
 	rxc.iov[1].iov_len = RX_DATA;
 	rxc.nin = 2;
 	rxc.in_len = sizeof(rxbuf);
-	n = vsock_conn_to_guest(&conn, &rxc, VSOCK_MAX_PKT_PAYLOAD);
+	{
+		const struct vmio_chain *one = &rxc;
+		uint32_t w = 0;
+
+		n = vsock_conn_to_guest(&conn, &one, 1, VSOCK_MAX_PKT_PAYLOAD,
+					&w)
+			    ? w
+			    : 0;
+	}
 	if (n) {
 		vsock_hdr_decode(rxbuf, h);
 		assert_int_equal(h->src_cid, VSOCK_HOST_CID);
@@ -449,7 +457,7 @@ static unsigned guest_recv_batch(uint32_t written[BATCH])
 		bc[i].in_len = sizeof(bbuf[i]);
 		rx[i] = &bc[i];
 	}
-	return vsock_conn_to_guest_batch(&conn, rx, BATCH,
+	return vsock_conn_to_guest(&conn, rx, BATCH,
 					VSOCK_MAX_PKT_PAYLOAD, written);
 }
 

@@ -772,18 +772,49 @@ void vsock_conn_tick(struct vsock_conn *c)
 		c->starve_seen = true;
 }
 
-unsigned vsock_conn_pending_to_guest(const struct vsock_conn *c)
+/* ---- What goes to the guest next: the priority table ------------------- */
+
+/* What pending host data sends now: RW while the guest has credit, else a
+ * CREDIT_REQUEST once it went without for a tick (RW stays pending for
+ * when credit comes), else nothing. */
+static unsigned conn_data_op(const struct vsock_conn *c)
 {
+	if (!(c->pending & VSOCK_RXOP_RW))
+		return 0;
+	if (conn_to_guest_room(c))
+		return VSOCK_RXOP_RW;
+	return conn_request_due(c) ? VSOCK_RXOP_CREDIT_REQUEST : 0;
+}
+
+/* The one place that orders what a connection sends the guest: a killed
+ * connection its RST and nothing else; then the handshake; then a
+ * CREDIT_UPDATE, since it is what unblocks a writing guest; then host
+ * data (conn_data_op); then the SHUTDOWN of a host EOF. Returns the
+ * VSOCK_RXOP_* bit of the next packet, 0 for none. Every question about
+ * the next packet and the writer ask it. */
+static unsigned conn_next_to_guest(const struct vsock_conn *c)
+{
+	static const unsigned order[] = {
+		VSOCK_RXOP_REQUEST, VSOCK_RXOP_RESPONSE,
+		VSOCK_RXOP_CREDIT_UPDATE, VSOCK_RXOP_RW, VSOCK_RXOP_SHUTDOWN,
+	};
 	unsigned p = c->pending;
 
-	if (p & VSOCK_RXOP_RW) {
-		p &= ~VSOCK_RXOP_RW;
-		if (conn_to_guest_room(c))
-			p |= VSOCK_RXOP_RW;
-		else if (conn_request_due(c))
-			p |= VSOCK_RXOP_CREDIT_REQUEST;
+	if (c->state == VSOCK_CONN_KILLED)
+		return p & VSOCK_RXOP_RST;
+	for (unsigned i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		unsigned op = order[i] == VSOCK_RXOP_RW ? conn_data_op(c)
+							: p & order[i];
+
+		if (op)
+			return op;
 	}
-	return p;
+	return 0;
+}
+
+unsigned vsock_conn_pending_to_guest(const struct vsock_conn *c)
+{
+	return (c->pending & ~VSOCK_RXOP_RW) | conn_data_op(c);
 }
 
 uint32_t vsock_conn_epoll_events(const struct vsock_conn *c)
@@ -965,65 +996,71 @@ static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,
 	return VSOCK_HDR_SIZE + len;
 }
 
-size_t vsock_conn_to_guest(struct vsock_conn *c, const struct vmio_chain *rx,
-			   uint32_t max_payload)
+/* Host data into rx: RW with what one read brought, the RST of a read
+ * that killed the connection, or 0 with nothing read. */
+static size_t conn_data_to_guest(struct vsock_conn *c,
+				 const struct vmio_chain *rx,
+				 uint32_t max_payload)
 {
-	ssize_t n;
+	uint32_t flags = 0;
+	ssize_t n = c->type == VSOCK_TYPE_SEQPACKET
+			    ? seq_read_host(c, rx, max_payload, &flags)
+			    : conn_read_host(c, rx, max_payload);
+	size_t w;
 
-	if (rx->in_len < VSOCK_HDR_SIZE)
-		return 0;
-	if (c->state == VSOCK_CONN_KILLED) {
-		if (!(c->pending & VSOCK_RXOP_RST))
-			return 0;
+	if (n < 0) {
+		/* Killed: its RST goes out in this chain. */
 		c->pending = 0;
 		return conn_emit(c, rx, VSOCK_OP_RST, 0, 0);
 	}
-	if (c->pending & VSOCK_RXOP_REQUEST) {
+	if (!n)
+		return 0;
+	vsock_credit_sent(&c->credit, (uint32_t)n);
+	w = conn_emit(c, rx, VSOCK_OP_RW, flags, (uint32_t)n);
+	conn_merge_recheck(c);
+	return w;
+}
+
+/* The next packet (conn_next_to_guest) into one chain that passed
+ * vsock_pkt_check_rx. Returns the bytes written (44 + payload), or 0 with
+ * nothing to send (the chain goes back unused). */
+static size_t conn_to_guest_one(struct vsock_conn *c,
+				const struct vmio_chain *rx,
+				uint32_t max_payload)
+{
+	size_t w;
+
+	if (rx->in_len < VSOCK_HDR_SIZE)
+		return 0;
+	switch (conn_next_to_guest(c)) {
+	case VSOCK_RXOP_RST:
+		c->pending = 0;
+		return conn_emit(c, rx, VSOCK_OP_RST, 0, 0);
+	case VSOCK_RXOP_REQUEST:
 		c->pending &= ~VSOCK_RXOP_REQUEST;
 		return conn_emit(c, rx, VSOCK_OP_REQUEST, 0, 0);
-	}
-	if (c->pending & VSOCK_RXOP_RESPONSE) {
+	case VSOCK_RXOP_RESPONSE:
 		c->pending &= ~VSOCK_RXOP_RESPONSE;
 		c->state = VSOCK_CONN_ESTABLISHED;
 		return conn_emit(c, rx, VSOCK_OP_RESPONSE, 0, 0);
-	}
-	/* Credit first: it is what unblocks a writing guest. */
-	if (c->pending & VSOCK_RXOP_CREDIT_UPDATE) {
+	case VSOCK_RXOP_CREDIT_UPDATE:
 		c->pending &= ~VSOCK_RXOP_CREDIT_UPDATE;
 		return conn_emit(c, rx, VSOCK_OP_CREDIT_UPDATE, 0, 0);
-	}
-	if (c->pending & VSOCK_RXOP_RW) {
-		if (conn_to_guest_room(c)) {
-			uint32_t flags = 0;
-
-			n = c->type == VSOCK_TYPE_SEQPACKET
-				    ? seq_read_host(c, rx, max_payload, &flags)
-				    : conn_read_host(c, rx, max_payload);
-			if (n > 0) {
-				size_t w;
-
-				vsock_credit_sent(&c->credit, (uint32_t)n);
-				w = conn_emit(c, rx, VSOCK_OP_RW, flags,
-					      (uint32_t)n);
-				conn_merge_recheck(c);
-				return w;
-			}
-			if (n < 0) {
-				/* Killed: its RST goes out in this chain. */
-				c->pending = 0;
-				return conn_emit(c, rx, VSOCK_OP_RST, 0, 0);
-			}
-		} else if (conn_request_due(c)) {
-			/* Data waits and the guest gave no room for a tick:
-			 * ask; RW stays pending for when credit comes. */
-			vsock_credit_mark_requested(&c->credit);
-			c->starve_seen = c->starve_due = false;
-			return conn_emit(c, rx, VSOCK_OP_CREDIT_REQUEST, 0, 0);
-		}
-	}
-	if (c->pending & VSOCK_RXOP_SHUTDOWN) {
-		size_t w;
-
+	case VSOCK_RXOP_CREDIT_REQUEST:
+		vsock_credit_mark_requested(&c->credit);
+		c->starve_seen = c->starve_due = false;
+		return conn_emit(c, rx, VSOCK_OP_CREDIT_REQUEST, 0, 0);
+	case VSOCK_RXOP_RW:
+		w = conn_data_to_guest(c, rx, max_payload);
+		/* Nothing read and RW no longer pending (no data now, or
+		 * an EOF whose SHUTDOWN is next): the next packet, if any,
+		 * goes in this chain. */
+		if (w || (c->pending & VSOCK_RXOP_RW))
+			return w;
+		return conn_next_to_guest(c) == VSOCK_RXOP_SHUTDOWN
+			       ? conn_to_guest_one(c, rx, max_payload)
+			       : 0;
+	case VSOCK_RXOP_SHUTDOWN:
 		c->pending &= ~VSOCK_RXOP_SHUTDOWN;
 		c->local_shut |= VSOCK_SHUTDOWN_SEND;
 		w = conn_emit(c, rx, VSOCK_OP_SHUTDOWN, VSOCK_SHUTDOWN_SEND, 0);
@@ -1033,21 +1070,11 @@ size_t vsock_conn_to_guest(struct vsock_conn *c, const struct vmio_chain *rx,
 	return 0;
 }
 
-/* True if the next packet vsock_conn_to_guest would send is RW: the ops it
- * sends before RW are none of them pending, and the guest has credit. */
-static bool conn_next_to_guest_is_rw(const struct vsock_conn *c)
-{
-	return c->state == VSOCK_CONN_ESTABLISHED &&
-	       !(c->pending & (VSOCK_RXOP_REQUEST | VSOCK_RXOP_RESPONSE |
-			       VSOCK_RXOP_CREDIT_UPDATE)) &&
-	       (c->pending & VSOCK_RXOP_RW) && conn_to_guest_room(c);
-}
-
 uint32_t vsock_conn_to_guest_want(const struct vsock_conn *c)
 {
 	uint32_t credit;
 
-	if (!conn_next_to_guest_is_rw(c))
+	if (conn_next_to_guest(c) != VSOCK_RXOP_RW)
 		return 0;
 	credit = conn_to_guest_room(c);
 	return credit < VSOCK_MAX_PKT_PAYLOAD ? credit : VSOCK_MAX_PKT_PAYLOAD;
@@ -1064,12 +1091,12 @@ uint32_t vsock_conn_to_guest_batch_bytes(const struct vsock_conn *c)
 	return c->type == VSOCK_TYPE_STREAM ? vsock_conn_to_guest_want(c) : 0;
 }
 
-/* vsock_conn_to_guest on rx[0], in the batch's calling convention. */
+/* conn_to_guest_one on rx[0], in the batch's calling convention. */
 static unsigned conn_fill_one(struct vsock_conn *c,
 			      const struct vmio_chain *rx,
 			      uint32_t max_payload, uint32_t written[])
 {
-	size_t w = vsock_conn_to_guest(c, rx, max_payload);
+	size_t w = conn_to_guest_one(c, rx, max_payload);
 
 	if (!w)
 		return 0;
@@ -1077,10 +1104,9 @@ static unsigned conn_fill_one(struct vsock_conn *c,
 	return 1;
 }
 
-unsigned vsock_conn_to_guest_batch(struct vsock_conn *c,
-				   const struct vmio_chain *const rx[],
-				   unsigned n, uint32_t max_payload,
-				   uint32_t written[])
+unsigned vsock_conn_to_guest(struct vsock_conn *c,
+			     const struct vmio_chain *const rx[], unsigned n,
+			     uint32_t max_payload, uint32_t written[])
 {
 	struct iovec iov[CONN_TO_GUEST_IOV];
 	uint32_t want = vsock_conn_to_guest_batch_bytes(c), total = 0, left;
@@ -1133,7 +1159,7 @@ unsigned vsock_conn_to_guest_batch(struct vsock_conn *c,
 	if (r <= 0) {
 		/* No data: RW is no longer pending, and rx[0] carries
 		 * whatever now is (the RST of a failed read, the SHUTDOWN
-		 * of an EOF), as vsock_conn_to_guest would have sent. */
+		 * of an EOF), as a batch of one would have. */
 		return conn_fill_one(c, rx[0], max_payload, written);
 	}
 

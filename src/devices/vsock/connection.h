@@ -7,9 +7,12 @@
  * chains, parses them (vsock_pkt_parse_tx), finds the connection by port
  * pair and hands it the packet (vsock_conn_from_guest). When the connection
  * has something for the guest (vsock_conn_pending_to_guest), the multiplexer
- * pops an rx chain and asks it for one packet (vsock_conn_to_guest), or,
- * when the next packet is host data (vsock_conn_to_guest_batch_bytes), pops
- * several and has them filled from one read (vsock_conn_to_guest_batch). For
+ * pops rx chains and has them filled (vsock_conn_to_guest): one for one
+ * packet, or, when the next packet is host data
+ * (vsock_conn_to_guest_batch_bytes), several filled from one read. What
+ * goes first is decided in one place, the priority table in connection.c
+ * (conn_next_to_guest), which every question about the next packet asks.
+ * For
  * the host socket the multiplexer asks which epoll events to watch
  * (vsock_conn_epoll_events) after every call, and reports them back
  * (vsock_conn_host_readable, vsock_conn_flush).
@@ -75,7 +78,7 @@ enum vsock_conn_state {
 };
 
 /* Pending packets for the guest, like vhost-device-vsock's rxops. Sent in
- * the order vsock_conn_to_guest lists. */
+ * the order of connection.c's priority table (conn_next_to_guest). */
 #define VSOCK_RXOP_REQUEST (1u << 0)
 #define VSOCK_RXOP_RESPONSE (1u << 1)
 #define VSOCK_RXOP_RST (1u << 2)
@@ -223,15 +226,6 @@ void vsock_conn_flush(struct vsock_conn *c);
  * The request is for a guest that does not update unprompted. */
 unsigned vsock_conn_pending_to_guest(const struct vsock_conn *c);
 
-/* Writes one packet for the guest into rx, a chain that passed
- * vsock_pkt_check_rx: header, and for RW the data read with readv from
- * the host socket straight into the chain after the header (at most
- * max_payload bytes, and never more than the guest's credit). Returns the
- * bytes written (44 + payload), or 0 if there was nothing to send (the
- * chain is untouched then and goes back to the queue unused). */
-size_t vsock_conn_to_guest(struct vsock_conn *c, const struct vmio_chain *rx,
-			   uint32_t max_payload);
-
 /* Host->guest data is read in batches: one recvmsg spread over several
  * rx chains, each of which becomes an ordinary RW packet of its own. A
  * Linux guest posts 4 KiB rx buffers, so reading one chain at a time
@@ -252,22 +246,27 @@ uint32_t vsock_conn_to_guest_batch_bytes(const struct vsock_conn *c);
  * RW. A mergeable packet (mrg_rx.h) is given buffers for this much. */
 uint32_t vsock_conn_to_guest_want(const struct vsock_conn *c);
 
-/* Like vsock_conn_to_guest over rx[0..n) (chains that passed
- * vsock_pkt_check_rx, in pop order), but when the next packet is RW it
- * reads the host socket once, with one recvmsg over the payload areas of
- * all the chains (at most VSOCK_CONN_TO_GUEST_BATCH_BYTES and the guest's
- * credit), and turns each chain that received data into a complete RW
- * packet with its own header, credit counted per packet. Chains are filled
- * in order, so the used ones are always rx[0..k): the caller pushes those
- * and gives back rx[k..n) with vmio_vq_unpop(vq, n - k). When the next
- * packet is not RW, or the read brings no data (EOF, error, nothing
- * there), rx[0] gets what vsock_conn_to_guest would put in it (a SHUTDOWN,
- * an RST, ...) and k is 0 or 1. written[i] is the bytes written to rx[i]
- * (44 + payload) for i < k. Returns k. */
-unsigned vsock_conn_to_guest_batch(struct vsock_conn *c,
-				   const struct vmio_chain *const rx[],
-				   unsigned n, uint32_t max_payload,
-				   uint32_t written[]);
+/* Writes what goes to the guest next into rx[0..n) (chains that passed
+ * vsock_pkt_check_rx, in pop order; a single chain is a batch of one).
+ * The order is the connection's one priority table (connection.c,
+ * conn_next_to_guest): an RST if killed; REQUEST, RESPONSE,
+ * CREDIT_UPDATE; host data (RW, or a CREDIT_REQUEST without credit);
+ * SHUTDOWN. Each packet is a header, and for RW the data read with
+ * recvmsg from the host socket straight into the chain after it (at most
+ * max_payload bytes a chain, and never more than the guest's credit).
+ * When the next packet is stream data and n > 1, one recvmsg spreads over
+ * the payload areas of all the chains (at most
+ * VSOCK_CONN_TO_GUEST_BATCH_BYTES and the credit), and each chain that
+ * received data becomes a complete RW packet with its own header, credit
+ * counted per packet. Chains are filled in order, so the used ones are
+ * always rx[0..k): the caller pushes those and gives back rx[k..n) with
+ * vmio_vq_unpop(vq, n - k). Otherwise rx[0] gets the one next packet (a
+ * SHUTDOWN, an RST, ...) and k is 0 or 1. written[i] is the bytes written
+ * to rx[i] (44 + payload) for i < k. Returns k (0: nothing to send, the
+ * chains go back unused). */
+unsigned vsock_conn_to_guest(struct vsock_conn *c,
+			     const struct vmio_chain *const rx[], unsigned n,
+			     uint32_t max_payload, uint32_t written[]);
 
 /* The multiplexer ticks (vsock_conn_tick) while this holds: host data
  * waits for credit and a CREDIT_REQUEST may be due (no byte credit and

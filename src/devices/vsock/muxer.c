@@ -517,18 +517,20 @@ static struct vsock_conn *conn_take(struct vsock_muxer *m)
 	return &m->rx_served->c;
 }
 
-static uint32_t fill_conn(void *opaque, const struct vmio_chain *view)
-{
-	return (uint32_t)vsock_conn_to_guest(conn_take(opaque), view,
-					    VSOCK_MAX_PKT_PAYLOAD);
-}
-
 static unsigned fill_conn_batch(void *opaque,
 				const struct vmio_chain *const bufs[],
 				unsigned n, uint32_t used[])
 {
-	return vsock_conn_to_guest_batch(conn_take(opaque), bufs, n,
-					VSOCK_MAX_PKT_PAYLOAD, used);
+	return vsock_conn_to_guest(conn_take(opaque), bufs, n,
+				   VSOCK_MAX_PKT_PAYLOAD, used);
+}
+
+/* A batch of one: the view over a packet's buffers. */
+static uint32_t fill_conn(void *opaque, const struct vmio_chain *view)
+{
+	uint32_t used;
+
+	return fill_conn_batch(opaque, &view, 1, &used) ? used : 0;
 }
 
 /* What the writer needs to know of source src. */

@@ -14,7 +14,7 @@
  * when even VSOCK_RX_WRITER_BUFS could never hold it; connection data is
  * read to the room there is. Host data into plain buffers is the one
  * exception to "one packet": a batch of buffers filled from one host read,
- * each buffer a packet of its own (vsock_conn_to_guest_batch).
+ * each buffer a packet of its own (vsock_conn_to_guest).
  *
  * A buffer the layout cannot use (readable bytes in it, no room for a
  * header, too many descriptors) goes back used and empty, as net's rx
