@@ -5,6 +5,7 @@
  * so a host peer that went away is an EPIPE for this connection and not a
  * SIGPIPE for the process. */
 #include "devices/vsock/connection.h"
+#include "devices/vsock/connection_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -19,26 +20,15 @@
 #include "util/fd.h"
 #include "util/iov.h"
 
-/* iovecs per sendmsg/recvmsg: a 64 KiB payload in 4 KiB guest pages is
- * 16; more just takes another round of the loop. */
-#define CONN_IOV 64
-
-/* iovecs of one batched host read (vsock_conn_to_guest_batch): 64 KiB in
- * 4 KiB guest buffers is 16 chains of one or two iovecs each. A batch that
- * needs more reads less this time; the rest comes next turn. */
-#define CONN_TO_GUEST_IOV 256
-
-#define IO_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL)
-
 /* The limiter of connections that were given none (vsock_conn.rl): one
  * per thread, as a connection lives on one. */
 static _Thread_local struct vmio_ratelimit conn_rl_default =
 	VMIO_RATELIMIT_INIT(10);
 
-/* A line this connection's peers can trigger (peer_log.h). */
-#define conn_log(c, level, ...)                                                \
-	vsock_peer_log((c)->rl ? (c)->rl : &conn_rl_default, level,            \
-		       __VA_ARGS__)
+struct vmio_ratelimit *vsock_conn_rl(const struct vsock_conn *c)
+{
+	return c->rl ? c->rl : &conn_rl_default;
+}
 
 static void conn_merge_release(struct vsock_conn *c);
 
@@ -84,7 +74,7 @@ void vsock_conn_set_packet_overhead(struct vsock_conn *c, uint32_t overhead)
  * regardless: the guest reads nothing of a message before its end, so
  * its fwd_cnt could not move and the bound would never open. Linux's own
  * limit takes any message that fits its buffer, in 4 KiB packets. */
-static bool conn_packet_bound(const struct vsock_conn *c)
+bool vsock_conn_packet_bound(const struct vsock_conn *c)
 {
 	if (c->seq.hmsg_off &&
 	    vsock_backlog_len(&c->backlog) <= c->seq.hmsg_pkts)
@@ -94,9 +84,9 @@ static bool conn_packet_bound(const struct vsock_conn *c)
 
 /* Payload bytes the guest takes in our next RW packet: its byte credit,
  * or none while it holds as many of our packets as it takes. */
-static uint32_t conn_to_guest_room(const struct vsock_conn *c)
+uint32_t vsock_conn_guest_room(const struct vsock_conn *c)
 {
-	return conn_packet_bound(c) ? 0 : vsock_credit_peer_free(&c->credit);
+	return vsock_conn_packet_bound(c) ? 0 : vsock_credit_peer_free(&c->credit);
 }
 
 /* Whether a CREDIT_REQUEST would tell us something: no byte credit and
@@ -105,7 +95,7 @@ static uint32_t conn_to_guest_room(const struct vsock_conn *c)
 static bool conn_needs_request(const struct vsock_conn *c)
 {
 	return vsock_credit_request_needed(&c->credit) ||
-	       (conn_packet_bound(c) && vsock_credit_peer_free(&c->credit));
+	       (vsock_conn_packet_bound(c) && vsock_credit_peer_free(&c->credit));
 }
 
 void vsock_conn_init_local(struct vsock_conn *c, uint64_t guest_cid,
@@ -163,7 +153,7 @@ void vsock_conn_destroy(struct vsock_conn *c)
 
 /* Ends the connection. With rst the guest is told (its flow is reset);
  * without, it told us (an RST of its own), and answering could loop. */
-static void conn_kill(struct vsock_conn *c, bool rst, const char *why)
+void vsock_conn_kill(struct vsock_conn *c, bool rst, const char *why)
 {
 	conn_log(c, VMIO_LOG_DEBUG, "vsock: conn %u:%u %s: %s%s",
 		 c->local_port, c->peer_port, vsock_conn_state_name(c->state),
@@ -179,7 +169,7 @@ static void conn_kill(struct vsock_conn *c, bool rst, const char *why)
  * we told the guest so), there is nothing left to carry. A SHUTDOWN
  * still pending for the guest goes out before the RST (fill_rx sends RST
  * first only in KILLED, so wait for it). */
-static void conn_maybe_close(struct vsock_conn *c)
+void vsock_conn_maybe_close(struct vsock_conn *c)
 {
 	if (c->state != VSOCK_CONN_ESTABLISHED)
 		return;
@@ -192,7 +182,7 @@ static void conn_maybe_close(struct vsock_conn *c)
 		return;
 	if ((c->peer_shut & VSOCK_SHUTDOWN_RCV) ||
 	    (c->local_shut & VSOCK_SHUTDOWN_SEND))
-		conn_kill(c, true, "closed both ways");
+		vsock_conn_kill(c, true, "closed both ways");
 }
 
 /* Queues an unprompted CREDIT_UPDATE when the guest is about to stall;
@@ -229,7 +219,7 @@ static ssize_t host_write_data(struct vsock_conn *c, struct iovec *iov,
 	if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return 0;
 	if (w < 0) {
-		conn_kill(c, true, "host write failed");
+		vsock_conn_kill(c, true, "host write failed");
 		return -1;
 	}
 	if (c->held.n)
@@ -287,7 +277,7 @@ static int seq_send(struct vsock_conn *c, struct iovec *iov, unsigned n,
 			 "%u bytes: %s; RST",
 			 c->local_port, c->peer_port, len,
 			 w < 0 ? strerror(errno) : "partial write");
-		conn_kill(c, true, "host write failed");
+		vsock_conn_kill(c, true, "host write failed");
 		return -1;
 	}
 	vsock_credit_consumed(&c->credit, len);
@@ -356,7 +346,7 @@ static void seq_rw_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
 	/* Credit bounds what we hold, partial message included: a message
 	 * longer than buf_alloc is always an overrun, never a split. */
 	if (vsock_credit_rx(&c->credit, len)) {
-		conn_kill(c, true, "guest overran its credit");
+		vsock_conn_kill(c, true, "guest overran its credit");
 		return;
 	}
 	if (!len && !(eom && c->seq.partial)) {
@@ -376,7 +366,7 @@ static void seq_rw_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		}
 	}
 	if (len && ring_push(c, tx, pkt->payload_off, len)) {
-		conn_kill(c, true, "cannot buffer guest data");
+		vsock_conn_kill(c, true, "cannot buffer guest data");
 		return;
 	}
 	c->seq.partial += len;
@@ -388,7 +378,7 @@ static void seq_rw_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
 			 "vsock: conn %u:%u: guest message longer than the "
 			 "%u bytes allowed; refused, RST",
 			 c->local_port, c->peer_port, (uint32_t)c->ring.size);
-		conn_kill(c, true, "guest message too large");
+		vsock_conn_kill(c, true, "guest message too large");
 		return;
 	}
 	if (eom) {
@@ -412,7 +402,7 @@ static ssize_t host_splice_data(struct vsock_conn *c, struct iovec *iov,
 	ssize_t w = vsock_splice_send(c->splice, c->fd, iov, n, covered);
 
 	if (w < 0) {
-		conn_kill(c, true, "host write failed");
+		vsock_conn_kill(c, true, "host write failed");
 		return -1;
 	}
 	if (w > 0) {
@@ -450,7 +440,7 @@ static bool conn_rw_from_guest(struct vsock_conn *c,
 	bool zc;
 
 	if (c->peer_shut & VSOCK_SHUTDOWN_SEND) {
-		conn_kill(c, true, "RW after SHUTDOWN(SEND)");
+		vsock_conn_kill(c, true, "RW after SHUTDOWN(SEND)");
 		return false;
 	}
 	if (c->type == VSOCK_TYPE_SEQPACKET) {
@@ -460,7 +450,7 @@ static bool conn_rw_from_guest(struct vsock_conn *c,
 	if (!len)
 		return false;
 	if (vsock_credit_rx(&c->credit, len)) {
-		conn_kill(c, true, "guest overran its credit");
+		vsock_conn_kill(c, true, "guest overran its credit");
 		return false;
 	}
 	zc = may_splice(c, may_hold, len);
@@ -491,12 +481,12 @@ static bool conn_rw_from_guest(struct vsock_conn *c,
 	if (spliced && !vsock_held_push(&c->held, tx->head, spliced)) {
 		/* No room to remember it (allocation failed): the host may
 		 * read pages the guest reuses, so the flow cannot go on. */
-		conn_kill(c, true, "cannot keep a spliced chain");
+		vsock_conn_kill(c, true, "cannot keep a spliced chain");
 		return false;
 	}
 	if (done < len &&
 	    ring_push(c, tx, pkt->payload_off + done, len - done)) {
-		conn_kill(c, true, "cannot buffer guest data");
+		vsock_conn_kill(c, true, "cannot buffer guest data");
 		return spliced != 0;
 	}
 	conn_credit_check(c);
@@ -523,7 +513,7 @@ unsigned vsock_conn_tx_release(struct vsock_conn *c, uint16_t heads[],
 	}
 	if (k && c->state == VSOCK_CONN_ESTABLISHED) {
 		conn_credit_check(c);
-		conn_maybe_close(c);
+		vsock_conn_maybe_close(c);
 	}
 	return k;
 }
@@ -559,7 +549,7 @@ void vsock_conn_flush(struct vsock_conn *c)
 		c->host_shut_wr = true;
 	}
 	conn_credit_check(c);
-	conn_maybe_close(c);
+	vsock_conn_maybe_close(c);
 }
 
 /* LOCAL_INIT -> ESTABLISHED: tell the host program which port it got,
@@ -573,7 +563,7 @@ static void conn_established_local(struct vsock_conn *c)
 
 	c->state = VSOCK_CONN_ESTABLISHED;
 	if (host_send(c, &iov, 1, 0) != n)
-		conn_kill(c, true, "cannot write OK line");
+		vsock_conn_kill(c, true, "cannot write OK line");
 }
 
 bool vsock_conn_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
@@ -597,13 +587,13 @@ bool vsock_conn_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
 	}
 	/* RST in any live state: the guest reset the flow. Never answered. */
 	if (h->op == VSOCK_OP_RST) {
-		conn_kill(c, false, "guest RST");
+		vsock_conn_kill(c, false, "guest RST");
 		return false;
 	}
 	/* A different type on this port pair is a different flow the guest
 	 * has no business mixing in. */
 	if (h->type != c->type) {
-		conn_kill(c, true, "wrong type");
+		vsock_conn_kill(c, true, "wrong type");
 		return false;
 	}
 
@@ -612,7 +602,7 @@ bool vsock_conn_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		/* We sent REQUEST: only RESPONSE (accept) or RST (refuse,
 		 * above) may come back. */
 		if (h->op != VSOCK_OP_RESPONSE) {
-			conn_kill(c, true, "unexpected op before RESPONSE");
+			vsock_conn_kill(c, true, "unexpected op before RESPONSE");
 			return false;
 		}
 		vsock_credit_peer_init(&c->credit, h->buf_alloc, h->fwd_cnt);
@@ -621,7 +611,7 @@ bool vsock_conn_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
 	case VSOCK_CONN_PEER_INIT:
 		/* Our RESPONSE has not gone out: the guest is still in
 		 * connect() and has nothing else to say. */
-		conn_kill(c, true, "op before our RESPONSE");
+		vsock_conn_kill(c, true, "op before our RESPONSE");
 		return false;
 	case VSOCK_CONN_ESTABLISHED:
 		break;
@@ -631,11 +621,11 @@ bool vsock_conn_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
 
 	/* ESTABLISHED. Every guest header carries its credit. */
 	if (vsock_credit_peer_update(&c->credit, h->buf_alloc, h->fwd_cnt)) {
-		conn_kill(c, true, "fwd_cnt ahead of what we sent");
+		vsock_conn_kill(c, true, "fwd_cnt ahead of what we sent");
 		return false;
 	}
 	vsock_backlog_consumed(&c->backlog, c->credit.peer_fwd_cnt);
-	if (conn_to_guest_room(c))
+	if (vsock_conn_guest_room(c))
 		c->starve_seen = c->starve_due = false;
 	/* The guest is reading again: what was held for merging goes. */
 	if (c->merge_hold &&
@@ -672,7 +662,7 @@ bool vsock_conn_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
 	case VSOCK_OP_RESPONSE:
 	default:
 		/* A second REQUEST or a RESPONSE on a live flow. */
-		conn_kill(c, true, "unexpected op when established");
+		vsock_conn_kill(c, true, "unexpected op when established");
 		return false;
 	}
 }
@@ -696,7 +686,7 @@ static void conn_merge_release(struct vsock_conn *c)
  * merged with what follows (vsock_conn_host_readable). */
 static bool conn_merge_wait(const struct vsock_conn *c)
 {
-	uint32_t want = conn_to_guest_room(c);
+	uint32_t want = vsock_conn_guest_room(c);
 	int inq;
 
 	if (c->type != VSOCK_TYPE_STREAM ||
@@ -735,7 +725,7 @@ void vsock_conn_host_readable(struct vsock_conn *c, bool hangup)
  * still in the socket. Sent at once, that rest would be a small packet
  * of its own, the very thing merging avoids for a guest that fell
  * behind: ask the same question new data is asked. */
-static void conn_merge_recheck(struct vsock_conn *c)
+void vsock_conn_merge_recheck(struct vsock_conn *c)
 {
 	if ((c->pending & VSOCK_RXOP_RW) && conn_merge_wait(c))
 		conn_merge_hold(c);
@@ -745,12 +735,12 @@ static void conn_merge_recheck(struct vsock_conn *c)
 static bool conn_credit_starved(const struct vsock_conn *c)
 {
 	return c->state == VSOCK_CONN_ESTABLISHED &&
-	       (c->pending & VSOCK_RXOP_RW) && !conn_to_guest_room(c) &&
+	       (c->pending & VSOCK_RXOP_RW) && !vsock_conn_guest_room(c) &&
 	       conn_needs_request(c);
 }
 
 /* A CREDIT_REQUEST may go now (see vsock_conn_pending_to_guest). */
-static bool conn_request_due(const struct vsock_conn *c)
+bool vsock_conn_request_due(const struct vsock_conn *c)
 {
 	return c->starve_due && conn_credit_starved(c);
 }
@@ -772,51 +762,6 @@ void vsock_conn_tick(struct vsock_conn *c)
 		c->starve_seen = true;
 }
 
-/* ---- What goes to the guest next: the priority table ------------------- */
-
-/* What pending host data sends now: RW while the guest has credit, else a
- * CREDIT_REQUEST once it went without for a tick (RW stays pending for
- * when credit comes), else nothing. */
-static unsigned conn_data_op(const struct vsock_conn *c)
-{
-	if (!(c->pending & VSOCK_RXOP_RW))
-		return 0;
-	if (conn_to_guest_room(c))
-		return VSOCK_RXOP_RW;
-	return conn_request_due(c) ? VSOCK_RXOP_CREDIT_REQUEST : 0;
-}
-
-/* The one place that orders what a connection sends the guest: a killed
- * connection its RST and nothing else; then the handshake; then a
- * CREDIT_UPDATE, since it is what unblocks a writing guest; then host
- * data (conn_data_op); then the SHUTDOWN of a host EOF. Returns the
- * VSOCK_RXOP_* bit of the next packet, 0 for none. Every question about
- * the next packet and the writer ask it. */
-static unsigned conn_next_to_guest(const struct vsock_conn *c)
-{
-	static const unsigned order[] = {
-		VSOCK_RXOP_REQUEST, VSOCK_RXOP_RESPONSE,
-		VSOCK_RXOP_CREDIT_UPDATE, VSOCK_RXOP_RW, VSOCK_RXOP_SHUTDOWN,
-	};
-	unsigned p = c->pending;
-
-	if (c->state == VSOCK_CONN_KILLED)
-		return p & VSOCK_RXOP_RST;
-	for (unsigned i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-		unsigned op = order[i] == VSOCK_RXOP_RW ? conn_data_op(c)
-							: p & order[i];
-
-		if (op)
-			return op;
-	}
-	return 0;
-}
-
-unsigned vsock_conn_pending_to_guest(const struct vsock_conn *c)
-{
-	return (c->pending & ~VSOCK_RXOP_RW) | conn_data_op(c);
-}
-
 uint32_t vsock_conn_epoll_events(const struct vsock_conn *c)
 {
 	uint32_t ev = 0;
@@ -824,356 +769,9 @@ uint32_t vsock_conn_epoll_events(const struct vsock_conn *c)
 	if (c->fd < 0 || c->state != VSOCK_CONN_ESTABLISHED)
 		return 0;
 	if (conn_may_read(c) && !(c->pending & VSOCK_RXOP_RW) &&
-	    conn_to_guest_room(c))
+	    vsock_conn_guest_room(c))
 		ev |= c->merge_hold ? EPOLLIN | EPOLLRDHUP | EPOLLET : EPOLLIN;
 	if (!vmio_byte_ring_empty(&c->ring))
 		ev |= EPOLLOUT;
 	return ev;
-}
-
-/* One read of host data into the memory msg describes, which spans
- * `covered` bytes (0 for a message: a short one says nothing about what
- * follows). Returns the bytes read (> 0; with MSG_TRUNC in flags, the
- * message's whole length), 0 with nothing to send (no data now, or EOF
- * which queued a SHUTDOWN), or -1 after killing the connection. */
-static ssize_t conn_recv(struct vsock_conn *c, struct msghdr *msg, int flags,
-			 size_t covered)
-{
-	ssize_t r;
-
-	do
-		r = recvmsg(c->fd, msg, IO_FLAGS | flags);
-	while (r < 0 && errno == EINTR);
-	if (c->vm_stats)
-		c->vm_stats->rx_host_reads++;
-	if (r > 0) {
-		/* A short read means the socket is (very likely) drained:
-		 * let epoll say when there is more rather than spend a
-		 * syscall on EAGAIN. */
-		if ((size_t)r < covered)
-			c->pending &= ~VSOCK_RXOP_RW;
-		return r;
-	}
-	c->pending &= ~VSOCK_RXOP_RW;
-	if (r == 0) {
-		c->host_eof = true;
-		c->pending |= VSOCK_RXOP_SHUTDOWN;
-		return 0;
-	}
-	if (errno == EAGAIN || errno == EWOULDBLOCK)
-		return 0;
-	conn_kill(c, true, "host read failed");
-	return -1;
-}
-
-/* Reads host data straight into the chain after the header. Returns as
- * conn_recv; 0 too when the chain or the credit has no room. */
-static ssize_t conn_read_host(struct vsock_conn *c,
-			      const struct vmio_chain *rx, uint32_t max_payload)
-{
-	uint32_t cap = vsock_pkt_rx_capacity(rx, max_payload);
-	uint32_t credit = conn_to_guest_room(c);
-	struct iovec iov[CONN_IOV];
-	size_t covered;
-	unsigned n;
-
-	c->to_guest_pkt_cap = cap;
-	if (credit < cap)
-		cap = credit;
-	if (!cap)
-		return 0;
-	if (vsock_backlog_reserve(&c->backlog, 1)) {
-		conn_kill(c, true, "cannot track the guest's packets");
-		return -1;
-	}
-	n = vmio_iov_slice(rx->iov + rx->nout, rx->nin, VSOCK_HDR_SIZE, cap,
-			    iov, CONN_IOV, &covered);
-	if (!n)
-		return 0;
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = n };
-
-	return conn_recv(c, &msg, 0, covered);
-}
-
-/* ---- Seqpacket, host -> guest ------------------------------------------ */
-
-/* Reads the next host message whole into its buffer (seqpacket.h).
- * Returns as conn_recv, or -1 after refusing a message the guest cannot
- * take. */
-static ssize_t seq_load_msg(struct vsock_conn *c)
-{
-	uint32_t limit = vsock_credit_peer_buf(&c->credit);
-	struct iovec iov;
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	ssize_t r;
-
-	iov.iov_base = vsock_seq_msg_buf(&c->seq, c->ring.size);
-	if (!iov.iov_base) {
-		conn_kill(c, true, "cannot buffer a host message");
-		return -1;
-	}
-	iov.iov_len = c->ring.size;
-	r = conn_recv(c, &msg, MSG_TRUNC, 0);
-	if (r <= 0)
-		return r;
-	if (limit > c->ring.size)
-		limit = (uint32_t)c->ring.size;
-	if ((uint64_t)r > limit) {
-		conn_log(c, VMIO_LOG_WARN,
-			 "vsock: conn %u:%u: host message of %zd bytes is "
-			 "larger than the %u bytes the guest can take as one "
-			 "message; refused, connection reset",
-			 c->local_port, c->peer_port, r, limit);
-		conn_kill(c, true, "host message too large");
-		return -1;
-	}
-	vsock_seq_msg_loaded(&c->seq, (uint32_t)r, msg.msg_flags & MSG_EOR);
-	return r;
-}
-
-/* The next packet of the host message (reading one first if none is
- * under way) into the chain after the header, as much as the chain and the
- * credit take; *flags gets EOM (and EOR) on its last packet. Returns as
- * conn_read_host. */
-static ssize_t seq_read_host(struct vsock_conn *c, const struct vmio_chain *rx,
-			     uint32_t max_payload, uint32_t *flags)
-{
-	uint32_t cap = vsock_pkt_rx_capacity(rx, max_payload);
-	uint32_t credit = conn_to_guest_room(c);
-	ssize_t r;
-
-	if (vsock_backlog_reserve(&c->backlog, 1)) {
-		conn_kill(c, true, "cannot track the guest's packets");
-		return -1;
-	}
-	if (!vsock_seq_msg_pending(&c->seq)) {
-		r = seq_load_msg(c);
-		if (r <= 0)
-			return r;
-	}
-	if (credit < cap)
-		cap = credit;
-	return vsock_seq_msg_take(&c->seq, rx, cap, flags);
-}
-
-static size_t conn_emit(struct vsock_conn *c, const struct vmio_chain *rx,
-			uint16_t op, uint32_t flags, uint32_t len)
-{
-	struct vsock_hdr h = {
-		.src_cid = VSOCK_HOST_CID,
-		.dst_cid = c->guest_cid,
-		.src_port = c->local_port,
-		.dst_port = c->peer_port,
-		.len = len,
-		.type = c->type,
-		.op = op,
-		.flags = flags,
-	};
-
-	vsock_credit_advertise(&c->credit, &h.buf_alloc, &h.fwd_cnt);
-	if (vsock_pkt_write_hdr(rx, &h))
-		return 0;
-	if (c->vm_stats) {
-		c->vm_stats->rx_packets++;
-		c->vm_stats->rx_credit_requests += op == VSOCK_OP_CREDIT_REQUEST;
-		c->vm_stats->rx_credit_updates += op == VSOCK_OP_CREDIT_UPDATE;
-	}
-	c->stats.packets_to_guest++;
-	c->stats.bytes_to_guest += len;
-	if (op == VSOCK_OP_RST)
-		c->stats.rsts_sent++;
-	else if (op == VSOCK_OP_CREDIT_REQUEST)
-		c->stats.credit_requests_sent++;
-	if (op == VSOCK_OP_RW && len) {
-		vsock_backlog_push(&c->backlog, c->credit.tx_cnt);
-		/* The data that used the guest's last credit, or its last
-		 * packet: what waits now waits for it. */
-		if (!vsock_credit_peer_free(&c->credit))
-			c->stats.credit_stalls++;
-		else if (conn_packet_bound(c))
-			c->stats.packet_stalls++;
-	}
-	return VSOCK_HDR_SIZE + len;
-}
-
-/* Host data into rx: RW with what one read brought, the RST of a read
- * that killed the connection, or 0 with nothing read. */
-static size_t conn_data_to_guest(struct vsock_conn *c,
-				 const struct vmio_chain *rx,
-				 uint32_t max_payload)
-{
-	uint32_t flags = 0;
-	ssize_t n = c->type == VSOCK_TYPE_SEQPACKET
-			    ? seq_read_host(c, rx, max_payload, &flags)
-			    : conn_read_host(c, rx, max_payload);
-	size_t w;
-
-	if (n < 0) {
-		/* Killed: its RST goes out in this chain. */
-		c->pending = 0;
-		return conn_emit(c, rx, VSOCK_OP_RST, 0, 0);
-	}
-	if (!n)
-		return 0;
-	vsock_credit_sent(&c->credit, (uint32_t)n);
-	w = conn_emit(c, rx, VSOCK_OP_RW, flags, (uint32_t)n);
-	conn_merge_recheck(c);
-	return w;
-}
-
-/* The next packet (conn_next_to_guest) into one chain that passed
- * vsock_pkt_check_rx. Returns the bytes written (44 + payload), or 0 with
- * nothing to send (the chain goes back unused). */
-static size_t conn_to_guest_one(struct vsock_conn *c,
-				const struct vmio_chain *rx,
-				uint32_t max_payload)
-{
-	size_t w;
-
-	if (rx->in_len < VSOCK_HDR_SIZE)
-		return 0;
-	switch (conn_next_to_guest(c)) {
-	case VSOCK_RXOP_RST:
-		c->pending = 0;
-		return conn_emit(c, rx, VSOCK_OP_RST, 0, 0);
-	case VSOCK_RXOP_REQUEST:
-		c->pending &= ~VSOCK_RXOP_REQUEST;
-		return conn_emit(c, rx, VSOCK_OP_REQUEST, 0, 0);
-	case VSOCK_RXOP_RESPONSE:
-		c->pending &= ~VSOCK_RXOP_RESPONSE;
-		c->state = VSOCK_CONN_ESTABLISHED;
-		return conn_emit(c, rx, VSOCK_OP_RESPONSE, 0, 0);
-	case VSOCK_RXOP_CREDIT_UPDATE:
-		c->pending &= ~VSOCK_RXOP_CREDIT_UPDATE;
-		return conn_emit(c, rx, VSOCK_OP_CREDIT_UPDATE, 0, 0);
-	case VSOCK_RXOP_CREDIT_REQUEST:
-		vsock_credit_mark_requested(&c->credit);
-		c->starve_seen = c->starve_due = false;
-		return conn_emit(c, rx, VSOCK_OP_CREDIT_REQUEST, 0, 0);
-	case VSOCK_RXOP_RW:
-		w = conn_data_to_guest(c, rx, max_payload);
-		/* Nothing read and RW no longer pending (no data now, or
-		 * an EOF whose SHUTDOWN is next): the next packet, if any,
-		 * goes in this chain. */
-		if (w || (c->pending & VSOCK_RXOP_RW))
-			return w;
-		return conn_next_to_guest(c) == VSOCK_RXOP_SHUTDOWN
-			       ? conn_to_guest_one(c, rx, max_payload)
-			       : 0;
-	case VSOCK_RXOP_SHUTDOWN:
-		c->pending &= ~VSOCK_RXOP_SHUTDOWN;
-		c->local_shut |= VSOCK_SHUTDOWN_SEND;
-		w = conn_emit(c, rx, VSOCK_OP_SHUTDOWN, VSOCK_SHUTDOWN_SEND, 0);
-		conn_maybe_close(c);
-		return w;
-	}
-	return 0;
-}
-
-uint32_t vsock_conn_to_guest_want(const struct vsock_conn *c)
-{
-	uint32_t credit;
-
-	if (conn_next_to_guest(c) != VSOCK_RXOP_RW)
-		return 0;
-	credit = conn_to_guest_room(c);
-	return credit < VSOCK_MAX_PKT_PAYLOAD ? credit : VSOCK_MAX_PKT_PAYLOAD;
-}
-
-/* A batch is at most one packet's worth (VSOCK_CONN_TO_GUEST_BATCH_BYTES is
- * VSOCK_MAX_PKT_PAYLOAD), so it is what the next packet may carry. */
-_Static_assert(VSOCK_CONN_TO_GUEST_BATCH_BYTES == VSOCK_MAX_PKT_PAYLOAD,
-	       "a batch is one packet's worth");
-
-uint32_t vsock_conn_to_guest_batch_bytes(const struct vsock_conn *c)
-{
-	/* Seqpacket data goes a packet per turn, from the message buffer. */
-	return c->type == VSOCK_TYPE_STREAM ? vsock_conn_to_guest_want(c) : 0;
-}
-
-/* conn_to_guest_one on rx[0], in the batch's calling convention. */
-static unsigned conn_fill_one(struct vsock_conn *c,
-			      const struct vmio_chain *rx,
-			      uint32_t max_payload, uint32_t written[])
-{
-	size_t w = conn_to_guest_one(c, rx, max_payload);
-
-	if (!w)
-		return 0;
-	written[0] = (uint32_t)w;
-	return 1;
-}
-
-unsigned vsock_conn_to_guest(struct vsock_conn *c,
-			     const struct vmio_chain *const rx[], unsigned n,
-			     uint32_t max_payload, uint32_t written[])
-{
-	struct iovec iov[CONN_TO_GUEST_IOV];
-	uint32_t want = vsock_conn_to_guest_batch_bytes(c), total = 0, left;
-	uint32_t pkts = vsock_backlog_room(&c->backlog,
-					   c->credit.peer_buf_alloc);
-	unsigned niov = 0, nchains, i;
-	ssize_t r;
-
-	if (!n)
-		return 0;
-	/* Each chain is a packet of its own: no more than the guest's
-	 * queue takes. */
-	if (pkts < n)
-		n = pkts;
-	if (n <= 1 || !want)
-		return conn_fill_one(c, rx[0], max_payload, written);
-	if (vsock_backlog_reserve(&c->backlog, n))
-		return conn_fill_one(c, rx[0], max_payload, written);
-	c->to_guest_pkt_cap = vsock_pkt_rx_capacity(rx[0], max_payload);
-
-	/* Describe the payload areas of the chains, in pop order, as one
-	 * scatter list. Until the read, written[i] holds the payload bytes
-	 * chain i can take. Stop at the first chain that takes nothing (no
-	 * room after its header, or no iovecs left), so that the chains
-	 * that receive data are always a prefix: only the last popped
-	 * chains can be given back. */
-	for (i = 0; i < n && total < want && niov < CONN_TO_GUEST_IOV; i++) {
-		uint32_t cap = vsock_pkt_rx_capacity(rx[i], max_payload);
-		size_t covered;
-
-		if (cap > want - total)
-			cap = want - total;
-		if (!cap)
-			break;
-		niov += vmio_iov_slice(rx[i]->iov + rx[i]->nout, rx[i]->nin,
-					VSOCK_HDR_SIZE, cap, iov + niov,
-					CONN_TO_GUEST_IOV - niov, &covered);
-		if (!covered)
-			break;
-		written[i] = (uint32_t)covered;
-		total += (uint32_t)covered;
-	}
-	nchains = i;
-	if (!total)
-		return conn_fill_one(c, rx[0], max_payload, written);
-
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = niov };
-
-	r = conn_recv(c, &msg, 0, total);
-	if (r <= 0) {
-		/* No data: RW is no longer pending, and rx[0] carries
-		 * whatever now is (the RST of a failed read, the SHUTDOWN
-		 * of an EOF), as a batch of one would have. */
-		return conn_fill_one(c, rx[0], max_payload, written);
-	}
-
-	/* Each chain that got data is a complete RW packet: its own
-	 * header, its own len, the credit counted and advertised per
-	 * packet, exactly as if each had been read on its own. */
-	left = (uint32_t)r;
-	for (i = 0; i < nchains && left; i++) {
-		uint32_t len = written[i] < left ? written[i] : left;
-
-		vsock_credit_sent(&c->credit, len);
-		written[i] = (uint32_t)conn_emit(c, rx[i], VSOCK_OP_RW, 0, len);
-		left -= len;
-	}
-	conn_merge_recheck(c);
-	return i;
 }

@@ -12,6 +12,7 @@
 
 #include "devices/vsock/conn_doc.h"
 #include "devices/vsock/conn_table.h"
+#include "devices/vsock/conn_to_guest.h"
 #include "devices/vsock/connection.h"
 #include "devices/vsock/expiry.h"
 #include "devices/vsock/host_service.h"
