@@ -34,22 +34,18 @@ static unsigned conn_data_op(const struct vsock_conn *c)
  * the next packet and the writer ask it. */
 static unsigned conn_next_to_guest(const struct vsock_conn *c)
 {
-	static const unsigned order[] = {
-		VSOCK_RXOP_REQUEST, VSOCK_RXOP_RESPONSE,
-		VSOCK_RXOP_CREDIT_UPDATE, VSOCK_RXOP_RW, VSOCK_RXOP_SHUTDOWN,
-	};
-	unsigned p = c->pending;
+	unsigned p = c->pending, data;
 
 	if (c->state == VSOCK_CONN_KILLED)
 		return p & VSOCK_RXOP_RST;
-	for (unsigned i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-		unsigned op = order[i] == VSOCK_RXOP_RW ? conn_data_op(c)
-							: p & order[i];
-
-		if (op)
-			return op;
-	}
-	return 0;
+	if (p & VSOCK_RXOP_REQUEST)
+		return VSOCK_RXOP_REQUEST;
+	if (p & VSOCK_RXOP_RESPONSE)
+		return VSOCK_RXOP_RESPONSE;
+	if (p & VSOCK_RXOP_CREDIT_UPDATE)
+		return VSOCK_RXOP_CREDIT_UPDATE;
+	data = conn_data_op(c);
+	return data ? data : p & VSOCK_RXOP_SHUTDOWN;
 }
 
 unsigned vsock_conn_pending_to_guest(const struct vsock_conn *c)

@@ -69,26 +69,6 @@ void vsock_conn_set_packet_overhead(struct vsock_conn *c, uint32_t overhead)
 	vsock_backlog_init(&c->backlog, overhead);
 }
 
-/* No room for another packet in the guest's queue. A seqpacket message
- * under way whose packets are all the guest holds goes on to its EOM
- * regardless: the guest reads nothing of a message before its end, so
- * its fwd_cnt could not move and the bound would never open. Linux's own
- * limit takes any message that fits its buffer, in 4 KiB packets. */
-bool vsock_conn_packet_bound(const struct vsock_conn *c)
-{
-	if (c->seq.hmsg_off &&
-	    vsock_backlog_len(&c->backlog) <= c->seq.hmsg_pkts)
-		return false;
-	return !vsock_backlog_room(&c->backlog, c->credit.peer_buf_alloc);
-}
-
-/* Payload bytes the guest takes in our next RW packet: its byte credit,
- * or none while it holds as many of our packets as it takes. */
-uint32_t vsock_conn_guest_room(const struct vsock_conn *c)
-{
-	return vsock_conn_packet_bound(c) ? 0 : vsock_credit_peer_free(&c->credit);
-}
-
 /* Whether a CREDIT_REQUEST would tell us something: no byte credit and
  * none asked for since we last had some, or at the packet bound (asked
  * again each time: credit.h's `requested` is about bytes). */

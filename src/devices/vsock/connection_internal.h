@@ -35,11 +35,29 @@ void vsock_conn_maybe_close(struct vsock_conn *c);
 /* After a stream read: leave what is left in the host socket to merge,
  * if the guest fell behind. */
 void vsock_conn_merge_recheck(struct vsock_conn *c);
-/* No room for another packet in the guest's queue (guest_backlog.h). */
-bool vsock_conn_packet_bound(const struct vsock_conn *c);
 /* A CREDIT_REQUEST may go now. */
 bool vsock_conn_request_due(const struct vsock_conn *c);
-/* Payload bytes the guest takes in our next RW packet. */
-uint32_t vsock_conn_guest_room(const struct vsock_conn *c);
+
+/* On every packet's path: inline. */
+
+/* No room for another packet in the guest's queue. A seqpacket message
+ * under way whose packets are all the guest holds goes on to its EOM
+ * regardless: the guest reads nothing of a message before its end, so
+ * its fwd_cnt could not move and the bound would never open. Linux's own
+ * limit takes any message that fits its buffer, in 4 KiB packets. */
+static inline bool vsock_conn_packet_bound(const struct vsock_conn *c)
+{
+	if (c->seq.hmsg_off &&
+	    vsock_backlog_len(&c->backlog) <= c->seq.hmsg_pkts)
+		return false;
+	return !vsock_backlog_room(&c->backlog, c->credit.peer_buf_alloc);
+}
+
+/* Payload bytes the guest takes in our next RW packet: its byte credit,
+ * or none while it holds as many of our packets as it takes. */
+static inline uint32_t vsock_conn_guest_room(const struct vsock_conn *c)
+{
+	return vsock_conn_packet_bound(c) ? 0 : vsock_credit_peer_free(&c->credit);
+}
 
 #endif
