@@ -9,7 +9,7 @@
 # vmio runs under: ip netns exec NS) and a vh_cleanup_hook function.
 # The caller sets `name` (message and log prefix) before sourcing, then:
 #   vh_setup "$@"        options, checks, the image, logs, a cleanup trap;
-#                        --platform NAME (6.1, 6.12, 6.12-bpo, 7: the guest
+#                        --platform NAME (6.1, 6.12, 6.12-bpo, 7, 7-q11: the guest
 #                        kernel and QEMU, scripts/guest/platform.sh) sets
 #                        image (ROOT/NAME), qemu, qemu_major, qemu_minor
 #                        and kernel_release for the caller
@@ -83,7 +83,7 @@ vh_setup() {
 		--packed) packed=1; shift ;;
 		--in-order) in_order=1; shift ;;
 		--platform) platform=$2; shift 2 ;;
-		*) echo "usage: $0 [--platform 6.1|6.12|6.12-bpo|7] [--packed] [--in-order] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]" >&2; exit 2 ;;
+		*) echo "usage: $0 [--platform 6.1|6.12|6.12-bpo|7|7-q11] [--packed] [--in-order] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]" >&2; exit 2 ;;
 		esac
 	done
 	# A ring variant's messages and logs go by a name of its own: the
