@@ -142,7 +142,9 @@ vh_start_vmio() { # [vmio $dev options, instead of one vsock VM with CID 3]
 	# QEMU 7.2 does not retry a vhost-user socket: the backend must
 	# listen before QEMU starts.
 	(($#)) || set -- --guest-cid 3 --socket "$sock" --uds-path "$uds"
-	"${vmio_wrap[@]}" "$vmio" "$dev" "$@" -v >"$vlog" 2>&1 &
+	# VMIO_GUEST_VMIO_DEBUG=1: -v -v, every vhost-user message in the log
+	# with its payload (how docs/qemu-11.md compares QEMU 10 and 11).
+	"${vmio_wrap[@]}" "$vmio" "$dev" "$@" -v ${VMIO_GUEST_VMIO_DEBUG:+-v} >"$vlog" 2>&1 &
 	vpid=$!
 	local s
 	for s in "${socks[@]}"; do
