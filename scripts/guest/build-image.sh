@@ -2,7 +2,8 @@
 # Builds the guest that vmio's guest tests boot: a stock Debian kernel and a
 # tiny initramfs (static busybox, the virtio / vsock / virtio-net modules and
 # an /init that loads them, runs /test.sh if one is there, and powers off),
-# for one guest platform (scripts/guest/platform.sh: 6.1, 6.12, 6.12-bpo, 7).
+# for one guest platform (scripts/guest/platform.sh: 6.1, 6.12, 6.12-bpo, 7,
+# 7-q11).
 #
 # usage: scripts/guest/build-image.sh [--platform NAME] [ROOT]
 #   NAME  the platform (default 6.1); ROOT the guest cache (default
@@ -14,7 +15,9 @@
 # sources (Debian 12 and its security suite), 6.12-bpo and the 6.12 and 7
 # platforms' QEMU from bookworm-backports through a private apt list in
 # ROOT/apt (fetch-qemu.sh), 7 from trixie-backports through another in
-# ROOT/apt-trixie-backports. From Linux 7 on, linux-image-VER is a meta
+# ROOT/apt-trixie-backports; 7-q11 boots 7's kernel (its downloads, in
+# ROOT/7/dl, shared) under trixie-backports' QEMU 11 (fetch-qemu11.sh,
+# on trixie's libraries unpacked beside it). From Linux 7 on, linux-image-VER is a meta
 # package: its parts linux-binary-VER (usr/lib/modules/VER/vmlinuz),
 # linux-modules-VER (usr/lib/modules/VER/kernel) and linux-base-VER
 # (modules.builtin) are fetched and unpacked together; an older package
@@ -96,9 +99,15 @@ flock 9
 # --- which QEMU ------------------------------------------------------------
 # Written on every run (the QEMU may have been refreshed without the
 # kernel changing); run-guest.sh reads it.
-if [[ $(platform_qemu_kind "$platform") == bpo ]]; then
-	qemu=$("$top/scripts/guest/fetch-qemu.sh" "$groot") || die "no QEMU for platform $platform (fetch-qemu.sh said why above)"
-	qemu_from="QEMU $(sed -n 's/^packages qemu-system-x86=\([^ ]*\).*/\1/p' "$groot/qemu-bpo/stamp" 2>/dev/null) from bookworm-backports"
+# A fetched kind (platform.sh: bpo, trixie-bpo) has a script that prints
+# its binary and a directory whose stamp names its version.
+qkind=$(platform_qemu_kind "$platform")
+if [[ $qkind != system ]]; then
+	read -r qscript qdir qsuite <<<"$(qemu_kind_fetch "$qkind")"
+	qemu=$("$top/scripts/guest/$qscript" "$groot") || die "no QEMU for platform $platform ($qscript said why above)"
+	qemu_from="QEMU $(sed -n 's/^packages qemu-system-x86=\([^ ]*\).*/\1/p' "$groot/$qdir/stamp" 2>/dev/null) from $qsuite"
+	[[ $qkind != trixie-bpo ]] ||
+		qemu_from+=" (on trixie's libraries, libc6 $(awk '$1 == "libc6" { print $2 }' "$groot/$qdir/packages" 2>/dev/null))"
 else
 	qemu=system
 	qemu_from="QEMU $(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || echo '(qemu-system-x86 not installed)') from the system's apt ($(system_release))"
@@ -182,12 +191,14 @@ if ((${#kdebs[@]} == 0)); then
 	fetch=("$kpkg=$kver")
 	[[ -z $kparts ]] || read -r -a fetch <<<"$kparts"
 	[[ $kapt == system ]] || mapfile -t fetch_apt_opts < <(bpo_opts "$groot" "$kapt")
+	# Downloads go to the kernel's own platform (7-q11 shares 7's).
+	kcache=$groot/$(platform_kernel_platform "$platform")
 	for pv in "${fetch[@]}"; do
 		p=${pv%%=*}
-		dl=$cache/dl
+		dl=$kcache/dl
 		if [[ -n $kparts ]]; then
 			role=${p#linux-}
-			dl=$cache/dl/${role%%-[0-9]*}
+			dl=$kcache/dl/${role%%-[0-9]*}
 		fi
 		if kdeb=$(fetch_deb "$dl" "$p" "${pv#*=}"); then
 			kdebs+=("$kdeb")

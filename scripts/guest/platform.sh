@@ -17,19 +17,24 @@
 #             linux-binary-VER (usr/lib/modules/VER/vmlinuz),
 #             the modules in linux-modules-VER and
 #             modules.builtin in linux-base-VER
+##   7-q11     platform 7's kernel (its downloads shared)    trixie-backports' qemu-system-x86 (11.1),
+#                                                           on trixie's libraries (fetch-qemu11.sh)
 #
 # Each platform's image lives in ROOT/PLATFORM (ROOT: build/guest), with
 # a file `qemu` naming the QEMU binary it boots under and a file `source`
 # saying where its kernel and QEMU came from; QEMU 10 is unpacked into
 # ROOT/qemu-bpo by fetch-qemu.sh, the private apt state of a backports
 # suite into ROOT/apt (bookworm-backports) or ROOT/apt-SUITE (others,
-# e.g. ROOT/apt-trixie-backports).
+# e.g. ROOT/apt-trixie-backports). QEMU 11 and the trixie libraries it
+# runs on are unpacked into ROOT/qemu11 by fetch-qemu11.sh (apt state in
+# ROOT/apt-trixie+trixie-backports) and started through that root's own
+# loader, never installed, chrooted or bind-mounted.
 #
 # Environment (for every platform): VMIO_GUEST_KERNEL_DEB (a kernel
 # package instead of the platform's, build-image.sh), VMIO_GUEST_QEMU (a
 # QEMU binary instead of the platform's, run-guest.sh).
 
-guest_platforms=(6.1 6.12 6.12-bpo 7)
+guest_platforms=(6.1 6.12 6.12-bpo 7 7-q11)
 
 # Fails (status 1, a message on stderr) for a name not in the table.
 platform_check() { # platform
@@ -41,18 +46,47 @@ platform_check() { # platform
 	return 1
 }
 
-# system: the host's apt and QEMU; bpo: bookworm-backports' QEMU.
+# The platform whose kernel a platform boots: itself, but 7-q11 boots
+# platform 7's (the same packages, fetched once into ROOT/7/dl) under
+# another QEMU.
+platform_kernel_platform() { # platform
+	case $1 in
+	7-q11) echo 7 ;;
+	*) echo "$1" ;;
+	esac
+}
+
+# The QEMU a platform boots under, a "kind": system (the host's apt and
+# QEMU), bpo (bookworm-backports' 10.0 on the host's libraries),
+# trixie-bpo (trixie-backports' 11.1 on trixie's libraries, through the
+# unpacked root's own loader).
 platform_qemu_kind() { # platform
 	case $1 in
 	6.1) echo system ;;
+	7-q11) echo trixie-bpo ;;
 	*) echo bpo ;;
+	esac
+}
+
+# What a fetched QEMU kind is: "SCRIPT DIR SUITE", the script under
+# scripts/guest/ that fetches it and prints its binary, its directory
+# under ROOT (whose `stamp` has a line "packages qemu-system-x86=VERSION
+# ..."), the suite it comes from.
+qemu_kind_fetch() { # kind
+	case $1 in
+	bpo) echo "fetch-qemu.sh qemu-bpo bookworm-backports" ;;
+	trixie-bpo) echo "fetch-qemu11.sh qemu11 trixie-backports" ;;
+	*)
+		echo "qemu_kind_fetch: no fetched QEMU of kind '$1'" >&2
+		return 1
+		;;
 	esac
 }
 
 # Where a platform's kernel comes from: "system" (the host's apt
 # sources) or the backports suite reached through a private list.
 platform_kernel_suite() { # platform
-	case $1 in
+	case $(platform_kernel_platform "$1") in
 	6.12-bpo) echo bookworm-backports ;;
 	7) echo trixie-backports ;;
 	*) echo system ;;
@@ -69,6 +103,7 @@ platform_kernel_suite() { # platform
 # Platform 7 needs its image: its minor version moves with backports.
 platform_linux_source() { # platform [image dir]
 	local rel suite=system
+	set -- "$(platform_kernel_platform "$1")" "${2:-}"
 	[[ $1 != 7 ]] || suite=$(platform_kernel_suite 7)
 	if rel=$(cat "${2:-/nonexistent}/kernel-release" 2>/dev/null) && [[ $rel =~ ^([0-9]+)\.([0-9]+) ]]; then
 		echo "linux-source-${BASH_REMATCH[1]}.${BASH_REMATCH[2]} $suite"
@@ -108,8 +143,24 @@ bpo_dir() { # root, suite -> the suite's apt directory
 	*) echo "$1/apt-$2" ;;
 	esac
 }
-bpo_suite_line() { # suite -> its sources.list line
-	echo "deb http://deb.debian.org/debian $1 main"
+# A "suite" may also name several, joined by '+' (trixie+trixie-backports:
+# a release and its backports, as QEMU 11's dependency closure needs),
+# with one sources.list line each and one apt directory for them all.
+bpo_suites() { # suite -> the suites it names, one a line
+	tr '+' '\n' <<<"$1"
+}
+bpo_suite_line() { # suite -> its sources.list line(s)
+	local s
+	while read -r s; do
+		echo "deb http://deb.debian.org/debian $s main"
+	done < <(bpo_suites "$1")
+}
+# Whether the suite's lists are all there (each suite's Packages file).
+bpo_have_lists() { # apt directory, suite
+	local s
+	while read -r s; do
+		compgen -G "$1/lists/*_dists_${s}_*Packages*" >/dev/null || return 1
+	done < <(bpo_suites "$2")
 }
 bpo_opts() { # root, suite -> apt options, one a line
 	local d
@@ -147,25 +198,25 @@ bpo_refresh() { # root, suite [force]
 		flock 8
 		[[ -f $d/sources.list && $(cat "$d/sources.list") == "$line" ]] ||
 			echo "$line" >"$d/sources.list"
-		if [[ -z $force ]] && compgen -G "$d/lists/*${suite}*_Packages*" >/dev/null &&
+		if [[ -z $force ]] && bpo_have_lists "$d" "$suite" &&
 			[[ -n $(find "$d/lists" -maxdepth 1 -name '*_Packages*' -mmin -1440) ]]; then
 			exit 0
 		fi
 		# --error-on=any: apt-get update otherwise exits 0 when it could
 		# fetch nothing (a warning), and leaves no list behind.
 		if out=$(bpo_apt_get "$root" "$suite" update --error-on=any 2>&1) &&
-			compgen -G "$d/lists/*${suite}*_Packages*" >/dev/null; then
+			bpo_have_lists "$d" "$suite"; then
 			# apt leaves the file alone when nothing changed: its age is
 			# the check's.
 			touch "$d"/lists/*_Packages* 2>/dev/null || true
 			exit 0
 		fi
-		if compgen -G "$d/lists/*${suite}*_Packages*" >/dev/null; then
+		if bpo_have_lists "$d" "$suite"; then
 			echo "warning: apt-get update of $suite failed; using the lists from $(date -r "$(compgen -G "$d/lists/*_Packages*" | head -n1)" +%F):" >&2
 			echo "$out" | tail -n 3 >&2
 			exit 0
 		fi
-		echo "apt-get update of $suite ($line, lists in $d/lists) failed:" >&2
+		echo "apt-get update of $suite (${line//$'\n'/; }, lists in $d/lists) failed:" >&2
 		echo "$out" | tail -n 5 >&2
 		exit 1
 	) 8>"$d/.lock"
@@ -184,7 +235,7 @@ meta_depends() {
 # lists do not name one (no apt-get update yet).
 platform_kernel() { # platform, root
 	local dep pkg
-	case $1 in
+	case $(platform_kernel_platform "$1") in
 	6.1)
 		# One apt-cache call (each costs about a second here).
 		apt-cache show --no-all-versions linux-image-amd64 2>/dev/null | meta_depends
@@ -256,6 +307,18 @@ guest_qemu() { # image dir
 	fi
 	[[ -x $q ]] || { echo "$q (the QEMU of the image in $1) is missing: run scripts/guest/build-image.sh again" >&2; return 1; }
 	echo "$q"
+}
+
+# The prefix whose share/qemu, share/seabios and lib/x86_64-linux-gnu/qemu
+# a QEMU binary is to use: its own (PREFIX/bin/qemu-system-x86_64), or,
+# for the wrapper of an unpacked root (fetch-qemu11.sh: DIR/bin/
+# qemu-system-x86_64 running DIR/root/usr/bin/qemu-system-x86_64 through
+# the root's loader), that root's /usr.
+qemu_prefix() { # binary
+	local p
+	p=$(cd "$(dirname "$1")/.." && pwd)
+	[[ ! -x $p/root/usr/bin/qemu-system-x86_64 ]] || p=$p/root/usr
+	echo "$p"
 }
 
 # QEMU's version as "MAJOR MINOR" (from --version's first line).

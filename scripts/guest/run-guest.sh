@@ -31,13 +31,16 @@
 # VMIO_GUEST_MACHINE (default q35), VMIO_GUEST_QEMU (a qemu-system-x86_64
 # to run instead of the platform's: the image's `qemu` file names that,
 # the system's for 6.1, bookworm-backports' 10.0 unpacked by
-# fetch-qemu.sh for 6.12 and 7).
+# fetch-qemu.sh for 6.12 and 7, trixie-backports' 11.1 for 7-q11: a
+# wrapper fetch-qemu11.sh writes, which runs it on the trixie libraries
+# unpacked beside it through their own loader).
 #
 # A QEMU outside /usr (unpacked into the build tree, or installed under a
 # prefix) is given its own firmware and modules: -L PREFIX/share/qemu and
 # PREFIX/share/seabios, QEMU_MODULE_DIR=PREFIX/lib/x86_64-linux-gnu/qemu,
-# where they exist. Otherwise the unpacked QEMU 10 would load the system
-# QEMU 7.2's option ROMs (pvh.bin, linuxboot_dma.bin) and modules.
+# where they exist (for QEMU 11's wrapper, PREFIX is its root's /usr).
+# Otherwise the unpacked QEMU 10 would load the system QEMU 7.2's option
+# ROMs (pvh.bin, linuxboot_dma.bin) and modules.
 #
 # The guest has one vCPU unless --cpus says more: the machine has two
 # cores, and the vhost-user backend under test needs the other.
@@ -107,8 +110,9 @@ if [[ -n ${VMIO_GUEST_QEMU:-} ]]; then
 elif [[ -f $image/source ]]; then
 	echo "$name: $(cat "$image/source")" >&2
 fi
-# A QEMU under its own prefix: its firmware and modules, not the system's.
-qprefix=$(cd "$(dirname "$qemu")/.." && pwd)
+# A QEMU under its own prefix: its firmware and modules, not the system's
+# (platform.sh's qemu_prefix: QEMU 11's wrapper has them in its root).
+qprefix=$(qemu_prefix "$qemu")
 qemu_data=()
 if [[ $qprefix != /usr ]]; then
 	for d in "$qprefix/share/qemu" "$qprefix/share/seabios"; do

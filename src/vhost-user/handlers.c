@@ -21,6 +21,7 @@
  * longer be trusted.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -864,6 +865,47 @@ static int check_header(struct vmio_backend *be,
 	return 0;
 }
 
+/* What a request carries, for the debug log (" 0x1 queue 0 ..."): the
+ * value of a u64 payload, a queue's index and number, a config block's
+ * place, a memory region; nothing for the others. With the reply's (a
+ * GET_*'s value) logged after its handler, a -v -v log shows what a front
+ * end asked for and what it was told, which is how docs/qemu-11.md
+ * compares two QEMUs. */
+static void describe(const struct vhost_user_msg *msg, enum payload_rule rule,
+		     char *buf, size_t n)
+{
+	const union vhost_user_payload *p = &msg->payload;
+
+	buf[0] = '\0';
+	switch (rule) {
+	case P_U64:
+		snprintf(buf, n, " 0x%llx", (unsigned long long)p->u64);
+		break;
+	case P_STATE:
+		snprintf(buf, n, " queue %u num %u", p->state.index,
+			 p->state.num);
+		break;
+	case P_ADDR:
+		snprintf(buf, n, " queue %u flags 0x%x", p->addr.index,
+			 p->addr.flags);
+		break;
+	case P_MEM_TABLE:
+		snprintf(buf, n, " %u regions", p->memory.nregions);
+		break;
+	case P_MEM_REG:
+		snprintf(buf, n, " gpa 0x%llx size 0x%llx",
+			 (unsigned long long)p->mem_reg.region.gpa,
+			 (unsigned long long)p->mem_reg.region.size);
+		break;
+	case P_CONFIG:
+		snprintf(buf, n, " offset %u size %u flags 0x%x",
+			 p->config.offset, p->config.size, p->config.flags);
+		break;
+	case P_NONE:
+		break;
+	}
+}
+
 /* Makes the handler's reply, the REPLY_ACK ack, or nothing; decides
  * whether a failure ends the connection (see the top of this file). */
 static enum vhost_user_result finish(const struct handler *h,
@@ -925,10 +967,32 @@ enum vhost_user_result vmio_backend_handle_msg(struct vmio_backend *be,
 		stops_of(be, msg, h->stops, &first, &n, &how);
 		if (!vmio_bq_quiesce(be, first, n, how))
 			return VHOST_USER_WAIT;
-		log_debug("vhost-user: %s (%u bytes, %u fds)",
-			  vhost_user_request_name(msg->hdr.request),
-			  msg->hdr.size, msg->nfds);
+		if (vmio_log_get_level() >= VMIO_LOG_DEBUG) {
+			char what[80];
+
+			describe(msg, h->payload, what, sizeof(what));
+			log_debug("vhost-user: %s%s (%u bytes, %u fds%s)",
+				  vhost_user_request_name(msg->hdr.request),
+				  what, msg->hdr.size, msg->nfds,
+				  (msg->hdr.flags & VHOST_USER_NEED_REPLY_MASK)
+					  ? ", need_reply"
+					  : "");
+		}
 		rc = h->fn(be, msg, reply);
+		if (!rc && h->has_reply && vmio_log_get_level() >= VMIO_LOG_DEBUG) {
+			char what[80] = "";
+
+			/* GET_VRING_BASE's state is as long as a u64. */
+			if (msg->hdr.request == VHOST_USER_GET_VRING_BASE)
+				describe(reply, P_STATE, what, sizeof(what));
+			else if (msg->hdr.request == VHOST_USER_GET_CONFIG)
+				describe(reply, P_CONFIG, what, sizeof(what));
+			else if (reply->hdr.size == sizeof(uint64_t))
+				describe(reply, P_U64, what, sizeof(what));
+			log_debug("vhost-user: %s reply%s",
+				  vhost_user_request_name(msg->hdr.request),
+				  what);
+		}
 		/* Whatever the handler made of them (even if it refused the
 		 * request), the queues run again if they can. */
 		for (unsigned i = first; i < first + n; i++)

@@ -9,7 +9,7 @@
 # vmio runs under: ip netns exec NS) and a vh_cleanup_hook function.
 # The caller sets `name` (message and log prefix) before sourcing, then:
 #   vh_setup "$@"        options, checks, the image, logs, a cleanup trap;
-#                        --platform NAME (6.1, 6.12, 6.12-bpo, 7: the guest
+#                        --platform NAME (6.1, 6.12, 6.12-bpo, 7, 7-q11: the guest
 #                        kernel and QEMU, scripts/guest/platform.sh) sets
 #                        image (ROOT/NAME), qemu, qemu_major, qemu_minor
 #                        and kernel_release for the caller
@@ -83,7 +83,7 @@ vh_setup() {
 		--packed) packed=1; shift ;;
 		--in-order) in_order=1; shift ;;
 		--platform) platform=$2; shift 2 ;;
-		*) echo "usage: $0 [--platform 6.1|6.12|6.12-bpo|7] [--packed] [--in-order] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]" >&2; exit 2 ;;
+		*) echo "usage: $0 [--platform 6.1|6.12|6.12-bpo|7|7-q11] [--packed] [--in-order] [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]" >&2; exit 2 ;;
 		esac
 	done
 	# A ring variant's messages and logs go by a name of its own: the
@@ -142,7 +142,9 @@ vh_start_vmio() { # [vmio $dev options, instead of one vsock VM with CID 3]
 	# QEMU 7.2 does not retry a vhost-user socket: the backend must
 	# listen before QEMU starts.
 	(($#)) || set -- --guest-cid 3 --socket "$sock" --uds-path "$uds"
-	"${vmio_wrap[@]}" "$vmio" "$dev" "$@" -v >"$vlog" 2>&1 &
+	# VMIO_GUEST_VMIO_DEBUG=1: -v -v, every vhost-user message in the log
+	# with its payload (how docs/qemu-11.md compares QEMU 10 and 11).
+	"${vmio_wrap[@]}" "$vmio" "$dev" "$@" -v ${VMIO_GUEST_VMIO_DEBUG:+-v} >"$vlog" 2>&1 &
 	vpid=$!
 	local s
 	for s in "${socks[@]}"; do

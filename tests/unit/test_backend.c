@@ -997,6 +997,43 @@ static void test_call_fd_replaced_while_running(void **state)
 	close(newcall);
 }
 
+/* QEMU 11 sets NEED_REPLY on SET_VRING_KICK, _CALL and _ERR (it waits for
+ * the backend to use the new call fd before it looks for an interrupt left
+ * on the masked one): each is acked once in effect, and at debug level the
+ * log names each request with its payload and the flag, and a GET_*'s
+ * reply (docs/qemu-11.md reads QEMU's sequence from that log). */
+static void test_vring_fd_requests_acked_and_logged(void **state)
+{
+	struct fx *f = running_device(state);
+	int call = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	int err = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	enum vmio_log_level old = vmio_log_get_level();
+	uint64_t idx = 0, v = 0;
+
+	capture_log(f);
+	vmio_log_set_level(VMIO_LOG_DEBUG);
+	assert_int_equal(acked(f, VHOST_USER_SET_VRING_ERR, &idx, 8, &err, 1),
+			 0);
+	assert_int_equal(acked(f, VHOST_USER_SET_VRING_CALL, &idx, 8, &call, 1),
+			 0);
+	get_u64(f, VHOST_USER_GET_FEATURES);
+	vmio_log_set_level(old);
+	assert_true(logged(f, "vhost-user: SET_VRING_ERR 0x0 (8 bytes, 1 fds, "
+			      "need_reply)"));
+	assert_true(logged(f, "vhost-user: SET_VRING_CALL 0x0 (8 bytes, 1 fds, "
+			      "need_reply)"));
+	assert_true(logged(f, "vhost-user: GET_FEATURES (0 bytes, 0 fds)"));
+	assert_true(logged(f, "vhost-user: GET_FEATURES reply 0x"));
+	/* Acked means in use: the queue's next signal goes to the new fd. */
+	while (read(call, &v, 8) == 8)
+		;
+	post(f, 0);
+	kick(f, 0);
+	assert_int_equal(read(call, &v, 8), 8);
+	close(call);
+	close(err);
+}
+
 /* QEMU starts a queue on its masked notifier and discards what that got
  * when it installs the guest's call fd: a queue served before the swap (a
  * restarted backend, with chains the guest posted while it was away) must
@@ -1604,6 +1641,7 @@ int main(void)
 		T(test_add_rem_mem_reg),
 		T(test_refused_mem_reg_changes_nothing),
 		T(test_call_fd_replaced_while_running),
+		T(test_vring_fd_requests_acked_and_logged),
 		T(test_new_call_fd_hears_of_earlier_work),
 		T(test_call_fd_that_would_block),
 		T(test_bad_sizes),
