@@ -173,15 +173,19 @@ rm -rf "$work"
 mkdir -p "$work/kernel" "$work/root"
 trap 'rm -rf "$work"' EXIT
 log "unpacking $(basename "$kdeb")"
-# Only the kernel image and the module tree are needed; leave out firmware
-# references, docs and the like.
-dpkg-deb --fsys-tarfile "$kdeb" |
-	tar -x -C "$work/kernel" --wildcards './boot/vmlinuz-*' './lib/modules/*'
+# The kernel image and the module tree are what is needed: leave out the
+# documentation and the package's hook scripts. The modules are in
+# lib/modules up to Debian 12's packages and in usr/lib/modules from
+# Debian 13's (linux-image-6.12.*+deb13-amd64).
+dpkg-deb --fsys-tarfile "$kdeb" | tar -x -C "$work/kernel" --exclude=./usr/share --exclude=./etc
 vmlinuz=$(find "$work/kernel/boot" -name 'vmlinuz-*' | head -n1)
 [[ -n $vmlinuz ]] || die "no vmlinuz in $kdeb"
 krel=${vmlinuz##*/vmlinuz-}
-moddir=$work/kernel/lib/modules/$krel
-[[ -d $moddir/kernel ]] || die "no modules in $kdeb (for $krel)"
+moddir=
+for d in "$work/kernel/usr/lib/modules/$krel" "$work/kernel/lib/modules/$krel"; do
+	[[ -d $d/kernel ]] && moddir=$d && break
+done
+[[ -n $moddir ]] || die "no modules in $kdeb (for $krel, in usr/lib/modules or lib/modules)"
 
 # Module file by name. The package ships no modules.dep (depmod makes it at
 # install time), so dependencies come from each module's own .modinfo
