@@ -33,6 +33,7 @@ done
 dir=$cache/deb
 mkdir -p "$dir"
 
+# shellcheck disable=SC1091 # the host's
 host_release=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 if [[ $release == "$host_release" ]]; then
 	tools=(git dpkg-buildpackage dh cpio)
@@ -85,6 +86,7 @@ else
 	# beside the source (in /w) land in $dir too.
 	safe_rm "$dir/overlay"
 	mkdir -p "$dir/overlay/upper" "$dir/overlay/work"
+	# shellcheck disable=SC2016 # for the inner shell
 	"$top/scripts/system/in-root.sh" --overlay "$broot:$dir/overlay/upper:$dir/overlay/work" \
 		--bind "$dir:/w" "$dir/overlay/root" sh -c 'cd /w/src &&
 		DEB_BUILD_OPTIONS="nocheck $1" VMIO_DEB_LINTIAN=no scripts/deb.sh' sh "${DEB_BUILD_OPTIONS:-}" \

@@ -30,7 +30,7 @@ safe_rm() { # path...
 	for p in "$@"; do
 		[[ -e $p || -L $p ]] || continue
 		m=$(mounts_under "$p")
-		[[ -z $m ]] || die "refusing to remove $p: mounted under it: $(echo $m)"
+		[[ -z $m ]] || die "refusing to remove $p: mounted under it: ${m//$'\n'/ }"
 		rm -rf "$p"
 	done
 }

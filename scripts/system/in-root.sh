@@ -47,6 +47,7 @@ shift
 [[ $root != / ]] || die "the root may not be /"
 
 mounted=()
+# shellcheck disable=SC2317 # called from the EXIT trap
 cleanup() {
 	local i
 	for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do

@@ -518,6 +518,7 @@ check stop_units
 t_checks=$((SECONDS - t0))
 check powered_off
 echo "1..$n"
+# shellcheck disable=SC1091,SC2016 # the root's file; dpkg-query's format
 echo "# release: $(. "$base/etc/os-release" && echo "$PRETTY_NAME"), $(cat "$base/etc/debian_version"); systemd $(chroot "$base" dpkg-query -W -f='${Version}' systemd); package $(basename "$deb")"
 echo "# times: root ${t_root} s, package ${t_deb} s, boot to systemd ${t_boot} s, checks ${t_checks} s"
 echo "# failed: ${failures[*]:-none}"
