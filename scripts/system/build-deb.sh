@@ -5,9 +5,14 @@
 # checkouts' packages land. Lintian and the package's own unit tests are
 # left to `make deb` and the suite; this is the same package otherwise.
 #
-# usage: scripts/system/build-deb.sh [CACHE]
-#   CACHE defaults to build/sysroot; the copy is CACHE/deb/src and the
-#   package's path is printed. A second run compares a key of the tree's
+# usage: scripts/system/build-deb.sh [--release CODENAME] [CACHE]
+#   CODENAME (default bookworm) is the Debian release the package is for:
+#   the host's own release builds on the host; another one builds in that
+#   release's build root (scripts/system/build-root.sh --kind build, with
+#   scripts/system/in-root.sh), so that the package's Depends name that
+#   release's libraries and its binaries link to that release's glibc.
+#   CACHE defaults to build/sysroot/CODENAME; the copy is CACHE/deb/src
+#   and the package's path is printed. A second run compares a key of the tree's
 #   files (every file git tracks or would track, by content) and does
 #   nothing if it is unchanged. The key leaves out tests/ and scripts/
 #   (but for scripts/deb.sh): nothing of theirs is in the package, and
@@ -15,12 +20,27 @@
 set -euo pipefail
 
 me=build-deb
+release=bookworm
+while (($#)); do
+	case $1 in
+	--release) release=$2; shift 2 ;;
+	-*) echo "$me: unknown option $1" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
 # shellcheck source=scripts/system/cache.sh
 . "$(dirname "$0")/cache.sh"
 dir=$cache/deb
 mkdir -p "$dir"
 
-for tool in git dpkg-buildpackage dh cpio; do
+# shellcheck disable=SC1091 # the host's
+host_release=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+if [[ $release == "$host_release" ]]; then
+	tools=(git dpkg-buildpackage dh cpio)
+else
+	tools=(git cpio debootstrap unshare) # the build happens in the release's root
+fi
+for tool in "${tools[@]}"; do
 	command -v "$tool" >/dev/null ||
 		die "'$tool' is missing: run scripts/deps.sh (as root; packages git, dpkg-dev, debhelper, cpio)"
 done
@@ -40,7 +60,7 @@ tree_files() {
 }
 key=$(cd "$top" && tree_files | grep -zv -e '^tests/' -e '^scripts/' |
 	xargs -0 sha256sum scripts/deb.sh | sha256sum | cut -d' ' -f1)
-key="script $(sha256sum "$0" | cut -d' ' -f1) tree $key"
+key="script $(sha256sum "$0" | cut -d' ' -f1) release $release tree $key"
 deb=$(cat "$dir/deb" 2>/dev/null || true)
 if [[ -f $dir/stamp && $(cat "$dir/stamp") == "$key" && -f $deb ]]; then
 	log "up to date: $deb"
@@ -51,15 +71,31 @@ fi
 start=$SECONDS
 log "building the package of $top in $dir/src"
 rm -f "$dir/stamp" "$dir/deb"
-rm -rf "$dir/src" "$dir"/*.deb "$dir"/*.buildinfo "$dir"/*.changes
+safe_rm "$dir/src"
+rm -f "$dir"/*.deb "$dir"/*.buildinfo "$dir"/*.changes
 mkdir "$dir/src"
 (cd "$top" && tree_files | cpio --null -pdm --quiet "$dir/src")
-DEB_BUILD_OPTIONS="nocheck ${DEB_BUILD_OPTIONS:-}" VMIO_DEB_LINTIAN=no \
-	"$dir/src/scripts/deb.sh" >"$dir/build.log" 2>&1 ||
+if [[ $release == "$host_release" ]]; then
+	DEB_BUILD_OPTIONS="nocheck ${DEB_BUILD_OPTIONS:-}" VMIO_DEB_LINTIAN=no \
+		"$dir/src/scripts/deb.sh" >"$dir/build.log" 2>&1
+else
+	broot=$("$top/scripts/system/build-root.sh" --release "$release" --kind build "$cache") ||
+		die "no $release build root (build-root.sh said why above)"
+	# In an overlay on the build root, which stays as deps.sh left it; the
+	# copy's folder is bound on /w, so that dpkg-buildpackage's outputs
+	# beside the source (in /w) land in $dir too.
+	safe_rm "$dir/overlay"
+	mkdir -p "$dir/overlay/upper" "$dir/overlay/work"
+	# shellcheck disable=SC2016 # for the inner shell
+	"$top/scripts/system/in-root.sh" --overlay "$broot:$dir/overlay/upper:$dir/overlay/work" \
+		--bind "$dir:/w" "$dir/overlay/root" sh -c 'cd /w/src &&
+		DEB_BUILD_OPTIONS="nocheck $1" VMIO_DEB_LINTIAN=no scripts/deb.sh' sh "${DEB_BUILD_OPTIONS:-}" \
+		>"$dir/build.log" 2>&1
+fi ||
 	die "scripts/deb.sh failed; the end of $dir/build.log: $(tail -n 30 "$dir/build.log")"
 deb=$(find "$dir/src/build-deb" -name 'vmio_*.deb' | head -n1)
 [[ -f $deb ]] || die "scripts/deb.sh made no vmio_*.deb (see $dir/build.log)"
 echo "$deb" >"$dir/deb"
 echo "$key" >"$dir/stamp"
-log "built $(basename "$deb") in $((SECONDS - start)) s"
+log "built $(basename "$deb") for $release in $((SECONDS - start)) s"
 echo "$deb"

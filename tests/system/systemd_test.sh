@@ -1,18 +1,23 @@
 #!/bin/bash
-# The package on a booted systemd: a Debian 12 root (debootstrapped once,
-# cached in BUILD/sysroot by scripts/system/build-root.sh) gets the .deb of
-# this tree (scripts/system/build-deb.sh, rebuilt when a file changed) in an
-# overlay of its own, boots with systemd-nspawn, and each unit the package
+# The package on a booted systemd: a Debian root of the release asked for
+# (12, bookworm, by default; 13, trixie, with --release trixie),
+# debootstrapped once and cached in BUILD/sysroot/CODENAME by
+# scripts/system/build-root.sh, gets the .deb of this tree built for that
+# release (scripts/system/build-deb.sh, rebuilt when a file changed: on the
+# host for the host's release, in that release's build root for another)
+# in an overlay of its own, boots with systemd-nspawn, and each unit the package
 # ships is started, given a real session by a client, read with
 # `vmio stats`, broken, restarted and stopped, as an administrator would.
 # The clients, copied into the overlay: the build's vmio-vsock-bench (a
-# guest driver and a host program), the host's dpdk-testpmd as vmio net's
-# VMM (build-root.sh puts its libraries in the root), and
+# guest driver and a host program; it links to nothing but libc, so a
+# newer release's glibc runs it), the release's own dpdk-testpmd as vmio
+# net's VMM (build-root.sh installs it in the root, with its libraries), and
 # tests/system/sockets.py (a vhost-user GET_FEATURES, a collector, a
 # sender).
 #
-# usage: tests/system/systemd_test.sh [--build DIR]
-#   DIR is the meson build tree the tools come from (default build).
+# usage: tests/system/systemd_test.sh [--build DIR] [--release CODENAME]
+#   DIR is the meson build tree the tools come from (default build);
+#   CODENAME the Debian release of the root (default bookworm).
 # Prints one TAP line per check (ok N NAME / not ok N NAME, then what the
 # check saw as # lines), and the times taken; exits 1 if any failed.
 # Needs root, systemd-nspawn, debootstrap and the network to the Debian
@@ -29,13 +34,15 @@ export LC_ALL=C.UTF-8
 top=$(cd "$(dirname "$0")/../.." && pwd)
 here=$top/tests/system
 build=$top/build
+release=bookworm
 while (($#)); do
 	case $1 in
 	--build) build=$2; shift 2 ;;
-	*) echo "usage: $0 [--build DIR]" >&2; exit 2 ;;
+	--release) release=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--release CODENAME]" >&2; exit 2 ;;
 	esac
 done
-cache=$build/sysroot
+cache=$build/sysroot/$release
 run=$cache/run # this run's overlay and logs, kept until the next run
 
 # What the units provide, each in one place (issue 26).
@@ -58,23 +65,37 @@ for tool in systemd-nspawn nsenter debootstrap dpkg-buildpackage python3 mount; 
 		bail "'$tool' is missing: run scripts/deps.sh (as root; systemd-nspawn is in systemd-container)"
 done
 [[ -x $build/vmio-vsock-bench ]] || bail "$build/vmio-vsock-bench is not built (ninja -C $build)"
-testpmd=/usr/bin/dpdk-testpmd
-[[ -x $testpmd ]] || bail "$testpmd is missing: run scripts/deps.sh (as root; package dpdk-dev)"
+testpmd=/usr/local/bin/dpdk-testpmd # in the root, the release's own (build-root.sh)
 grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
 	bail "the kernel has no overlayfs: the root is booted through one"
 
 # shellcheck source=scripts/system/container.sh
 . "$top/scripts/system/container.sh"
+me=systemd_test
+# shellcheck source=scripts/system/cache.sh
+. "$top/scripts/system/cache.sh" "$cache" # safe_rm
+
+# The cache before it was one per release (build/sysroot/{base,debs,...},
+# Debian 12's): its .debs move to build/sysroot/bookworm/debs, so that
+# nothing is downloaded again; the rest is rebuilt.
+old=$build/sysroot
+if [[ $release == bookworm && -d $old/debs && ! -e $cache/debs ]]; then
+	mv "$old/debs" "$cache/debs"
+	safe_rm "$old/base" "$old/deb" "$old/run"
+	rm -f "$old/stamp"
+fi
 
 t0=$SECONDS
-base=$("$top/scripts/system/build-root.sh" "$cache") || bail "no Debian 12 root (build-root.sh said why above)"
+base=$("$top/scripts/system/build-root.sh" --release "$release" "$cache") ||
+	bail "no $release root (build-root.sh said why above)"
 t_root=$((SECONDS - t0))
 t0=$SECONDS
 if [[ -n ${VMIO_SYSTEM_DEB:-} ]]; then
 	deb=$VMIO_SYSTEM_DEB
 	[[ -f $deb ]] || bail "VMIO_SYSTEM_DEB=$deb: no such file"
 else
-	deb=$("$top/scripts/system/build-deb.sh" "$cache") || bail "no package (build-deb.sh said why above)"
+	deb=$("$top/scripts/system/build-deb.sh" --release "$release" "$cache") ||
+		bail "no package for $release (build-deb.sh said why above)"
 fi
 t_deb=$((SECONDS - t0))
 
@@ -86,13 +107,14 @@ cleanup() {
 }
 trap cleanup EXIT
 mountpoint -q "$root" && umount "$root"
-rm -rf "$run"
+safe_rm "$run"
 mkdir -p "$run/upper" "$run/work" "$root"
 mount -t overlay overlay -o "lowerdir=$base,upperdir=$run/upper,workdir=$run/work" "$root" ||
 	bail "cannot mount an overlay on $base"
 tools=/usr/local/lib/vmio-test
 mkdir -p "$root$tools"
-cp "$build/vmio-vsock-bench" "$here/sockets.py" "$testpmd" "$root$tools/"
+cp "$build/vmio-vsock-bench" "$here/sockets.py" "$root$tools/"
+[[ -x $root$testpmd ]] || bail "the root has no $testpmd (build-root.sh installs it)"
 cp "$deb" "$root/root/vmio.deb"
 
 t0=$SECONDS
@@ -261,7 +283,7 @@ testpmd_txonly() { # socket queues minimum-frames
 		done
 		kill -INT $pmd 2>/dev/null; wait $pmd
 		echo "vmtap0 rx_packets=$got (wanted $want)"
-		[ "$got" -ge "$want" ] || { tail -n 20 /tmp/testpmd.log; exit 1; }' "$tools/dpdk-testpmd" "$@"
+		[ "$got" -ge "$want" ] || { tail -n 20 /tmp/testpmd.log; exit 1; }' "$testpmd" "$@"
 }
 
 net_sock=/run/vmio/net/vm1/vhost.sock
@@ -496,6 +518,8 @@ check stop_units
 t_checks=$((SECONDS - t0))
 check powered_off
 echo "1..$n"
+# shellcheck disable=SC1091,SC2016 # the root's file; dpkg-query's format
+echo "# release: $(. "$base/etc/os-release" && echo "$PRETTY_NAME"), $(cat "$base/etc/debian_version"); systemd $(chroot "$base" dpkg-query -W -f='${Version}' systemd); package $(basename "$deb")"
 echo "# times: root ${t_root} s, package ${t_deb} s, boot to systemd ${t_boot} s, checks ${t_checks} s"
 echo "# failed: ${failures[*]:-none}"
 ((failed == 0))
