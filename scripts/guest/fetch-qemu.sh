@@ -105,20 +105,10 @@ if ! (cd "$dir/dl" && bpo_apt_get "$root" bookworm-backports download $want >&2)
 		die "apt-get download $want from bookworm-backports failed"
 fi
 
-# Unpacked beside the old tree and swapped in whole: a QEMU that runs from
-# the old one (another build tree's test) keeps its files.
+# QEMU 10 runs on this system's libraries: its symlinks stay as packaged.
 rm -f "$dir/stamp"
-rm -rf "$dir/root.new" "$dir/root.old"
-mkdir -p "$dir/root.new"
-for deb in "$dir"/dl/*.deb; do
-	dpkg-deb -x "$deb" "$dir/root.new" || die "cannot unpack $deb"
-done
-[[ -x $dir/root.new/usr/bin/qemu-system-x86_64 ]] || die "no usr/bin/qemu-system-x86_64 in the unpacked packages ($dir/root.new)"
-# Only the documentation and the binary's manual pages: nothing to keep.
-rm -rf "$dir/root.new/usr/share/doc" "$dir/root.new/usr/share/man"
-[[ ! -d $dir/root ]] || mv "$dir/root" "$dir/root.old"
-mv "$dir/root.new" "$dir/root"
-rm -rf "$dir/root.old"
+unpack_root "$dir" no "$dir"/dl/*.deb || die "cannot unpack the packages in $dir/dl"
+[[ -x $dir/root/usr/bin/qemu-system-x86_64 ]] || die "no usr/bin/qemu-system-x86_64 in the unpacked packages ($dir/root)"
 
 # Every library it loads must be on the system (Debian 12's): name the
 # missing ones and the package to install, rather than fail at boot.

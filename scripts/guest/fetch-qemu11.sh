@@ -126,27 +126,9 @@ for deb in "$dir"/debs/*.deb; do
 	[[ -n ${keep[${b%_*.deb}_]:-} ]] || rm -f "$deb"
 done
 
-# --- unpack beside the old root and swap it in whole ----------------------
-# (a QEMU running from the old one, another build tree's test, keeps its
-# files). Nothing is ever mounted in these trees: plain rm -rf.
+# --- unpack (platform.sh's unpack_root), its symlinks into the root -------
 rm -f "$dir/stamp"
-rm -rf "$dir/root.new" "$dir/root.old"
-mkdir -p "$dir/root.new"
-for deb in "$dir"/debs/*.deb; do
-	dpkg-deb -x "$deb" "$dir/root.new" || die "cannot unpack $deb"
-done
-rm -rf "$dir/root.new/usr/share/doc" "$dir/root.new/usr/share/man" "$dir/root.new/usr/share/locale"
-# Absolute symlinks point at the host's files: make each relative, into
-# the root (its target inside the root, whether or not it exists there).
-while IFS= read -r -d '' l; do
-	t=$(readlink "$l")
-	[[ $t == /* ]] || continue
-	rel=$(realpath -m --relative-to="$(dirname "$l")" "$dir/root.new$t")
-	ln -sfn "$rel" "$l"
-done < <(find "$dir/root.new" -type l -print0)
-[[ ! -d $dir/root ]] || mv "$dir/root" "$dir/root.old"
-mv "$dir/root.new" "$dir/root"
-rm -rf "$dir/root.old"
+unpack_root "$dir" yes "$dir"/debs/*.deb || die "cannot unpack the packages in $dir/debs"
 
 r=$dir/root
 loader=$r/usr/lib/$multiarch/ld-linux-x86-64.so.2

@@ -321,6 +321,34 @@ qemu_prefix() { # binary
 	echo "$p"
 }
 
+# Unpacks the .debs into DIR/root: beside the old tree, then swapped in
+# whole, so that a QEMU running from the old one (another build tree's
+# test) keeps its files. Documentation, manual pages and translations are
+# left out. With relink, absolute symlinks are made relative, into the
+# root (for a root run on its own libraries: the host's files are another
+# release's). Nothing is ever mounted in these trees: plain rm -rf.
+# Fails (status 1, a message on stderr) if a .deb does not unpack.
+unpack_root() { # dir, relink (yes|no), deb...
+	local dir=$1 relink=$2 deb l t
+	shift 2
+	rm -rf "$dir/root.new" "$dir/root.old"
+	mkdir -p "$dir/root.new"
+	for deb in "$@"; do
+		dpkg-deb -x "$deb" "$dir/root.new" || { echo "cannot unpack $deb" >&2; return 1; }
+	done
+	rm -rf "$dir/root.new/usr/share/doc" "$dir/root.new/usr/share/man" "$dir/root.new/usr/share/locale"
+	if [[ $relink == yes ]]; then
+		while IFS= read -r -d '' l; do
+			t=$(readlink "$l")
+			[[ $t == /* ]] || continue
+			ln -sfn "$(realpath -m --relative-to="$(dirname "$l")" "$dir/root.new$t")" "$l"
+		done < <(find "$dir/root.new" -type l -print0)
+	fi
+	[[ ! -d $dir/root ]] || mv "$dir/root" "$dir/root.old"
+	mv "$dir/root.new" "$dir/root"
+	rm -rf "$dir/root.old"
+}
+
 # QEMU's version as "MAJOR MINOR" (from --version's first line).
 qemu_version() { # binary
 	"$1" --version 2>/dev/null | sed -n '1s/.*version \([0-9]*\)\.\([0-9]*\).*/\1 \2/p'
