@@ -203,7 +203,7 @@ static enum rx_stop rx_dry(struct vnet_device *d, struct vnet_pair *p,
 {
 	bool more;
 
-	if (vmio_poll_window_dry(&p->rx_poll, vnet_poll_now(d))) {
+	if (vmio_poll_window_dry_now(&p->rx_poll)) {
 		vmio_vq_unpop(p->rx, f->nchains);
 		return RX_POLL;
 	}

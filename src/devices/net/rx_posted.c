@@ -130,7 +130,7 @@ enum vnet_posted_wait vnet_rx_posted_run(struct vnet_pair *p)
 			break;
 		/* Out of buffers: look again next turn (poll.h), or kicks
 		 * on, then look once more. */
-		if (vmio_poll_window_dry(&p->rx_poll, vnet_poll_now(d))) {
+		if (vmio_poll_window_dry_now(&p->rx_poll)) {
 			poll = true;
 			break;
 		}

@@ -31,7 +31,6 @@
 #include "virtio/poll_window.h"
 #include "devices/net/stats.h"
 #include "event/loop.h"
-#include "util/clock.h"
 #include "util/log.h"
 #include "vhost-user/device.h"
 #include "virtio/virtqueue.h"
@@ -150,13 +149,6 @@ static inline unsigned vnet_active_pairs(const struct vnet_device *d)
 		return d->npairs;
 	return d->ctrl_state.pairs < d->npairs ? d->ctrl_state.pairs
 					       : d->npairs;
-}
-
-/* The time a polling decision needs; no clock read when polling is
- * off. */
-static inline uint64_t vnet_poll_now(const struct vnet_device *d)
-{
-	return d->cfg.poll_ns ? vmio_now_ns() : 0;
 }
 
 /* Kicks off for a drain. Already off (a queue polling, or back for its

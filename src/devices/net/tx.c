@@ -215,7 +215,7 @@ void vnet_tx_run(struct vnet_pair *p)
 		why = tx_drain(d, p, &budget);
 		if (why != TX_EMPTY)
 			break;
-		if (vmio_poll_window_dry(&p->tx_poll, vnet_poll_now(d))) {
+		if (vmio_poll_window_dry_now(&p->tx_poll)) {
 			why = TX_POLL;
 			break;
 		}

@@ -23,7 +23,6 @@
 #include "devices/vsock/rx_writer.h"
 #include "devices/vsock/tx_splice.h"
 #include "devices/vsock/peer_log.h"
-#include "util/clock.h"
 #include "virtio/poll_window.h"
 
 struct mux_conn {
@@ -85,13 +84,6 @@ static void resched(struct vsock_muxer *m, bool rx, bool tx)
 		vmio_defer_schedule(&m->tx_again);
 	else if (rx)
 		vmio_defer_schedule(&m->rx_again);
-}
-
-/* The time a polling window is measured in; no clock read when the
- * windows are off. */
-static uint64_t poll_now(const struct vsock_muxer *m)
-{
-	return m->cfg.poll_ns ? vmio_now_ns() : 0;
 }
 
 /* ---- Synthetic RSTs (rst_queue.h) -------------------------------------- */
@@ -616,7 +608,7 @@ static void serve_rx(struct vsock_muxer *m)
 			/* Out of buffers: look again next turn while the
 			 * window is open; else wait for the guest to post
 			 * some, unless it did while kicks were off. */
-			if (vmio_poll_window_dry(&m->rx_poll, poll_now(m))) {
+			if (vmio_poll_window_dry_now(&m->rx_poll)) {
 				resched(m, true, false);
 				break;
 			}
@@ -669,7 +661,7 @@ static void serve_tx(struct vsock_muxer *m)
 		if (got < 0)
 			break;
 		if (!got) {
-			if (vmio_poll_window_dry(&m->tx_poll, poll_now(m))) {
+			if (vmio_poll_window_dry_now(&m->tx_poll)) {
 				resched(m, false, true);
 				break;
 			}
