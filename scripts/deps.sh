@@ -40,7 +40,9 @@ packages=(
 	man-db            # install test: man --warnings renders the man pages
 	debhelper         # make deb and the system test: dh and its meson build system, compat 13
 	dpkg-dev          # make deb and the system test: dpkg-buildpackage
-	debootstrap       # system test: the Debian 12 root the package is installed into
+	debootstrap       # system tests: the Debian 12 and 13 roots the package is installed into,
+	                  # and the Debian 13 root the tree is built and tested in
+	git               # those tests copy the files git lists into the roots
 	systemd-container # system test: systemd-nspawn boots that root's systemd
 )
 

@@ -17,7 +17,7 @@
 #             linux-binary-VER (usr/lib/modules/VER/vmlinuz),
 #             the modules in linux-modules-VER and
 #             modules.builtin in linux-base-VER
-##   7-q11     platform 7's kernel (its downloads shared)    trixie-backports' qemu-system-x86 (11.1),
+#   7-q11     platform 7's kernel (its downloads shared)    trixie-backports' qemu-system-x86 (11.1),
 #                                                           on trixie's libraries (fetch-qemu11.sh)
 #
 # Each platform's image lives in ROOT/PLATFORM (ROOT: build/guest), with
