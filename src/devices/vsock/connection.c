@@ -147,8 +147,8 @@ void vsock_conn_kill(struct vsock_conn *c, bool rst, const char *why)
  * guest will send no more and all it sent reached the host, and nothing
  * more can go to the guest (it will not receive, or the host hit EOF and
  * we told the guest so), there is nothing left to carry. A SHUTDOWN
- * still pending for the guest goes out before the RST (fill_rx sends RST
- * first only in KILLED, so wait for it). */
+ * still pending for the guest goes out before the RST (conn_to_guest.c's
+ * priority table puts an RST first only in KILLED, so wait for it). */
 void vsock_conn_maybe_close(struct vsock_conn *c)
 {
 	if (c->state != VSOCK_CONN_ESTABLISHED)
