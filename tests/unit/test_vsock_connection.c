@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "devices/vsock/conn_to_guest.h"
+#include "devices/vsock/conn_from_guest.h"
 #include "devices/vsock/connection.h"
 
 #define GUEST_CID 3u

@@ -5,13 +5,15 @@
  *
  * The connection never touches a virtqueue. The multiplexer pops guest tx
  * chains, parses them (vsock_pkt_parse_tx), finds the connection by port
- * pair and hands it the packet (vsock_conn_from_guest). When the connection
- * has something for the guest, the multiplexer pops rx chains and has
- * them filled: that side, host -> guest, is conn_to_guest.h's, with the
- * one priority table of what goes first. For
- * the host socket the multiplexer asks which epoll events to watch
+ * pair and hands it the packet: that side, guest -> host, is
+ * conn_from_guest.h's (what each op does, and data on its way to the host
+ * socket). When the connection has something for the guest, the
+ * multiplexer pops rx chains and has them filled: that side, host ->
+ * guest, is conn_to_guest.h's, with the one priority table of what goes
+ * first. This file keeps the states, their set-up and their end, and the
+ * host socket's side: the multiplexer asks which epoll events to watch
  * (vsock_conn_epoll_events) after every call, and reports them back
- * (vsock_conn_host_readable, vsock_conn_flush).
+ * (vsock_conn_host_readable here, vsock_conn_flush in conn_from_guest.h).
  *
  * States:
  *   LOCAL_INIT   host program connected and asked for a guest port; our
@@ -158,32 +160,10 @@ void vsock_conn_set_seqpacket(struct vsock_conn *c);
  * forgotten: release them first. */
 void vsock_conn_destroy(struct vsock_conn *c);
 
-/* Handles one packet from the guest for this connection. pkt must be
- * VSOCK_PKT_OK from vsock_pkt_parse_tx over tx (its payload is read from
- * tx's iovecs, written to the host socket when the socket takes it, else
- * copied into the ring). Any op the state does not allow, or a credit
- * violation, kills the connection with an RST pending; an RST from the
- * guest kills it with nothing pending.
- *
- * With a splice context and may_hold, RW payload goes to the socket by
- * reference and the connection keeps the chain: returns true, and the
- * caller must not push it (vsock_conn_tx_release gives it back). Credit
- * for those bytes is given when the host has read them. Returns false
- * when the chain may go back at once. */
-bool vsock_conn_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
-			   const struct vmio_chain *tx, bool may_hold);
-
 /* What a guest packet costs in its buffer (guest_backlog.h; 0: no packet
  * bound and no merging). Right after init; the default is
  * VSOCK_BACKLOG_OVERHEAD_DEFAULT. */
 void vsock_conn_set_packet_overhead(struct vsock_conn *c, uint32_t overhead);
-
-/* Takes up to max held chains the host has read through (all of them,
- * read or not, with force or once the host socket is closed), oldest
- * first, into heads[]; counts their bytes consumed. Returns how many: the
- * caller pushes them used. */
-unsigned vsock_conn_tx_release(struct vsock_conn *c, uint16_t heads[],
-			       unsigned max, bool force);
 
 /* The multiplexer saw EPOLLIN (hangup: HUP, RDHUP or ERR) on the fd:
  * data, EOF or an error waits to be read into an rx chain.
@@ -202,11 +182,6 @@ void vsock_conn_host_readable(struct vsock_conn *c, bool hangup);
 
 /* Guest packets unread from which stream data is merged (above). */
 #define VSOCK_CONN_MERGE_AFTER 8
-
-/* The multiplexer saw EPOLLOUT: writes buffered guest data to the host
- * socket, then does the SHUT_WR or close the guest asked for once the
- * buffer is empty. */
-void vsock_conn_flush(struct vsock_conn *c);
 
 /* The multiplexer ticks (vsock_conn_tick) while this holds: host data
  * waits for credit and a CREDIT_REQUEST may be due (no byte credit and

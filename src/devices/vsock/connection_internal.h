@@ -35,6 +35,9 @@ void vsock_conn_maybe_close(struct vsock_conn *c);
 /* After a stream read: leave what is left in the host socket to merge,
  * if the guest fell behind. */
 void vsock_conn_merge_recheck(struct vsock_conn *c);
+/* Ends a merge hold (vsock_conn_host_readable): the data is read at the
+ * next rx turn. */
+void vsock_conn_merge_release(struct vsock_conn *c);
 /* A CREDIT_REQUEST may go now. */
 bool vsock_conn_request_due(const struct vsock_conn *c);
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "devices/vsock/conn_doc.h"
+#include "devices/vsock/conn_from_guest.h"
 #include "devices/vsock/conn_to_guest.h"
 #include "devices/vsock/muxer_conns.h"
 #include "devices/vsock/muxer_rx.h"

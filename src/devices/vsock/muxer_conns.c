@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "devices/vsock/conn_from_guest.h"
 #include "devices/vsock/conn_to_guest.h"
 
 /* The connection of an rx FIFO link (NULL: none). */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "devices/vsock/conn_from_guest.h"
 #include "devices/vsock/host_service.h"
 #include "devices/vsock/muxer_conns.h"
 #include "devices/vsock/muxer_rx.h"
