@@ -14,9 +14,9 @@
 #include "cli/serve.h"
 #include "cli/socket_instance.h"
 #include "cli/workers_args.h"
-#include "devices/net/backend_null.h"
-#include "devices/net/backend_tap.h"
-#include "devices/net/backend_xdp.h"
+#include "devices/net/port_null.h"
+#include "devices/net/port_tap.h"
+#include "devices/net/port_xdp.h"
 #include "devices/net/device.h"
 #include "devices/net/xdp_reserve.h"
 #include "util/log.h"
@@ -223,14 +223,14 @@ static int handle_opt(void *opaque, int c, const char *arg)
 	return -1;
 }
 
-static struct vnet_backend *open_backend(const struct net_opts *n)
+static struct vnet_port *open_port(const struct net_opts *n)
 {
-	struct vnet_backend *b;
+	struct vnet_port *b;
 	const char *why = "out of memory";
 	int err = -ENOMEM;
 
 	if (n->null) {
-		b = vnet_backend_null_new((unsigned)n->queues,
+		b = vnet_port_null_new((unsigned)n->queues,
 					  (size_t)n->null_source, &err);
 		if (!b)
 			log_err("net: cannot set up the null backend: %s",
@@ -238,7 +238,7 @@ static struct vnet_backend *open_backend(const struct net_opts *n)
 		return b;
 	}
 	if (n->xdp[0]) {
-		b = vnet_backend_xdp_new(n->xdp, (unsigned)n->xdp_queue,
+		b = vnet_port_xdp_new(n->xdp, (unsigned)n->xdp_queue,
 					 (unsigned)n->queues, n->xdp_copy,
 					 (unsigned)n->xdp_reserve, &err, &why);
 		if (!b)
@@ -246,7 +246,7 @@ static struct vnet_backend *open_backend(const struct net_opts *n)
 				n->xdp, why, strerror(-err));
 		return b;
 	}
-	b = vnet_backend_tap_new(n->tap, (unsigned)n->queues, &err, &why);
+	b = vnet_port_tap_new(n->tap, (unsigned)n->queues, &err, &why);
 	if (!b)
 		log_err("net: cannot use tap %s: %s (%s)", n->tap, why,
 			strerror(-err));
@@ -254,7 +254,7 @@ static struct vnet_backend *open_backend(const struct net_opts *n)
 }
 
 static void print_stats(const struct vnet_device *dev,
-			struct vnet_backend *b)
+			struct vnet_port *b)
 {
 	char line[1024];
 
@@ -278,7 +278,7 @@ struct net_parts {
 	struct vmio_loop *loop;
 	struct vmio_backend *be;
 	const struct vnet_device *dev;
-	struct vnet_backend *b;
+	struct vnet_port *b;
 	struct vmio_loop **pair_loops;
 	/* One per pair, for its part (written on the pair's loop). */
 	struct net_pair_part {
@@ -321,12 +321,12 @@ static void write_pair_cost(const struct net_parts *p, unsigned i,
 	vmio_json_kv_uint(j, "idle_kicks", idle);
 }
 
-/* On the pair's worker: its frame counters and what its backend says of
+/* On the pair's worker: its frame counters and what its port says of
  * itself. */
 static void write_pair(void *opaque, struct vmio_json *j)
 {
 	const struct net_pair_part *pp = opaque;
-	const struct vnet_backend *b = pp->p->b;
+	const struct vnet_port *b = pp->p->b;
 	unsigned i = pp->index;
 
 	vmio_json_object_begin(j);
@@ -410,8 +410,8 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 	int status = 1;
 
 	memcpy(cfg.mac, n->mac, sizeof(cfg.mac));
-	cfg.backend = open_backend(n);
-	if (!cfg.backend)
+	cfg.port = open_port(n);
+	if (!cfg.port)
 		return 1;
 	pool = net_workers(n, pair_loops);
 	if (pool)
@@ -429,7 +429,7 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 		static struct net_parts parts;
 
 		parts = (struct net_parts){ .loop = loop, .be = be,
-					    .dev = dev, .b = cfg.backend,
+					    .dev = dev, .b = cfg.port,
 					    .pair_loops = pair_loops };
 		struct vmio_control *ctl = NULL;
 
@@ -446,10 +446,10 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 	vmio_backend_free(be);
 	vmio_cpu_account_fini(&cpu);
 	if (dev && n->stats)
-		print_stats(dev, cfg.backend);
+		print_stats(dev, cfg.port);
 	vnet_device_free(dev);
 	vmio_workers_free(pool);
-	vnet_backend_free(cfg.backend);
+	vnet_port_free(cfg.port);
 	return status;
 }
 

@@ -1,7 +1,7 @@
 /* Fuzzes the whole virtio-net device (src/devices/net/) in-process: a
  * hostile guest writes every byte of the rings and descriptors, the VMM
  * starts, stops, pauses, disables and resets queues and changes the memory
- * table, and a fake backend answers every call, either like TAP (copies
+ * table, and a fake port answers every call, either like TAP (copies
  * within the call) or like AF_XDP without a copy (holds tx frames until
  * tx_reap, receives into posted guest buffers given back by rx_reap,
  * attach and detach). The device is driven through its vmio_device_ops the
@@ -16,25 +16,25 @@
  *    guest itself posted twice is fine), is never unpopped once used, and
  *    its used length is at most its writable size;
  *  - between callbacks, the chains out on a pair are exactly those the
- *    backend holds; after a real stop (GET_VRING_BASE), a memory table
- *    change and a reset, none are out, and the backend holds nothing;
- *  - the backend only ever sees buffers inside guest memory as mapped now,
+ *    port holds; after a real stop (GET_VRING_BASE), a memory table
+ *    change and a reset, none are out, and the port holds nothing;
+ *  - the port only ever sees buffers inside guest memory as mapped now,
  *    a validated frame, a header of the negotiated size, posts only while
  *    attached, and no tx, rx or post on a pair while its attach is under
  *    way (VNET_ATTACH_LATER);
  *  - at the end, with a guest that kicks whenever the device asks for
- *    kicks and a backend that takes every frame, no running tx or control
+ *    kicks and a port that takes every frame, no running tx or control
  *    queue is left idle with chains waiting, nor an rx queue of a pair
- *    the guest receives on with buffers waiting while the backend has
+ *    the guest receives on with buffers waiting while the port has
  *    frames for them or room to post them, or with frames received into
  *    posted buffers not given back (no lost wakeup);
  *  - no sanitizer report, no hang (every loop is bounded).
  * A queue the guest broke is exempt from the counts until the reset.
  *
  * Input: a 20-byte header (missing bytes read as zero), the image of guest
- * memory from gpa 0, the operations, then the backend's answers.
- *   [0]     bit 0 the no-copy backend (else TAP-like), bit 1 pair 0 and
- *           bit 2 pair 1 start copying (no-copy backend: like --xdp-copy),
+ * memory from gpa 0, the operations, then the port's answers.
+ *   [0]     bit 0 the no-copy port (else TAP-like), bit 1 pair 0 and
+ *           bit 2 pair 1 start copying (no-copy port: like --xdp-copy),
  *           bit 3 two queue pairs (else one), bit 4 start every queue
  *           before the operations, bit 5 a 256-byte hole between regions
  *   [1]     features: bit 0 MRG_RXBUF, 1 EVENT_IDX, 2 INDIRECT_DESC,
@@ -46,9 +46,9 @@
  *   [9..10] initial last_avail_idx = used_idx of every queue (LE)
  *   [11]    the device's max_queue_size = [11] ? 1 << ([11] % 9) : none
  *   [12..13] image length (LE, at most MEM_SIZE), [14..15] ops length (LE)
- *   [16]    rx buffers the no-copy backend holds per pair, at most (0:
+ *   [16]    rx buffers the no-copy port holds per pair, at most (0:
  *           512); it answers -ENOSPC only then
- *   [17]    bit 0: the no-copy backend's attach of a detached pair
+ *   [17]    bit 0: the no-copy port's attach of a detached pair
  *           answers VNET_ATTACH_LATER (an XSK whose queue is still
  *           busy); such attaches finish at op 13 and before the drain
  *   [18..19] unused
@@ -72,7 +72,7 @@
  *  15 a & 8: SET_FEATURES again, with the bits of [b] & 0xc6 flipped
  *     (EVENT_IDX, INDIRECT_DESC, CSUM..., GUEST_CSUM...); else read
  *     config space at [b] % 24, [b] % 8 bytes
- * (Multi-byte values are little-endian.) The backend's answers are read as
+ * (Multi-byte values are little-endian.) The port's answers are read as
  * it needs them (zero once they run out):
  *   tx       [a]: copying (or a % 8 >= 5), a % 4 == 1 -EAGAIN, 2 -EMSGSIZE,
  *            else sent; without a copy, a % 8 == 4 -EAGAIN, else held
@@ -110,14 +110,14 @@
 #define UVA_STRIDE 0x1000000000ull
 #define NQ_MAX 5u
 #define NPAIRS_MAX 2u
-/* What the fake backend holds per pair, each way, at most. */
+/* What the fake port holds per pair, each way, at most. */
 #define FAKE_CAP 512u
 /* Bounds per input: operations, loop rounds, chains popped (which keeps
  * avail positions from wrapping under a chain still out). */
 #define MAX_OPS 512u
 #define MAX_LOOP_ROUNDS 1024u
 #define MAX_POPS 8192u
-/* Bytes of guest buffers the backend reads or writes in full per input. */
+/* Bytes of guest buffers the port reads or writes in full per input. */
 #define TOUCH_BUDGET (1u << 20)
 
 #define H_NOCOPY 0x01
@@ -551,7 +551,7 @@ static void close_queue(unsigned i)
 	vmio_vq_init(vq, i);
 }
 
-/* ---- The fake backend ------------------------------------------------- */
+/* ---- The fake port ------------------------------------------------- */
 
 struct held_tx {
 	uint32_t cookie;
@@ -569,7 +569,7 @@ struct posted_rx {
 struct fake_pair {
 	bool attached;
 	bool pending;  /* attach answered VNET_ATTACH_LATER, not finished */
-	bool copy;     /* no-copy backend: this pair copies (XDP copy mode) */
+	bool copy;     /* no-copy port: this pair copies (XDP copy mode) */
 	bool enabled;  /* set_pair_enabled */
 	int fd;        /* rx_fd: readable while there is work */
 	bool fd_up;
@@ -581,7 +581,7 @@ struct fake_pair {
 };
 
 struct fake {
-	struct vnet_backend b;
+	struct vnet_port b;
 	size_t hdr_len;
 	bool configured;
 	unsigned rx_cap; /* rx buffers held per pair, at most */
@@ -590,10 +590,10 @@ struct fake {
 };
 
 static struct fake fk;
-/* The drain at the end: the backend takes every frame. */
+/* The drain at the end: the port takes every frame. */
 static bool cooperative;
 
-static struct fake_pair *fake_pair(struct vnet_backend *b, unsigned pair)
+static struct fake_pair *fake_pair(struct vnet_port *b, unsigned pair)
 {
 	if (b != &fk.b || pair >= fk.b.pairs)
 		FAIL("backend called for pair %u of %u", pair, fk.b.pairs);
@@ -623,7 +623,7 @@ static void fake_update_fd(struct fake_pair *p)
 	p->fd_up = want;
 }
 
-static int fake_configure(struct vnet_backend *b, uint64_t f, size_t hdr_len)
+static int fake_configure(struct vnet_port *b, uint64_t f, size_t hdr_len)
 {
 	(void)f;
 	if (b != &fk.b ||
@@ -658,7 +658,7 @@ static size_t check_frame(const struct iovec *iov, unsigned niov,
 	return len;
 }
 
-static int fake_tx(struct vnet_backend *b, unsigned pair,
+static int fake_tx(struct vnet_port *b, unsigned pair,
 		   const struct iovec *iov, unsigned niov, uint32_t cookie)
 {
 	struct fake_pair *p = fake_pair(b, pair);
@@ -694,7 +694,7 @@ static int fake_tx(struct vnet_backend *b, unsigned pair,
 	return VNET_TX_HELD;
 }
 
-static unsigned fake_tx_reap(struct vnet_backend *b, unsigned pair,
+static unsigned fake_tx_reap(struct vnet_port *b, unsigned pair,
 			     uint32_t *cookies, unsigned max)
 {
 	struct fake_pair *p = fake_pair(b, pair);
@@ -712,13 +712,13 @@ static unsigned fake_tx_reap(struct vnet_backend *b, unsigned pair,
 
 static unsigned tx_flushes;
 
-static void fake_tx_flush(struct vnet_backend *b, unsigned pair)
+static void fake_tx_flush(struct vnet_port *b, unsigned pair)
 {
 	fake_pair(b, pair);
 	tx_flushes++;
 }
 
-static int fake_rx_fd(struct vnet_backend *b, unsigned pair)
+static int fake_rx_fd(struct vnet_port *b, unsigned pair)
 {
 	struct fake_pair *p = fake_pair(b, pair);
 
@@ -728,7 +728,7 @@ static int fake_rx_fd(struct vnet_backend *b, unsigned pair)
 	return p->fd;
 }
 
-static ssize_t fake_rx(struct vnet_backend *b, unsigned pair,
+static ssize_t fake_rx(struct vnet_port *b, unsigned pair,
 		       const struct iovec *iov, unsigned niov)
 {
 	static uint8_t frame[4096 + VIRTIO_NET_HDR_LEN];
@@ -760,14 +760,14 @@ static ssize_t fake_rx(struct vnet_backend *b, unsigned pair,
 	return (ssize_t)len;
 }
 
-static bool fake_rx_posts(struct vnet_backend *b, unsigned pair)
+static bool fake_rx_posts(struct vnet_port *b, unsigned pair)
 {
 	struct fake_pair *p = fake_pair(b, pair);
 
 	return !p->copy || p->nrx;
 }
 
-static int fake_rx_post(struct vnet_backend *b, unsigned pair, void *buf,
+static int fake_rx_post(struct vnet_port *b, unsigned pair, void *buf,
 			size_t len, uint32_t cookie)
 {
 	struct fake_pair *p = fake_pair(b, pair);
@@ -794,7 +794,7 @@ static int fake_rx_post(struct vnet_backend *b, unsigned pair, void *buf,
 	return 0;
 }
 
-static unsigned fake_rx_reap(struct vnet_backend *b, unsigned pair,
+static unsigned fake_rx_reap(struct vnet_port *b, unsigned pair,
 			     struct vnet_done *done, unsigned max)
 {
 	struct fake_pair *p = fake_pair(b, pair);
@@ -813,7 +813,7 @@ static unsigned fake_rx_reap(struct vnet_backend *b, unsigned pair,
 	return n;
 }
 
-static int fake_attach(struct vnet_backend *b, unsigned pair,
+static int fake_attach(struct vnet_port *b, unsigned pair,
 		       const struct vmio_mem *m)
 {
 	struct fake_pair *p = fake_pair(b, pair);
@@ -835,7 +835,7 @@ static int fake_attach(struct vnet_backend *b, unsigned pair,
 	return 0;
 }
 
-static void fake_detach(struct vnet_backend *b, unsigned pair)
+static void fake_detach(struct vnet_port *b, unsigned pair)
 {
 	struct fake_pair *p = fake_pair(b, pair);
 
@@ -845,24 +845,24 @@ static void fake_detach(struct vnet_backend *b, unsigned pair)
 	fake_update_fd(p);
 }
 
-static int fake_set_pair_enabled(struct vnet_backend *b, unsigned pair,
+static int fake_set_pair_enabled(struct vnet_port *b, unsigned pair,
 				 bool on)
 {
 	fake_pair(b, pair)->enabled = on;
 	return 0;
 }
 
-static const char *fake_pair_mode(struct vnet_backend *b, unsigned pair)
+static const char *fake_pair_mode(struct vnet_port *b, unsigned pair)
 {
 	return nocopy(fake_pair(b, pair)) ? "no-copy" : "copy";
 }
 
-static void fake_free(struct vnet_backend *b)
+static void fake_free(struct vnet_port *b)
 {
 	(void)b;
 }
 
-static const struct vnet_backend_ops copy_ops = {
+static const struct vnet_port_ops copy_ops = {
 	.name = "fake-copy",
 	.configure = fake_configure,
 	.tx = fake_tx,
@@ -872,7 +872,7 @@ static const struct vnet_backend_ops copy_ops = {
 	.free = fake_free,
 };
 
-static const struct vnet_backend_ops nocopy_ops = {
+static const struct vnet_port_ops nocopy_ops = {
 	.name = "fake-nocopy",
 	.configure = fake_configure,
 	.tx = fake_tx,
@@ -943,7 +943,7 @@ static unsigned npairs_used(void)
 	return (features & VMIO_BIT(VIRTIO_NET_F_MQ)) ? fk.b.pairs : 1;
 }
 
-/* Between callbacks: the chains out on a pair are the ones its backend
+/* Between callbacks: the chains out on a pair are the ones its port
  * holds; nothing is out on another queue. */
 static void check_between(void)
 {
@@ -958,7 +958,7 @@ static void check_between(void)
 			broken |= queues[i].vq.broken;
 		}
 		if (!broken && out != fake_held(pair))
-			FAIL("pair %u: %u chains out, the backend holds %u",
+			FAIL("pair %u: %u chains out, the port holds %u",
 			     pair, out, fake_held(pair));
 	}
 	for (unsigned i = data; i < nq; i++)
@@ -981,7 +981,7 @@ static void check_none_out(unsigned i, const char *when)
 static void check_pair_empty(unsigned pair, const char *when)
 {
 	if (fake_held(pair))
-		FAIL("pair %u: the backend still holds %u tx and %u rx "
+		FAIL("pair %u: the port still holds %u tx and %u rx "
 		     "buffers after %s", pair, fk.p[pair].ntx, fk.p[pair].nrx,
 		     when);
 }
@@ -1124,7 +1124,7 @@ static void run_loop(unsigned n)
 	}
 }
 
-/* The attaches under way finish, as the backend's retry timer would
+/* The attaches under way finish, as the port's retry timer would
  * finish them (outside any call from the device). */
 static void finish_attaches(void)
 {
@@ -1209,7 +1209,7 @@ static bool quiet(void)
 /* An rx queue after the drain, where it can be told: without MRG_RXBUF
  * (with it, the buffers waiting may be too few for a frame), on a pair
  * the guest receives on, the device must not sit on buffers while the
- * backend has frames for them (copying), or while it has room to post
+ * port has frames for them (copying), or while it has room to post
  * them (no copy). */
 static void check_rx_drained(unsigned i)
 {
@@ -1239,11 +1239,11 @@ static void check_rx_drained(unsigned i)
 		return;
 	if (p->frames && fake_rx_fd(&fk.b, pair) >= 0)
 		FAIL("rx queue %u idle with %u buffers waiting and %u frames "
-		     "in the backend, kicks %s", i, pending, p->frames,
+		     "in the port, kicks %s", i, pending, p->frames,
 		     vq->kicks_disabled ? "off" : "on");
 }
 
-/* A guest that plays by the rules from now on, and a backend that takes
+/* A guest that plays by the rules from now on, and a port that takes
  * every frame: whatever happened before, the device must not sleep with
  * frames or commands it was told about. The guest kicks each queue whose
  * kicks the device wants (its own shadow: the guest may have scribbled
@@ -1452,7 +1452,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg.mtu = (uint16_t)(68 + 6 * hdr[2]);
 	cfg.pairs = fk.b.pairs;
 	cfg.max_queue_size = hdr[11] ? (uint16_t)(1u << (hdr[11] % 9)) : 0;
-	cfg.backend = &fk.b;
+	cfg.port = &fk.b;
 	touch_budget = TOUCH_BUDGET;
 	pops = loop_rounds = tx_flushes = 0;
 

@@ -1,11 +1,11 @@
 /* How a net device is set up: the --mac, --mtu, --pairs... of `vmio net`
- * and the backend it runs on. Types only. */
+ * and the port it runs on. Types only. */
 #ifndef VMIO_DEVICES_NET_CONFIG_H
 #define VMIO_DEVICES_NET_CONFIG_H
 
 #include <stdint.h>
 
-#include "devices/net/backend.h"
+#include "devices/net/port.h"
 #include "event/loop.h"
 
 /* The most queue pairs a device may have: the virtio-net limit is
@@ -25,9 +25,9 @@ struct vnet_device_config {
 	 * once a turn of its loop, before the device waits for a
 	 * notification (0: not at all; virtio/poll_window.h). */
 	uint32_t poll_ns;
-	struct vnet_backend *backend; /* the caller's; outlives the device */
+	struct vnet_port *port; /* the caller's; outlives the device */
 	/* The loop each pair runs on (NULL: all on the device's loop). A
-	 * backend that keeps guest buffers (attach) needs them all on the
+	 * port that keeps guest buffers (attach) needs them all on the
 	 * device's loop. */
 	struct vmio_loop **pair_loops;
 };

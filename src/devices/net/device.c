@@ -78,7 +78,7 @@ static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 }
 
 /* On the queue's loop. A pause (the VMM changing a call fd, say) keeps
- * what a no-copy backend holds: the rings and the memory stay. A stop for
+ * what a no-copy port holds: the rings and the memory stay. A stop for
  * good (GET_VRING_BASE, or SET_VRING_ENABLE 0 from a VMM that answers the
  * control queue itself dropping pairs) or for a memory table change gives
  * the guest every chain back; a stop for good also takes the pair's flows
@@ -172,7 +172,7 @@ static void forget_queues(struct vnet_device *d)
 }
 
 /* Every queue has stopped for good on its loop (and given back what the
- * backend held); what is left is the negotiated state. */
+ * port held); what is left is the negotiated state. */
 static void net_reset(void *dev)
 {
 	struct vnet_device *d = dev;
@@ -241,7 +241,7 @@ static int net_get_config(void *dev, uint8_t *buf, uint32_t offset,
 	return 0;
 }
 
-/* What every net device offers; the backend's offloads are added. The
+/* What every net device offers; the port's offloads are added. The
  * control queue's users (CTRL_RX, CTRL_MAC_ADDR) come with it. */
 #define VNET_BASE_FEATURES                                                    \
 	(VMIO_BIT(VIRTIO_F_VERSION_1) | VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |   \
@@ -272,8 +272,8 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 {
 	struct vnet_device *d;
 
-	if (!cfg->pairs || cfg->pairs > VNET_MAX_PAIRS || !cfg->backend ||
-	    cfg->backend->pairs < cfg->pairs)
+	if (!cfg->pairs || cfg->pairs > VNET_MAX_PAIRS || !cfg->port ||
+	    cfg->port->pairs < cfg->pairs)
 		return NULL;
 	d = calloc(1, sizeof(*d) + cfg->pairs * sizeof(d->pairs[0]));
 	if (!d)
@@ -282,12 +282,12 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 	d->cfg = *cfg;
 	if (!d->cfg.max_queue_size || d->cfg.max_queue_size > VIRTQ_MAX_SIZE)
 		d->cfg.max_queue_size = VIRTQ_MAX_SIZE;
-	d->be = cfg->backend;
+	d->be = cfg->port;
 	d->npairs = cfg->pairs;
 	d->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(5);
 	d->ops = net_ops_template;
 	d->ops.features |= d->be->offloads;
-	/* A backend that holds transmitted chains or receives into posted
+	/* A port that holds transmitted chains or receives into posted
 	 * buffers gives them back in the order the kernel finishes them, not
 	 * the order the guest made them available. */
 	if (!d->be->ops->tx_reap && !d->be->ops->rx_posts)
@@ -295,7 +295,7 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 	d->ops.num_queues = 2 * d->npairs + 1;
 	d->ops.max_queue_size = d->cfg.max_queue_size;
 	d->be->max_frame = vnet_max_frame(d->cfg.mtu);
-	/* An attach the backend finishes later comes back here. */
+	/* An attach the port finishes later comes back here. */
 	d->be->loop = loop;
 	d->be->attached = vnet_pair_attached;
 	d->be->attached_opaque = d;

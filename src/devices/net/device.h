@@ -1,6 +1,6 @@
 /* The vhost-user virtio-net device: queue pairs (rx 2i, tx 2i+1) and a
- * control queue, wired to a backend (backend.h). Every frame the guest
- * sends is validated (header.h) before the backend sees it; a bad one is
+ * control queue, wired to a port (port.h). Every frame the guest
+ * sends is validated (header.h) before the port sees it; a bad one is
  * dropped, counted and its buffer given back, and the queue goes on. */
 #ifndef VMIO_DEVICES_NET_DEVICE_H
 #define VMIO_DEVICES_NET_DEVICE_H

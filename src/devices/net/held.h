@@ -1,4 +1,4 @@
-/* Guest buffers a no-copy backend holds, by UMEM address. What goes onto
+/* Guest buffers a no-copy port holds, by UMEM address. What goes onto
  * the fill or TX ring is an address; what comes back (an RX descriptor, a
  * completion) is that address again, and this table finds the chain it
  * belongs to. The capacity is fixed at creation (the ring's size bounds

@@ -1,14 +1,14 @@
-/* Chains a no-copy backend keeps across callbacks, and the two moments
+/* Chains a no-copy port keeps across callbacks, and the two moments
  * that bound their life: a queue pair starts on guest memory (attach), and
  * it stops for good or the memory table changes (detach). At detach the
- * backend lets go of guest memory and every chain goes back to the queue
+ * port lets go of guest memory and every chain goes back to the queue
  * it came from: frames received with their length, the rest empty. A
  * mere pause (the VMM changing a call fd, say) keeps them: the rings and
  * the memory stay the same.
  *
- * A backend may finish an attach later (VNET_ATTACH_LATER: AF_XDP waiting
+ * A port may finish an attach later (VNET_ATTACH_LATER: AF_XDP waiting
  * for the kernel to let go of a queue): the pair then serves neither
- * queue until the backend says it is done. */
+ * queue until the port says it is done. */
 #include "devices/net/held_chains.h"
 
 #include "devices/net/rx.h"
@@ -21,7 +21,7 @@ void vnet_pair_attach(struct vnet_pair *p, struct vmio_mem *mem)
 
 	if (!d->be->ops->attach)
 		return;
-	/* The backend may replace the descriptor we watch. */
+	/* The port may replace the descriptor we watch. */
 	vnet_rx_unwatch(p);
 	p->attaching = d->be->ops->attach(d->be, p->index, mem) ==
 		       VNET_ATTACH_LATER;
@@ -48,7 +48,7 @@ void vnet_pair_detach(struct vnet_pair *p)
 
 	if (!d->be->ops->detach)
 		return;
-	p->attaching = false; /* the backend gives up what it was doing */
+	p->attaching = false; /* the port gives up what it was doing */
 	vnet_rx_unwatch(p);
 	d->be->ops->detach(d->be, p->index);
 	while (p->tx_held && vnet_tx_reap(p))

@@ -1,14 +1,14 @@
-/* Chains a no-copy backend keeps, between attach and detach. */
+/* Chains a no-copy port keeps, between attach and detach. */
 #ifndef VMIO_DEVICES_NET_HELD_CHAINS_H
 #define VMIO_DEVICES_NET_HELD_CHAINS_H
 
 #include "devices/net/state.h"
 
 /* Pair p runs on guest memory mem from now on (a queue started). If the
- * backend finishes later, p waits (attaching) until vnet_pair_attached. */
+ * port finishes later, p waits (attaching) until vnet_pair_attached. */
 void vnet_pair_attach(struct vnet_pair *p, struct vmio_mem *mem);
-/* What the backend calls when an attach it answered VNET_ATTACH_LATER is
- * done (vnet_backend.attached; opaque is the device). */
+/* What the port calls when an attach it answered VNET_ATTACH_LATER is
+ * done (vnet_port.attached; opaque is the device). */
 void vnet_pair_attached(void *opaque, unsigned pair);
 /* Pair p stops touching guest memory: every held chain goes back to its
  * queue (a queue stops for good, the table changes, reset). */

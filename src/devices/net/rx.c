@@ -1,11 +1,11 @@
-/* Backend to guest. A frame is read straight into the guest's rx buffers,
+/* Port to guest. A frame is read straight into the guest's rx buffers,
  * header first. Without MRG_RXBUF each frame takes one chain; with it, a
  * frame may run over several, and num_buffers in the header says how
  * many. Since the frame's size is only known once it is read, we gather
  * room for the largest frame the guest may receive before reading, and
  * give back the chains the frame did not need.
  *
- * Waiting: with buffers and no frame we watch the backend's descriptor;
+ * Waiting: with buffers and no frame we watch the port's descriptor;
  * with a frame and no buffers we stop watching it (it would stay
  * readable and spin the loop) and wait for the guest's kick instead. */
 #include "devices/net/rx.h"
@@ -58,20 +58,20 @@ void vnet_rx_fini(struct vnet_pair *p)
 	vmio_defer_cancel(&p->rx_again);
 }
 
-/* Starts watching the backend's rx descriptor of pair p. */
+/* Starts watching the port's rx descriptor of pair p. */
 static void rx_watch(struct vnet_pair *p)
 {
 	int rc;
 
 	if (p->rx_watched)
 		return;
-	/* A no-copy backend's descriptor changes with attach and detach. */
+	/* A no-copy port's descriptor changes with attach and detach. */
 	p->rx_fd = p->d->be->ops->rx_fd(p->d->be, p->index);
 	if (p->rx_fd < 0)
 		return;
 	rc = vmio_loop_add(p->loop, p->rx_fd, EPOLLIN, on_rx_ready, p);
 	if (rc)
-		log_err("net: cannot watch the backend of queue pair %u: %s",
+		log_err("net: cannot watch the port of queue pair %u: %s",
 			p->index, strerror(-rc));
 	else
 		p->rx_watched = true;
@@ -186,7 +186,7 @@ static void rx_deliver(struct vnet_device *d, struct vnet_pair *p,
 }
 
 enum rx_stop {
-	RX_NO_FRAME,   /* backend empty: wait on its descriptor */
+	RX_NO_FRAME,   /* port empty: wait on its descriptor */
 	RX_NO_BUFFERS, /* ring empty: wait for the guest's kick */
 	RX_POLL,       /* ring empty: look again on the next turn */
 	RX_BUDGET,
@@ -230,12 +230,12 @@ static enum rx_stop rx_once(struct vnet_device *d, struct vnet_pair *p,
 		return RX_NO_FRAME;
 	}
 	if (n < 0 || (size_t)n < d->hdr_len) {
-		/* Lost in the backend (a buffer too small for it, say):
+		/* Lost in the port (a buffer too small for it, say):
 		 * the buffers are untouched and go back. */
 		vmio_vq_unpop(p->rx, f.nchains);
 		p->stats.rx_errors++;
 		log_ratelimited(&p->rl, VMIO_LOG_WARN,
-				"net: rx queue %u: %s backend lost a frame: %s",
+				"net: rx queue %u: %s port lost a frame: %s",
 				p->rx->index, d->be->ops->name,
 				n < 0 ? strerror((int)-n) : "shorter than a header");
 		return RX_BUDGET;

@@ -1,5 +1,5 @@
-/* Backend to guest without a copy: the guest's receive buffers are handed
- * to the backend as the guest offers them (rx_post), before any frame
+/* Port to guest without a copy: the guest's receive buffers are handed
+ * to the port as the guest offers them (rx_post), before any frame
  * comes, and come back filled (rx_reap). The kernel writes the frame
  * behind the room we keep for the virtio-net header, which we write when
  * the buffer comes back: its one buffer, no offloads.
@@ -9,8 +9,8 @@
  * ones, or splits them) go back to the guest empty, counted as rx errors,
  * which the Linux and DPDK drivers take as a dropped frame.
  *
- * Waiting: the backend's descriptor polls readable while frames wait; the
- * guest's kicks bring more buffers. When the backend holds all it can,
+ * Waiting: the port's descriptor polls readable while frames wait; the
+ * guest's kicks bring more buffers. When the port holds all it can,
  * kicks stay off until frames have made room. */
 #include "devices/net/rx_posted.h"
 
@@ -138,7 +138,7 @@ enum vnet_posted_wait vnet_rx_posted_run(struct vnet_pair *p)
 			break;
 		vmio_vq_enable_kicks(p->rx, false);
 	}
-	/* A backend may fill a buffer as it is posted (AF_XDP copies a
+	/* A port may fill a buffer as it is posted (AF_XDP copies a
 	 * frame waiting in its reserve into it): give those now. */
 	if (budget < VNET_RX_BUDGET)
 		vnet_rx_reap(p);

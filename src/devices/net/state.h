@@ -1,10 +1,10 @@
 /* The net device's state, shared by its files; types only (and two
  * questions of the negotiated state). The files, lowest first, each with a
  * header of its own declaring what it defines:
- *   tx.c           guest to backend (and the retry timer)
- *   rx_posted.c    backend to guest into posted buffers (no copy)
- *   rx.c           backend to guest, copying; the backend's rx watch
- *   held_chains.c  attach and detach: chains a no-copy backend keeps
+ *   tx.c           guest to port (and the retry timer)
+ *   rx_posted.c    port to guest into posted buffers (no copy)
+ *   rx.c           port to guest, copying; the port's rx watch
+ *   held_chains.c  attach and detach: chains a no-copy port keeps
  *   steering.c     which pairs get frames
  * Each pair runs on a loop of its own (vnet_device_config.pair_loops),
  * perhaps another thread's: its queues' callbacks come there (the core
@@ -13,8 +13,8 @@
  * loop.
  *   ctrl_queue.c   the control queue
  *   device.c       the device callbacks and queue roles (device.h)
- * With a backend that copies (or hands buffers over only for a call), no
- * chain is held between callbacks. A no-copy backend keeps chains across
+ * With a port that copies (or hands buffers over only for a call), no
+ * chain is held between callbacks. A no-copy port keeps chains across
  * them; held_chains.c gets them all back before a queue stops for good or
  * the memory table changes, so that then too there are only pointers to
  * drop. */
@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <sys/uio.h>
 
-#include "devices/net/backend.h"
+#include "devices/net/port.h"
 #include "devices/net/config.h"
 #include "devices/net/ctrl.h"
 #include "virtio/poll_window.h"
@@ -45,7 +45,7 @@
 /* readv and writev take at most this many segments (IOV_MAX). */
 #define VNET_MAX_IOV 1024
 
-/* How often a pair looks again at a backend that is busy (a full TX
+/* How often a pair looks again at a port that is busy (a full TX
  * ring) or keeps frames it sent (completions come with no event). */
 #define VNET_RETRY_NS (200 * 1000)
 
@@ -56,11 +56,11 @@ struct vnet_pair {
 	 * for it (ops->queue_account). */
 	struct vmio_cpu_account cpu;
 	struct vmio_vq *rx, *tx;
-	int rx_fd;        /* the backend's when watched, -1 if it never receives */
+	int rx_fd;        /* the port's when watched, -1 if it never receives */
 	bool rx_watched;  /* rx_fd is on the loop */
 	bool served;      /* its rx queue started since the last reset */
-	bool attaching;   /* the backend finishes attach later: wait */
-	/* Chains a no-copy backend keeps, and the queues they came from
+	bool attaching;   /* the port finishes attach later: wait */
+	/* Chains a no-copy port keeps, and the queues they came from
 	 * (the core's, alive as long as the device). */
 	unsigned tx_held, rx_held;
 	struct vmio_vq *tx_held_vq, *rx_held_vq;
@@ -85,14 +85,14 @@ struct vnet_pair {
 	/* Large: kept here, not on the stack. One chain being served (by
 	 * one queue at a time: nothing that serves a queue may be called
 	 * while another of the pair holds it), and the segments handed to
-	 * the backend (a header and a chain's). */
+	 * the port (a header and a chain's). */
 	struct vmio_chain chain;
 	struct iovec iov[VNET_MAX_IOV];
 	/* rx with MRG_RXBUF: the heads and sizes of the chains one frame
 	 * is spread over. */
 	uint16_t rx_heads[VNET_MAX_IOV];
 	uint32_t rx_sizes[VNET_MAX_IOV];
-	/* What a no-copy backend gives back, a batch at a time. */
+	/* What a no-copy port gives back, a batch at a time. */
 	struct vnet_done done[VNET_RX_BUDGET];
 	uint32_t cookies[VNET_TX_BUDGET];
 };
@@ -101,7 +101,7 @@ struct vnet_device {
 	struct vmio_device_ops ops;
 	struct vmio_loop *loop;
 	struct vnet_device_config cfg;
-	struct vnet_backend *be;
+	struct vnet_port *be;
 
 	/* Written on the device's loop only while every queue is stopped
 	 * (features_set, reset), so the pairs' loops read them freely. */

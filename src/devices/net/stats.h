@@ -9,13 +9,13 @@
 
 /* What --stats prints: every frame is counted once, in one place. */
 struct vnet_stats {
-	uint64_t tx_frames, tx_bytes;     /* handed to the backend */
+	uint64_t tx_frames, tx_bytes;     /* handed to the port */
 	uint64_t tx_invalid[VNET_HDR_NVERDICTS]; /* dropped: header/size */
 	uint64_t tx_bad_chain;  /* dropped: shorter than the header, or
 				 * more segments than writev takes */
-	uint64_t tx_backend_errors;        /* dropped by the backend */
+	uint64_t tx_backend_errors;        /* dropped by the port */
 	uint64_t rx_frames, rx_bytes;      /* given to the guest */
-	uint64_t rx_errors;                /* lost between backend and guest */
+	uint64_t rx_errors;                /* lost between port and guest */
 	uint64_t ctrl_ok, ctrl_err;
 };
 /* Each pair counts its frames on its own loop, the control queue its

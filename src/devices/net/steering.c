@@ -1,4 +1,4 @@
-/* Which queue pairs get frames: a flow the backend hashes onto a pair the
+/* Which queue pairs get frames: a flow the port hashes onto a pair the
  * guest does not serve would be lost, so only the active pairs whose rx
  * queue runs are steered to.
  *

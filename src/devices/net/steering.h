@@ -1,4 +1,4 @@
-/* Which queue pairs get frames from the backend. */
+/* Which queue pairs get frames from the port. */
 #ifndef VMIO_DEVICES_NET_STEERING_H
 #define VMIO_DEVICES_NET_STEERING_H
 
@@ -6,7 +6,7 @@
 
 void vnet_steering_init(struct vnet_pair *p);
 void vnet_steering_fini(struct vnet_pair *p);
-/* On the device's loop, after the active pairs changed: tells the backend,
+/* On the device's loop, after the active pairs changed: tells the port,
  * on each pair's loop, which pairs' channels should get frames (the
  * active ones whose rx queue the guest serves). A pair on the device's
  * loop is told at once, the others on their loops' next turn; each of

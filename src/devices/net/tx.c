@@ -1,8 +1,8 @@
-/* Guest to backend. Each chain is one frame: the virtio-net header, then
+/* Guest to port. Each chain is one frame: the virtio-net header, then
  * the frame. The header is copied out once and validated there; the
- * backend gets that copy, not the guest's bytes, so a guest that rewrites
+ * port gets that copy, not the guest's bytes, so a guest that rewrites
  * the header after the check changes nothing. The frame's own bytes go
- * from guest memory to the backend as they are (its length, the one thing
+ * from guest memory to the port as they are (its length, the one thing
  * the header is checked against, is fixed by our copy of the chain). */
 #include "devices/net/tx.h"
 
@@ -53,8 +53,8 @@ static void tx_drop(struct vnet_device *d, struct vnet_pair *p,
 
 enum tx_fate {
 	TX_DONE,    /* the guest may have the chain back */
-	TX_HELD,    /* the backend keeps it; tx_reap gives it back */
-	TX_BLOCKED, /* the backend is full: try this chain again later */
+	TX_HELD,    /* the port keeps it; tx_reap gives it back */
+	TX_BLOCKED, /* the port is full: try this chain again later */
 };
 
 /* One chain: validate, hand over, count. */
@@ -83,7 +83,7 @@ static enum tx_fate tx_one(struct vnet_device *d, struct vnet_pair *p)
 		tx_drop(d, p, v, frame_len);
 		return TX_DONE;
 	}
-	/* Meaningless on tx (5.1.6.2); the backend need not see the
+	/* Meaningless on tx (5.1.6.2); the port need not see the
 	 * guest's value. */
 	hdr.num_buffers = 0;
 	n = tx_segments(d, p, &hdr, d->hdr_len);
@@ -97,7 +97,7 @@ static enum tx_fate tx_one(struct vnet_device *d, struct vnet_pair *p)
 	if (rc < 0) {
 		p->stats.tx_backend_errors++;
 		log_ratelimited(&p->rl, VMIO_LOG_WARN,
-				"net: tx queue %u: %s backend dropped a frame: %s",
+				"net: tx queue %u: %s port dropped a frame: %s",
 				p->tx->index, d->be->ops->name, strerror(-rc));
 		return TX_DONE;
 	}
@@ -170,7 +170,7 @@ static void on_retry(void *opaque)
 	vnet_tx_run(p);
 }
 
-/* Looks at tx again in VNET_RETRY_NS: a full backend, and frames it
+/* Looks at tx again in VNET_RETRY_NS: a full port, and frames it
  * keeps, send no event. */
 static void tx_retry_later(struct vnet_pair *p)
 {
@@ -199,7 +199,7 @@ void vnet_tx_fini(struct vnet_pair *p)
 /* Kicks are off while we drain. When the ring runs dry after work, the
  * polling policy (poll.h) may have us look again on the loop's next turn
  * with kicks still off; else we turn them on and look once more, for
- * buffers posted before the driver saw them on. A full backend, or
+ * buffers posted before the driver saw them on. A full port, or
  * frames it still keeps, bring us back on the retry timer: neither sends
  * an event. */
 void vnet_tx_run(struct vnet_pair *p)

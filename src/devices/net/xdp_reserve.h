@@ -1,7 +1,7 @@
 /* AF_XDP receive without a copy, with slack: a reserve of vmio's own
  * frames for the fill ring while the guest has no buffer there, and the
  * order of frames kept toward the guest. Pure bookkeeping and copies; the
- * XSK rings are backend_xdp.c's.
+ * XSK rings are port_xdp.c's.
  *
  * A frame lands in a guest buffer (direct: given in place) or in a reserve
  * frame (pending until it is copied into a guest buffer). Frames reach the
@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "devices/net/backend.h"
+#include "devices/net/port.h"
 
 /* The largest reserve, in frames per pair (4 KiB each). */
 #define VNET_RESERVE_MAX 16384u

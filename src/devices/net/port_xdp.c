@@ -1,4 +1,4 @@
-/* The AF_XDP backend: one XSK per queue pair, bound to queue Q + pair of
+/* The AF_XDP port: one XSK per queue pair, bound to queue Q + pair of
  * the interface. Two ways of moving frames, per pair:
  *
  * No copy (the default). The UMEM is the guest's memory (umem_view.h:
@@ -57,7 +57,7 @@
 #include <xdp/libxdp.h>
 #include <xdp/xsk.h>
 
-#include "devices/net/backend_xdp.h"
+#include "devices/net/port_xdp.h"
 #include "devices/net/held.h"
 #include "devices/net/umem_view.h"
 #include "devices/net/virtio_net.h"
@@ -124,14 +124,14 @@ struct xdp_queue {
 	unsigned nlate, late_pos;
 	/* An XSK to open once the kernel lets go of the queue: the mode
 	 * (Q_NONE: none pending), the tries so far, and their timer. */
-	struct xdp_backend *x;
+	struct xdp_port *x;
 	enum xdp_qmode want;
 	unsigned busy_tries;
 	struct vmio_timer retry;
 };
 
-struct xdp_backend {
-	struct vnet_backend b;
+struct xdp_port {
+	struct vnet_port b;
 	char name[IFNAMSIZ];
 	size_t hdr_len;
 	uint32_t xdp_flags;
@@ -142,12 +142,12 @@ struct xdp_backend {
 	struct xdp_queue *q;  /* one per pair */
 };
 
-static struct xdp_backend *xdp_of(struct vnet_backend *b)
+static struct xdp_port *xdp_of(struct vnet_port *b)
 {
-	return (struct xdp_backend *)b;
+	return (struct xdp_port *)b;
 }
 
-static int xdp_configure(struct vnet_backend *b, uint64_t features,
+static int xdp_configure(struct vnet_port *b, uint64_t features,
 			 size_t hdr_len)
 {
 	(void)features;
@@ -156,13 +156,13 @@ static int xdp_configure(struct vnet_backend *b, uint64_t features,
 }
 
 /* No-copy geometry: a chunk ends where the largest frame would. */
-static uint32_t nocopy_headroom(const struct xdp_backend *x)
+static uint32_t nocopy_headroom(const struct xdp_port *x)
 {
 	return (uint32_t)(XDP_FRAME_SIZE - XDP_PACKET_HEADROOM -
 			  x->b.max_frame);
 }
 
-static uint64_t chunk_front(const struct xdp_backend *x)
+static uint64_t chunk_front(const struct xdp_port *x)
 {
 	return XDP_PACKET_HEADROOM + nocopy_headroom(x);
 }
@@ -266,7 +266,7 @@ static void tx_submit(struct xdp_queue *q, uint32_t idx, uint64_t addr,
 
 /* The frame as it lies in guest memory, if it lies in one buffer the
  * view covers: its UMEM address, else UINT64_MAX. */
-static uint64_t tx_in_place(const struct xdp_backend *x,
+static uint64_t tx_in_place(const struct xdp_port *x,
 			    const struct iovec *iov, unsigned niov,
 			    size_t len)
 {
@@ -276,10 +276,10 @@ static uint64_t tx_in_place(const struct xdp_backend *x,
 	return vnet_umem_view_offset(&x->view, iov[1].iov_base, len);
 }
 
-static int xdp_tx(struct vnet_backend *b, unsigned pair,
+static int xdp_tx(struct vnet_port *b, unsigned pair,
 		  const struct iovec *iov, unsigned niov, uint32_t cookie)
 {
-	struct xdp_backend *x = xdp_of(b);
+	struct xdp_port *x = xdp_of(b);
 	struct xdp_queue *q = &x->q[pair];
 	size_t len = 0;
 	uint64_t addr;
@@ -321,7 +321,7 @@ static int xdp_tx(struct vnet_backend *b, unsigned pair,
 	return 0;
 }
 
-static void xdp_tx_flush(struct vnet_backend *b, unsigned pair)
+static void xdp_tx_flush(struct vnet_port *b, unsigned pair)
 {
 	struct xdp_queue *q = &xdp_of(b)->q[pair];
 
@@ -333,7 +333,7 @@ static void xdp_tx_flush(struct vnet_backend *b, unsigned pair)
 		cq_reap(q, NULL, 0);
 }
 
-static unsigned xdp_tx_reap(struct vnet_backend *b, unsigned pair,
+static unsigned xdp_tx_reap(struct vnet_port *b, unsigned pair,
 			    uint32_t *cookies, unsigned max)
 {
 	struct xdp_queue *q = &xdp_of(b)->q[pair];
@@ -350,7 +350,7 @@ static unsigned xdp_tx_reap(struct vnet_backend *b, unsigned pair,
 
 /* ---- Receive ------------------------------------------------------------- */
 
-static int xdp_rx_fd(struct vnet_backend *b, unsigned pair)
+static int xdp_rx_fd(struct vnet_port *b, unsigned pair)
 {
 	struct xdp_queue *q = &xdp_of(b)->q[pair];
 
@@ -402,10 +402,10 @@ static void fill_one(struct xdp_queue *q, uint64_t addr)
 	xsk_ring_prod__submit(&q->fq, 1);
 }
 
-static ssize_t xdp_rx(struct vnet_backend *b, unsigned pair,
+static ssize_t xdp_rx(struct vnet_port *b, unsigned pair,
 		      const struct iovec *iov, unsigned niov)
 {
-	struct xdp_backend *x = xdp_of(b);
+	struct xdp_port *x = xdp_of(b);
 	struct xdp_queue *q = &x->q[pair];
 	struct virtio_net_hdr hdr = { 0 };
 	const struct xdp_desc *desc;
@@ -444,7 +444,7 @@ static ssize_t xdp_rx(struct vnet_backend *b, unsigned pair,
 	return rc;
 }
 
-static bool xdp_rx_posts(struct vnet_backend *b, unsigned pair)
+static bool xdp_rx_posts(struct vnet_port *b, unsigned pair)
 {
 	/* After a detach the device takes back what is left at once,
 	 * through rx_reap. */
@@ -469,10 +469,10 @@ static int fill_guest(struct xdp_queue *q, uint64_t fill, void *buf,
 	return 0;
 }
 
-static int xdp_rx_post(struct vnet_backend *b, unsigned pair, void *buf,
+static int xdp_rx_post(struct vnet_port *b, unsigned pair, void *buf,
 		       size_t len, uint32_t cookie)
 {
-	struct xdp_backend *x = xdp_of(b);
+	struct xdp_port *x = xdp_of(b);
 	struct xdp_queue *q = &x->q[pair];
 	uint64_t off, fill;
 
@@ -497,7 +497,7 @@ static int xdp_rx_post(struct vnet_backend *b, unsigned pair, void *buf,
 enum rx_verdict { RX_MINE, RX_UNKNOWN, RX_MISPLACED };
 
 /* One RX descriptor of a no-copy pair: the buffer it filled. */
-static enum rx_verdict rx_take(struct xdp_backend *x, struct xdp_queue *q,
+static enum rx_verdict rx_take(struct xdp_port *x, struct xdp_queue *q,
 			       const struct xdp_desc *desc, struct vnet_done *d)
 {
 	uint64_t fill = xsk_umem__extract_addr(desc->addr);
@@ -515,7 +515,7 @@ static enum rx_verdict rx_take(struct xdp_backend *x, struct xdp_queue *q,
 
 /* The kernel put one of our frames somewhere else than we asked: it
  * may write outside guest buffers too. Later attaches copy. */
-static void misplaced(struct xdp_backend *x, struct xdp_queue *q,
+static void misplaced(struct xdp_port *x, struct xdp_queue *q,
 		      uint32_t len)
 {
 	if (!x->copy)
@@ -529,7 +529,7 @@ static void misplaced(struct xdp_backend *x, struct xdp_queue *q,
 /* Up to max buffers for the guest into done, in the order frames came:
  * pending reserve frames into spares first, then the RX ring's frames
  * (*got: how many the ring had). */
-static unsigned rx_process(struct xdp_backend *x, struct xdp_queue *q,
+static unsigned rx_process(struct xdp_port *x, struct xdp_queue *q,
 			   struct vnet_done *done, unsigned max,
 			   unsigned *got)
 {
@@ -581,7 +581,7 @@ static unsigned rx_process(struct xdp_backend *x, struct xdp_queue *q,
 /* After frames came or buffers were posted: spares the reserve no longer
  * needs go to the fill ring; and while the guest has nothing spare,
  * free reserve frames do (vnet_reserve_wants_fill). */
-static void rx_refill(struct xdp_backend *x, struct xdp_queue *q)
+static void rx_refill(struct xdp_port *x, struct xdp_queue *q)
 {
 	struct vnet_done d;
 	unsigned added = 0;
@@ -619,10 +619,10 @@ static void rx_refill(struct xdp_backend *x, struct xdp_queue *q)
 		fq_wakeup(q);
 }
 
-static unsigned xdp_rx_reap(struct vnet_backend *b, unsigned pair,
+static unsigned xdp_rx_reap(struct vnet_port *b, unsigned pair,
 			    struct vnet_done *done, unsigned max)
 {
-	struct xdp_backend *x = xdp_of(b);
+	struct xdp_port *x = xdp_of(b);
 	struct xdp_queue *q = &x->q[pair];
 	struct vnet_held_entry e;
 	unsigned n = 0, got;
@@ -648,9 +648,9 @@ static unsigned xdp_rx_reap(struct vnet_backend *b, unsigned pair,
 
 /* ---- Modes and their XSKs ---------------------------------------------- */
 
-static const char *xdp_pair_mode(struct vnet_backend *b, unsigned pair)
+static const char *xdp_pair_mode(struct vnet_port *b, unsigned pair)
 {
-	const struct xdp_backend *x = xdp_of(b);
+	const struct xdp_port *x = xdp_of(b);
 	bool native = !strcmp(x->xdp_mode, "native");
 
 	switch (x->q[pair].mode) {
@@ -708,7 +708,7 @@ static void xdp_queue_close(struct xdp_queue *q)
 }
 
 /* What the kernel dropped on the way to and from pair's XSKs. */
-static void xdp_pair_counters(struct vnet_backend *b, unsigned pair,
+static void xdp_pair_counters(struct vnet_port *b, unsigned pair,
 			      char *buf, size_t size)
 {
 	const struct xdp_queue *q = &xdp_of(b)->q[pair];
@@ -731,9 +731,9 @@ static void xdp_pair_counters(struct vnet_backend *b, unsigned pair,
 		 (unsigned long long)c->lost, q->res.nframes, c->peak);
 }
 
-static void xdp_free(struct vnet_backend *b)
+static void xdp_free(struct vnet_port *b)
 {
-	struct xdp_backend *x = xdp_of(b);
+	struct xdp_port *x = xdp_of(b);
 
 	for (unsigned i = 0; i < b->pairs; i++) {
 		vmio_timer_fini(&x->q[i].retry);
@@ -823,7 +823,7 @@ static const char *xsk_why(int err)
 	}
 }
 
-static int xsk_open(struct xdp_backend *x, struct xdp_queue *q, void *area,
+static int xsk_open(struct xdp_port *x, struct xdp_queue *q, void *area,
 		    size_t size, const struct xsk_umem_config *ucfg,
 		    uint16_t bind_flags)
 {
@@ -848,7 +848,7 @@ static int xsk_open(struct xdp_backend *x, struct xdp_queue *q, void *area,
 
 /* A copy-mode XSK: a UMEM of our own, receive frames first half, send
  * frames the second, all receive frames on the fill ring. */
-static int copy_open_once(struct xdp_backend *x, struct xdp_queue *q)
+static int copy_open_once(struct xdp_port *x, struct xdp_queue *q)
 {
 	const struct xsk_umem_config ucfg = {
 		.fill_size = XDP_RING_SIZE,
@@ -884,12 +884,12 @@ static int copy_open_once(struct xdp_backend *x, struct xdp_queue *q)
 
 /* Frames of our own in the view per pair: bounce frames, then the
  * receive reserve. */
-static unsigned pair_frames(const struct xdp_backend *x)
+static unsigned pair_frames(const struct xdp_port *x)
 {
 	return XDP_BOUNCE_FRAMES + x->reserve;
 }
 
-static uint32_t fill_ring_size(const struct xdp_backend *x)
+static uint32_t fill_ring_size(const struct xdp_port *x)
 {
 	uint32_t n = XDP_RING_SIZE;
 
@@ -904,7 +904,7 @@ static uint32_t fill_ring_size(const struct xdp_backend *x)
  * kernel's copy mode even where the driver could DMA into the UMEM: a
  * guest buffer may cross 4 KiB pages that are not contiguous for DMA, and
  * the kernel drops such a fill entry without ever giving it back. */
-static int nocopy_open_once(struct xdp_backend *x, struct xdp_queue *q,
+static int nocopy_open_once(struct xdp_port *x, struct xdp_queue *q,
 			    unsigned pair)
 {
 	const struct xsk_umem_config ucfg = {
@@ -939,7 +939,7 @@ static int nocopy_open_once(struct xdp_backend *x, struct xdp_queue *q,
 }
 
 /* Takes pair's queue out of the XSK map, or puts it back. */
-static void steer(struct xdp_backend *x, unsigned pair)
+static void steer(struct xdp_port *x, unsigned pair)
 {
 	struct xdp_queue *q = &x->q[pair];
 	int rc;
@@ -957,10 +957,10 @@ static void steer(struct xdp_backend *x, unsigned pair)
 /* A pair the guest does not serve gets no frames in its XSK, where they
  * would wait unread: the redirect program passes them up to the host's
  * stack. Pair 0 always gets its frames, as with TAP. */
-static int xdp_set_pair_enabled(struct vnet_backend *b, unsigned pair,
+static int xdp_set_pair_enabled(struct vnet_port *b, unsigned pair,
 				bool on)
 {
-	struct xdp_backend *x = xdp_of(b);
+	struct xdp_port *x = xdp_of(b);
 
 	if (pair == 0 || x->q[pair].steer_off == !on)
 		return 0;
@@ -970,7 +970,7 @@ static int xdp_set_pair_enabled(struct vnet_backend *b, unsigned pair,
 }
 
 /* One try at pair's XSK; on failure nothing of it is left. */
-static int queue_open_once(struct xdp_backend *x, unsigned pair, bool nocopy)
+static int queue_open_once(struct xdp_port *x, unsigned pair, bool nocopy)
 {
 	struct xdp_queue *q = &x->q[pair];
 	int rc = nocopy ? nocopy_open_once(x, q, pair) : copy_open_once(x, q);
@@ -987,7 +987,7 @@ static int queue_open_once(struct xdp_backend *x, unsigned pair, bool nocopy)
 
 /* At start only, before the loop runs: a busy queue (see the top) is
  * waited for, for up to a second, before it counts as busy. */
-static int queue_open(struct xdp_backend *x, unsigned pair, bool nocopy)
+static int queue_open(struct xdp_port *x, unsigned pair, bool nocopy)
 {
 	int rc;
 
@@ -1003,7 +1003,7 @@ static int queue_open(struct xdp_backend *x, unsigned pair, bool nocopy)
 
 /* Opens pair 0's queue in native mode, else generic (said once); the
  * other pairs follow in the mode that worked. */
-static int xdp_open_queues(struct xdp_backend *x, unsigned pairs)
+static int xdp_open_queues(struct xdp_port *x, unsigned pairs)
 {
 	int rc;
 
@@ -1034,7 +1034,7 @@ static int xdp_open_queues(struct xdp_backend *x, unsigned pairs)
 /* ---- Attach and detach: no-copy pairs follow the guest's memory ------- */
 
 /* From now on every pair copies; why is said once. */
-static void go_copy(struct xdp_backend *x, const char *why, int err)
+static void go_copy(struct xdp_port *x, const char *why, int err)
 {
 	if (!x->copy)
 		log_warn("net: xdp %s: no copy-free path: %s%s%s; copying "
@@ -1044,7 +1044,7 @@ static void go_copy(struct xdp_backend *x, const char *why, int err)
 	x->copy = true;
 }
 
-static bool any_on_view(const struct xdp_backend *x)
+static bool any_on_view(const struct xdp_port *x)
 {
 	for (unsigned i = 0; i < x->b.pairs; i++)
 		if (x->q[i].mode == Q_NOCOPY || x->q[i].want == Q_NOCOPY)
@@ -1053,7 +1053,7 @@ static bool any_on_view(const struct xdp_backend *x)
 }
 
 /* The view shows mem, or we go copying. */
-static bool view_ready(struct xdp_backend *x, const struct vmio_mem *mem)
+static bool view_ready(struct xdp_port *x, const struct vmio_mem *mem)
 {
 	const char *why = NULL;
 	int rc;
@@ -1079,13 +1079,13 @@ static bool view_ready(struct xdp_backend *x, const struct vmio_mem *mem)
 	return true;
 }
 
-static int open_later(struct xdp_backend *x, unsigned pair, bool nocopy);
+static int open_later(struct xdp_port *x, unsigned pair, bool nocopy);
 static void on_retry(void *opaque);
 
 /* What a try at pair's XSK in attach came to (rc): said, and for a
  * no-copy one that failed, copying from now on. Returns 0 or
  * VNET_ATTACH_LATER (the copy XSK waits for its queue). */
-static int opened(struct xdp_backend *x, unsigned pair, bool nocopy, int rc)
+static int opened(struct xdp_port *x, unsigned pair, bool nocopy, int rc)
 {
 	struct xdp_queue *q = &x->q[pair];
 
@@ -1106,7 +1106,7 @@ static int opened(struct xdp_backend *x, unsigned pair, bool nocopy, int rc)
 
 /* Opens pair's XSK now, or, if its queue is still busy, from the retry
  * timer (VNET_ATTACH_LATER). */
-static int open_later(struct xdp_backend *x, unsigned pair, bool nocopy)
+static int open_later(struct xdp_port *x, unsigned pair, bool nocopy)
 {
 	struct xdp_queue *q = &x->q[pair];
 	int rc = queue_open_once(x, pair, nocopy);
@@ -1128,7 +1128,7 @@ static int open_later(struct xdp_backend *x, unsigned pair, bool nocopy)
 static void on_retry(void *opaque)
 {
 	struct xdp_queue *q = opaque;
-	struct xdp_backend *x = q->x;
+	struct xdp_port *x = q->x;
 	unsigned pair = (unsigned)(q - x->q);
 	bool nocopy = q->want == Q_NOCOPY;
 	int rc = queue_open_once(x, pair, nocopy);
@@ -1145,10 +1145,10 @@ static void on_retry(void *opaque)
 		x->b.attached(x->b.attached_opaque, pair);
 }
 
-static int xdp_attach(struct vnet_backend *b, unsigned pair,
+static int xdp_attach(struct vnet_port *b, unsigned pair,
 		      const struct vmio_mem *mem)
 {
-	struct xdp_backend *x = xdp_of(b);
+	struct xdp_port *x = xdp_of(b);
 	struct xdp_queue *q = &x->q[pair];
 
 	if (q->want != Q_NONE)
@@ -1167,7 +1167,7 @@ static int xdp_attach(struct vnet_backend *b, unsigned pair,
 }
 
 /* Before the XSK goes: the frames it received are worth giving. */
-static void keep_late_frames(struct xdp_backend *x, struct xdp_queue *q)
+static void keep_late_frames(struct xdp_port *x, struct xdp_queue *q)
 {
 	unsigned got;
 
@@ -1178,9 +1178,9 @@ static void keep_late_frames(struct xdp_backend *x, struct xdp_queue *q)
 	vnet_reserve_detach(&q->res);
 }
 
-static void xdp_detach(struct vnet_backend *b, unsigned pair)
+static void xdp_detach(struct vnet_port *b, unsigned pair)
 {
-	struct xdp_backend *x = xdp_of(b);
+	struct xdp_port *x = xdp_of(b);
 	struct xdp_queue *q = &x->q[pair];
 
 	if (q->want != Q_NONE) {
@@ -1199,7 +1199,7 @@ static void xdp_detach(struct vnet_backend *b, unsigned pair)
 		vnet_umem_view_unmap(&x->view);
 }
 
-static const struct vnet_backend_ops xdp_ops = {
+static const struct vnet_port_ops xdp_ops = {
 	.name = "xdp",
 	.configure = xdp_configure,
 	.tx = xdp_tx,
@@ -1218,12 +1218,12 @@ static const struct vnet_backend_ops xdp_ops = {
 	.free = xdp_free,
 };
 
-struct vnet_backend *vnet_backend_xdp_new(const char *name, unsigned queue,
+struct vnet_port *vnet_port_xdp_new(const char *name, unsigned queue,
 					  unsigned pairs, bool copy,
 					  unsigned reserve, int *err,
 					  const char **why)
 {
-	struct xdp_backend *x;
+	struct xdp_port *x;
 	unsigned nq;
 
 	if (!name[0] || strlen(name) >= IFNAMSIZ) {

@@ -1,4 +1,4 @@
-/* The TAP backend: one /dev/net/tun descriptor per queue pair on a
+/* The TAP port: one /dev/net/tun descriptor per queue pair on a
  * multi-queue TAP with a virtio-net header in front of every frame, so
  * that guest buffers go to the kernel and back with writev and readv and
  * vmio copies nothing. The kernel checks the header again, but only what
@@ -12,7 +12,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "devices/net/backend_tap.h"
+#include "devices/net/port_tap.h"
 #include "devices/net/virtio_net.h"
 #include "util/log.h"
 #include "virtio/features.h"
@@ -22,15 +22,15 @@ struct tap_queue {
 	bool attached; /* the kernel steers frames to it */
 };
 
-struct tap_backend {
-	struct vnet_backend b;
+struct tap_port {
+	struct vnet_port b;
 	char name[IFNAMSIZ];
 	struct tap_queue q[]; /* one per pair */
 };
 
-static struct tap_backend *tap_of(struct vnet_backend *b)
+static struct tap_port *tap_of(struct vnet_port *b)
 {
-	return (struct tap_backend *)b;
+	return (struct tap_port *)b;
 }
 
 /* What the guest accepts on rx is what the TAP may hand us: the kernel
@@ -49,10 +49,10 @@ static unsigned tun_offloads(uint64_t features)
 	return f;
 }
 
-static int tap_configure(struct vnet_backend *b, uint64_t features,
+static int tap_configure(struct vnet_port *b, uint64_t features,
 			 size_t hdr_len)
 {
-	struct tap_backend *t = tap_of(b);
+	struct tap_port *t = tap_of(b);
 	int sz = (int)hdr_len;
 
 	/* Both settings belong to the interface: one descriptor will do. */
@@ -69,7 +69,7 @@ static int tap_configure(struct vnet_backend *b, uint64_t features,
 	return 0;
 }
 
-static int tap_tx(struct vnet_backend *b, unsigned pair,
+static int tap_tx(struct vnet_port *b, unsigned pair,
 		  const struct iovec *iov, unsigned niov, uint32_t cookie)
 {
 	ssize_t n = writev(tap_of(b)->q[pair].fd, iov, (int)niov);
@@ -77,12 +77,12 @@ static int tap_tx(struct vnet_backend *b, unsigned pair,
 	return n < 0 ? -errno : 0;
 }
 
-static int tap_rx_fd(struct vnet_backend *b, unsigned pair)
+static int tap_rx_fd(struct vnet_port *b, unsigned pair)
 {
 	return tap_of(b)->q[pair].fd;
 }
 
-static ssize_t tap_rx(struct vnet_backend *b, unsigned pair,
+static ssize_t tap_rx(struct vnet_port *b, unsigned pair,
 		      const struct iovec *iov, unsigned niov)
 {
 	ssize_t n = readv(tap_of(b)->q[pair].fd, iov, (int)niov);
@@ -90,9 +90,9 @@ static ssize_t tap_rx(struct vnet_backend *b, unsigned pair,
 	return n < 0 ? -errno : n;
 }
 
-static void tap_free(struct vnet_backend *b)
+static void tap_free(struct vnet_port *b)
 {
-	struct tap_backend *t = tap_of(b);
+	struct tap_port *t = tap_of(b);
 
 	for (unsigned i = 0; i < b->pairs; i++)
 		close(t->q[i].fd);
@@ -101,10 +101,10 @@ static void tap_free(struct vnet_backend *b)
 
 /* A detached queue gets no frames, and the ones it held are dropped:
  * what a guest that stopped serving the pair would never read anyway. */
-static int tap_set_pair_enabled(struct vnet_backend *b, unsigned pair,
+static int tap_set_pair_enabled(struct vnet_port *b, unsigned pair,
 				bool on)
 {
-	struct tap_backend *t = tap_of(b);
+	struct tap_port *t = tap_of(b);
 	struct tap_queue *q = &t->q[pair];
 	struct ifreq ifr = { 0 };
 
@@ -120,7 +120,7 @@ static int tap_set_pair_enabled(struct vnet_backend *b, unsigned pair,
 	return 0;
 }
 
-static const struct vnet_backend_ops tap_ops = {
+static const struct vnet_port_ops tap_ops = {
 	.name = "tap",
 	.configure = tap_configure,
 	.tx = tap_tx,
@@ -188,10 +188,10 @@ static uint64_t tap_probe_offloads(int fd)
 	       VMIO_BIT(VIRTIO_NET_F_GUEST_TSO6);
 }
 
-struct vnet_backend *vnet_backend_tap_new(const char *name, unsigned pairs,
+struct vnet_port *vnet_port_tap_new(const char *name, unsigned pairs,
 					  int *err, const char **why)
 {
-	struct tap_backend *t;
+	struct tap_port *t;
 
 	if (!name[0] || strlen(name) >= IFNAMSIZ) {
 		*err = -EINVAL;

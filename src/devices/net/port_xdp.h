@@ -1,10 +1,10 @@
-/* The AF_XDP backend (vmio net --xdp). */
-#ifndef VMIO_DEVICES_NET_BACKEND_XDP_H
-#define VMIO_DEVICES_NET_BACKEND_XDP_H
+/* The AF_XDP port (vmio net --xdp). */
+#ifndef VMIO_DEVICES_NET_PORT_XDP_H
+#define VMIO_DEVICES_NET_PORT_XDP_H
 
 #include <stdbool.h>
 
-#include "devices/net/backend.h"
+#include "devices/net/port.h"
 
 /* One XSK per pair, bound to queues queue, queue + 1... of the interface
  * name; the XDP program that redirects to them is attached native where
@@ -16,7 +16,7 @@
  * none) for frames that come while the guest has no buffer on the fill
  * ring: they are copied into its buffers in turn, in order. Returns NULL
  * with *err = -errno and *why a static string saying what failed. */
-struct vnet_backend *vnet_backend_xdp_new(const char *name, unsigned queue,
+struct vnet_port *vnet_port_xdp_new(const char *name, unsigned queue,
 					  unsigned pairs, bool copy,
 					  unsigned reserve, int *err,
 					  const char **why);

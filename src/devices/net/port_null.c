@@ -1,5 +1,5 @@
-/* The null backend: the device's own cost, with nothing behind it. The
- * device counts what it "sends"; nothing is received, unless the backend
+/* The null port: the device's own cost, with nothing behind it. The
+ * device counts what it "sends"; nothing is received, unless the port
  * is a source (--null-source SIZE): then every receive gets the same
  * SIZE-byte frame, as fast as the guest posts buffers, so that a guest
  * in rxonly measures the device's rx path alone, as txonly does tx.
@@ -18,48 +18,48 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "devices/net/backend_null.h"
+#include "devices/net/port_null.h"
 #include "devices/net/virtio_net.h"
 #include "util/iov.h"
 
-struct null_backend {
-	struct vnet_backend b;
+struct null_port {
+	struct vnet_port b;
 	size_t hdr_len;   /* from configure */
 	size_t frame_len; /* 0: not a source */
 	uint8_t frame[VNET_NULL_SOURCE_MAX];
 	int fds[]; /* per pair, when a source */
 };
 
-static struct null_backend *to_null(struct vnet_backend *b)
+static struct null_port *to_null(struct vnet_port *b)
 {
-	return (struct null_backend *)b;
+	return (struct null_port *)b;
 }
 
-static int null_configure(struct vnet_backend *b, uint64_t features,
+static int null_configure(struct vnet_port *b, uint64_t features,
 			  size_t hdr_len)
 {
 	to_null(b)->hdr_len = hdr_len;
 	return 0;
 }
 
-static int null_tx(struct vnet_backend *b, unsigned pair,
+static int null_tx(struct vnet_port *b, unsigned pair,
 		   const struct iovec *iov, unsigned niov, uint32_t cookie)
 {
 	return 0;
 }
 
-static int null_rx_fd(struct vnet_backend *b, unsigned pair)
+static int null_rx_fd(struct vnet_port *b, unsigned pair)
 {
-	struct null_backend *n = to_null(b);
+	struct null_port *n = to_null(b);
 
 	return n->frame_len ? n->fds[pair] : -1;
 }
 
 /* The frame behind a zeroed header: no flags, no GSO, one buffer. */
-static ssize_t null_rx(struct vnet_backend *b, unsigned pair,
+static ssize_t null_rx(struct vnet_port *b, unsigned pair,
 		       const struct iovec *iov, unsigned niov)
 {
-	struct null_backend *n = to_null(b);
+	struct null_port *n = to_null(b);
 	uint8_t hdr[VIRTIO_NET_HDR_LEN] = { 0 };
 
 	if (!n->frame_len)
@@ -82,9 +82,9 @@ static ssize_t null_rx(struct vnet_backend *b, unsigned pair,
 	return (ssize_t)(n->hdr_len + n->frame_len);
 }
 
-static void null_free(struct vnet_backend *b)
+static void null_free(struct vnet_port *b)
 {
-	struct null_backend *n = to_null(b);
+	struct null_port *n = to_null(b);
 
 	for (unsigned i = 0; n->frame_len && i < b->pairs; i++)
 		if (n->fds[i] >= 0)
@@ -92,7 +92,7 @@ static void null_free(struct vnet_backend *b)
 	free(n);
 }
 
-static const struct vnet_backend_ops null_ops = {
+static const struct vnet_port_ops null_ops = {
 	.name = "null",
 	.configure = null_configure,
 	.tx = null_tx,
@@ -115,10 +115,10 @@ static void make_frame(uint8_t *f, size_t len)
 	memcpy(f, eth, sizeof(eth));
 }
 
-struct vnet_backend *vnet_backend_null_new(unsigned pairs, size_t source_len,
+struct vnet_port *vnet_port_null_new(unsigned pairs, size_t source_len,
 					   int *err)
 {
-	struct null_backend *n;
+	struct null_port *n;
 
 	*err = -EINVAL;
 	if (source_len && (source_len < VNET_NULL_SOURCE_MIN ||
