@@ -15,7 +15,7 @@
 #   refused (kernels before 6.4) vmio told to try sockmap anyway: the
 #          kernel refuses the vsock socket, and the message engine goes on
 #          with the same connection (8 MiB into <uds-path>_7003)
-#   answer ANSWER_BYTES (kernel command line; 64 MiB unless set) into the
+#   answer ANSWER_BYTES (kernel command line; 256 MiB unless set) into the
 #          sink on <uds-path>_7004, which writes 16 bytes back on the same
 #          connection for each 64 KiB it reads, while the host runs two
 #          CPU-bound neighbours. vmio does not relay that way (UNIX-RECV
@@ -25,8 +25,10 @@
 #          relay would, checking every byte and counting the recvs that
 #          refused what poll called readable. vmio must exit 0 with every
 #          byte forwarded, and use at most a tenth of the step's time in
-#          CPU: its only work is a 10 ms tick, and a spin on a readable
-#          socket would take most of the guest's one vCPU.
+#          CPU with the sockmap engine: its only work is a 10 ms tick, and
+#          a spin would take most of the guest's one vCPU. The message
+#          engine (before 6.4) copies every byte itself: at most 60%
+#          there (measured: 36% on 6.1).
 #   lock   (sockmap kernels) sockmap-recv-lock against host echo services
 #          on 7005 and 7006, with and without a sockmap: whether this
 #          kernel's blocking recv on a vsock socket in a sockmap holds the
@@ -207,7 +209,10 @@ cpu_ticks() { # pid
 	set -- $(cat /proc/"$1"/stat 2>/dev/null) && echo $((${14} + ${15}))
 }
 uptime_ticks() { read -r up _ </proc/uptime; echo "${up%.*}${up#*.}"; }
-abytes=${ANSWER_BYTES:-67108864}
+abytes=${ANSWER_BYTES:-268435456}
+# The most of the step's time vmio may spend in CPU, in percent.
+cpu_max=10
+[ $want = sockmap ] || cpu_max=60
 rbytes=$((abytes / 4096))
 $V redirect -v --stats --control /tmp/ctl4.sock UNIX-RECV:/tmp/in4.sock \
 	VSOCK-CONNECT:2:7004 >/tmp/r4.log 2>&1 &
@@ -229,15 +234,15 @@ wait $cs
 took=$(cat /tmp/take4.log)
 vcpu=$(tail -n 1 /tmp/cpu4.log)
 wall=$((t1 - t0))
-echo "SOCKMAP-ANSWER $out vmio_cpu_ticks=${vcpu:-?} wall_ticks=$wall"
+echo "SOCKMAP-ANSWER $out vmio_cpu_ticks=${vcpu:-?} wall_ticks=$wall cpu_max_pct=$cpu_max"
 echo "SOCKMAP-ANSWER-TAKE $took"
 echo "SOCKMAP-ANSWER-RELAY exit=$rrc engines=$eng $(grep -E 'engine|not available|^vmio redirect: connection' /tmp/r4.log | tr '\n' ' ')"
 if [ $rc -ne 0 ]; then fail answer "the sender failed: $out"
 elif [ $rrc -eq 124 ]; then fail answer "vmio redirect did not exit within 30 s of its sender's end (RELAY-STUCK lines above)"
 elif [ $rrc -ne 0 ]; then fail answer "vmio redirect exited $rrc: $(tail -n 2 /tmp/r4.log)"
 elif [ $trc -ne 0 ]; then fail answer "the host's answer did not all arrive intact in vmio's socket: $took"
-elif [ -z "$vcpu" ] || [ $((vcpu * 10)) -gt "$wall" ]; then
-	fail answer "vmio used ${vcpu:-?} of $wall ticks of CPU: more than a tenth"
+elif [ -z "$vcpu" ] || [ $((vcpu * 100)) -gt $((wall * cpu_max)) ]; then
+	fail answer "vmio used ${vcpu:-?} of $wall ticks of CPU: more than $cpu_max%"
 elif check_engine answer /tmp/r4.log "$eng"; then pass answer; fi
 
 # --- lock (sockmap kernels) ----------------------------------------------------

@@ -20,7 +20,7 @@
 #          vmio's CPU in the guest bounded
 #   lock   (Linux 6.4+) the kernel's blocking recv on a vsock socket in a
 #          sockmap, against echo services on 7005 and 7006: reported
-# VMIO_SOCKMAP_ANSWER_BYTES: the answer step's forward bytes (64M).
+# VMIO_SOCKMAP_ANSWER_BYTES: the answer step's forward bytes (256M).
 # The host credit is 4 MiB, as large as the sockmap engine's vsock buffer:
 # its retries wait a jiffy each time the socket is out of credit.
 #
@@ -55,7 +55,7 @@ if [[ -n $old ]]; then
 	ports+=(7003)
 	steps+=(refused)
 fi
-abytes=$(numfmt --from=iec "${VMIO_SOCKMAP_ANSWER_BYTES:-64M}") ||
+abytes=$(numfmt --from=iec "${VMIO_SOCKMAP_ANSWER_BYTES:-256M}") ||
 	fail "VMIO_SOCKMAP_ANSWER_BYTES: not a size"
 rbytes=$((abytes / 4096))
 vh_spawn 7004 "$bench" sink --path "${uds}_7004" --bytes "$abytes" \
@@ -115,7 +115,7 @@ row stall 7002 "$(grep '^SOCKMAP-STALL ' <<<"$con" || true)"
 row answer 7004 "$(grep '^SOCKMAP-ANSWER ' <<<"$con" || true)"
 echo "$name: the answer's reader in the guest: $(grep '^SOCKMAP-ANSWER-TAKE ' <<<"$con" | cut -d' ' -f2-)"
 ans=$(grep '^SOCKMAP-ANSWER ' <<<"$con" || true)
-echo "$name: vmio redirect's CPU in the guest during answer: $(field vmio_cpu_ticks "$ans") of $(field wall_ticks "$ans") ticks (bound: a tenth)"
+echo "$name: vmio redirect's CPU in the guest during answer: $(field vmio_cpu_ticks "$ans") of $(field wall_ticks "$ans") ticks (bound: $(field cpu_max_pct "$ans")%)"
 grep '^SOCKMAP-LOCK ' <<<"$con" | sed "s/^SOCKMAP-LOCK /$name: blocking recv, vsock: /" || true
 echo "$name: the guest's relays said:"
 grep -E '^SOCKMAP-(XFER|STALL|REFUSED|ANSWER)-RELAY ' <<<"$con" | sed 's/^/  /' || true
