@@ -42,6 +42,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -76,6 +77,7 @@ static const char usage[] =
 	"                               [--msg N] [--timeout S]\n"
 	"       vmio-redirect-bench relay --from udg:PATH --to vsock:CID:PORT\n"
 	"                                 [--timeout S]\n"
+	"       vmio-redirect-bench take --pid PID --bytes N [--timeout S]\n"
 	"\n"
 	"Moves N bytes of a checked pattern through a relay into a unix stream\n"
 	"sink. KIND:WHERE is udg:PATH (unix datagrams, an empty one at the end),\n"
@@ -84,7 +86,10 @@ static const char usage[] =
 	"  sink   accept one connection on PATH, read to EOF or --bytes N,\n"
 	"         check, and print bytes=N time=S MB/s=X intact=0|1;\n"
 	"         --stall-after N --stall-ms MS: once N bytes are in, read\n"
-	"         nothing for MS milliseconds (a stalled reader), then go on\n"
+	"         nothing for MS milliseconds (a stalled reader), then go on;\n"
+	"         --answer N: write N bytes of the pattern back on the\n"
+	"         connection, C (--answer-chunk, default 16) for each 64 KiB\n"
+	"         read, the rest at the end; the line adds answered=N\n"
 	"  send   send N bytes in --msg byte messages (default 64K), then EOF;\n"
 	"         outq_max= is the most of them the kernel held charged to\n"
 	"         the socket after a send (SIOCOUTQ)\n"
@@ -111,6 +116,13 @@ static const char usage[] =
 	"         blocking, until an empty datagram; then shut the stream\n"
 	"         down and wait for its peer to close. Inside a guest only:\n"
 	"         on a host, AF_VSOCK reaches the host's own hypervisor.\n"
+	"  take   the reverse direction of a guest's `vmio redirect\n"
+	"         UNIX-RECV:... VSOCK-CONNECT:...`, which vmio does not relay:\n"
+	"         take a copy of process PID's connected vsock stream socket\n"
+	"         (pidfd_getfd: root) and read N bytes of the pattern from\n"
+	"         it, poll then non-blocking recv; prints took bytes=N\n"
+	"         intact=0|1 refused=R (recvs that met EAGAIN after POLLIN)\n"
+	"         refused_max_ms= (the longest such spell). Guest only.\n"
 	"\n"
 	"Sizes take K, M, G suffixes. --timeout: seconds without progress\n"
 	"before giving up (default 10).\n";
@@ -210,9 +222,45 @@ struct stall {
 	int ms;
 };
 
+/* --answer N --answer-chunk C: the sink writes N bytes of the pattern back
+ * on the same connection while it reads, C bytes for each 64 KiB that
+ * came in (one datagram of the sender's), the rest once its input ends:
+ * the host answering a guest's relay while the forward direction runs. */
+struct answer {
+	uint64_t bytes, chunk;
+	uint64_t sent;
+};
+
+/* Writes the answer due after `in` bytes came in (all of it at the end).
+ * Returns 0, or -1 with r->error set. */
+static int answer_due(int fd, struct answer *a, uint64_t in, bool end,
+		      struct sink_result *r)
+{
+	uint64_t due = end ? a->bytes : in / 65536 * a->chunk;
+
+	if (due > a->bytes)
+		due = a->bytes;
+	while (a->sent < due) {
+		size_t n = (size_t)(due - a->sent < MAX_MSG ? due - a->sent :
+							       MAX_MSG);
+		ssize_t w = write(fd, pattern_at(a->sent), n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			snprintf(r->error, sizeof(r->error),
+				 "answering: %s after %" PRIu64 " bytes",
+				 strerror(errno), a->sent);
+			return -1;
+		}
+		a->sent += (uint64_t)w;
+	}
+	return 0;
+}
+
 static void sink_run(int lfd, bool dgram, uint64_t want, int timeout_ms,
 		     int accept_ms, const struct stall *stall,
-		     struct sink_result *r)
+		     struct answer *answer, struct sink_result *r)
 {
 	static uint8_t buf[MAX_MSG];
 	bool stalled = false;
@@ -263,7 +311,7 @@ read:
 				snprintf(r->error, sizeof(r->error),
 					 "EOF after %" PRIu64 " of %" PRIu64
 					 " bytes", r->bytes, want);
-			else
+			else if (!answer_due(fd, answer, r->bytes, true, r))
 				r->intact = 1;
 			break;
 		}
@@ -280,6 +328,8 @@ read:
 		}
 		r->bytes += (uint64_t)n;
 		r->last_ns = (int64_t)vmio_now_ns();
+		if (answer_due(fd, answer, r->bytes, false, r))
+			break;
 		if (stall->ms && !stalled && r->bytes >= stall->after) {
 			/* Nothing read meanwhile: what the relay still sends
 			 * waits in the sink's socket and behind it. */
@@ -295,7 +345,7 @@ read:
 			    recv(fd, buf, 1, MSG_DONTWAIT | MSG_PEEK) > 0)
 				snprintf(r->error, sizeof(r->error),
 					 "more than %" PRIu64 " bytes", want);
-			else
+			else if (!answer_due(fd, answer, r->bytes, true, r))
 				r->intact = 1;
 			break;
 		}
@@ -450,6 +500,8 @@ struct opts {
 	bool term;          /* run: SIGTERM the relay once the data is in */
 	bool direct;        /* run: no relay, the sink on the target */
 	struct stall stall; /* sink */
+	struct answer answer; /* sink */
+	pid_t pid;          /* take */
 	const char *from;   /* relay: the datagram path */
 	uint32_t vsock_cid, vsock_port; /* relay: where to */
 	char **relay;       /* run: the command after -- */
@@ -466,13 +518,15 @@ static pid_t start_sink(const struct opts *o, int lfd, int *report_fd)
 	pid = fork();
 	if (pid == 0) {
 		struct sink_result r;
+		struct answer none = { 0 };
 
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(p[0]);
 		/* The relay connects to the sink only once the sender is in:
 		 * give it the time for both. */
 		sink_run(lfd, o->direct && o->to.kind == KIND_UDG, o->bytes,
-			 o->timeout_ms, 3 * o->timeout_ms, &o->stall, &r);
+			 o->timeout_ms, 3 * o->timeout_ms, &o->stall, &none,
+			 &r);
 		(void)!write(p[1], &r, sizeof(r));
 		_exit(0);
 	}
@@ -869,6 +923,7 @@ static int cmd_run(const struct opts *o)
 static int cmd_sink(const struct opts *o)
 {
 	struct sink_result r;
+	struct answer a = o->answer;
 	struct stat st;
 	int lfd = vmio_unix_listen(o->path, 1, "sink", &st);
 
@@ -878,10 +933,12 @@ static int cmd_sink(const struct opts *o)
 		return 1;
 	}
 	sink_run(lfd, false, o->bytes, o->timeout_ms, o->timeout_ms, &o->stall,
-		 &r);
+		 &a, &r);
 	close(lfd);
 	vmio_unix_unlink_if_same(o->path, &st);
 	print_sink_result(&r);
+	if (a.bytes)
+		printf(" answered=%" PRIu64, a.sent);
 	if (!r.intact)
 		printf(" error=\"%s\"", r.error);
 	printf("\n");
@@ -995,6 +1052,146 @@ static int cmd_relay(const struct opts *o)
 	return what ? 1 : 0;
 }
 
+/* ---- take: the reverse direction of a guest's relay ---- */
+
+/* How long take's poll waits before it looks at its deadline. */
+#define TAKE_WAIT_MS 200
+
+/* A copy of the connected AF_VSOCK stream socket process pid holds, or
+ * -1 (errno set) while it has none. */
+static int take_vsock_of(int pidfd)
+{
+	for (int fd = 0; fd < 1024; fd++) {
+		int dom = 0, type = 0, mine;
+		socklen_t len = sizeof(dom);
+		struct sockaddr_vm peer;
+		socklen_t plen = sizeof(peer);
+
+		mine = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+		if (mine < 0)
+			continue;
+		if (!getsockopt(mine, SOL_SOCKET, SO_DOMAIN, &dom, &len) &&
+		    dom == AF_VSOCK && (len = sizeof(type)) &&
+		    !getsockopt(mine, SOL_SOCKET, SO_TYPE, &type, &len) &&
+		    type == SOCK_STREAM &&
+		    !getpeername(mine, (struct sockaddr *)&peer, &plen))
+			return mine;
+		close(mine);
+	}
+	errno = ENOENT;
+	return -1;
+}
+
+struct take_result {
+	uint64_t bytes, reads;
+	uint64_t refused;     /* poll said POLLIN, a MSG_DONTWAIT recv EAGAIN */
+	int64_t refused_max_ns; /* the longest such spell before data came */
+	int intact;
+	char error[200];
+};
+
+/* Reads want bytes of the pattern from fd the way a level-triggered relay
+ * would: poll, then a non-blocking recv, counting the recvs that refuse
+ * what poll called readable. Never a blocking recv: on a vsock socket in
+ * a sockmap that sleeps holding the socket's lock, which stops the
+ * guest's whole vsock receive path and the kernel's sends on this socket
+ * meanwhile (docs/known-kernel-issues.md). A refused recv is followed by
+ * a 1 ms pause, so that a refusal that lasts cannot make this reader the
+ * one that spins. */
+static void take_run(int fd, uint64_t want, int timeout_ms,
+		     struct take_result *r)
+{
+	static uint8_t buf[MAX_MSG];
+	int64_t last = (int64_t)vmio_now_ns(), refused_since = 0;
+
+	*r = (struct take_result){ 0 };
+	while (r->bytes < want) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if ((int64_t)vmio_now_ns() - last >
+		    (int64_t)timeout_ms * 1000000) {
+			snprintf(r->error, sizeof(r->error),
+				 "no byte for %d s after %" PRIu64 " bytes%s",
+				 timeout_ms / 1000, r->bytes,
+				 refused_since ? ", poll saying POLLIN" : "");
+			return;
+		}
+		if (poll(&p, 1, TAKE_WAIT_MS) != 1 || !(p.revents & POLLIN))
+			continue;
+		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			r->refused++;
+			if (!refused_since)
+				refused_since = (int64_t)vmio_now_ns();
+			usleep(1000);
+			continue;
+		}
+		if (n <= 0) {
+			snprintf(r->error, sizeof(r->error),
+				 "%s after %" PRIu64 " of %" PRIu64 " bytes",
+				 n ? strerror(errno) : "EOF", r->bytes, want);
+			return;
+		}
+		last = (int64_t)vmio_now_ns();
+		if (refused_since && last - refused_since > r->refused_max_ns)
+			r->refused_max_ns = last - refused_since;
+		refused_since = 0;
+		if (r->bytes + (uint64_t)n > want ||
+		    memcmp(buf, pattern_at(r->bytes), (size_t)n)) {
+			snprintf(r->error, sizeof(r->error),
+				 "wrong or extra bytes after %" PRIu64,
+				 r->bytes);
+			return;
+		}
+		r->bytes += (uint64_t)n;
+		r->reads++;
+	}
+	r->intact = 1;
+}
+
+/* The reverse direction of `vmio redirect UNIX-RECV:... VSOCK-CONNECT:...`
+ * in a guest, which vmio does not relay (UNIX-RECV has no peer to send
+ * to): the host's answer stays in vmio's vsock socket. This takes a copy
+ * of that socket (pidfd_getfd, root in the guest) and reads the answer
+ * from it, checking every byte, while vmio's sockmap still holds it. */
+static int cmd_take(const struct opts *o)
+{
+	int64_t end = (int64_t)vmio_now_ns() + (int64_t)o->timeout_ms * 1000000;
+	int pidfd = (int)syscall(SYS_pidfd_open, o->pid, 0), fd;
+	struct take_result r;
+	int64_t t0;
+
+	if (pidfd < 0) {
+		fprintf(stderr, "vmio-redirect-bench: take: pidfd_open %d: %s\n",
+			(int)o->pid, strerror(errno));
+		return 1;
+	}
+	while ((fd = take_vsock_of(pidfd)) < 0) {
+		if ((int64_t)vmio_now_ns() > end || errno == EPERM) {
+			fprintf(stderr, "vmio-redirect-bench: take: process %d "
+				"holds no connected vsock stream: %s\n",
+				(int)o->pid, strerror(errno));
+			return 1;
+		}
+		usleep(10000);
+	}
+	close(pidfd);
+	t0 = (int64_t)vmio_now_ns();
+	take_run(fd, o->bytes, o->timeout_ms, &r);
+	close(fd);
+	printf("took bytes=%" PRIu64 " reads=%" PRIu64 " time=%.3f intact=%d "
+	       "refused=%" PRIu64 " refused_max_ms=%.1f", r.bytes, r.reads,
+	       (double)((int64_t)vmio_now_ns() - t0) / 1e9, r.intact,
+	       r.refused, (double)r.refused_max_ns / 1e6);
+	if (!r.intact)
+		printf(" error=\"%s\"", r.error);
+	printf("\n");
+	return r.intact ? 0 : 1;
+}
+
 /* vsock:CID:PORT, relay's --to. */
 static int parse_vsock(const char *text, struct opts *o)
 {
@@ -1043,10 +1240,14 @@ int main(int argc, char **argv)
 		{ "stall-after", required_argument, NULL, 'A' },
 		{ "stall-ms", required_argument, NULL, 'W' },
 		{ "from", required_argument, NULL, 'F' },
+		{ "answer", required_argument, NULL, 'a' },
+		{ "answer-chunk", required_argument, NULL, 'c' },
+		{ "pid", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct opts o = { .msg = 65536, .timeout_ms = 10000, .streams = 1 };
+	struct opts o = { .msg = 65536, .timeout_ms = 10000, .streams = 1,
+			  .answer.chunk = 16 };
 	const char *role;
 	uint64_t v;
 	int c;
@@ -1056,7 +1257,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc < 2)
-		return bad_usage("a role is needed (sink, send, run or relay)",
+		return bad_usage("a role is needed (sink, send, run, relay or take)",
 				 NULL);
 	role = argv[1];
 	optind = 2;
@@ -1070,7 +1271,12 @@ int main(int argc, char **argv)
 			o.path = optarg;
 			break;
 		case 't':
-			if (!strcmp(role, "relay")) {
+			if (!strcmp(role, "take")) {
+		if (!o.pid || !o.bytes || optind != argc)
+			return bad_usage("take takes --pid PID --bytes N", NULL);
+		return cmd_take(&o);
+	}
+	if (!strcmp(role, "relay")) {
 				if (parse_vsock(optarg, &o))
 					return bad_usage("--to: not vsock:CID:PORT",
 							 optarg);
@@ -1117,6 +1323,21 @@ int main(int argc, char **argv)
 						 optarg);
 			o.stall.ms = (int)v;
 			break;
+		case 'a':
+			if (vmio_parse_u64(optarg, UINT64_MAX, &o.answer.bytes))
+				return bad_usage("--answer: not a size", optarg);
+			break;
+		case 'c':
+			if (vmio_parse_u64(optarg, MAX_MSG, &o.answer.chunk) ||
+			    !o.answer.chunk)
+				return bad_usage("--answer-chunk: not 1 to 1M",
+						 optarg);
+			break;
+		case 'P':
+			if (vmio_parse_u64(optarg, INT32_MAX, &v) || !v)
+				return bad_usage("--pid: not a process id", optarg);
+			o.pid = (pid_t)v;
+			break;
 		case 'F':
 			if (strncmp(optarg, "udg:", 4) || !optarg[4])
 				return bad_usage("--from: not udg:PATH", optarg);
@@ -1139,6 +1360,11 @@ int main(int argc, char **argv)
 			return bad_usage("send takes --to KIND:WHERE --bytes N",
 					 NULL);
 		return cmd_send(&o);
+	}
+	if (!strcmp(role, "take")) {
+		if (!o.pid || !o.bytes || optind != argc)
+			return bad_usage("take takes --pid PID --bytes N", NULL);
+		return cmd_take(&o);
 	}
 	if (!strcmp(role, "relay")) {
 		if (!o.from || !o.have_to || optind != argc)

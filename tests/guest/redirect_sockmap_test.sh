@@ -14,6 +14,13 @@
 #   refused (Linux before 6.4) told to try sockmap anyway, vmio meets the
 #          kernel's refusal of the vsock socket and goes on with the
 #          message engine on the same connection
+#   answer the host's sink answers on the same connection while the host
+#          runs two CPU-bound neighbours (this script starts them when the
+#          step begins and stops them after): every byte both ways, and
+#          vmio's CPU in the guest bounded
+#   lock   (Linux 6.4+) the kernel's blocking recv on a vsock socket in a
+#          sockmap, against echo services on 7005 and 7006: reported
+# VMIO_SOCKMAP_ANSWER_BYTES: the answer step's forward bytes (256M).
 # The host credit is 4 MiB, as large as the sockmap engine's vsock buffer:
 # its retries wait a jiffy each time the socket is out of credit.
 #
@@ -48,20 +55,52 @@ if [[ -n $old ]]; then
 	ports+=(7003)
 	steps+=(refused)
 fi
+abytes=$(numfmt --from=iec "${VMIO_SOCKMAP_ANSWER_BYTES:-256M}") ||
+	fail "VMIO_SOCKMAP_ANSWER_BYTES: not a size"
+rbytes=$((abytes / 4096))
+vh_spawn 7004 "$bench" sink --path "${uds}_7004" --bytes "$abytes" \
+	--answer "$rbytes" --timeout "$limit"
+ports+=(7004)
+steps+=(answer)
+if [[ -z $old ]]; then
+	vh_service 7005 --mode echo --count 1
+	vh_service 7006 --mode echo --count 1
+fi
 vh_start_vmio --guest-cid 3 --socket "$sock" --uds-path "$uds" --tx-buffer-size 4m
+lock=$(dirname "$tool")/sockmap-recv-lock
+[[ -x $lock ]] || fail "$lock is missing: build with 'ninja -C build'"
 vh_boot "$top/tests/guest/redirect-sockmap-guest.sh" --exe "$vmio:/bin/vmio" \
-	--exe "$bench:/bin/vmio-redirect-bench"
+	--exe "$bench:/bin/vmio-redirect-bench" --file "$lock:/bin/sockmap-recv-lock" \
+	--append "ANSWER_BYTES=$abytes"
 
-# --- verdicts -------------------------------------------------------------
+# --- the answer step's neighbours -------------------------------------------
+# Two processes that want a core each, from the step's start to the
+# guest's end (bounded by timeout besides: nothing outlives the test).
+hogs=()
+if vh_wait_marker SOCKMAP-ANSWER-BEGIN; then
+	for _ in 1 2; do
+		timeout "$limit" sh -c 'while :; do :; done' &
+		hogs+=("$!")
+		pids+=("$!")
+	done
+fi
 vh_finish_guest
+for h in "${hogs[@]}"; do
+	kill "$h" 2>/dev/null || true
+	wait "$h" 2>/dev/null || true
+done
+((${#hogs[@]} == 2)) || bad "the guest never began the answer step"
 vh_expect_steps "${steps[@]}"
 vh_wait_services
 for port in "${ports[@]}"; do
 	want=$MIB32
 	[[ $port != 7003 ]] || want=8388608
+	[[ $port != 7004 ]] || want=$abytes
 	line=$(tail -n 1 "$logs/$name.host-$port.log" 2>/dev/null || true)
 	[[ $line == "bytes=$want "*"intact=1"* ]] ||
 		bad "host sink $port: '$line', expected bytes=$want ... intact=1"
+	[[ $port != 7004 || $line == *" answered=$rbytes" ]] ||
+		bad "host sink $port: '$line', expected answered=$rbytes"
 done
 
 # --- report ---------------------------------------------------------------
@@ -73,7 +112,12 @@ row() { # scenario, port, guest line
 row xfer 7001 "$(grep '^SOCKMAP-XFER ' <<<"$con" || true)"
 row stall 7002 "$(grep '^SOCKMAP-STALL ' <<<"$con" || true)"
 [[ -z $old ]] || row refused 7003 "$(grep '^SOCKMAP-REFUSED ' <<<"$con" || true)"
+row answer 7004 "$(grep '^SOCKMAP-ANSWER ' <<<"$con" || true)"
+echo "$name: the answer's reader in the guest: $(grep '^SOCKMAP-ANSWER-TAKE ' <<<"$con" | cut -d' ' -f2-)"
+ans=$(grep '^SOCKMAP-ANSWER ' <<<"$con" || true)
+echo "$name: vmio redirect's CPU in the guest during answer: $(field vmio_cpu_ticks "$ans") of $(field wall_ticks "$ans") ticks (bound: $(field cpu_max_pct "$ans")%)"
+grep '^SOCKMAP-LOCK ' <<<"$con" | sed "s/^SOCKMAP-LOCK /$name: blocking recv, vsock: /" || true
 echo "$name: the guest's relays said:"
-grep -E '^SOCKMAP-(XFER|STALL|REFUSED)-RELAY ' <<<"$con" | sed 's/^/  /' || true
+grep -E '^SOCKMAP-(XFER|STALL|REFUSED|ANSWER)-RELAY ' <<<"$con" | sed 's/^/  /' || true
 
 vh_conclude
