@@ -71,7 +71,7 @@ static void rx_watch(struct vnet_pair *p)
 		return;
 	rc = vmio_loop_add(p->loop, p->rx_fd, EPOLLIN, on_rx_ready, p);
 	if (rc)
-		log_err("net: cannot watch the port of queue pair %u: %s",
+		log_err("net: cannot watch the backend of queue pair %u: %s",
 			p->index, strerror(-rc));
 	else
 		p->rx_watched = true;
@@ -235,7 +235,7 @@ static enum rx_stop rx_once(struct vnet_device *d, struct vnet_pair *p,
 		vmio_vq_unpop(p->rx, f.nchains);
 		p->stats.rx_errors++;
 		log_ratelimited(&p->rl, VMIO_LOG_WARN,
-				"net: rx queue %u: %s port lost a frame: %s",
+				"net: rx queue %u: %s backend lost a frame: %s",
 				p->rx->index, d->be->ops->name,
 				n < 0 ? strerror((int)-n) : "shorter than a header");
 		return RX_BUDGET;

@@ -97,7 +97,7 @@ static enum tx_fate tx_one(struct vnet_device *d, struct vnet_pair *p)
 	if (rc < 0) {
 		p->stats.tx_backend_errors++;
 		log_ratelimited(&p->rl, VMIO_LOG_WARN,
-				"net: tx queue %u: %s port dropped a frame: %s",
+				"net: tx queue %u: %s backend dropped a frame: %s",
 				p->tx->index, d->be->ops->name, strerror(-rc));
 		return TX_DONE;
 	}
