@@ -391,6 +391,63 @@ static void conn_established_local(struct vsock_conn *c)
 		vsock_conn_kill(c, true, "cannot write OK line");
 }
 
+/* SHUTDOWN: flags are permanent, so OR them in. RCV: drop what we would
+ * read for the guest. SEND: credit is moot from now on, and SHUT_WR
+ * follows once the buffer drains (flush does it, and may close). */
+static void conn_shutdown_from_guest(struct vsock_conn *c, uint32_t flags)
+{
+	c->peer_shut |= flags & VSOCK_SHUTDOWN_MASK;
+	if (c->peer_shut & VSOCK_SHUTDOWN_SEND) {
+		c->pending &= ~VSOCK_RXOP_CREDIT_UPDATE;
+		seq_drop_partial(c);
+	}
+	if (c->peer_shut & VSOCK_SHUTDOWN_RCV) {
+		c->merge_hold = false;
+		c->pending &= ~(VSOCK_RXOP_RW | VSOCK_RXOP_CREDIT_REQUEST |
+				VSOCK_RXOP_SHUTDOWN);
+	}
+	vsock_conn_flush(c);
+}
+
+/* A packet on an established flow. Every guest header carries its
+ * credit. Returns true if the chain is held. */
+static bool conn_established_from_guest(struct vsock_conn *c,
+					const struct vsock_pkt *pkt,
+					const struct vmio_chain *tx,
+					bool may_hold)
+{
+	const struct vsock_hdr *h = &pkt->hdr;
+
+	if (vsock_credit_peer_update(&c->credit, h->buf_alloc, h->fwd_cnt)) {
+		vsock_conn_kill(c, true, "fwd_cnt ahead of what we sent");
+		return false;
+	}
+	vsock_backlog_consumed(&c->backlog, c->credit.peer_fwd_cnt);
+	if (vsock_conn_guest_room(c))
+		c->starve_seen = c->starve_due = false;
+	/* The guest is reading again: what was held for merging goes. */
+	if (c->merge_hold &&
+	    vsock_backlog_len(&c->backlog) < VSOCK_CONN_MERGE_AFTER)
+		vsock_conn_merge_release(c);
+	switch (h->op) {
+	case VSOCK_OP_RW:
+		return conn_rw_from_guest(c, pkt, tx, may_hold);
+	case VSOCK_OP_CREDIT_UPDATE:
+		/* Credit taken above; EPOLLIN may come back on. */
+		return false;
+	case VSOCK_OP_CREDIT_REQUEST:
+		c->pending |= VSOCK_RXOP_CREDIT_UPDATE;
+		return false;
+	case VSOCK_OP_SHUTDOWN:
+		conn_shutdown_from_guest(c, h->flags);
+		return false;
+	default:
+		/* A second REQUEST or a RESPONSE on a live flow. */
+		vsock_conn_kill(c, true, "unexpected op when established");
+		return false;
+	}
+}
+
 bool vsock_conn_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
 			   const struct vmio_chain *tx, bool may_hold)
 {
@@ -421,7 +478,6 @@ bool vsock_conn_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		vsock_conn_kill(c, true, "wrong type");
 		return false;
 	}
-
 	switch (c->state) {
 	case VSOCK_CONN_LOCAL_INIT:
 		/* We sent REQUEST: only RESPONSE (accept) or RST (refuse,
@@ -439,56 +495,10 @@ bool vsock_conn_from_guest(struct vsock_conn *c, const struct vsock_pkt *pkt,
 		vsock_conn_kill(c, true, "op before our RESPONSE");
 		return false;
 	case VSOCK_CONN_ESTABLISHED:
-		break;
+		return conn_established_from_guest(c, pkt, tx, may_hold);
 	case VSOCK_CONN_KILLED:
-		return false;
+		break;
 	}
-
-	/* ESTABLISHED. Every guest header carries its credit. */
-	if (vsock_credit_peer_update(&c->credit, h->buf_alloc, h->fwd_cnt)) {
-		vsock_conn_kill(c, true, "fwd_cnt ahead of what we sent");
-		return false;
-	}
-	vsock_backlog_consumed(&c->backlog, c->credit.peer_fwd_cnt);
-	if (vsock_conn_guest_room(c))
-		c->starve_seen = c->starve_due = false;
-	/* The guest is reading again: what was held for merging goes. */
-	if (c->merge_hold &&
-	    vsock_backlog_len(&c->backlog) < VSOCK_CONN_MERGE_AFTER)
-		vsock_conn_merge_release(c);
-	switch (h->op) {
-	case VSOCK_OP_RW:
-		return conn_rw_from_guest(c, pkt, tx, may_hold);
-	case VSOCK_OP_CREDIT_UPDATE:
-		/* Credit taken above; EPOLLIN may come back on. */
-		return false;
-	case VSOCK_OP_CREDIT_REQUEST:
-		c->pending |= VSOCK_RXOP_CREDIT_UPDATE;
-		return false;
-	case VSOCK_OP_SHUTDOWN:
-		/* Flags are permanent: OR them in. RCV: drop what we would
-		 * read for the guest. SEND: credit is moot from now on, and
-		 * SHUT_WR follows once the ring drains (flush does it, and
-		 * may close). */
-		c->peer_shut |= h->flags & VSOCK_SHUTDOWN_MASK;
-		if (c->peer_shut & VSOCK_SHUTDOWN_SEND) {
-			c->pending &= ~VSOCK_RXOP_CREDIT_UPDATE;
-			seq_drop_partial(c);
-		}
-		if (c->peer_shut & VSOCK_SHUTDOWN_RCV)
-			c->merge_hold = false;
-		if (c->peer_shut & VSOCK_SHUTDOWN_RCV)
-			c->pending &= ~(VSOCK_RXOP_RW |
-					VSOCK_RXOP_CREDIT_REQUEST |
-					VSOCK_RXOP_SHUTDOWN);
-		vsock_conn_flush(c);
-		return false;
-	case VSOCK_OP_REQUEST:
-	case VSOCK_OP_RESPONSE:
-	default:
-		/* A second REQUEST or a RESPONSE on a live flow. */
-		vsock_conn_kill(c, true, "unexpected op when established");
-		return false;
-	}
+	return false;
 }
 
