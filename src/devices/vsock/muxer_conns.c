@@ -6,14 +6,6 @@
 #include "devices/vsock/conn_from_guest.h"
 #include "devices/vsock/conn_to_guest.h"
 
-/* The connection of an rx FIFO link (NULL: none). */
-struct mux_conn *mux_rx_conn(struct vsock_rx_link *l)
-{
-	return l ? (struct mux_conn *)((char *)l -
-				       offsetof(struct mux_conn, rx_link))
-		 : NULL;
-}
-
 static void unwatch(struct vsock_muxer *m, struct mux_conn *mc)
 {
 	if (mc->watched_fd >= 0)
@@ -139,11 +131,6 @@ int mux_conn_insert(struct vsock_muxer *m, struct mux_conn *mc)
 }
 
 /* ---- Held tx chains (tx_splice.h) ------------------------------------- */
-
-bool mux_hold_room(const struct vsock_muxer *m, const struct mux_conn *mc)
-{
-	return m->splice && vsock_holders_room(&m->holders, mc->c.held.n);
-}
 
 /* A connection just kept a chain: the tick looks at it too, as a wake-up
  * of the watch may be missed. */

@@ -23,11 +23,21 @@ void mux_conn_free(struct mux_conn *mc);
 /* Brings the muxer's view of a connection in line with its state; called
  * after every call into it. May free it. */
 void mux_conn_update(struct mux_conn *mc);
-/* The connection of an rx FIFO link (NULL: none). */
-struct mux_conn *mux_rx_conn(struct vsock_rx_link *l);
+/* The connection of an rx FIFO link (NULL: none). On every packet's
+ * path: inline. */
+static inline struct mux_conn *mux_rx_conn(struct vsock_rx_link *l)
+{
+	return l ? (struct mux_conn *)((char *)l -
+				       offsetof(struct mux_conn, rx_link))
+		 : NULL;
+}
 
 /* Whether a connection may hold another tx chain. */
-bool mux_hold_room(const struct vsock_muxer *m, const struct mux_conn *mc);
+static inline bool mux_hold_room(const struct vsock_muxer *m,
+				 const struct mux_conn *mc)
+{
+	return m->splice && vsock_holders_room(&m->holders, mc->c.held.n);
+}
 /* A connection just kept a chain. */
 void mux_hold_note(struct vsock_muxer *m, struct mux_conn *mc);
 /* Gives back the chains of mc the host has read through (all with
