@@ -9,8 +9,13 @@
  * and the guest's packet limit (guest_backlog.h): no packet past it, in
  * single and batched reads and between two packets of a message, credit
  * asked for while there, and small host writes merged for a guest that
- * fell behind, with everything that ends such a hold. */
+ * fell behind, with everything that ends such a hold. Some of them again
+ * with the connection handed to a successor midway (conn_handover.h):
+ * the successor's connection carries on as if nothing happened, and every
+ * shorter record than the whole is refused, leaking nothing. */
 #include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,8 +27,9 @@
 
 #include <cmocka.h>
 
-#include "devices/vsock/conn_to_guest.h"
 #include "devices/vsock/conn_from_guest.h"
+#include "devices/vsock/conn_handover.h"
+#include "devices/vsock/conn_to_guest.h"
 #include "devices/vsock/connection.h"
 
 #define GUEST_CID 3u
@@ -192,8 +198,89 @@ static void established(uint32_t buf_size, uint32_t guest_alloc, int sndbuf)
 	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
 }
 
+/* Whether the test hands the connection over where it says
+ * maybe_hand_over (the _handed_over variants). */
+static bool handover;
+
+/* With VMIO_HANDOVER_SEEDS=DIR, each record goes there too, as a seed of
+ * tests/fuzz/fuzz_vsock_handover's corpus (its first byte: the packet
+ * bound on when the connection's overhead is not 0). */
+static void save_seed(const struct vmio_wire_writer *w)
+{
+	const char *dir = getenv("VMIO_HANDOVER_SEEDS");
+	static unsigned n;
+	char path[512];
+	uint8_t bound = conn.backlog.overhead != 0;
+	FILE *f;
+
+	if (!dir)
+		return;
+	snprintf(path, sizeof(path), "%s/record_%u", dir, n++);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(&bound, 1, 1, f), 1);
+	assert_int_equal(fwrite(w->buf, 1, w->len, f), w->len);
+	fclose(f);
+}
+
+/* The connection handed to a successor: saved, taken back into a fresh
+ * one that gets the host socket, the old one gone. buf_size: what the
+ * connection was set up with (--tx-buffer-size). */
+static void hand_over(uint32_t buf_size)
+{
+	struct vmio_wire_writer w;
+	struct vmio_wire_reader r;
+	struct vsock_conn next;
+	uint32_t idx;
+
+	assert_null(vsock_conn_handover_refusal(&conn));
+	vmio_wire_writer_init(&w, 0);
+	vsock_conn_save(&conn, 7, &w);
+	assert_false(w.failed);
+	save_seed(&w);
+	/* Every field is needed: a record cut anywhere is refused. */
+	for (size_t cut = 0; cut < w.len; cut += 1 + cut / 16) {
+		vmio_wire_reader_init(&r, w.buf, cut);
+		assert_int_equal(vsock_conn_restore(&next, GUEST_CID, buf_size,
+						    conn.backlog.overhead, &r,
+						    &idx),
+				 -1);
+		assert_non_null(r.why);
+	}
+	vmio_wire_reader_init(&r, w.buf, w.len);
+	assert_int_equal(vsock_conn_restore(&next, GUEST_CID, buf_size,
+					    conn.backlog.overhead, &r, &idx),
+			 0);
+	assert_int_equal(r.left, 0);
+	assert_int_equal(idx, 7);
+	assert_int_equal(next.state, conn.state);
+	assert_int_equal(next.pending, conn.pending);
+	assert_int_equal(next.credit.rx_cnt, conn.credit.rx_cnt);
+	assert_int_equal(next.credit.tx_cnt, conn.credit.tx_cnt);
+	assert_int_equal(next.credit.peer_fwd_cnt, conn.credit.peer_fwd_cnt);
+	assert_int_equal(vmio_byte_ring_len(&next.ring),
+			 vmio_byte_ring_len(&conn.ring));
+	assert_int_equal(next.seq.msgs, conn.seq.msgs);
+	assert_int_equal(next.seq.partial, conn.seq.partial);
+	assert_int_equal(vsock_backlog_len(&next.backlog),
+			 vsock_backlog_len(&conn.backlog));
+	assert_memory_equal(&next.stats, &conn.stats, sizeof(conn.stats));
+	next.fd = conn.fd;
+	conn.fd = -1;
+	vsock_conn_destroy(&conn);
+	conn = next;
+	vmio_wire_writer_fini(&w);
+}
+
+static void maybe_hand_over(uint32_t buf_size)
+{
+	if (handover)
+		hand_over(buf_size);
+}
+
 static int teardown(void **state)
 {
+	handover = false;
 	vsock_splice_free(conn.splice);
 	conn.splice = NULL;
 	may_hold = false;
@@ -663,6 +750,7 @@ static void test_full_host_socket(void **state)
 
 	established(SMALL_TX, 65536, 4096);
 	sent = fill_host();
+	maybe_hand_over(SMALL_TX);
 	/* One byte more than the credit allows would be an overrun; an
 	 * obedient guest waits. Now the host reads: flush drains in order. */
 	assert_int_equal(drain_host(0, sent, false), sent);
@@ -883,6 +971,9 @@ static void test_seq_queued_behind_full_host(void **state)
 		guest_send(VSOCK_OP_RW, eom ? VSOCK_SEQ_EOM : 0, off, plen);
 		off += plen;
 		sent += eom;
+		/* Mid-message, some messages whole in the ring. */
+		if (i == 600)
+			maybe_hand_over(65536);
 	}
 	assert_int_equal(conn.state, VSOCK_CONN_ESTABLISHED);
 	assert_true(conn.seq.msgs > 0);
@@ -955,6 +1046,9 @@ static void test_seq_host_message_to_guest(void **state)
 		got += h.len;
 		assert_int_equal(h.flags,
 				 got == sizeof(msg) ? VSOCK_SEQ_EOM : 0);
+		/* The host message half sent to the guest. */
+		if (got == RX_DATA)
+			maybe_hand_over(65536);
 	}
 	assert_int_equal(got, sizeof(msg));
 	assert_true(guest_recv(&h) > 0);
@@ -1060,6 +1154,8 @@ static void test_packet_bound(void **state)
 	assert_int_equal(conn.stats.credit_stalls, 0);
 	assert_int_equal(vsock_conn_epoll_events(&conn), 0);
 	assert_true(vsock_conn_wants_tick(&conn));
+	/* Four packets the guest holds unread. */
+	maybe_hand_over(65536);
 
 	guest_reads_to(RX_DATA / 2);
 	assert_int_equal(vsock_conn_pending_to_guest(&conn), 0);
@@ -1274,6 +1370,67 @@ static void test_merge_off(void **state)
 	assert_int_equal(conn.stats.merge_holds, 0);
 }
 
+static void test_full_host_socket_handed_over(void **state)
+{
+	handover = true;
+	test_full_host_socket(state);
+}
+
+static void test_seq_queued_handed_over(void **state)
+{
+	handover = true;
+	test_seq_queued_behind_full_host(state);
+}
+
+static void test_seq_host_message_handed_over(void **state)
+{
+	handover = true;
+	test_seq_host_message_to_guest(state);
+}
+
+static void test_packet_bound_handed_over(void **state)
+{
+	handover = true;
+	test_packet_bound(state);
+}
+
+/* Records this vmio could not have written are refused. */
+static void test_handover_refused(void **state)
+{
+	struct vmio_wire_writer w;
+	struct vmio_wire_reader r;
+	struct vsock_conn next;
+	uint32_t idx;
+
+	established(SMALL_TX, 65536, 4096);
+	fill_host();
+	vmio_wire_writer_init(&w, 0);
+	vsock_conn_save(&conn, 0, &w);
+	/* A smaller --tx-buffer-size than the buffer. */
+	vmio_wire_reader_init(&r, w.buf, w.len);
+	assert_int_equal(vsock_conn_restore(&next, GUEST_CID, SMALL_TX / 2, 0,
+					    &r, &idx),
+			 -1);
+	assert_string_equal(r.why, "a buffer size this vmio would not give");
+	/* A type that is neither stream nor seqpacket. */
+	w.buf[0] = 9;
+	vmio_wire_reader_init(&r, w.buf, w.len);
+	assert_int_equal(vsock_conn_restore(&next, GUEST_CID, SMALL_TX, 0, &r,
+					    &idx),
+			 -1);
+	assert_string_equal(r.why, "a connection field out of range");
+	w.buf[0] = VSOCK_TYPE_STREAM;
+	/* More bytes held than the credit says (rx_cnt, after type, state,
+	 * flags and seven u32). */
+	w.buf[4 + 7 * 4 + 4]++;
+	vmio_wire_reader_init(&r, w.buf, w.len);
+	assert_int_equal(vsock_conn_restore(&next, GUEST_CID, SMALL_TX, 0, &r,
+					    &idx),
+			 -1);
+	assert_string_equal(r.why, "buffered bytes that do not match the credit");
+	vmio_wire_writer_fini(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1327,6 +1484,15 @@ int main(void)
 		cmocka_unit_test_teardown(test_merge_hold, teardown),
 		cmocka_unit_test_teardown(test_merge_release, teardown),
 		cmocka_unit_test_teardown(test_merge_off, teardown),
+		cmocka_unit_test_teardown(test_full_host_socket_handed_over,
+					  teardown),
+		cmocka_unit_test_teardown(test_seq_queued_handed_over,
+					  teardown),
+		cmocka_unit_test_teardown(test_seq_host_message_handed_over,
+					  teardown),
+		cmocka_unit_test_teardown(test_packet_bound_handed_over,
+					  teardown),
+		cmocka_unit_test_teardown(test_handover_refused, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

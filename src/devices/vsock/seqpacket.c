@@ -37,10 +37,11 @@ int vsock_seq_ends_alloc(struct vsock_seq *s, size_t ring_size)
 	return s->ends ? 0 : -1;
 }
 
-uint32_t vsock_seq_first(const struct vsock_seq *s,
-			 const struct vmio_byte_ring *r, bool *eor)
+uint32_t vsock_seq_msg_len(const struct vsock_seq *s,
+			   const struct vmio_byte_ring *r, uint32_t from,
+			   bool *eor)
 {
-	uint32_t len = (uint32_t)vmio_byte_ring_len(r), i = 0;
+	uint32_t len = (uint32_t)vmio_byte_ring_len(r), i = from;
 
 	while (i < len) {
 		uint32_t pos = (uint32_t)vmio_byte_ring_pos(r, i);
@@ -53,12 +54,21 @@ uint32_t vsock_seq_first(const struct vsock_seq *s,
 		}
 		if (map_bit(s, r, pos, false)) {
 			*eor = map_bit(s, r, pos, true);
-			return i + 1;
+			return i + 1 - from;
 		}
 		i++;
 	}
 	*eor = false;
-	return len; /* cannot happen with msgs > 0 */
+	return 0;
+}
+
+uint32_t vsock_seq_first(const struct vsock_seq *s,
+			 const struct vmio_byte_ring *r, bool *eor)
+{
+	uint32_t n = vsock_seq_msg_len(s, r, 0, eor);
+
+	/* No end: cannot happen with msgs > 0. */
+	return n ? n : (uint32_t)vmio_byte_ring_len(r);
 }
 
 void vsock_seq_sent_first(struct vsock_seq *s, struct vmio_byte_ring *r,

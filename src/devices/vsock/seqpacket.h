@@ -36,6 +36,11 @@ struct vsock_seq {
  * -1 when out of memory. */
 int vsock_seq_ends_alloc(struct vsock_seq *s, size_t ring_size);
 
+/* Length of the whole message that starts at byte from of r, and its
+ * EOR; 0 if no message ends after from (the partial one, or none). */
+uint32_t vsock_seq_msg_len(const struct vsock_seq *s,
+			   const struct vmio_byte_ring *r, uint32_t from,
+			   bool *eor);
 /* Length of the first whole message in r (msgs > 0), and its EOR. */
 uint32_t vsock_seq_first(const struct vsock_seq *s,
 			 const struct vmio_byte_ring *r, bool *eor);
