@@ -72,6 +72,14 @@ void vmio_wire_put_u64(struct vmio_wire_writer *w, uint64_t v)
 	put_le(w, v, 8);
 }
 
+void vmio_wire_put_counters(struct vmio_wire_writer *w, const uint64_t *v,
+			    size_t n)
+{
+	vmio_wire_put_u32(w, (uint32_t)n);
+	for (size_t i = 0; i < n; i++)
+		vmio_wire_put_u64(w, v[i]);
+}
+
 void vmio_wire_reader_init(struct vmio_wire_reader *r, const void *p,
 			   size_t n)
 {
@@ -140,4 +148,21 @@ uint32_t vmio_wire_get_count(struct vmio_wire_reader *r, size_t item_size)
 		return 0;
 	}
 	return r->why ? 0 : n;
+}
+
+void vmio_wire_get_counters(struct vmio_wire_reader *r, uint64_t *v, size_t n,
+			    uint32_t max)
+{
+	uint32_t have = vmio_wire_get_count(r, 8);
+
+	if (have > max) {
+		vmio_wire_fail(r, "more counters than a record carries");
+		return;
+	}
+	for (uint32_t i = 0; i < have; i++) {
+		uint64_t x = vmio_wire_get_u64(r);
+
+		if (i < n && vmio_wire_ok(r))
+			v[i] = x;
+	}
 }

@@ -33,6 +33,12 @@ void vmio_wire_put_u64(struct vmio_wire_writer *w, uint64_t v);
 void vmio_wire_put_bytes(struct vmio_wire_writer *w, const void *p,
 			 size_t n);
 
+/* A set of counters (n u64s, a struct of nothing else): their count,
+ * then each. A later release appends counters; a reader takes what it
+ * knows (vmio_wire_get_counters). */
+void vmio_wire_put_counters(struct vmio_wire_writer *w, const uint64_t *v,
+			    size_t n);
+
 struct vmio_wire_reader {
 	const uint8_t *p;
 	size_t left;
@@ -52,6 +58,11 @@ const uint8_t *vmio_wire_get_bytes(struct vmio_wire_reader *r, size_t n);
  * fails unless the rest of the record could hold them, so a caller may
  * allocate count items without trusting the record. */
 uint32_t vmio_wire_get_count(struct vmio_wire_reader *r, size_t item_size);
+/* Counters written by vmio_wire_put_counters into v[0..n): those the
+ * record has beyond n are skipped, those it lacks left as they are; more
+ * than max fails the reader. */
+void vmio_wire_get_counters(struct vmio_wire_reader *r, uint64_t *v, size_t n,
+			    uint32_t max);
 /* Fails the reader with why (the first failure is kept). */
 void vmio_wire_fail(struct vmio_wire_reader *r, const char *why);
 /* Whether every read so far fitted (and nothing was failed). */

@@ -107,8 +107,6 @@ static void save_backlog(const struct vsock_backlog *b,
 void vsock_conn_save(const struct vsock_conn *c, uint32_t fd_index,
 		     struct vmio_wire_writer *w)
 {
-	const uint64_t *st = (const uint64_t *)&c->stats;
-
 	vmio_wire_put_u16(w, c->type);
 	vmio_wire_put_u8(w, (uint8_t)c->state);
 	vmio_wire_put_u8(w, conn_flags(c));
@@ -122,9 +120,7 @@ void vsock_conn_save(const struct vsock_conn *c, uint32_t fd_index,
 	save_credit(&c->credit, w);
 	save_buffer(c, w);
 	save_backlog(&c->backlog, w);
-	vmio_wire_put_u32(w, (uint32_t)STATS_N);
-	for (size_t i = 0; i < STATS_N; i++)
-		vmio_wire_put_u64(w, st[i]);
+	vmio_wire_put_counters(w, (const uint64_t *)&c->stats, STATS_N);
 }
 
 /* ---- Taking it back -------------------------------------------------- */
@@ -277,23 +273,6 @@ static void restore_backlog(struct vsock_conn *c, struct vmio_wire_reader *r)
 		vsock_backlog_push(&c->backlog, vmio_wire_get_u32(r));
 }
 
-static void restore_stats(struct vsock_conn *c, struct vmio_wire_reader *r)
-{
-	uint64_t *st = (uint64_t *)&c->stats;
-	uint32_t n = vmio_wire_get_count(r, 8);
-
-	if (n > STATS_MAX) {
-		vmio_wire_fail(r, "too many counters");
-		return;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t v = vmio_wire_get_u64(r);
-
-		if (i < STATS_N)
-			st[i] = v;
-	}
-}
-
 /* The fixed fields, each checked against what this build could have
  * made. */
 static void restore_head(struct vsock_conn *c, struct vmio_wire_reader *r,
@@ -346,8 +325,7 @@ int vsock_conn_restore(struct vsock_conn *c, uint64_t guest_cid,
 		restore_buffer(c, buf_size, r);
 	if (vmio_wire_ok(r))
 		restore_backlog(c, r);
-	if (vmio_wire_ok(r))
-		restore_stats(c, r);
+	vmio_wire_get_counters(r, (uint64_t *)&c->stats, STATS_N, STATS_MAX);
 	if (vmio_wire_ok(r))
 		return 0;
 	vsock_conn_destroy(c);

@@ -1,0 +1,41 @@
+/* What one VM's multiplexer (muxer.h) hands a successor vmio, and how the
+ * successor's multiplexer takes it back: the socket types the driver
+ * negotiated, whether a VMM is attached, mergeable rx buffers, the RSTs
+ * still owed to the guest, and every connection (conn_handover.h) with
+ * its deadline as time left. Host sockets travel as descriptors beside
+ * the record, which names each by its index in the caller's list.
+ *
+ * Save wants the multiplexer quiet: its queues unset (the device stopped
+ * them, every chain it popped finished), so nothing moves while it is
+ * written. Restore wants a fresh one, before its queues are set; it
+ * reads the record as hostile input and takes nothing until all of it
+ * has been read and checked. Not carried yet: sibling packets the router
+ * holds between VMs (router.h); a hand-over with any is refused. */
+#ifndef VMIO_DEVICES_VSOCK_MUXER_HANDOVER_H
+#define VMIO_DEVICES_VSOCK_MUXER_HANDOVER_H
+
+#include <stdint.h>
+
+#include "devices/vsock/muxer.h"
+#include "util/wire.h"
+
+/* NULL if m can be handed over now, else why not. */
+const char *vsock_muxer_handover_refusal(const struct vsock_muxer *m);
+
+/* Appends m's record to w and the host sockets it names to fds (at most
+ * max_fds in all; *nfds, in: those already there, out: after). Returns
+ * 0, or -1 with *why (a refusal, or more sockets than max_fds). The fds
+ * stay m's: the caller passes copies. */
+int vsock_muxer_save(const struct vsock_muxer *m, struct vmio_wire_writer *w,
+		     int fds[], unsigned max_fds, unsigned *nfds,
+		     const char **why);
+
+/* Reads one record into m, fresh, whose host sockets are fds[0..nfds).
+ * Each connection takes its descriptor (fds[i] becomes -1), each index
+ * at most once. Returns 0; or -1 with r failed (r->why) and m as fresh
+ * as before, the connections it made gone with the descriptors they took.
+ * Either way the caller closes the fds left >= 0. */
+int vsock_muxer_restore(struct vsock_muxer *m, struct vmio_wire_reader *r,
+			int fds[], unsigned nfds);
+
+#endif
