@@ -3,7 +3,9 @@
  * another release, and is read as hostile input.
  *
  * Input: [0] bit 0: the successor runs with the packet bound on (the
- * default overhead) or off; the rest is the record.
+ * default overhead) or off; bit 1: the record is a whole VM's
+ * (muxer_handover.h), read with four host sockets beside it, else one
+ * connection's; the rest is the record.
  * Invariants checked:
  *   - a refused record leaves nothing behind (ASan's leak check)
  *   - an accepted one is canonical after one round: saved and restored
@@ -11,13 +13,19 @@
  *     gives the same bytes
  *   - an accepted connection answers every question the multiplexer
  *     asks of it (what it sends next, its epoll events, its tick)
- *     without a fault, and is destroyed cleanly */
+ *     without a fault, and is destroyed cleanly
+ *   - a VM's record: each host socket is taken at most once, and every
+ *     one is either taken or left to the caller, refused or not; an
+ *     accepted one saves again to a record that restores */
 #include <assert.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "devices/vsock/conn_handover.h"
 #include "devices/vsock/conn_to_guest.h"
 #include "devices/vsock/guest_backlog.h"
+#include "devices/vsock/muxer_handover.h"
 #include "fuzz.h"
 
 #define GUEST_CID 3u
@@ -31,6 +39,68 @@ static void save(const struct vsock_conn *c, uint32_t idx,
 	assert(!w->failed);
 }
 
+#define NFDS 4
+
+static struct vsock_muxer *fresh_muxer(struct vmio_loop *loop, bool bound)
+{
+	const struct vsock_muxer_config cfg = {
+		.guest_cid = 7,
+		.buf_size = BUF_SIZE,
+		.max_conns = 16,
+		.connect_timeout_ms = 2000,
+		.tx_copy = true,
+		.rx_pkt_overhead = bound ? 0 : VSOCK_MUX_NO_PACKET_BOUND,
+	};
+	struct vsock_muxer *m = vsock_muxer_new(loop, &cfg);
+
+	assert(m);
+	return m;
+}
+
+static void fuzz_vm(const uint8_t *rec, size_t len, bool bound)
+{
+	static struct vmio_loop *loop;
+	struct vsock_muxer *m, *m2;
+	struct vmio_wire_writer w;
+	struct vmio_wire_reader r;
+	int fds[NFDS], peers[NFDS], saved[NFDS], fds2[NFDS];
+	unsigned nsaved = 0;
+	const char *why;
+
+	if (!loop)
+		loop = vmio_loop_new();
+	assert(loop);
+	for (int i = 0; i < NFDS; i++) {
+		int sv[2];
+
+		assert(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+		fds[i] = sv[0];
+		peers[i] = sv[1];
+	}
+	m = fresh_muxer(loop, bound);
+	vmio_wire_reader_init(&r, rec, len);
+	if (!vsock_muxer_restore(m, &r, fds, NFDS)) {
+		vmio_wire_writer_init(&w, 0);
+		assert(vsock_muxer_save(m, &w, saved, NFDS, &nsaved, &why) == 0);
+		for (unsigned i = 0; i < nsaved; i++)
+			fds2[i] = dup(saved[i]);
+		m2 = fresh_muxer(loop, bound);
+		vmio_wire_reader_init(&r, w.buf, w.len);
+		assert(vsock_muxer_restore(m2, &r, fds2, nsaved) == 0);
+		for (unsigned i = 0; i < nsaved; i++)
+			assert(fds2[i] == -1);
+		vsock_muxer_free(m2);
+		vmio_wire_writer_fini(&w);
+	}
+	vsock_muxer_free(m);
+	/* What no connection took is still the caller's, open. */
+	for (int i = 0; i < NFDS; i++) {
+		if (fds[i] >= 0)
+			assert(close(fds[i]) == 0);
+		close(peers[i]);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct vmio_wire_writer w1, w2;
@@ -41,6 +111,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!size)
 		return 0;
 	overhead = data[0] & 1 ? VSOCK_BACKLOG_OVERHEAD_DEFAULT : 0;
+	if (data[0] & 2) {
+		fuzz_vm(data + 1, size - 1, data[0] & 1);
+		return 0;
+	}
 	vmio_wire_reader_init(&r, data + 1, size - 1);
 	if (vsock_conn_restore(&c, GUEST_CID, BUF_SIZE, overhead, &r, &idx))
 		return 0;

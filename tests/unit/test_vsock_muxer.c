@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -22,6 +23,7 @@
 #include "devices/vsock/conn_table.h"
 #include "devices/vsock/device.h"
 #include "devices/vsock/muxer.h"
+#include "devices/vsock/muxer_handover.h"
 #include "devices/vsock/packet.h"
 #include "devices/vsock/rst_queue.h"
 #include "frontend/frontend.h"
@@ -29,6 +31,8 @@
 #include "util/log.h"
 #include "vhost-user/backend.h"
 #include "virtio/features.h"
+
+#define CID_HO 7
 
 /* ---- Table ------------------------------------------------------------ */
 
@@ -130,6 +134,146 @@ static void test_port_alloc_round_robin(void **state)
 	assert_int_equal(alloc(&t, 80), 0xffffffffu);
 	assert_int_equal(alloc(&t, 80), 0xfffffffeu);
 	vsock_table_release(&t);
+}
+
+/* ---- Hand-over -------------------------------------------------------- */
+
+/* The VM's --control document (its counters and connections). */
+static char *muxer_doc(const struct vsock_muxer *m)
+{
+	struct vmio_json j;
+	char *doc;
+
+	vmio_json_init(&j, 1u << 16);
+	vmio_json_object_begin(&j);
+	vsock_muxer_write_stats(m, &j);
+	vmio_json_object_end(&j);
+	assert_false(j.truncated);
+	doc = strndup(j.buf, j.len);
+	vmio_json_fini(&j);
+	return doc;
+}
+
+/* With VMIO_HANDOVER_SEEDS=DIR, the record goes there too, as a seed of
+ * tests/fuzz/fuzz_vsock_handover's corpus (first byte: a VM's record,
+ * the packet bound on). */
+static void save_seed(const struct vmio_wire_writer *w)
+{
+	const char *dir = getenv("VMIO_HANDOVER_SEEDS");
+	uint8_t mode = 3;
+	char path[512];
+	FILE *f;
+
+	if (!dir)
+		return;
+	snprintf(path, sizeof(path), "%s/vm_record", dir);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(&mode, 1, 1, f), 1);
+	assert_int_equal(fwrite(w->buf, 1, w->len, f), w->len);
+	fclose(f);
+}
+
+static struct vsock_muxer *handover_muxer(struct vmio_loop *loop)
+{
+	const struct vsock_muxer_config cfg = {
+		.guest_cid = CID_HO,
+		.buf_size = 65536,
+		.max_conns = 8,
+		.connect_timeout_ms = 2000,
+		.tx_copy = true,
+	};
+	struct vsock_muxer *m = vsock_muxer_new(loop, &cfg);
+
+	assert_non_null(m);
+	return m;
+}
+
+/* Three host programs asked for guest ports, their REQUESTs still owed
+ * (no queues): a successor's multiplexer restored from the record shows
+ * the same document, owns the same sockets, and keeps their connect
+ * deadlines; a record cut anywhere is refused, the successor left fresh
+ * and every descriptor still the caller's. */
+static void test_muxer_handover(void **state)
+{
+	struct vmio_loop *loop = vmio_loop_new();
+	struct vsock_muxer *m = handover_muxer(loop), *next;
+	struct vmio_wire_writer w;
+	struct vmio_wire_reader r;
+	int fds[8], copies[8], peers[3];
+	unsigned nfds = 0;
+	const char *why = "";
+	char *before, *after, *fresh;
+
+	assert_non_null(loop);
+	vsock_muxer_set_attached(m, true);
+	for (int i = 0; i < 3; i++) {
+		int sv[2];
+
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+		peers[i] = sv[1];
+		assert_int_equal(vsock_muxer_connect_local_type(
+					 m, sv[0], VSOCK_TYPE_STREAM,
+					 (uint32_t)(80 + i), NULL),
+				 0);
+	}
+	vmio_wire_writer_init(&w, 0);
+	assert_int_equal(vsock_muxer_save(m, &w, fds, 8, &nfds, &why), 0);
+	assert_null(why);
+	assert_false(w.failed);
+	assert_int_equal(nfds, 3);
+	before = muxer_doc(m);
+	save_seed(&w);
+
+	next = handover_muxer(loop);
+	fresh = muxer_doc(next);
+	for (size_t cut = 0; cut < w.len; cut++) {
+		for (unsigned i = 0; i < nfds; i++)
+			copies[i] = dup(fds[i]);
+		vmio_wire_reader_init(&r, w.buf, cut);
+		assert_int_equal(vsock_muxer_restore(next, &r, copies, nfds), -1);
+		assert_non_null(r.why);
+		after = muxer_doc(next);
+		assert_string_equal(after, fresh);
+		free(after);
+		/* Still the caller's, each exactly once. */
+		for (unsigned i = 0; i < nfds; i++) {
+			if (copies[i] >= 0)
+				assert_int_equal(close(copies[i]), 0);
+		}
+	}
+	for (unsigned i = 0; i < nfds; i++)
+		copies[i] = dup(fds[i]);
+	vmio_wire_reader_init(&r, w.buf, w.len);
+	assert_int_equal(vsock_muxer_restore(next, &r, copies, nfds), 0);
+	assert_int_equal(r.left, 0);
+	for (unsigned i = 0; i < nfds; i++)
+		assert_int_equal(copies[i], -1);
+	after = muxer_doc(next);
+	assert_string_equal(after, before);
+	/* The old one goes (its sockets are copies): the peers still see
+	 * the successor's end open. */
+	vsock_muxer_free(m);
+	for (int i = 0; i < 3; i++) {
+		char c;
+
+		assert_int_equal(recv(peers[i], &c, 1, MSG_DONTWAIT), -1);
+		assert_int_equal(errno, EAGAIN);
+	}
+	/* Refused as it is: its queues run. */
+	vsock_muxer_set_queues(next, (struct vmio_vq *)1, NULL, NULL);
+	nfds = 0;
+	assert_int_equal(vsock_muxer_save(next, &w, fds, 8, &nfds, &why), -1);
+	assert_string_equal(why, "its queues still run");
+	vsock_muxer_set_queues(next, NULL, NULL, NULL);
+	vsock_muxer_free(next);
+	for (int i = 0; i < 3; i++)
+		close(peers[i]);
+	free(before);
+	free(after);
+	free(fresh);
+	vmio_wire_writer_fini(&w);
+	vmio_loop_free(loop);
 }
 
 /* ---- The device in-process -------------------------------------------- */
@@ -837,6 +981,7 @@ int main(void)
 		cmocka_unit_test(test_table_insert_find_remove),
 		cmocka_unit_test(test_table_bound_and_duplicates),
 		cmocka_unit_test(test_port_alloc_round_robin),
+		cmocka_unit_test(test_muxer_handover),
 		cmocka_unit_test_setup_teardown(test_request_without_listener_is_rst,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guest_to_host_stream,

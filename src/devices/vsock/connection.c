@@ -65,6 +65,10 @@ static void conn_init(struct vsock_conn *c, uint64_t guest_cid,
 
 void vsock_conn_set_packet_overhead(struct vsock_conn *c, uint32_t overhead)
 {
+	/* The same: a restored connection keeps the packets it remembers. */
+	if (c->backlog.overhead == overhead)
+		return;
+	vsock_backlog_free(&c->backlog);
 	vsock_backlog_init(&c->backlog, overhead);
 }
 

@@ -162,7 +162,8 @@ void vsock_conn_destroy(struct vsock_conn *c);
 
 /* What a guest packet costs in its buffer (guest_backlog.h; 0: no packet
  * bound and no merging). Right after init; the default is
- * VSOCK_BACKLOG_OVERHEAD_DEFAULT. */
+ * VSOCK_BACKLOG_OVERHEAD_DEFAULT. A change forgets the packets
+ * remembered; the same overhead keeps them. */
 void vsock_conn_set_packet_overhead(struct vsock_conn *c, uint32_t overhead);
 
 /* The multiplexer saw EPOLLIN (hangup: HUP, RDHUP or ERR) on the fd:

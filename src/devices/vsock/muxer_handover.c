@@ -4,6 +4,7 @@
  *   u64 guest CID, u32 socket types, u8 attached, u8 mergeable,
  *   u8 tx stalled on a full RST queue
  *   u32 RSTs owed, each a 44-byte header as the guest will get it
+ *   u32 the next host-side port to try (conn_table.h)
  *   u32 connections, each u64 ms to its deadline (UINT64_MAX: none)
  *       and its record (conn_handover.h)
  *   the VM's counters (util/wire.h's counters: struct vsock_vm_stats) */
@@ -67,16 +68,23 @@ int vsock_muxer_save(const struct vsock_muxer *m, struct vmio_wire_writer *w,
 	*why = vsock_muxer_handover_refusal(m);
 	if (*why)
 		return -1;
-	for (const struct mux_conn *mc = m->all; mc; mc = mc->all_next)
+	const struct mux_conn *last = NULL;
+
+	for (const struct mux_conn *mc = m->all; mc; mc = mc->all_next) {
+		last = mc;
 		n++;
+	}
 	vmio_wire_put_u64(w, m->cfg.guest_cid);
 	vmio_wire_put_u32(w, m->types);
 	vmio_wire_put_u8(w, m->attached);
 	vmio_wire_put_u8(w, m->mrg);
 	vmio_wire_put_u8(w, m->tx_stalled);
 	save_rsts(&m->rstq, w);
+	vmio_wire_put_u32(w, m->table.next_port);
 	vmio_wire_put_u32(w, n);
-	for (const struct mux_conn *mc = m->all; mc; mc = mc->all_next) {
+	/* Oldest first: each restored one goes in front, so the successor's
+	 * list (and document) comes out in the same order. */
+	for (const struct mux_conn *mc = last; mc; mc = mc->all_prev) {
 		uint32_t idx = VSOCK_HANDOVER_NO_FD;
 
 		if (mc->c.fd >= 0) {
@@ -184,7 +192,7 @@ int vsock_muxer_restore(struct vsock_muxer *m, struct vmio_wire_reader *r,
 			int fds[], unsigned nfds)
 {
 	uint64_t cid = vmio_wire_get_u64(r);
-	uint32_t types = vmio_wire_get_u32(r), n;
+	uint32_t types = vmio_wire_get_u32(r), n, next_port;
 	uint8_t attached = vmio_wire_get_u8(r), mrg = vmio_wire_get_u8(r);
 	uint8_t stalled = vmio_wire_get_u8(r);
 
@@ -193,6 +201,7 @@ int vsock_muxer_restore(struct vsock_muxer *m, struct vmio_wire_reader *r,
 	if (vmio_wire_ok(r) && (types & ~VSOCK_TYPES_ALL))
 		vmio_wire_fail(r, "an unknown socket type");
 	restore_rsts(m, r);
+	next_port = vmio_wire_get_u32(r);
 	n = vmio_wire_get_count(r, 8);
 	if (vmio_wire_ok(r) && n > m->table.max)
 		vmio_wire_fail(r, "more connections than --max-connections");
@@ -207,6 +216,10 @@ int vsock_muxer_restore(struct vsock_muxer *m, struct vmio_wire_reader *r,
 	}
 	m->tx_stalled = stalled != 0;
 	m->mrg = mrg != 0;
+	/* The allocator skips ports in use but trusts its start to be in
+	 * the range (which this vmio's options may have moved). */
+	if (next_port >= m->table.port_first && next_port <= m->table.port_last)
+		m->table.next_port = next_port;
 	vsock_muxer_set_types(m, types);
 	vsock_muxer_set_attached(m, attached != 0);
 	/* Watches, deadlines and rx turns as each connection asks. */
