@@ -266,7 +266,7 @@ int vmio_session_save(const struct vmio_backend *be,
 	unsigned nq = be->ops->num_queues;
 	size_t len = HEAD_SIZE + (size_t)mem->nregions * REGION_SIZE +
 		     (size_t)nq * QUEUE_SIZE;
-	uint32_t chan, req;
+	uint32_t chan = FD_NONE, req = FD_NONE;
 	struct writer w;
 	int rc = check_saveable(be, why, why_len);
 
