@@ -72,6 +72,17 @@ static enum vhost_user_result on_message(void *opaque,
 	return result;
 }
 
+/* A hold (session_state.h) is answered once: its queues have stopped, or
+ * the front end left and there is no session to save. */
+static void answer_hold(struct vmio_backend *be)
+{
+	void (*cb)(void *opaque) = be->held_cb;
+
+	be->held_cb = NULL;
+	if (cb)
+		cb(be->held_opaque);
+}
+
 /* The front end is gone and every queue has stopped: the device goes back
  * to its state before this front end. */
 static void finish_session(struct vmio_backend *be)
@@ -82,6 +93,7 @@ static void finish_session(struct vmio_backend *be)
 			"vhost-user: front end disconnected; device %s reset",
 			be->ops->name);
 	listen_again(be);
+	answer_hold(be);
 	/* Last: the callback may free the backend. */
 	if (be->disconnect_cb)
 		be->disconnect_cb(be->disconnect_opaque);
@@ -120,6 +132,10 @@ static void homes_idle(struct vmio_backend *be)
 {
 	if (be->state == VMIO_BE_CLOSING) {
 		end_session(be);
+		return;
+	}
+	if (be->state == VMIO_BE_HELD) {
+		answer_hold(be);
 		return;
 	}
 	if (be->state == VMIO_BE_WAITING) {

@@ -53,6 +53,10 @@ enum vmio_be_state {
 	VMIO_BE_SERVING, /* reads the next message (if a front end is there) */
 	VMIO_BE_WAITING, /* a message (be->waiting) waits for its queues */
 	VMIO_BE_CLOSING, /* the front end is gone; its queues are stopping */
+	/* Held for a hand-over (session_state.h): no message is read and no
+	 * queue runs, until the session is resumed here or leaves with its
+	 * record; a session restored from its record starts here. */
+	VMIO_BE_HELD,
 	VMIO_BE_STATES
 };
 
@@ -74,6 +78,9 @@ struct vmio_backend_queue {
 	 * the backend's loop while the queue is stopped; the fds -1 when
 	 * absent. */
 	int kick_fd, call_fd, err_fd;
+	/* SET_VRING_ADDR as it came (flags and log address are kept only
+	 * for a session record: vmio logs nothing). */
+	struct vhost_user_vring_addr addr;
 	bool started;  /* SET_VRING_KICK seen, not yet stopped */
 	bool enabled;  /* SET_VRING_ENABLE (or implied) */
 	/* The backend loop's: */
@@ -120,6 +127,7 @@ struct vmio_backend {
 
 	/* Per-connection state, forgotten on disconnect and RESET_OWNER. */
 	bool touched; /* something to reset */
+	bool owner;   /* SET_OWNER seen */
 	uint64_t acked_features;
 	uint64_t acked_protocol_features;
 	uint8_t status;
@@ -138,6 +146,10 @@ struct vmio_backend {
 	 * gone for them (queue_state.h). */
 	enum vmio_be_state state;
 	struct vhost_user_msg waiting; /* VMIO_BE_WAITING: its fds still in it */
+	/* Held (session_state.h): called once when its queues have stopped
+	 * on their homes, or the front end left meanwhile. */
+	void (*held_cb)(void *opaque);
+	void *held_opaque;
 
 	struct vmio_ratelimit rl;
 	/* Connects and disconnects: a VMM that reconnects in a loop must not

@@ -179,6 +179,7 @@ static int set_protocol_features(struct vmio_backend *be,
 static int set_owner(struct vmio_backend *be, struct vhost_user_msg *msg,
 		     struct vhost_user_msg *reply)
 {
+	be->owner = true;
 	return 0;
 }
 
@@ -324,6 +325,7 @@ static int set_vring_addr(struct vmio_backend *be, struct vhost_user_msg *msg,
 
 	if (!q)
 		return -EINVAL;
+	q->addr = *a;
 	q->vq.desc_uva = a->desc_uva;
 	q->vq.avail_uva = a->avail_uva;
 	q->vq.used_uva = a->used_uva;
@@ -394,24 +396,15 @@ static int get_vring_base(struct vmio_backend *be, struct vhost_user_msg *msg,
 {
 	const struct vhost_user_vring_state *s = &msg->payload.state;
 	struct vmio_backend_queue *q = queue_at(be, msg, s->index);
-	const struct vmio_vq *vq;
 
 	if (!q)
 		return -EINVAL;
-	vq = &q->vq;
 	/* The queue stopped for good (VMIO_QUEUE_HALT) before we got here:
 	 * the device gave back every chain it held. */
 	q->started = false;
 	vmio_bq_set_kick_fd(q, -1);
 	reply->payload.state.index = s->index;
-	if (vq->packed)
-		reply->payload.state.num =
-			vmio_packed_position(vq->last_avail_idx, vq->avail_wrap) |
-			(uint32_t)vmio_packed_position(vq->used_idx,
-						       vq->used_wrap)
-				<< 16;
-	else
-		reply->payload.state.num = vq->last_avail_idx;
+	reply->payload.state.num = vmio_bq_base(q);
 	reply->hdr.size = sizeof(reply->payload.state);
 	return 0;
 }
@@ -927,6 +920,68 @@ static enum vhost_user_result finish(const struct handler *h,
 	return VHOST_USER_REPLY;
 }
 
+/* Checks msg against its handler's rules, stops the queues it changes,
+ * runs the handler and restarts them if they can run. Returns 0, -errno
+ * (refused), or 1 when it waits for its queues (VHOST_USER_WAIT: its fds
+ * still in it). *hp: its handler, NULL for an unknown request. */
+static int dispatch(struct vmio_backend *be, struct vhost_user_msg *msg,
+		    struct vhost_user_msg *reply, const struct handler **hp)
+{
+	const struct handler *h = NULL;
+	unsigned first, n;
+	enum vmio_queue_stop how;
+	int rc = 0;
+
+	if (msg->hdr.request < VHOST_USER_REQUEST_MAX)
+		h = &handlers[msg->hdr.request];
+	if (!h || !h->fn) {
+		be_err(be, "unsupported request %u (%s)", msg->hdr.request,
+		       vhost_user_request_name(msg->hdr.request));
+		h = NULL;
+		rc = -EPROTO;
+	}
+	*hp = h;
+	if (!rc)
+		rc = check_payload(be, msg, h->payload);
+	if (!rc)
+		rc = check_fds(be, msg, h->fds);
+	if (rc)
+		return rc;
+	stops_of(be, msg, h->stops, &first, &n, &how);
+	if (!vmio_bq_quiesce(be, first, n, how))
+		return 1;
+	if (vmio_log_get_level() >= VMIO_LOG_DEBUG) {
+		char what[80];
+
+		describe(msg, h->payload, what, sizeof(what));
+		log_debug("vhost-user: %s%s (%u bytes, %u fds%s)",
+			  vhost_user_request_name(msg->hdr.request), what,
+			  msg->hdr.size, msg->nfds,
+			  (msg->hdr.flags & VHOST_USER_NEED_REPLY_MASK)
+				  ? ", need_reply"
+				  : "");
+	}
+	rc = h->fn(be, msg, reply);
+	if (!rc && h->has_reply && vmio_log_get_level() >= VMIO_LOG_DEBUG) {
+		char what[80] = "";
+
+		/* GET_VRING_BASE's state is as long as a u64. */
+		if (msg->hdr.request == VHOST_USER_GET_VRING_BASE)
+			describe(reply, P_STATE, what, sizeof(what));
+		else if (msg->hdr.request == VHOST_USER_GET_CONFIG)
+			describe(reply, P_CONFIG, what, sizeof(what));
+		else if (reply->hdr.size == sizeof(uint64_t))
+			describe(reply, P_U64, what, sizeof(what));
+		log_debug("vhost-user: %s reply%s",
+			  vhost_user_request_name(msg->hdr.request), what);
+	}
+	/* Whatever the handler made of them (even if it refused the
+	 * request), the queues run again if they can. */
+	for (unsigned i = first; i < first + n; i++)
+		vmio_bq_sync(&be->queues[i]);
+	return rc;
+}
+
 enum vhost_user_result vmio_backend_handle_msg(struct vmio_backend *be,
 					       struct vhost_user_msg *msg,
 					       struct vhost_user_msg *reply)
@@ -948,57 +1003,32 @@ enum vhost_user_result vmio_backend_handle_msg(struct vmio_backend *be,
 	 * request arrived, not by what the request changes. */
 	ack = (msg->hdr.flags & VHOST_USER_NEED_REPLY_MASK) &&
 	      has_protocol_feature(be, VHOST_USER_PROTOCOL_F_REPLY_ACK);
-	if (msg->hdr.request < VHOST_USER_REQUEST_MAX)
-		h = &handlers[msg->hdr.request];
-	if (!h || !h->fn) {
-		be_err(be, "unsupported request %u (%s)", msg->hdr.request,
-		       vhost_user_request_name(msg->hdr.request));
-		h = NULL;
-		rc = -EPROTO;
-	}
-	if (!rc)
-		rc = check_payload(be, msg, h->payload);
-	if (!rc)
-		rc = check_fds(be, msg, h->fds);
-	if (!rc) {
-		unsigned first, n;
-		enum vmio_queue_stop how;
-
-		stops_of(be, msg, h->stops, &first, &n, &how);
-		if (!vmio_bq_quiesce(be, first, n, how))
-			return VHOST_USER_WAIT;
-		if (vmio_log_get_level() >= VMIO_LOG_DEBUG) {
-			char what[80];
-
-			describe(msg, h->payload, what, sizeof(what));
-			log_debug("vhost-user: %s%s (%u bytes, %u fds%s)",
-				  vhost_user_request_name(msg->hdr.request),
-				  what, msg->hdr.size, msg->nfds,
-				  (msg->hdr.flags & VHOST_USER_NEED_REPLY_MASK)
-					  ? ", need_reply"
-					  : "");
-		}
-		rc = h->fn(be, msg, reply);
-		if (!rc && h->has_reply && vmio_log_get_level() >= VMIO_LOG_DEBUG) {
-			char what[80] = "";
-
-			/* GET_VRING_BASE's state is as long as a u64. */
-			if (msg->hdr.request == VHOST_USER_GET_VRING_BASE)
-				describe(reply, P_STATE, what, sizeof(what));
-			else if (msg->hdr.request == VHOST_USER_GET_CONFIG)
-				describe(reply, P_CONFIG, what, sizeof(what));
-			else if (reply->hdr.size == sizeof(uint64_t))
-				describe(reply, P_U64, what, sizeof(what));
-			log_debug("vhost-user: %s reply%s",
-				  vhost_user_request_name(msg->hdr.request),
-				  what);
-		}
-		/* Whatever the handler made of them (even if it refused the
-		 * request), the queues run again if they can. */
-		for (unsigned i = first; i < first + n; i++)
-			vmio_bq_sync(&be->queues[i]);
-	}
+	rc = dispatch(be, msg, reply, &h);
+	if (rc == 1)
+		return VHOST_USER_WAIT;
 	vhost_user_msg_close_fds(msg);
 	return finish(h, msg, reply, ack, rc);
 }
 
+int vmio_backend_apply_msg(struct vmio_backend *be, struct vhost_user_msg *msg)
+{
+	const struct handler *h = NULL;
+	struct vhost_user_msg reply;
+	int rc;
+
+	memset(&reply, 0, sizeof(reply));
+	be->touched = true;
+	rc = check_header(be, msg);
+	if (!rc)
+		rc = dispatch(be, msg, &reply, &h);
+	/* A request with a reply of its own is never replayed: the caller
+	 * would not see what the reply says. */
+	if (!rc && h->has_reply)
+		rc = -EPROTO;
+	if (rc == 1)
+		rc = -EBUSY; /* its queues were still stopping elsewhere */
+	if (msg->nfds > VHOST_USER_MAX_FDS)
+		msg->nfds = VHOST_USER_MAX_FDS;
+	vhost_user_msg_close_fds(msg);
+	return rc;
+}

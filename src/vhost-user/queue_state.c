@@ -49,13 +49,19 @@ static const struct transition table[] = {
 	{ M_BACKEND, VMIO_BE_SERVING, VMIO_BE_CLOSING, "the front end left" },
 	{ M_BACKEND, VMIO_BE_WAITING, VMIO_BE_CLOSING, "the front end left" },
 	{ M_BACKEND, VMIO_BE_CLOSING, VMIO_BE_SERVING, "its queues stopped" },
+	/* A hand-over (session_state.c). */
+	{ M_BACKEND, VMIO_BE_SERVING, VMIO_BE_HELD,
+	  "held for a hand-over, or restored from a record" },
+	{ M_BACKEND, VMIO_BE_HELD, VMIO_BE_SERVING,
+	  "resumed, or its session handed over" },
+	{ M_BACKEND, VMIO_BE_HELD, VMIO_BE_CLOSING, "the front end left" },
 };
 
 static const char *const names[][VMIO_BQ_STATES] = {
 	[M_QUEUE] = { "idle", "starting", "running", "pausing", "paused",
 		      "halting" },
 	[M_HOME] = { "stopped", "watching", "looking", "polled" },
-	[M_BACKEND] = { "serving", "waiting", "closing" },
+	[M_BACKEND] = { "serving", "waiting", "closing", "held" },
 };
 
 static bool legal(enum machine m, unsigned from, unsigned to)

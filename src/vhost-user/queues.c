@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "util/fd.h"
+#include "virtio/packed_ring.h"
 #include "vhost-user/queue_home.h"
 #include "vhost-user/queue_state.h"
 #include "vhost-user/queues.h"
@@ -50,7 +51,10 @@ void vmio_bq_init_all(struct vmio_backend *be)
 
 bool vmio_bq_ready(const struct vmio_backend_queue *q)
 {
-	return q->started && q->enabled && vmio_vq_ready(&q->vq);
+	/* Held for a hand-over, nothing runs: the indices in the record
+	 * must stay true. */
+	return q->started && q->enabled && vmio_vq_ready(&q->vq) &&
+	       q->be->state != VMIO_BE_HELD;
 }
 
 /* On the device, or on its way there. */
@@ -108,6 +112,17 @@ int vmio_bq_remap(struct vmio_backend_queue *q)
 	if (!vq->addr_set || !vq->size || !q->be->mem.nregions)
 		return 0;
 	return vmio_vq_map(vq, &q->be->mem);
+}
+
+uint32_t vmio_bq_base(const struct vmio_backend_queue *q)
+{
+	const struct vmio_vq *vq = &q->vq;
+
+	if (!vq->packed)
+		return vq->last_avail_idx;
+	return vmio_packed_position(vq->last_avail_idx, vq->avail_wrap) |
+	       (uint32_t)vmio_packed_position(vq->used_idx, vq->used_wrap)
+		       << 16;
 }
 
 void vmio_bq_set_kick_fd(struct vmio_backend_queue *q, int fd)

@@ -11,7 +11,8 @@ void vmio_bq_init_all(struct vmio_backend *be);
  * change); vmio_bq_sync restarts it if it is still ready afterwards. A
  * pause never halts: a queue stops for good only by vmio_bq_quiesce. */
 void vmio_bq_pause(struct vmio_backend_queue *q);
-/* Started, enabled, and its rings servable (vmio_vq_ready). */
+/* Started, enabled, and its rings servable (vmio_vq_ready), and the
+ * backend not held for a hand-over. */
 bool vmio_bq_ready(const struct vmio_backend_queue *q);
 /* Starts or stops the queue on the device to match vmio_bq_ready(). */
 void vmio_bq_sync(struct vmio_backend_queue *q);
@@ -27,6 +28,10 @@ bool vmio_bq_quiesce(struct vmio_backend *be, unsigned first, unsigned n,
  * described, else leaves them unmapped. Returns vmio_vq_map's result, or 0
  * when there was nothing to map yet. The queue must be paused. */
 int vmio_bq_remap(struct vmio_backend_queue *q);
+/* Where a stopped queue's ring stands, as GET_VRING_BASE tells it and
+ * SET_VRING_BASE takes it: split, the next avail index; packed, the next
+ * avail position and wrap (bits 0-15) and the next used (bits 16-31). */
+uint32_t vmio_bq_base(const struct vmio_backend_queue *q);
 /* Replaces the kick fd (-1: none) of a paused queue. */
 void vmio_bq_set_kick_fd(struct vmio_backend_queue *q, int fd);
 /* Stops the queue, closes its fds and forgets everything about it. */

@@ -3,13 +3,10 @@
 #include "util/fd.h"
 #include "vhost-user/queues.h"
 
-void vmio_session_reset(struct vmio_backend *be)
+/* What both ends of a session share: the memory, the rings, the fds and
+ * what was negotiated go; the queues have stopped. */
+static void forget(struct vmio_backend *be)
 {
-	if (!be->touched)
-		return;
-	vmio_bq_pause_all(be);
-	if (be->ops->reset)
-		be->ops->reset(be->dev);
 	for (unsigned i = 0; i < be->ops->num_queues; i++)
 		vmio_vq_unmap(&be->queues[i].vq);
 	vmio_mem_clear(&be->mem);
@@ -19,6 +16,23 @@ void vmio_session_reset(struct vmio_backend *be)
 	vmio_close_fd(&be->backend_req_fd);
 	be->acked_features = 0;
 	be->acked_protocol_features = 0;
+	be->owner = false;
 	be->status = 0;
 	be->touched = false;
+}
+
+void vmio_session_reset(struct vmio_backend *be)
+{
+	if (!be->touched)
+		return;
+	vmio_bq_pause_all(be);
+	if (be->ops->reset)
+		be->ops->reset(be->dev);
+	forget(be);
+}
+
+void vmio_session_drop(struct vmio_backend *be)
+{
+	if (be->touched)
+		forget(be);
 }

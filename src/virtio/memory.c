@@ -114,6 +114,7 @@ static int map_region(struct vmio_mem_region *r,
 		.host = (uint8_t *)base + (d->mmap_offset - start),
 		.map_base = base,
 		.map_size = len,
+		.fd = fd,
 	};
 	return 0;
 }
@@ -141,7 +142,7 @@ int vmio_mem_prepare(const struct vmio_mem *mem,
 
 	if (!why)
 		why = &dummy;
-	*r = (struct vmio_mem_region){ .d = *d };
+	*r = (struct vmio_mem_region){ .d = *d, .fd = -1 };
 	if (fd < 0) {
 		*why = "no file descriptor for the region";
 		return -EBADF;
@@ -155,7 +156,8 @@ int vmio_mem_prepare(const struct vmio_mem *mem,
 		ret = check_file_size(fd, d->mmap_offset + d->size, why);
 	if (!ret)
 		ret = map_region(r, d, fd, why);
-	close(fd);
+	if (ret)
+		close(fd);
 	return ret;
 }
 
@@ -189,9 +191,17 @@ int vmio_mem_add(struct vmio_mem *mem, const struct vmio_mem_region_desc *d,
 
 static void unmap_region(struct vmio_mem_region *r)
 {
-	if (r->map_base)
+	if (r->map_base) {
 		munmap(r->map_base, r->map_size);
+		close(r->fd);
+	}
 	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+}
+
+void vmio_mem_region_drop(struct vmio_mem_region *r)
+{
+	unmap_region(r);
 }
 
 /* The index of the region vmio_mem_remove would take d to mean, or -1. */

@@ -27,6 +27,10 @@ struct vmio_mem_region {
 	void *map_base;  /* what mmap returned */
 	size_t map_size; /* what was mapped */
 	unsigned dups;   /* identical ADD_MEM_REGs since: removals to ignore */
+	/* The VMM's fd it was mapped from, kept (closed with the mapping) so
+	 * that a session can be handed to another process (session_state.h),
+	 * which maps it again. -1 in a region not mapped. */
+	int fd;
 };
 
 struct vmio_mem {
@@ -42,8 +46,9 @@ void vmio_mem_init(struct vmio_mem *mem);
  * A region identical to one present (gpa, size, uva and offset) is counted,
  * not mapped again: QEMU's multi-queue vhost-user net sends each
  * ADD_MEM_REG once per queue pair, on one connection.
- * fd is always consumed (closed): the mapping keeps the memory. Returns 0,
- * or -errno with *why set to a static string naming the problem. */
+ * fd is always consumed: kept with the mapping (the region's fd), or
+ * closed. Returns 0, or -errno with *why set to a static string naming
+ * the problem. */
 int vmio_mem_add(struct vmio_mem *mem, const struct vmio_mem_region_desc *d,
 		 int fd, const char **why);
 
@@ -52,11 +57,14 @@ int vmio_mem_add(struct vmio_mem *mem, const struct vmio_mem_region_desc *d,
  * maps it from fd (always consumed) into *r, leaving mem as it is; commit
  * (which cannot fail) puts *r into mem, unchanged since. A region
  * identical to one present is mapped by neither: commit counts it.
- * Returns 0, or -errno with *why set; *r is then nothing to undo. */
+ * Returns 0, or -errno with *why set; *r is then nothing to undo. A
+ * prepared region that is not committed is given back with
+ * vmio_mem_region_drop. */
 int vmio_mem_prepare(const struct vmio_mem *mem,
 		     const struct vmio_mem_region_desc *d, int fd,
 		     struct vmio_mem_region *r, const char **why);
 void vmio_mem_commit(struct vmio_mem *mem, const struct vmio_mem_region *r);
+void vmio_mem_region_drop(struct vmio_mem_region *r);
 
 /* Whether vmio_mem_remove(mem, d) would find a region. */
 bool vmio_mem_holds(const struct vmio_mem *mem,

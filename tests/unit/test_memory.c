@@ -38,13 +38,27 @@ static struct vmio_mem_region_desc region(uint64_t gpa, uint64_t size,
 	return d;
 }
 
+/* Whether a region of mem keeps fd (for a session record). */
+static bool kept(const struct vmio_mem *mem, int fd)
+{
+	for (unsigned i = 0; i < mem->nregions; i++)
+		if (mem->regions[i].fd == fd)
+			return true;
+	return false;
+}
+
+/* The fd is consumed: kept by the region it maps, or closed (a refused
+ * region, or a copy of one present, which is counted). */
 static int add(struct vmio_mem *mem, struct vmio_mem_region_desc d,
 	       const char **why)
 {
 	int fd = make_fd(d.mmap_offset + d.size);
 	int ret = vmio_mem_add(mem, &d, fd, why);
 
-	assert_true(fd_is_closed(fd));
+	if (ret)
+		assert_true(fd_is_closed(fd));
+	else
+		assert_true(kept(mem, fd) || fd_is_closed(fd));
 	return ret;
 }
 
@@ -411,7 +425,12 @@ static void test_clear_and_move(void **state)
 	assert_ptr_equal(vmio_mem_gpa_ptr(&other, 0x2000, 1), p);
 	assert_int_equal(*p, 7);
 
+	int fd0 = other.regions[0].fd, fd1 = other.regions[1].fd;
+
+	assert_false(fd_is_closed(fd0));
 	vmio_mem_clear(&other);
+	/* The fds kept for a session record go with their mappings. */
+	assert_true(fd_is_closed(fd0) && fd_is_closed(fd1));
 	assert_int_equal(other.nregions, 0);
 	assert_null(vmio_mem_gpa_ptr(&other, 0x2000, 1));
 	assert_null(vmio_mem_uva_ptr(&other, 0x900000, 1));

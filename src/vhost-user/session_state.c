@@ -1,0 +1,718 @@
+/* The session record: written from a held backend, read back into a
+ * fresh one by replaying the messages that would have set it up, so that
+ * a record is checked by the very code that checks a front end.
+ *
+ * Format version 1, every number little-endian:
+ *   header (64 bytes): "VMIOSESS", version u32, total size u32, fds u32,
+ *     regions u32, queues u32, flags u32 (bit 0: SET_OWNER seen),
+ *     features u64, protocol features u64, status u32, channel fd u32,
+ *     backend channel fd u32, 0 u32;
+ *   per region (40): gpa, size, uva, mmap offset (u64 each), fd u32,
+ *     identical ADD_MEM_REGs counted u32;
+ *   per queue (64): size u32, flags u32 (ADDR_SET, STARTED, ENABLED,
+ *     BROKEN), SET_VRING_ADDR's flags u32, base u32 (as GET_VRING_BASE),
+ *     desc, used, avail, log addresses (u64 each), kick, call, err fds
+ *     (u32 each), 0 u32.
+ * An fd is an index into the record's fd list, or FD_NONE; each fd of the
+ * list is named exactly once. */
+#include "vhost-user/session_state.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "util/fd.h"
+#include "virtio/features.h"
+#include "vhost-user/backend.h"
+#include "vhost-user/handlers.h"
+#include "vhost-user/queue_home.h"
+#include "vhost-user/queue_state.h"
+#include "vhost-user/queues.h"
+#include "vhost-user/session.h"
+
+#define MAGIC "VMIOSESS"
+#define HEAD_SIZE 64
+#define REGION_SIZE 40
+#define QUEUE_SIZE 64
+#define FD_NONE UINT32_MAX
+
+#define REC_OWNER 1u
+
+#define Q_ADDR_SET 1u
+#define Q_STARTED 2u
+#define Q_ENABLED 4u
+#define Q_BROKEN 8u
+#define Q_FLAGS (Q_ADDR_SET | Q_STARTED | Q_ENABLED | Q_BROKEN)
+
+/* Dirty logging for a migration: what it writes is not in any record.
+ * vmio offers neither the bit nor SET_LOG_BASE today; a front end that
+ * got it some day would find the hand-over refused, not its log lost. */
+#define VHOST_F_LOG_ALL 26
+
+__attribute__((format(printf, 4, 5))) static int
+refuse(int rc, char *why, size_t why_len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && why_len) {
+		va_start(ap, fmt);
+		vsnprintf(why, why_len, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+void vmio_session_record_free(struct vmio_session_record *rec)
+{
+	free(rec->bytes);
+	rec->bytes = NULL;
+	rec->len = 0;
+	for (unsigned i = 0; i < rec->nfds; i++)
+		vmio_close_fd(&rec->fds[i]);
+	rec->nfds = 0;
+}
+
+/* ---- Hold and resume ---------------------------------------------------- */
+
+int vmio_session_hold(struct vmio_backend *be, void (*held)(void *opaque),
+		      void *opaque, char *why, size_t why_len)
+{
+	if (be->state == VMIO_BE_HELD)
+		return refuse(-EALREADY, why, why_len, "already held");
+	if (!be->chan.open || be->state == VMIO_BE_CLOSING)
+		return refuse(-ENOTCONN, why, why_len, "no front end");
+	if (be->state == VMIO_BE_WAITING || vmio_home_busy(be))
+		return refuse(-EAGAIN, why, why_len,
+			      "a message waits for its queues to stop");
+	if (vhost_user_reader_started(&be->chan.in))
+		return refuse(-EAGAIN, why, why_len,
+			      "a message is half read (%zu of %zu bytes)",
+			      be->chan.in.got,
+			      vhost_user_reader_expected(&be->chan.in));
+	if (!vhost_user_outbox_empty(&be->chan.out))
+		return refuse(-EAGAIN, why, why_len,
+			      "replies wait for the front end to read them");
+	if (be->acked_features & VMIO_BIT(VHOST_F_LOG_ALL))
+		return refuse(-EOPNOTSUPP, why, why_len,
+			      "dirty logging is on (a migration is running)");
+	vmio_be_move(be, VMIO_BE_HELD);
+	vhost_user_channel_pause(&be->chan);
+	be->held_cb = held;
+	be->held_opaque = opaque;
+	if (!vmio_bq_quiesce(be, 0, be->ops->num_queues, VMIO_QUEUE_HALT))
+		return -EINPROGRESS;
+	be->held_cb = NULL;
+	return 0;
+}
+
+int vmio_session_resume(struct vmio_backend *be)
+{
+	if (be->state != VMIO_BE_HELD)
+		return -EINVAL;
+	if (!be->chan.open)
+		return -ENOTCONN;
+	be->held_cb = NULL;
+	/* While the queues are stopped the backend's loop owns them. */
+	for (unsigned i = 0; i < be->ops->num_queues; i++) {
+		struct vmio_backend_queue *q = &be->queues[i];
+
+		if (q->started && q->enabled && vmio_vq_ready(&q->vq))
+			vmio_vq_enable_kicks(&q->vq, true);
+	}
+	vmio_be_move(be, VMIO_BE_SERVING);
+	vmio_bq_sync_all(be);
+	for (unsigned i = 0; i < be->ops->num_queues; i++)
+		if (be->queues[i].started)
+			vmio_vq_signal(be->queues[i].call_fd);
+	/* Starts sent to other threads: the channel reads again once they
+	 * have answered (backend.c, homes_idle). */
+	if (vmio_home_busy(be))
+		return 0;
+	return vhost_user_channel_resume(&be->chan) ? 0 : -ENOTCONN;
+}
+
+void vmio_session_handed_over(struct vmio_backend *be)
+{
+	if (be->state != VMIO_BE_HELD)
+		return;
+	be->held_cb = NULL;
+	vhost_user_channel_close(&be->chan);
+	vmio_session_drop(be);
+	vmio_be_move(be, VMIO_BE_SERVING);
+}
+
+/* ---- Writing ------------------------------------------------------------ */
+
+struct writer {
+	uint8_t *p;
+};
+
+static void put32(struct writer *w, uint32_t v)
+{
+	uint32_t le = htole32(v);
+
+	memcpy(w->p, &le, sizeof(le));
+	w->p += sizeof(le);
+}
+
+static void put64(struct writer *w, uint64_t v)
+{
+	uint64_t le = htole64(v);
+
+	memcpy(w->p, &le, sizeof(le));
+	w->p += sizeof(le);
+}
+
+/* A copy of fd in the record's list; its index, or FD_NONE for -1. */
+static int add_fd(struct vmio_session_record *rec, int fd, uint32_t *index)
+{
+	int copy;
+
+	*index = FD_NONE;
+	if (fd < 0)
+		return 0;
+	if (rec->nfds >= VMIO_SESSION_MAX_FDS)
+		return -EMFILE;
+	copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (copy < 0)
+		return -errno;
+	*index = rec->nfds;
+	rec->fds[rec->nfds++] = copy;
+	return 0;
+}
+
+/* Whether the stop gave every chain back: what was taken off the ring
+ * was all used and published, so the base is where the guest stands. */
+static bool finished(const struct vmio_vq *vq)
+{
+	if (vq->broken)
+		return true; /* served by nobody until the VMM resets it */
+	if (vq->batch_len || vq->unflushed)
+		return false;
+	if (vq->packed)
+		return vq->last_avail_idx == vq->used_idx &&
+		       vq->avail_wrap == vq->used_wrap;
+	return vq->last_avail_idx == vq->used_idx &&
+	       vq->used_idx == vq->published_used;
+}
+
+static int check_saveable(const struct vmio_backend *be, char *why,
+			  size_t why_len)
+{
+	if (be->state != VMIO_BE_HELD)
+		return refuse(-EINVAL, why, why_len, "the session is not held");
+	if (!be->chan.open)
+		return refuse(-ENOTCONN, why, why_len, "the front end left");
+	if (vmio_home_busy(be))
+		return refuse(-EAGAIN, why, why_len,
+			      "queues are still stopping on their threads");
+	for (unsigned i = 0; i < be->ops->num_queues; i++) {
+		const struct vmio_backend_queue *q = &be->queues[i];
+
+		if (q->state != VMIO_BQ_IDLE)
+			return refuse(-EAGAIN, why, why_len,
+				      "queue %u has not stopped for good", i);
+		if (!finished(&q->vq))
+			return refuse(-EBUSY, why, why_len,
+				      "queue %u: chains taken off its ring "
+				      "were not all given back at its stop",
+				      i);
+	}
+	return 0;
+}
+
+static int write_queue(struct writer *w, struct vmio_session_record *rec,
+		       const struct vmio_backend_queue *q)
+{
+	uint32_t flags = (q->vq.addr_set ? Q_ADDR_SET : 0) |
+			 (q->started ? Q_STARTED : 0) |
+			 (q->enabled ? Q_ENABLED : 0) |
+			 (q->vq.broken ? Q_BROKEN : 0);
+	uint32_t kick, call, err;
+	int rc = add_fd(rec, q->started ? q->kick_fd : -1, &kick);
+
+	if (!rc)
+		rc = add_fd(rec, q->call_fd, &call);
+	if (!rc)
+		rc = add_fd(rec, q->err_fd, &err);
+	if (rc)
+		return rc;
+	put32(w, q->vq.size);
+	put32(w, flags);
+	put32(w, q->addr.flags);
+	put32(w, vmio_bq_base(q));
+	put64(w, q->addr.desc_uva);
+	put64(w, q->addr.used_uva);
+	put64(w, q->addr.avail_uva);
+	put64(w, q->addr.log_gpa);
+	put32(w, kick);
+	put32(w, call);
+	put32(w, err);
+	put32(w, 0);
+	return 0;
+}
+
+int vmio_session_save(const struct vmio_backend *be,
+		      struct vmio_session_record *rec, char *why,
+		      size_t why_len)
+{
+	const struct vmio_mem *mem = &be->mem;
+	unsigned nq = be->ops->num_queues;
+	size_t len = HEAD_SIZE + (size_t)mem->nregions * REGION_SIZE +
+		     (size_t)nq * QUEUE_SIZE;
+	uint32_t chan = FD_NONE, req = FD_NONE;
+	struct writer w;
+	int rc = check_saveable(be, why, why_len);
+
+	rec->bytes = NULL;
+	rec->len = 0;
+	rec->nfds = 0;
+	if (rc)
+		return rc;
+	rec->bytes = calloc(1, len);
+	if (!rec->bytes)
+		return refuse(-ENOMEM, why, why_len, "out of memory");
+	rec->len = len;
+	w.p = rec->bytes;
+	rc = add_fd(rec, be->chan.fd, &chan);
+	if (!rc)
+		rc = add_fd(rec, be->backend_req_fd, &req);
+	memcpy(w.p, MAGIC, 8);
+	w.p += 8;
+	put32(&w, VMIO_SESSION_STATE_VERSION);
+	put32(&w, (uint32_t)len);
+	w.p += 4; /* the fd count, once known */
+	put32(&w, mem->nregions);
+	put32(&w, nq);
+	put32(&w, be->owner ? REC_OWNER : 0);
+	put64(&w, be->acked_features);
+	put64(&w, be->acked_protocol_features);
+	put32(&w, be->status);
+	put32(&w, chan);
+	put32(&w, req);
+	put32(&w, 0);
+	for (unsigned i = 0; i < mem->nregions && !rc; i++) {
+		const struct vmio_mem_region *r = &mem->regions[i];
+		uint32_t fd;
+
+		rc = add_fd(rec, r->fd, &fd);
+		put64(&w, r->d.gpa);
+		put64(&w, r->d.size);
+		put64(&w, r->d.uva);
+		put64(&w, r->d.mmap_offset);
+		put32(&w, fd);
+		put32(&w, r->dups);
+	}
+	for (unsigned i = 0; i < nq && !rc; i++)
+		rc = write_queue(&w, rec, &be->queues[i]);
+	if (rc) {
+		vmio_session_record_free(rec);
+		return refuse(rc, why, why_len, "cannot copy the session's fds: %s",
+			      strerror(-rc));
+	}
+	w.p = rec->bytes + 16;
+	put32(&w, rec->nfds);
+	return 0;
+}
+
+/* ---- Reading ------------------------------------------------------------ */
+
+struct reader {
+	const uint8_t *p;
+};
+
+static uint32_t get32(struct reader *r)
+{
+	uint32_t le;
+
+	memcpy(&le, r->p, sizeof(le));
+	r->p += sizeof(le);
+	return le32toh(le);
+}
+
+static uint64_t get64(struct reader *r)
+{
+	uint64_t le;
+
+	memcpy(&le, r->p, sizeof(le));
+	r->p += sizeof(le);
+	return le64toh(le);
+}
+
+struct rec_region {
+	struct vhost_user_memory_region d;
+	uint32_t fd, dups;
+};
+
+struct rec_queue {
+	uint32_t size, flags, base, kick, call, err;
+	struct vhost_user_vring_addr addr;
+};
+
+/* The record, parsed: lengths and fd indices checked, nothing applied. */
+struct parsed {
+	uint32_t nregions, flags, status, chan, req;
+	uint64_t features, protocol_features;
+	struct rec_region regions[VMIO_MEM_MAX_REGIONS];
+	struct rec_queue *queues;
+	bool named[VMIO_SESSION_MAX_FDS];
+};
+
+/* An fd index: FD_NONE (when allowed), or one of the list not named
+ * before. */
+static int check_fd(struct parsed *p, uint32_t index, unsigned nfds,
+		    bool optional, const char *what, char *why,
+		    size_t why_len)
+{
+	if (index == FD_NONE) {
+		if (optional)
+			return 0;
+		return refuse(-EINVAL, why, why_len, "%s has no fd", what);
+	}
+	if (index >= nfds)
+		return refuse(-EINVAL, why, why_len,
+			      "%s names fd %u of a list of %u", what, index,
+			      nfds);
+	if (p->named[index])
+		return refuse(-EINVAL, why, why_len,
+			      "%s names fd %u, which is named before", what,
+			      index);
+	p->named[index] = true;
+	return 0;
+}
+
+static int parse_queue(struct parsed *p, struct reader *r, unsigned i,
+		       unsigned nfds, char *why, size_t why_len)
+{
+	struct rec_queue *q = &p->queues[i];
+	char what[32];
+	int rc;
+
+	q->size = get32(r);
+	q->flags = get32(r);
+	q->addr.index = i;
+	q->addr.flags = get32(r);
+	q->base = get32(r);
+	q->addr.desc_uva = get64(r);
+	q->addr.used_uva = get64(r);
+	q->addr.avail_uva = get64(r);
+	q->addr.log_gpa = get64(r);
+	q->kick = get32(r);
+	q->call = get32(r);
+	q->err = get32(r);
+	if (get32(r) || (q->flags & ~Q_FLAGS))
+		return refuse(-EINVAL, why, why_len,
+			      "queue %u: unknown flags or fields", i);
+	if (q->kick != FD_NONE && !(q->flags & Q_STARTED))
+		return refuse(-EINVAL, why, why_len,
+			      "queue %u: a kick fd but not started", i);
+	snprintf(what, sizeof(what), "queue %u's kick", i);
+	rc = check_fd(p, q->kick, nfds, true, what, why, why_len);
+	snprintf(what, sizeof(what), "queue %u's call", i);
+	if (!rc)
+		rc = check_fd(p, q->call, nfds, true, what, why, why_len);
+	snprintf(what, sizeof(what), "queue %u's err", i);
+	if (!rc)
+		rc = check_fd(p, q->err, nfds, true, what, why, why_len);
+	return rc;
+}
+
+static int parse(const struct vmio_backend *be, const uint8_t *bytes,
+		 size_t len, unsigned nfds, struct parsed *p, char *why,
+		 size_t why_len)
+{
+	unsigned nq = be->ops->num_queues;
+	struct reader r = { bytes };
+	uint32_t version, size, rec_nfds, rec_nq;
+	int rc;
+
+	if (len < HEAD_SIZE || memcmp(bytes, MAGIC, 8))
+		return refuse(-EINVAL, why, why_len,
+			      "not a session record (%zu bytes)", len);
+	r.p += 8;
+	version = get32(&r);
+	if (version != VMIO_SESSION_STATE_VERSION)
+		return refuse(-EPROTONOSUPPORT, why, why_len,
+			      "record format %u; this vmio reads format %u",
+			      version, VMIO_SESSION_STATE_VERSION);
+	size = get32(&r);
+	rec_nfds = get32(&r);
+	p->nregions = get32(&r);
+	rec_nq = get32(&r);
+	p->flags = get32(&r);
+	p->features = get64(&r);
+	p->protocol_features = get64(&r);
+	p->status = get32(&r);
+	p->chan = get32(&r);
+	p->req = get32(&r);
+	if (size != len)
+		return refuse(-EINVAL, why, why_len,
+			      "record of %zu bytes says it has %u", len, size);
+	if (rec_nfds != nfds)
+		return refuse(-EINVAL, why, why_len,
+			      "record names %u fds, %u came with it", rec_nfds,
+			      nfds);
+	if (rec_nq != nq)
+		return refuse(-EINVAL, why, why_len,
+			      "record of %u queues for a device %s of %u",
+			      rec_nq, be->ops->name, nq);
+	if (p->nregions > VMIO_MEM_MAX_REGIONS)
+		return refuse(-EINVAL, why, why_len,
+			      "%u memory regions (at most %u)", p->nregions,
+			      VMIO_MEM_MAX_REGIONS);
+	if (len != HEAD_SIZE + (size_t)p->nregions * REGION_SIZE +
+			   (size_t)nq * QUEUE_SIZE)
+		return refuse(-EINVAL, why, why_len,
+			      "record of %zu bytes does not hold %u regions "
+			      "and %u queues",
+			      len, p->nregions, nq);
+	if (get32(&r) || (p->flags & ~REC_OWNER))
+		return refuse(-EINVAL, why, why_len,
+			      "unknown flags or fields in the header");
+	rc = check_fd(p, p->chan, nfds, false, "the front end's socket", why,
+		      why_len);
+	if (!rc)
+		rc = check_fd(p, p->req, nfds, true, "the backend channel", why,
+			      why_len);
+	for (unsigned i = 0; i < p->nregions && !rc; i++) {
+		struct rec_region *g = &p->regions[i];
+		char what[32];
+
+		g->d.gpa = get64(&r);
+		g->d.size = get64(&r);
+		g->d.uva = get64(&r);
+		g->d.mmap_offset = get64(&r);
+		g->fd = get32(&r);
+		g->dups = get32(&r);
+		snprintf(what, sizeof(what), "memory region %u", i);
+		rc = check_fd(p, g->fd, nfds, false, what, why, why_len);
+	}
+	for (unsigned i = 0; i < nq && !rc; i++)
+		rc = parse_queue(p, &r, i, nfds, why, why_len);
+	for (unsigned i = 0; i < nfds && !rc; i++)
+		if (!p->named[i])
+			rc = refuse(-EINVAL, why, why_len,
+				    "fd %u of %u is named nowhere", i, nfds);
+	return rc;
+}
+
+/* A front end's socket: anything else on the channel would be read as
+ * messages, or fail on every turn. */
+static int check_socket(int fd, char *why, size_t why_len)
+{
+	int type = 0, domain = 0;
+	socklen_t tl = sizeof(type), dl = sizeof(domain);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0 ||
+	    type != SOCK_STREAM || domain != AF_UNIX)
+		return refuse(-ENOTSOCK, why, why_len,
+			      "the front end's fd is not a unix stream socket");
+	return 0;
+}
+
+/* ---- Replaying --------------------------------------------------------- */
+
+struct replay {
+	struct vmio_backend *be;
+	int *fds;
+	char *why;
+	size_t why_len;
+};
+
+/* One message as the front end would have sent it; fd FD_NONE: none (or
+ * the NOFD bit, which vring fds carry in the payload). The fd goes into
+ * the message, which consumes it. */
+static int apply(struct replay *rp, uint32_t request, const void *payload,
+		 uint32_t size, uint32_t fd, const char *what)
+{
+	struct vhost_user_msg m;
+	int rc;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.request = request;
+	m.hdr.flags = VHOST_USER_VERSION;
+	m.hdr.size = size;
+	if (size)
+		memcpy(&m.payload, payload, size);
+	if (fd != FD_NONE) {
+		m.fds[0] = rp->fds[fd];
+		m.nfds = 1;
+		rp->fds[fd] = -1;
+	}
+	rc = vmio_backend_apply_msg(rp->be, &m);
+	if (rc)
+		return refuse(rc, rp->why, rp->why_len, "%s refused (%s): %s",
+			      what, vhost_user_request_name(request),
+			      strerror(-rc));
+	return 0;
+}
+
+static int apply_u64(struct replay *rp, uint32_t request, uint64_t v,
+		     uint32_t fd, const char *what)
+{
+	return apply(rp, request, &v, sizeof(v), fd, what);
+}
+
+static int apply_state(struct replay *rp, uint32_t request, unsigned index,
+		       uint32_t num, const char *what)
+{
+	struct vhost_user_vring_state s = { .index = index, .num = num };
+
+	return apply(rp, request, &s, sizeof(s), FD_NONE, what);
+}
+
+/* SET_VRING_KICK/CALL/ERR: the fd, or the NOFD bit. */
+static int apply_vring_fd(struct replay *rp, uint32_t request, unsigned index,
+			  uint32_t fd, const char *what)
+{
+	uint64_t v = index;
+
+	if (fd == FD_NONE)
+		v |= VHOST_USER_VRING_NOFD_MASK;
+	return apply_u64(rp, request, v, fd, what);
+}
+
+static int replay_queue(struct replay *rp, const struct rec_queue *q,
+			unsigned i)
+{
+	struct vmio_backend_queue *bq = &rp->be->queues[i];
+	char what[64];
+	int rc = 0;
+
+	snprintf(what, sizeof(what), "queue %u", i);
+	if (q->size)
+		rc = apply_state(rp, VHOST_USER_SET_VRING_NUM, i, q->size,
+				 what);
+	if (!rc && (q->flags & Q_ADDR_SET))
+		rc = apply(rp, VHOST_USER_SET_VRING_ADDR, &q->addr,
+			   sizeof(q->addr), FD_NONE, what);
+	if (!rc)
+		rc = apply_state(rp, VHOST_USER_SET_VRING_BASE, i, q->base,
+				 what);
+	if (!rc && q->call != FD_NONE)
+		rc = apply_vring_fd(rp, VHOST_USER_SET_VRING_CALL, i, q->call,
+				    what);
+	if (!rc && q->err != FD_NONE)
+		rc = apply_vring_fd(rp, VHOST_USER_SET_VRING_ERR, i, q->err,
+				    what);
+	if (!rc && (q->flags & Q_STARTED))
+		rc = apply_vring_fd(rp, VHOST_USER_SET_VRING_KICK, i, q->kick,
+				    what);
+	if (!rc)
+		rc = apply_state(rp, VHOST_USER_SET_VRING_ENABLE, i,
+				 !!(q->flags & Q_ENABLED), what);
+	/* Kept broken: the VMM resets such a queue, as before. */
+	if (!rc && (q->flags & Q_BROKEN))
+		bq->vq.broken = true;
+	return rc;
+}
+
+static int replay(struct replay *rp, const struct parsed *p)
+{
+	struct vmio_backend *be = rp->be;
+	int rc;
+
+	rc = apply_u64(rp, VHOST_USER_SET_PROTOCOL_FEATURES,
+		       p->protocol_features, FD_NONE, "the protocol features");
+	if (!rc && (p->flags & REC_OWNER))
+		rc = apply(rp, VHOST_USER_SET_OWNER, NULL, 0, FD_NONE,
+			   "the owner");
+	if (!rc)
+		rc = apply_u64(rp, VHOST_USER_SET_FEATURES, p->features,
+			       FD_NONE, "the features");
+	for (unsigned i = 0; i < p->nregions && !rc; i++) {
+		struct vhost_user_mem_reg reg = { .region = p->regions[i].d };
+		char what[32];
+
+		snprintf(what, sizeof(what), "memory region %u", i);
+		rc = apply(rp, VHOST_USER_ADD_MEM_REG, &reg, sizeof(reg),
+			   p->regions[i].fd, what);
+		/* Each region is new to the table (a copy of one before it
+		 * would be counted, not mapped): its place is its order. */
+		if (!rc && be->mem.nregions != i + 1)
+			rc = refuse(-EINVAL, rp->why, rp->why_len,
+				    "memory region %u repeats one before it",
+				    i);
+		if (!rc)
+			be->mem.regions[i].dups = p->regions[i].dups;
+	}
+	if (!rc && p->status)
+		rc = apply_u64(rp, VHOST_USER_SET_STATUS, p->status, FD_NONE,
+			       "the status");
+	if (!rc && p->req != FD_NONE)
+		rc = apply(rp, VHOST_USER_SET_BACKEND_REQ_FD, NULL, 0, p->req,
+			   "the backend channel");
+	for (unsigned i = 0; i < be->ops->num_queues && !rc; i++)
+		rc = replay_queue(rp, &p->queues[i], i);
+	return rc;
+}
+
+int vmio_session_restore(struct vmio_backend *be, const void *bytes,
+			 size_t len, int *fds, unsigned nfds, char *why,
+			 size_t why_len)
+{
+	struct parsed *p = NULL;
+	struct replay rp = { be, fds, why, why_len };
+	unsigned given = nfds;
+	int rc = 0;
+
+	if (nfds > VMIO_SESSION_MAX_FDS) {
+		rc = refuse(-EINVAL, why, why_len, "%u fds (at most %u)", nfds,
+			    VMIO_SESSION_MAX_FDS);
+	} else if (be->touched || be->chan.open ||
+		   be->state != VMIO_BE_SERVING) {
+		rc = refuse(-EBUSY, why, why_len,
+			    "the backend already serves a front end");
+	}
+	if (!rc) {
+		p = calloc(1, sizeof(*p));
+		if (p)
+			p->queues = calloc(be->ops->num_queues,
+					   sizeof(*p->queues));
+		if (!p || !p->queues)
+			rc = refuse(-ENOMEM, why, why_len, "out of memory");
+	}
+	if (!rc)
+		rc = parse(be, bytes, len, nfds, p, why, why_len);
+	if (!rc)
+		rc = check_socket(fds[p->chan], why, why_len);
+	if (!rc) {
+		/* Held from the first message: no queue starts, so a refusal
+		 * halfway leaves no trace in guest memory. */
+		vmio_be_move(be, VMIO_BE_HELD);
+		rc = replay(&rp, p);
+		if (!rc) {
+			int chan = fds[p->chan];
+
+			fds[p->chan] = -1;
+			rc = vmio_backend_serve_fd(be, chan);
+			if (rc) {
+				close(chan);
+				refuse(rc, why, why_len,
+				       "cannot serve the front end's socket: %s",
+				       strerror(-rc));
+			}
+		}
+		if (rc) {
+			vmio_be_move(be, VMIO_BE_SERVING);
+			vmio_session_reset(be);
+		} else {
+			vhost_user_channel_pause(&be->chan);
+		}
+	}
+	if (p)
+		free(p->queues);
+	free(p);
+	/* What no message took: a refusal's, and none on success (every fd
+	 * is named once). */
+	for (unsigned i = 0; i < given; i++)
+		vmio_close_fd(&fds[i]);
+	return rc;
+}
