@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,16 +36,23 @@ static const char reload_usage[] =
 	"not (the reason is printed; the old one goes on serving) or the\n"
 	"socket could not be asked; 2 usage.\n";
 
-/* A request that came after the document was ready gets the document:
- * asked again, a few times. */
-#define ASK_TRIES 5
+/* The request is the name this end is bound to (control.h). */
+static int bind_request(int fd)
+{
+	struct sockaddr_un me = { .sun_family = AF_UNIX };
+	int n = snprintf(me.sun_path + 1, sizeof(me.sun_path) - 1, "%s%d",
+			 VMIO_CONTROL_RELOAD_NAME, (int)getpid());
 
-/* One exchange: the request out, the answer (to EOF) into buf. Returns
- * NULL, or what went wrong. */
+	return bind(fd, (struct sockaddr *)&me,
+		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+				(size_t)n));
+}
+
+/* One exchange: connect as a reload client, read the answer to EOF into
+ * buf. Returns NULL, or what went wrong. */
 static const char *ask(const char *path, unsigned timeout_ms, char *buf,
 		       size_t size)
 {
-	static const char req[] = VMIO_CONTROL_RELOAD_REQUEST;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { .tv_sec = timeout_ms / 1000,
 			      .tv_usec = (timeout_ms % 1000) * 1000 };
@@ -60,12 +68,8 @@ static const char *ask(const char *path, unsigned timeout_ms, char *buf,
 	/* The CLI waits: blocking calls, bounded by the timeout. */
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		err = errno;
-	/* A server that sent the document before the request came may have
-	 * closed already: what it sent is read all the same. */
-	else if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) < 0 &&
-		 errno != EPIPE && errno != ECONNRESET)
+	if (bind_request(fd) < 0 ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		err = errno;
 	while (!err && got + 1 < size) {
 		ssize_t n = read(fd, buf + got, size - 1 - got);
@@ -162,19 +166,16 @@ int vmio_cmd_reload(int argc, char **argv)
 	if (!path || optind != argc)
 		return vmio_cli_usage_error("reload", path ? "one PATH only"
 							   : "PATH is required");
-	for (int i = 0; i < ASK_TRIES; i++) {
-		why = ask(path, (unsigned)timeout_ms, answer, sizeof(answer));
-		if (why || strncmp(answer, "{\"device\":", 10))
-			break;
-	}
+	why = ask(path, (unsigned)timeout_ms, answer, sizeof(answer));
 	if (why) {
 		vmio_log_raw(VMIO_LOG_ERR, "vmio reload: %s: %s", path, why);
 		return 1;
 	}
 	if (strncmp(answer, "{\"reload\":", 10)) {
 		vmio_log_raw(VMIO_LOG_ERR,
-			     "vmio reload: %s: no answer to the request (a vmio that cannot hand over?)",
-			     path);
+			     "vmio reload: %s: no answer to the request (%s)",
+			     path, answer[0] ? "a vmio that cannot hand over?"
+					     : "the socket closed without one");
 		return 1;
 	}
 	return report(path, answer);

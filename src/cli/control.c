@@ -3,11 +3,13 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "util/fd.h"
@@ -195,17 +197,15 @@ static void client_send(struct control_client *cl, struct control_doc *d)
 		client_write(cl);
 }
 
-/* Whether the client asked for a hand-over before its document was
- * ready; the request is taken off the socket if so. */
-static bool asks_reload(struct control_client *cl)
+/* Whether the client that connected from sa (len bytes) asks for a
+ * hand-over: it bound the abstract name that says so. */
+static bool asks_reload(const struct sockaddr_un *sa, socklen_t len)
 {
-	static const char req[] = VMIO_CONTROL_RELOAD_REQUEST;
-	char b[sizeof(req)];
-	ssize_t n = recv(cl->fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	size_t n = strlen(VMIO_CONTROL_RELOAD_NAME);
 
-	if (n != (ssize_t)sizeof(req) - 1 || memcmp(b, req, sizeof(req) - 1))
-		return false;
-	return recv(cl->fd, b, sizeof(req) - 1, MSG_DONTWAIT) == n;
+	return len >= offsetof(struct sockaddr_un, sun_path) + 1 + n &&
+	       sa->sun_path[0] == '\0' &&
+	       !memcmp(sa->sun_path + 1, VMIO_CONTROL_RELOAD_NAME, n);
 }
 
 /* {"reload":"ok","pid":N} or {"reload":"failed","error":why}, a line. */
@@ -313,10 +313,6 @@ static void done_cb(void *opaque)
 			continue;
 		}
 		cl->gen = 0;
-		if (asks_reload(cl)) {
-			start_reload(c, cl);
-			continue;
-		}
 		if (!c->latest) {
 			client_close(cl);
 			continue;
@@ -352,7 +348,10 @@ static void accept_cb(void *opaque, int fd, uint32_t events)
 {
 	struct vmio_control *c = opaque;
 	struct control_client *cl;
-	int conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	struct sockaddr_un sa;
+	socklen_t salen = sizeof(sa);
+	int conn = accept4(fd, (struct sockaddr *)&sa, &salen,
+			   SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 	(void)events;
 	if (conn < 0)
@@ -375,6 +374,10 @@ static void accept_cb(void *opaque, int fd, uint32_t events)
 		return;
 	}
 	vmio_timer_arm_ms(&cl->timeout, VMIO_CONTROL_TIMEOUT_MS);
+	if (asks_reload(&sa, salen)) {
+		start_reload(c, cl);
+		return;
+	}
 	/* A snapshot in flight may predate what this client wants to see:
 	 * it waits for the next one. */
 	cl->gen = c->gen_started + 1;

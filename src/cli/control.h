@@ -17,13 +17,12 @@
  * VMIO_CONTROL_TIMEOUT_MS is closed. The cap holds some 25000 vsock
  * connections; memory grows with what is written, not with the cap.
  *
- * A client may also ask for a hand-over (a reload): it writes "reload\n"
- * as soon as it is connected, and gets, instead of the document, one JSON
- * line once the hand-over has an outcome: {"reload":"ok","pid":N} or
- * {"reload":"failed","error":"..."}. The server never waits to learn
- * whether a client speaks (a plain reader gets its document at once): it
- * looks for the request when the document is ready, so a client whose
- * request came later got the document and asks again (vmio reload). */
+ * A client may also ask for a hand-over (a reload): one whose socket is
+ * bound, before it connects, to an abstract name starting with
+ * VMIO_CONTROL_RELOAD_NAME gets, instead of the document, one JSON line
+ * once the hand-over has an outcome: {"reload":"ok","pid":N} or
+ * {"reload":"failed","error":"..."}. The request is known at accept, so
+ * no race with the document; a plain reader is unchanged. */
 #ifndef VMIO_CLI_CONTROL_H
 #define VMIO_CLI_CONTROL_H
 
@@ -37,7 +36,8 @@
 /* How long a reload client is kept waiting for the outcome: longer than
  * any hand-over's own bound. */
 #define VMIO_CONTROL_RELOAD_TIMEOUT_MS 120000u
-#define VMIO_CONTROL_RELOAD_REQUEST "reload\n"
+/* "\0vmio-reload/PID": the client's own name, unique per process. */
+#define VMIO_CONTROL_RELOAD_NAME "vmio-reload/"
 
 struct vmio_json;
 struct vmio_control;

@@ -1,6 +1,7 @@
 /* `vmio redirect` handed over (redirect_handover.h). */
 #include "cli/redirect_handover.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -68,6 +69,9 @@ static void drain(struct redirect_handover *h, int pid)
 	unsigned n = open_relays(h);
 
 	h->handed_over = true;
+	/* The successor is this process's child: if it exits (handing over
+	 * in turn) while this one drains, it must not stay a zombie. */
+	signal(SIGCHLD, SIG_IGN);
 	redir_listener_give_up(h->listener);
 	vmio_control_give_up_listener(*h->ctl);
 	log_info("hand-over: vmio %d took over; this process accepts no more and exits once its %u open relay%s ended",
@@ -116,9 +120,19 @@ static int write_state(struct redirect_handover *h, const uint8_t **rec,
 	return vmio_envelope_finish(&h->w, rec, len);
 }
 
+static int request(struct redirect_handover *h, char *why, size_t why_size);
+
 int redirect_handover_request(void *opaque, char *why, size_t why_size)
 {
-	struct redirect_handover *h = opaque;
+	int rc = request(opaque, why, why_size);
+
+	if (rc)
+		log_err("hand-over not started: %s", why);
+	return rc;
+}
+
+static int request(struct redirect_handover *h, char *why, size_t why_size)
+{
 	struct vmio_successor_opts o = {
 		.path = vmio_start_path(),
 		.argv = vmio_start_argv(),
@@ -163,8 +177,7 @@ void redirect_handover_on_sighup(void *opaque)
 {
 	char why[512];
 
-	if (redirect_handover_request(opaque, why, sizeof(why)))
-		log_err("hand-over not started: %s", why);
+	redirect_handover_request(opaque, why, sizeof(why));
 }
 
 /* --control's listener, if the predecessor had one at the same path. */
