@@ -160,22 +160,38 @@ static int answer(struct vmio_takeover *t, const char *text)
 	return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
-int vmio_takeover_accept(struct vmio_takeover *t)
+/* systemd must know the new main process before the old one may exit:
+ * it reads pending notifications before it handles a child's exit, so
+ * this datagram, sent before the answer, wins against the old one's
+ * end. */
+static void notify_main(pid_t pid, bool ready)
 {
 	char msg[64];
 	int rc;
 
+	snprintf(msg, sizeof(msg), "MAINPID=%d%s", (int)pid,
+		 ready ? "\nREADY=1" : "");
+	rc = vmio_sd_notify(msg);
+	if (rc < 0)
+		log_warn("cannot tell systemd the main process is %d: %s",
+			 (int)pid, strerror(-rc));
+}
+
+int vmio_takeover_accept(struct vmio_takeover *t)
+{
+	char msg[64];
+
+	notify_main(getpid(), true);
 	snprintf(msg, sizeof(msg), "%s%d", VMIO_HANDOVER_TAKEN, (int)getpid());
 	if (answer(t, msg)) {
 		log_err("hand-over: the predecessor is gone before the answer (%s); it went on serving, so this one does not",
 			strerror(errno));
+		/* It is our parent, if it still runs: the main process
+		 * again. */
+		if (getppid() > 1)
+			notify_main(getppid(), false);
 		return -1;
 	}
-	snprintf(msg, sizeof(msg), "MAINPID=%d\nREADY=1", (int)getpid());
-	rc = vmio_sd_notify(msg);
-	if (rc < 0)
-		log_warn("cannot tell systemd this is the main process now: %s",
-			 strerror(-rc));
 	log_info("hand-over: taken over from vmio %s", t->env.version);
 	return 0;
 }

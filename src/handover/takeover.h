@@ -43,9 +43,10 @@ const struct vmio_envelope_section *
 vmio_takeover_take(struct vmio_takeover *t, const char *name, unsigned count,
 		   int *fds);
 
-/* Answers "taken over" and tells systemd (MAINPID=, READY=1). Returns 0,
- * or -1 (logged) if the predecessor is gone already: it then resumed, and
- * this process must not serve. */
+/* Tells systemd this is the main process now (MAINPID=, READY=1), then
+ * answers "taken over". Returns 0, or -1 (logged) if the predecessor
+ * stopped waiting: it then resumed (systemd is told so), and this process
+ * must not serve. */
 int vmio_takeover_accept(struct vmio_takeover *t);
 /* Answers "refused: why" (logged too). */
 void vmio_takeover_refuse(struct vmio_takeover *t, const char *why);
