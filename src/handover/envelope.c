@@ -1,7 +1,6 @@
 /* The state envelope (envelope.h). */
 #include "handover/envelope.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,18 +147,8 @@ void vmio_envelope_writer_fini(struct vmio_envelope_writer *w)
 
 /* ---- Reading ----------------------------------------------------------- */
 
-static int refuse(char *why, size_t size, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int refuse(char *why, size_t size, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, size, fmt, ap);
-	va_end(ap);
-	return -1;
-}
+/* The reason into why, and the reader's answer: refused. */
+#define refuse(why, size, ...) (snprintf((why), (size), __VA_ARGS__), -1)
 
 /* A NUL-padded text field: a NUL within it, nothing after the first but
  * NULs, and printable before it. */

@@ -34,10 +34,8 @@ void vmio_fd_sender_init(struct vmio_fd_sender *s, int sock,
 				      .fds = fds, .nfds = nfds };
 }
 
-/* One message; seqpacket sends it whole or not at all. Returns 0,
- * -EAGAIN or -errno. */
-static int send_one(int sock, const void *data, size_t len, const int *fds,
-		    size_t nfds)
+int vmio_fd_send_message(int sock, const void *data, size_t len,
+			 const int *fds, size_t nfds)
 {
 	union {
 		char buf[CMSG_SPACE(VMIO_FD_CHUNK * sizeof(int))];
@@ -80,7 +78,7 @@ int vmio_fd_sender_step(struct vmio_fd_sender *s)
 			put32(hdr, VMIO_FD_MAGIC);
 			put32(hdr + 4, (uint32_t)s->len);
 			put32(hdr + 8, (uint32_t)s->nfds);
-			rc = send_one(s->sock, hdr, sizeof(hdr), NULL, 0);
+			rc = vmio_fd_send_message(s->sock, hdr, sizeof(hdr), NULL, 0);
 			if (!rc)
 				s->stage = STAGE_FDS;
 			break;
@@ -93,7 +91,7 @@ int vmio_fd_sender_step(struct vmio_fd_sender *s)
 			if (n > VMIO_FD_CHUNK)
 				n = VMIO_FD_CHUNK;
 			put32(hdr, (uint32_t)n);
-			rc = send_one(s->sock, hdr, 4, s->fds + s->fds_sent, n);
+			rc = vmio_fd_send_message(s->sock, hdr, 4, s->fds + s->fds_sent, n);
 			if (!rc)
 				s->fds_sent += n;
 			break;
@@ -105,7 +103,7 @@ int vmio_fd_sender_step(struct vmio_fd_sender *s)
 			n = s->len - s->off;
 			if (n > VMIO_FD_PIECE)
 				n = VMIO_FD_PIECE;
-			rc = send_one(s->sock, s->rec + s->off, n, NULL, 0);
+			rc = vmio_fd_send_message(s->sock, s->rec + s->off, n, NULL, 0);
 			if (!rc)
 				s->off += n;
 			break;

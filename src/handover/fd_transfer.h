@@ -23,6 +23,13 @@
 #define VMIO_FD_PIECE 32768u
 #define VMIO_FD_MAGIC 0x564d4658u /* "VMFX" */
 
+/* One message of len bytes with nfds fds (at most VMIO_FD_CHUNK; the
+ * kernel takes copies), without blocking: seqpacket sends it whole or
+ * not at all. Returns 0, -EAGAIN or -errno. What the sender's steps are
+ * made of, and what a test sends a receiver as a hostile peer would. */
+int vmio_fd_send_message(int sock, const void *data, size_t len,
+			 const int *fds, size_t nfds);
+
 struct vmio_fd_sender {
 	int sock;
 	const uint8_t *rec;

@@ -464,40 +464,32 @@ static void test_refused_missing_binary(void **state)
 	assert_int_equal(harness_stop(pid, HARNESS_WAIT_MS), 0);
 }
 
-static void test_refused_successor_exits(void **state)
+/* Successors that fail, one way each, put where the binary was: one that
+ * exits, one that crashes, one that refuses the state (its reason reaches
+ * the answer), one that never answers (--handover-timeout 5000). */
+static void test_refused_by_failing_successors(void **state)
 {
+	static const struct {
+		const char *script, *why;
+	} cases[] = {
+		{ "#!/bin/sh\nexit 7\n",
+		  "the successor exited with status 7 before taking over" },
+		{ "#!/bin/sh\nkill -SEGV $$\n",
+		  "the successor was killed by signal 11" },
+		{ "#!/bin/bash\n"
+		  "printf 'refused: state format version 99: this vmio reads versions 1 to 1' >&\"$VMIO_HANDOVER_FD\"\n"
+		  "read -t 30 <&\"$VMIO_HANDOVER_FD\"\n",
+		  "the successor refused the state: state format version 99" },
+		{ "#!/bin/bash\nread -t 60 <&\"$VMIO_HANDOVER_FD\"\n",
+		  "did not take over within 5000 ms" },
+	};
 	pid_t pid = start_relay();
 
 	(void)state;
-	write_script(copy_bin, "#!/bin/sh\nexit 7\n");
-	expect_refused(pid, "the successor exited with status 7 before taking over");
-	write_script(copy_bin, "#!/bin/sh\nkill -SEGV $$\n");
-	expect_refused(pid, "the successor was killed by signal 11");
-	assert_int_equal(harness_stop(pid, HARNESS_WAIT_MS), 0);
-}
-
-/* A successor that refuses the state: its reason reaches the answer. */
-static void test_refused_by_successor(void **state)
-{
-	pid_t pid = start_relay();
-
-	(void)state;
-	write_script(copy_bin,
-		     "#!/bin/bash\n"
-		     "printf 'refused: state format version 99: this vmio reads versions 1 to 1' >&\"$VMIO_HANDOVER_FD\"\n"
-		     "read -t 30 <&\"$VMIO_HANDOVER_FD\"\n");
-	expect_refused(pid, "the successor refused the state: state format version 99");
-	assert_int_equal(harness_stop(pid, HARNESS_WAIT_MS), 0);
-}
-
-/* A successor that never answers: the bound (--handover-timeout 5000). */
-static void test_refused_timeout(void **state)
-{
-	pid_t pid = start_relay();
-
-	(void)state;
-	write_script(copy_bin, "#!/bin/bash\nread -t 60 <&\"$VMIO_HANDOVER_FD\"\n");
-	expect_refused(pid, "did not take over within 5000 ms");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		write_script(copy_bin, cases[i].script);
+		expect_refused(pid, cases[i].why);
+	}
 	assert_int_equal(harness_stop(pid, HARNESS_WAIT_MS), 0);
 }
 
@@ -592,12 +584,9 @@ int main(void)
 						case_setup, case_teardown),
 		cmocka_unit_test_setup_teardown(test_refused_missing_binary,
 						case_setup, case_teardown),
-		cmocka_unit_test_setup_teardown(test_refused_successor_exits,
-						case_setup, case_teardown),
-		cmocka_unit_test_setup_teardown(test_refused_by_successor,
-						case_setup, case_teardown),
-		cmocka_unit_test_setup_teardown(test_refused_timeout,
-						case_setup, case_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_refused_by_failing_successors, case_setup,
+			case_teardown),
 		cmocka_unit_test_setup_teardown(test_sighup, case_setup,
 						case_teardown),
 		cmocka_unit_test_setup_teardown(

@@ -109,43 +109,42 @@ static void test_record_and_many_fds(void **state)
 	assert_int_equal(open_fds(), base);
 }
 
-/* Sends one raw message with n copies of fd. */
-static void send_raw(int sock, const void *data, size_t len, int fd,
-		     unsigned n)
+/* A message a hostile sender writes: the transfer's header (record
+ * length a, fd count b), an fd message's count (a), or b bytes of
+ * record; with nfds copies of an fd attached. */
+enum kind { HDR, COUNT, BYTES, END };
+struct msg {
+	enum kind kind;
+	uint32_t a, b;
+	unsigned nfds;
+};
+
+static void send_script(int sock, int fd, const struct msg *m)
 {
-	union {
-		char buf[CMSG_SPACE(8 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { (void *)data, len };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	for (; m->kind != END; m++) {
+		uint32_t v[3] = { VMIO_FD_MAGIC, m->a, m->b };
+		uint8_t zeros[64] = { 0 };
+		int fds[8];
+		const void *data = v;
+		size_t len = sizeof(v);
 
-	if (n) {
-		struct cmsghdr *c;
-
-		memset(&u, 0, sizeof(u));
-		msg.msg_control = u.buf;
-		msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
-		c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(n * sizeof(int));
-		for (unsigned i = 0; i < n; i++)
-			memcpy(CMSG_DATA(c) + i * sizeof(int), &fd, sizeof(int));
+		for (unsigned i = 0; i < m->nfds; i++)
+			fds[i] = fd;
+		if (m->kind == COUNT) {
+			data = &m->a; /* the tests run little-endian */
+			len = 4;
+		} else if (m->kind == BYTES) {
+			data = zeros;
+			len = m->b;
+		}
+		assert_int_equal(vmio_fd_send_message(sock, data, len, fds,
+						      m->nfds), 0);
 	}
-	assert_true(sendmsg(sock, &msg, 0) == (ssize_t)len);
 }
 
-static void header(uint8_t h[12], uint32_t len, uint32_t nfds)
-{
-	uint32_t v[3] = { VMIO_FD_MAGIC, len, nfds };
-
-	memcpy(h, v, 12); /* the tests run little-endian */
-}
-
-/* One hostile exchange: what the sender writes, then the receiver must
- * fail saying why, with no fd left open. */
-static void hostile(void (*send_fn)(int sock, int fd), const char *why_part)
+/* One hostile exchange: the receiver must fail saying why, with no fd
+ * left open. */
+static void hostile(const struct msg *script, const char *why_part)
 {
 	int sv[2], pfd[2], base, rc;
 	struct vmio_fd_receiver rx;
@@ -155,7 +154,7 @@ static void hostile(void (*send_fn)(int sock, int fd), const char *why_part)
 	assert_int_equal(pipe(pfd), 0);
 	base = open_fds();
 	vmio_fd_receiver_init(&rx, sv[1], 1000, 4);
-	send_fn(sv[0], pfd[0]);
+	send_script(sv[0], pfd[0], script);
 	close(sv[0]);
 	rc = run(NULL, &rx, why, sizeof(why));
 	assert_int_equal(rc, -1);
@@ -169,80 +168,31 @@ static void hostile(void (*send_fn)(int sock, int fd), const char *why_part)
 	close(pfd[1]);
 }
 
-static void too_many(int sock, int fd)
-{
-	uint8_t h[12], c[4] = { 3, 0, 0, 0 };
-
-	header(h, 10, 2);
-	send_raw(sock, h, 12, -1, 0);
-	send_raw(sock, c, 4, fd, 3);
-}
-
-static void fds_in_record(int sock, int fd)
-{
-	uint8_t h[12], c[4] = { 1, 0, 0, 0 }, r[10] = { 0 };
-
-	header(h, 10, 1);
-	send_raw(sock, h, 12, -1, 0);
-	send_raw(sock, c, 4, fd, 1);
-	send_raw(sock, r, 10, fd, 2);
-}
-
-static void count_lies(int sock, int fd)
-{
-	uint8_t h[12], c[4] = { 1, 0, 0, 0 };
-
-	header(h, 10, 4);
-	send_raw(sock, h, 12, -1, 0);
-	send_raw(sock, c, 4, fd, 2);
-}
-
-static void announces_too_much(int sock, int fd)
-{
-	uint8_t h[12];
-
-	(void)fd;
-	header(h, 1u << 30, 1);
-	send_raw(sock, h, 12, -1, 0);
-}
-
-static void record_too_long(int sock, int fd)
-{
-	uint8_t h[12], c[4] = { 2, 0, 0, 0 }, r[20] = { 0 };
-
-	header(h, 10, 2);
-	send_raw(sock, h, 12, -1, 0);
-	send_raw(sock, c, 4, fd, 2);
-	send_raw(sock, r, 20, -1, 0);
-}
-
-static void ends_early(int sock, int fd)
-{
-	uint8_t h[12], c[4] = { 2, 0, 0, 0 };
-
-	header(h, 10, 4);
-	send_raw(sock, h, 12, -1, 0);
-	send_raw(sock, c, 4, fd, 2);
-}
-
-static void fds_with_header(int sock, int fd)
-{
-	uint8_t h[12];
-
-	header(h, 10, 1);
-	send_raw(sock, h, 12, fd, 1);
-}
-
 static void test_hostile_senders(void **state)
 {
+	static const struct {
+		struct msg script[4];
+		const char *why;
+	} cases[] = {
+		{ { { HDR, 10, 2, 0 }, { COUNT, 3, 0, 3 }, { END, 0, 0, 0 } },
+		  "more fds arrived than announced" },
+		{ { { HDR, 10, 1, 0 }, { COUNT, 1, 0, 1 }, { BYTES, 0, 10, 2 },
+		    { END, 0, 0, 0 } },
+		  "fds arrived where none were due" },
+		{ { { HDR, 10, 4, 0 }, { COUNT, 1, 0, 2 }, { END, 0, 0, 0 } },
+		  "count does not match" },
+		{ { { HDR, 1u << 30, 1, 0 }, { END, 0, 0, 0 } }, "at most 1000 and 4" },
+		{ { { HDR, 10, 2, 0 }, { COUNT, 2, 0, 2 }, { BYTES, 0, 20, 0 },
+		    { END, 0, 0, 0 } },
+		  "larger than its place" },
+		{ { { HDR, 10, 4, 0 }, { COUNT, 2, 0, 2 }, { END, 0, 0, 0 } },
+		  "ended early (0 of 10 bytes, 2 of 4 fds)" },
+		{ { { HDR, 10, 1, 1 }, { END, 0, 0, 0 } }, "where none were due" },
+	};
+
 	(void)state;
-	hostile(too_many, "more fds arrived than announced");
-	hostile(fds_in_record, "fds arrived where none were due");
-	hostile(count_lies, "count does not match");
-	hostile(announces_too_much, "at most 1000 and 4");
-	hostile(record_too_long, "larger than its place");
-	hostile(ends_early, "ended early (0 of 10 bytes, 2 of 4 fds)");
-	hostile(fds_with_header, "where none were due");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		hostile(cases[i].script, cases[i].why);
 }
 
 int main(void)
