@@ -561,6 +561,8 @@ static int take_over(struct redirect *rd)
 		vmio_control_give_up_listener(rd->ctl);
 		return -1;
 	}
+	/* What the state carried and nothing took, and the socket: done. */
+	vmio_takeover_fini(t);
 	return 0;
 }
 
