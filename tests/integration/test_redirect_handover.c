@@ -577,6 +577,22 @@ static void test_successor_refuses_unknown_format(void **state)
 	close(lfd);
 }
 
+/* A command that cannot hand over yet says so, and serves on. */
+static struct harness_loopback lb = { .name = "lb.sock" };
+
+static void test_loopback_cannot_hand_over(void **state)
+{
+	struct harness_loopback *l = *state;
+	const char *args[] = { "reload", l->ctl, NULL };
+	char out[1024], err[1024];
+
+	assert_int_equal(harness_run(args, HARNESS_WAIT_MS, out, sizeof(out),
+				     err, sizeof(err)),
+			 1 << 8);
+	assert_non_null(strstr(err, "this command cannot hand over (yet)"));
+	assert_int_equal(harness_control_num(l->ctl, "pid"), l->pid);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -592,6 +608,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_successor_refuses_unknown_format, case_setup,
 			case_teardown),
+		HARNESS_LOOPBACK_CASE(test_loopback_cannot_hand_over, lb),
 	};
 	const char *bin = getenv("VMIO_BIN");
 
