@@ -32,6 +32,8 @@ static int from_argv0(const char *a0)
 
 	if (!a0 || !a0[0])
 		return -1;
+	while (a0[0] == '.' && a0[1] == '/')
+		a0 += 2;
 	if (a0[0] == '/')
 		return try_path("", 0, a0 + 1);
 	if (strchr(a0, '/'))
