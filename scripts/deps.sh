@@ -20,6 +20,7 @@ packages=(
 	libbpf-dev        # vmio redirect's sockmap engine: loads its BPF program
 	libxdp-dev        # vmio net --xdp: AF_XDP sockets and their XDP program
 	libyaml-dev       # vmio vsock --config: the YAML list of VMs
+	zlib1g-dev        # the hand-over state's checksum (CRC-32)
 	libjansson-dev    # the integration tests parse --control documents
 	bpftool           # build: turns the BPF object into a libbpf skeleton header
 	qemu-system-x86   # guest tests: boots a Debian kernel against the vhost-user devices

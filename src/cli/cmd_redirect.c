@@ -13,6 +13,8 @@
 
 #include "cli/backend_args.h"
 #include "cli/control.h"
+#include "cli/redirect_handover.h"
+#include "handover/takeover.h"
 #include "redirect/connection.h"
 #include "util/json.h"
 #include "cli/serve.h"
@@ -115,7 +117,13 @@ static const char redirect_usage[] =
 	"  --stats           print bytes and throughput of each connection\n"
 	"                    when it ends, and a total on exit, to stderr\n"
 	"  --control PATH    answer each connection to the unix socket PATH\n"
-	"                    with the live counters as JSON (vmio stats PATH)\n"
+	"                    with the live counters as JSON (vmio stats PATH);\n"
+	"                    `vmio reload PATH` asks there for a hand-over\n"
+	"  --handover-timeout MS  how long a successor has to take over\n"
+	"                    (default 10000)\n"
+	"  --drain-timeout S after a hand-over, how long this process lets\n"
+	"                    its open relays run before it closes them\n"
+	"                    (default 600; 0: until they end)\n"
 	"  -v, -d, --verbose log more (repeatable)\n"
 	"  -q, --quiet       log errors only\n"
 	"  -h, --help        show this help\n"
@@ -126,7 +134,17 @@ static const char redirect_usage[] =
 	"\n"
 	"Without fork, it exits once the first connection is done (0 if it\n"
 	"finished cleanly and dropped no message). SIGTERM or SIGINT close\n"
-	"everything and exit 0 (1 if a message was dropped).\n";
+	"everything and exit 0 (1 if a message was dropped).\n"
+	"\n"
+	"Hand-over (an upgrade without a refused connect): SIGHUP, or\n"
+	"`vmio reload` on --control, starts the binary now at the path this\n"
+	"one was started from, with the same arguments, and gives it the\n"
+	"listening sockets (ADDRESS1's and --control's). Once it has taken\n"
+	"over, this process accepts no more, lets its open relays finish\n"
+	"(--drain-timeout) and exits 0. If the successor fails first (no\n"
+	"binary there, it exits, it refuses the state, --handover-timeout\n"
+	"passes) this process goes on serving and says why. ADDRESS1 must\n"
+	"listen: UNIX-RECV and connecting addresses cannot hand over yet.\n";
 
 enum {
 	OPT_ENGINE = 0x100,
@@ -134,6 +152,8 @@ enum {
 	OPT_THREADS,
 	OPT_CPUS,
 	OPT_CONTROL,
+	OPT_HANDOVER_TIMEOUT,
+	OPT_DRAIN_TIMEOUT,
 };
 
 struct redirect {
@@ -156,6 +176,8 @@ struct redirect {
 	int status;          /* exit status once the workers stop */
 	const char *control_path;
 	struct vmio_control *ctl;
+	struct redirect_handover ho;
+	struct vmio_takeover tk; /* when started by a predecessor */
 };
 
 /* Connections are independent: each worker takes the next in turn, this
@@ -259,6 +281,9 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "cpus", required_argument, NULL, OPT_CPUS },
 		{ "control", required_argument, NULL, OPT_CONTROL },
+		{ "handover-timeout", required_argument, NULL,
+		  OPT_HANDOVER_TIMEOUT },
+		{ "drain-timeout", required_argument, NULL, OPT_DRAIN_TIMEOUT },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -312,6 +337,20 @@ static int parse_args(struct redirect *rd, int argc, char **argv,
 			if (rc)
 				return rc;
 			rd->control_path = optarg;
+			break;
+		case OPT_HANDOVER_TIMEOUT:
+			if (vmio_parse_u64(optarg, 3600000, &v) || v < 100)
+				return vmio_cli_usage_error("redirect",
+					"--handover-timeout: '%s' is not 100 to 3600000 ms",
+					optarg);
+			rd->ho.timeout_ms = (unsigned)v;
+			break;
+		case OPT_DRAIN_TIMEOUT:
+			if (vmio_parse_u64(optarg, 86400 * 365, &v))
+				return vmio_cli_usage_error("redirect",
+					"--drain-timeout: '%s' is not 0 to 31536000 s",
+					optarg);
+			rd->ho.drain_s = (unsigned)v;
 			break;
 		case OPT_THREADS:
 		case OPT_CPUS:
@@ -408,6 +447,8 @@ static int finish(struct redirect *rd, int rc)
 {
 	struct redir_totals sum = { 0 };
 
+	redirect_handover_fini(&rd->ho);
+	vmio_takeover_fini(&rd->tk);
 	vmio_control_free(rd->ctl);
 	for (unsigned k = 0; k < rd->nworkers; k++) {
 		const struct redir_totals *t = &rd->workers[k].totals;
@@ -470,23 +511,92 @@ static int add_parts(void *opaque, struct vmio_control *c)
 	return 0;
 }
 
+/* Drained after a hand-over: the successor serves, this one is done. */
+static void on_drained(void *opaque)
+{
+	struct redirect *rd = opaque;
+
+	rd->status = 0;
+	vmio_workers_stop(rd->pool);
+}
+
+/* SIGHUP and --control's reload, from before any worker starts (they
+ * inherit the blocked signals). */
+static int watch_handover(struct redirect *rd)
+{
+	struct redirect_handover *h = &rd->ho;
+
+	h->loop = rd->loop;
+	h->listener = &rd->listener;
+	h->ep0 = &rd->ep[0];
+	h->control_path = rd->control_path;
+	h->ctl = &rd->ctl;
+	h->workers = rd->workers;
+	h->nworkers = rd->nworkers;
+	h->stop = on_drained;
+	h->opaque = rd;
+	if (redirect_handover_init(h))
+		return -1;
+	return vmio_cli_watch_reload(redirect_handover_on_sighup, h);
+}
+
+/* Started by a predecessor: its listeners, not new ones. Returns 0 or
+ * -1 (logged; the predecessor told why, and it goes on serving). */
+static int take_over(struct redirect *rd)
+{
+	struct vmio_takeover *t = &rd->tk;
+
+	if (rd->ep[0].addr.kind == REDIR_UNIX_RECV ||
+	    !redir_addr_is_passive(&rd->ep[0].addr)) {
+		vmio_takeover_refuse(t, "ADDRESS1 does not listen here");
+		return -1;
+	}
+	if (vmio_takeover_receive(t, rd->loop, rd->ho.timeout_ms) ||
+	    redirect_handover_take(&rd->ho, t, deal, add_parts, rd)) {
+		vmio_takeover_refuse(t, t->why);
+		return -1;
+	}
+	if (vmio_takeover_accept(t)) {
+		redir_listener_give_up(&rd->listener);
+		vmio_control_give_up_listener(rd->ctl);
+		return -1;
+	}
+	/* What the state carried and nothing took, and the socket: done. */
+	vmio_takeover_fini(t);
+	return 0;
+}
+
+/* Listening (or connected) anew. Returns 0 or -1 (logged). */
+static int open_fresh(struct redirect *rd)
+{
+	int rc = vmio_control_open(rd->loop, "redirect", rd->control_path,
+				   add_parts, rd, &rd->ctl);
+
+	if (!rc)
+		rc = open_address1(rd);
+	/* Listening, or connected: what the unit's dependents wait for. */
+	if (!rc)
+		vmio_sd_notify_ready();
+	return rc;
+}
+
 static int run(struct redirect *rd)
 {
-	int rc = make_workers(rd);
+	int successor = vmio_takeover_open(&rd->tk);
+	int rc = successor < 0 ? -1 : make_workers(rd);
 
 	/* Before any worker starts, so that each inherits the blocked
 	 * signals and SIGTERM reaches worker 0's signalfd. */
 	if (!rc)
 		rc = vmio_cli_watch_signals(rd->loop, on_signal, rd);
 	if (!rc)
-		rc = vmio_control_open(rd->loop, "redirect", rd->control_path,
-				       add_parts, rd, &rd->ctl);
+		rc = watch_handover(rd);
 	if (!rc)
-		rc = open_address1(rd);
-	/* Listening, or connected: what the unit's dependents wait for. */
+		rc = successor ? take_over(rd) : open_fresh(rd);
 	if (!rc) {
+		vmio_control_set_reload(rd->ctl, redirect_handover_request,
+					&rd->ho);
 		redir_engine_log_choice(&rd->choice, rd->ep);
-		vmio_sd_notify_ready();
 	}
 	/* Without fork the one connection may have ended already: its stop,
 	 * asked before the run, ends the run at once. */
@@ -504,6 +614,9 @@ int vmio_cmd_redirect(int argc, char **argv)
 		.buffer = 0, /* each engine's default */
 		.dirs = REDIR_BOTH,
 		.listener.fd = -1,
+		.ho.timeout_ms = REDIRECT_HANDOVER_TIMEOUT_MS,
+		.ho.drain_s = REDIRECT_DRAIN_TIMEOUT_S,
+		.tk.sock = -1,
 	};
 	int verbosity = 0;
 	int rc = parse_args(&rd, argc, argv, &verbosity);

@@ -3,11 +3,13 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "util/fd.h"
@@ -42,6 +44,7 @@ struct control_client {
 	struct control_doc *doc; /* sent from off */
 	size_t off;
 	unsigned long gen;   /* the snapshot it waits for (0: has doc) */
+	bool reload;         /* waits for a hand-over's outcome */
 	struct vmio_timer timeout;
 };
 
@@ -64,6 +67,9 @@ struct vmio_control {
 	struct vmio_json doc;
 	struct control_doc *latest; /* the last assembled, one ref */
 	struct vmio_ratelimit rl;
+	vmio_control_reload_fn reload;
+	void *reload_opaque;
+	bool reloading; /* a client's hand-over under way */
 };
 
 /* ---- Snapshots ---------------------------------------------------------- */
@@ -144,6 +150,7 @@ static void client_close(struct control_client *cl)
 	}
 	doc_unref(cl->doc);
 	cl->doc = NULL;
+	cl->reload = false;
 }
 
 static void client_write(struct control_client *cl)
@@ -178,6 +185,106 @@ static void client_io_cb(void *opaque, int fd, uint32_t events)
 	client_write(cl);
 }
 
+/* ---- Reloads ------------------------------------------------------------ */
+
+static void client_send(struct control_client *cl, struct control_doc *d)
+{
+	cl->doc = d;
+	cl->off = 0;
+	if (vmio_loop_modify(cl->ctl->loop, cl->fd, EPOLLOUT))
+		client_close(cl);
+	else
+		client_write(cl);
+}
+
+/* Whether the client that connected from sa (len bytes) asks for a
+ * hand-over: it bound the abstract name that says so. */
+static bool asks_reload(const struct sockaddr_un *sa, socklen_t len)
+{
+	size_t n = strlen(VMIO_CONTROL_RELOAD_NAME);
+
+	return len >= offsetof(struct sockaddr_un, sun_path) + 1 + n &&
+	       sa->sun_path[0] == '\0' &&
+	       !memcmp(sa->sun_path + 1, VMIO_CONTROL_RELOAD_NAME, n);
+}
+
+/* {"reload":"ok","pid":N} or {"reload":"failed","error":why}, a line. */
+static struct control_doc *reload_line(int pid, const char *why)
+{
+	struct vmio_json j;
+	struct control_doc *d = NULL;
+
+	vmio_json_init(&j, 4096);
+	vmio_json_object_begin(&j);
+	vmio_json_kv_string(&j, "reload", why ? "failed" : "ok");
+	if (why)
+		vmio_json_kv_string(&j, "error", why);
+	else
+		vmio_json_kv_uint(&j, "pid", (uint64_t)pid);
+	vmio_json_object_end(&j);
+	if (!j.truncated)
+		d = malloc(sizeof(*d) + j.len + 1);
+	if (d) {
+		d->refs = 1;
+		d->len = j.len + 1;
+		memcpy(d->data, j.buf, j.len);
+		d->data[j.len] = '\n';
+	}
+	vmio_json_fini(&j);
+	return d;
+}
+
+static void answer_reload(struct control_client *cl, int pid, const char *why)
+{
+	struct control_doc *d = reload_line(pid, why);
+
+	cl->reload = false;
+	if (!d)
+		client_close(cl);
+	else
+		client_send(cl, d);
+}
+
+static void start_reload(struct vmio_control *c, struct control_client *cl)
+{
+	char why[512];
+
+	cl->reload = true;
+	vmio_timer_arm_ms(&cl->timeout, VMIO_CONTROL_RELOAD_TIMEOUT_MS);
+	if (c->reloading)
+		return; /* this one's outcome is the one it waits for */
+	if (!c->reload) {
+		answer_reload(cl, 0, "this command cannot hand over (yet)");
+		return;
+	}
+	log_info("control: a client asks for a hand-over");
+	if (c->reload(c->reload_opaque, why, sizeof(why))) {
+		answer_reload(cl, 0, why);
+		return;
+	}
+	c->reloading = true;
+}
+
+void vmio_control_set_reload(struct vmio_control *c, vmio_control_reload_fn fn,
+			     void *opaque)
+{
+	if (!c)
+		return;
+	c->reload = fn;
+	c->reload_opaque = opaque;
+}
+
+void vmio_control_reload_done(struct vmio_control *c, int pid,
+			      const char *why)
+{
+	if (!c)
+		return;
+	c->reloading = false;
+	for (unsigned i = 0; i < VMIO_CONTROL_MAX_CLIENTS; i++)
+		if (c->clients[i].fd >= 0 && c->clients[i].reload)
+			answer_reload(&c->clients[i], pid, why);
+}
+
 static void done_cb(void *opaque)
 {
 	struct vmio_control *c = opaque;
@@ -210,13 +317,8 @@ static void done_cb(void *opaque)
 			client_close(cl);
 			continue;
 		}
-		cl->doc = c->latest;
-		cl->doc->refs++;
-		cl->off = 0;
-		if (vmio_loop_modify(c->loop, cl->fd, EPOLLOUT))
-			client_close(cl);
-		else
-			client_write(cl);
+		c->latest->refs++;
+		client_send(cl, c->latest);
 	}
 	if (again)
 		start_snapshot(c);
@@ -246,7 +348,10 @@ static void accept_cb(void *opaque, int fd, uint32_t events)
 {
 	struct vmio_control *c = opaque;
 	struct control_client *cl;
-	int conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	struct sockaddr_un sa;
+	socklen_t salen = sizeof(sa);
+	int conn = accept4(fd, (struct sockaddr *)&sa, &salen,
+			   SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 	(void)events;
 	if (conn < 0)
@@ -269,6 +374,10 @@ static void accept_cb(void *opaque, int fd, uint32_t events)
 		return;
 	}
 	vmio_timer_arm_ms(&cl->timeout, VMIO_CONTROL_TIMEOUT_MS);
+	if (asks_reload(&sa, salen)) {
+		start_reload(c, cl);
+		return;
+	}
 	/* A snapshot in flight may predate what this client wants to see:
 	 * it waits for the next one. */
 	cl->gen = c->gen_started + 1;
@@ -340,15 +449,14 @@ int vmio_control_add(struct vmio_control *c, const char *section,
 	return 0;
 }
 
-int vmio_control_listen(struct vmio_control *c, const char *path)
+/* Serves on fd, listening at path already; st is its file's. */
+static int serve_on(struct vmio_control *c, const char *path, int fd,
+		    bool own_file)
 {
-	int fd = vmio_unix_listen(path, 16, "control", &c->st);
-
-	if (fd < 0)
-		return fd;
 	c->path = strdup(path);
 	if (!c->path || vmio_loop_add(c->loop, fd, EPOLLIN, accept_cb, c)) {
-		vmio_unix_unlink_if_same(path, &c->st);
+		if (own_file)
+			vmio_unix_unlink_if_same(path, &c->st);
 		close(fd);
 		free(c->path);
 		c->path = NULL;
@@ -358,6 +466,41 @@ int vmio_control_listen(struct vmio_control *c, const char *path)
 	c->listen_fd = fd;
 	log_info("control: counters on %s", path);
 	return 0;
+}
+
+int vmio_control_listen(struct vmio_control *c, const char *path)
+{
+	int fd = vmio_unix_listen(path, 16, "control", &c->st);
+
+	if (fd < 0)
+		return fd;
+	return serve_on(c, path, fd, true);
+}
+
+int vmio_control_listen_fd(struct vmio_control *c, const char *path, int fd)
+{
+	int on = 0;
+	socklen_t len = sizeof(on);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) < 0 || !on ||
+	    stat(path, &c->st) < 0 || vmio_fd_set_nonblock(fd)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return serve_on(c, path, fd, false);
+}
+
+int vmio_control_listener(const struct vmio_control *c)
+{
+	return c ? c->listen_fd : -1;
+}
+
+void vmio_control_give_up_listener(struct vmio_control *c)
+{
+	if (!c || c->listen_fd < 0)
+		return;
+	vmio_loop_remove(c->loop, c->listen_fd);
+	vmio_close_fd(&c->listen_fd);
 }
 
 void vmio_control_free(struct vmio_control *c)
@@ -404,6 +547,14 @@ int vmio_control_open(struct vmio_loop *loop, const char *device,
 		      int (*add)(void *opaque, struct vmio_control *c),
 		      void *opaque, struct vmio_control **out)
 {
+	return vmio_control_open_fd(loop, device, path, -1, add, opaque, out);
+}
+
+int vmio_control_open_fd(struct vmio_loop *loop, const char *device,
+			 const char *path, int fd,
+			 int (*add)(void *opaque, struct vmio_control *c),
+			 void *opaque, struct vmio_control **out)
+{
 	struct vmio_control *c;
 	int rc;
 
@@ -411,13 +562,14 @@ int vmio_control_open(struct vmio_loop *loop, const char *device,
 	if (!path)
 		return 0;
 	c = vmio_control_new(loop, device);
-	if (!c)
-		return -1;
-	if (add(opaque, c)) {
+	if (!c || add(opaque, c)) {
+		if (fd >= 0)
+			close(fd);
 		vmio_control_free(c);
 		return -1;
 	}
-	rc = vmio_control_listen(c, path);
+	rc = fd >= 0 ? vmio_control_listen_fd(c, path, fd)
+		     : vmio_control_listen(c, path);
 	if (rc) {
 		log_err("control: cannot listen on %s: %s", path,
 			vmio_unix_strerror(rc));

@@ -6,9 +6,11 @@
 #include "cli/cmd_loopback.h"
 #include "cli/cmd_net.h"
 #include "cli/cmd_redirect.h"
+#include "cli/cmd_reload.h"
 #include "cli/cmd_stats.h"
 #include "cli/cmd_vsock.h"
 #include "cli/serve.h"
+#include "handover/start_path.h"
 
 /* A subcommand's entry point: argv[0] is the subcommand's name. Returns
  * the process exit status. */
@@ -32,6 +34,9 @@ static const struct subcommand subcommands[] = {
 	  "socat-style relay between two sockets" },
 	{ "stats", vmio_cmd_stats,
 	  "print a running device's live counters (its --control socket)" },
+	{ "reload", vmio_cmd_reload,
+	  "hand a running vmio over to the binary installed now (its\n"
+	  "             --control socket; SIGHUP does the same)" },
 };
 
 static void print_usage(FILE *f)
@@ -64,6 +69,8 @@ static void raise_nofile(void)
 int main(int argc, char **argv)
 {
 	raise_nofile();
+	/* Now, before an upgrade can rename another file over it. */
+	vmio_start_path_init(argc, argv);
 	if (argc < 2) {
 		print_usage(stderr);
 		return VMIO_EXIT_USAGE;

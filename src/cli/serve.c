@@ -48,6 +48,9 @@ static struct {
 	struct vmio_loop *loop;
 	void (*on_stop)(void *opaque);
 	void *opaque;
+	void (*on_reload)(void *opaque);
+	void *reload_opaque;
+	sigset_t mask;
 	int fd;
 } sigwatch = { .fd = -1 };
 
@@ -55,8 +58,14 @@ static void on_signal(void *opaque, int fd, uint32_t events)
 {
 	struct signalfd_siginfo si;
 
-	if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-		log_info("%s received, exiting", strsignal((int)si.ssi_signo));
+	if (read(fd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+		return;
+	if (si.ssi_signo == SIGHUP && sigwatch.on_reload) {
+		log_info("SIGHUP received: handing over to a new vmio");
+		sigwatch.on_reload(sigwatch.reload_opaque);
+		return;
+	}
+	log_info("%s received, exiting", strsignal((int)si.ssi_signo));
 	if (sigwatch.on_stop)
 		sigwatch.on_stop(sigwatch.opaque);
 	vmio_loop_stop(sigwatch.loop);
@@ -65,19 +74,19 @@ static void on_signal(void *opaque, int fd, uint32_t events)
 int vmio_cli_watch_signals(struct vmio_loop *loop, void (*on_stop)(void *),
 			   void *opaque)
 {
-	sigset_t mask;
+	sigset_t *mask = &sigwatch.mask;
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
+	sigemptyset(mask);
+	sigaddset(mask, SIGTERM);
+	sigaddset(mask, SIGINT);
 	/* A peer that dies mid-write must cost one connection, not the
 	 * process. */
 	signal(SIGPIPE, SIG_IGN);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sigprocmask(SIG_BLOCK, mask, NULL);
 	sigwatch.loop = loop;
 	sigwatch.on_stop = on_stop;
 	sigwatch.opaque = opaque;
-	sigwatch.fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	sigwatch.fd = signalfd(-1, mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sigwatch.fd < 0 ||
 	    vmio_loop_add(loop, sigwatch.fd, EPOLLIN, on_signal, NULL)) {
 		log_err("cannot watch signals: %s", strerror(errno));
@@ -87,8 +96,23 @@ int vmio_cli_watch_signals(struct vmio_loop *loop, void (*on_stop)(void *),
 	return 0;
 }
 
+int vmio_cli_watch_reload(void (*on_reload)(void *), void *opaque)
+{
+	sigaddset(&sigwatch.mask, SIGHUP);
+	if (sigwatch.fd < 0 ||
+	    signalfd(sigwatch.fd, &sigwatch.mask, SFD_CLOEXEC | SFD_NONBLOCK) < 0) {
+		log_err("cannot watch SIGHUP: %s", strerror(errno));
+		return -1;
+	}
+	sigprocmask(SIG_BLOCK, &sigwatch.mask, NULL);
+	sigwatch.on_reload = on_reload;
+	sigwatch.reload_opaque = opaque;
+	return 0;
+}
+
 void vmio_cli_unwatch_signals(void)
 {
+	sigwatch.on_reload = NULL;
 	if (sigwatch.fd < 0)
 		return;
 	vmio_loop_remove(sigwatch.loop, sigwatch.fd);

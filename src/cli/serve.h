@@ -18,6 +18,12 @@ int vmio_cli_watch_signals(struct vmio_loop *loop, void (*on_stop)(void *),
 			   void *opaque);
 void vmio_cli_unwatch_signals(void);
 
+/* SIGHUP calls on_reload (a hand-over) instead of ending the process,
+ * for a command that can hand over. After vmio_cli_watch_signals and
+ * before any worker thread starts (they inherit the blocked signals).
+ * Returns 0, or -1 (logged). */
+int vmio_cli_watch_reload(void (*on_reload)(void *), void *opaque);
+
 /* What serves: one loop, or a pool of workers whose loop 0 is the
  * backend's (pool NULL: the loop alone). */
 struct vmio_cli_run {

@@ -439,3 +439,15 @@ void redir_worker_write_stats(struct redir_worker *w, struct vmio_json *j)
 	vmio_json_array_end(j);
 	vmio_json_object_end(j);
 }
+
+unsigned redir_worker_count(struct redir_worker *w)
+{
+	struct redir_conn *c;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&w->lock);
+	LIST_FOREACH(c, &w->conns, link)
+		n++;
+	pthread_mutex_unlock(&w->lock);
+	return n;
+}

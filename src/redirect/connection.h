@@ -95,6 +95,11 @@ struct redir_conn *redir_conn_start_sockmap(struct redir_worker *w,
 /* Ends c on its worker's thread: a failure of the caller's (status 1). */
 void redir_conn_end(struct redir_conn *c, int status);
 
+/* From any thread: how many connections w has (relayed, or handed to it
+ * and not started yet): how a process that handed its listener over
+ * knows when its last relay has ended. */
+unsigned redir_worker_count(struct redir_worker *w);
+
 struct vmio_json;
 /* On w's thread: {"worker", the totals of what ended there, and
  * "connections": [{id, engine, peers, bytes each way, ...}]}. */

@@ -2,9 +2,14 @@
 #include "redirect/listener.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "util/fd.h"
 
 #define ACCEPT_BACKOFF_MS 100
 
@@ -70,27 +75,85 @@ static void on_accept(void *opaque, int fd, uint32_t events)
 	l->take(l->opaque, a);
 }
 
-int redir_listener_open(struct redir_listener *l, struct vmio_loop *loop,
-			struct redir_endpoint *ep,
-			void (*take)(void *opaque, int fd), void *opaque)
+static int watch(struct redir_listener *l)
 {
 	char where[160];
 
+	/* Made with the listener: it costs no descriptor, so it is there
+	 * when they run out. */
+	if (l->fd < 0 ||
+	    vmio_timer_init(&l->backoff, l->loop, on_backoff_done, l) ||
+	    vmio_loop_add(l->loop, l->fd, EPOLLIN, on_accept, l))
+		return -1;
+	log_debug("listening on %s",
+		  redir_endpoint_describe(l->ep, where, sizeof(where)));
+	return 0;
+}
+
+static void start(struct redir_listener *l, struct vmio_loop *loop,
+		  struct redir_endpoint *ep,
+		  void (*take)(void *opaque, int fd), void *opaque)
+{
 	*l = (struct redir_listener){
 		.loop = loop,
 		.ep = ep,
+		.fd = -1,
 		.rl = VMIO_RATELIMIT_INIT(5),
 		.take = take,
 		.opaque = opaque,
 	};
-	l->fd = redir_endpoint_listen(ep);
-	/* Made with the listener: it costs no descriptor, so it is there
-	 * when they run out. */
-	if (l->fd < 0 ||
-	    vmio_timer_init(&l->backoff, loop, on_backoff_done, l) ||
-	    vmio_loop_add(loop, l->fd, EPOLLIN, on_accept, l))
+}
+
+int redir_listener_adopt(struct redir_listener *l, struct vmio_loop *loop,
+			 struct redir_endpoint *ep, int fd,
+			 void (*take)(void *opaque, int fd), void *opaque,
+			 char *why, size_t why_size)
+{
+	bool is_unix = ep->sa.ss_family == AF_UNIX;
+	int on = 0, domain = 0;
+	socklen_t len = sizeof(on);
+
+	start(l, loop, ep, take, opaque);
+	l->fd = fd;
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) < 0 || !on ||
+	    (len = sizeof(domain),
+	     getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0) ||
+	    (domain == AF_UNIX) != is_unix) {
+		snprintf(why, why_size,
+			 "the listener handed over is not a listening %s socket",
+			 is_unix ? "unix" : "inet");
 		return -1;
-	log_debug("listening on %s",
-		  redir_endpoint_describe(ep, where, sizeof(where)));
+	}
+	if (vmio_fd_set_nonblock(fd) ||
+	    fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+		snprintf(why, why_size, "the listener handed over: %s",
+			 strerror(errno));
+		return -1;
+	}
+	if (watch(l)) {
+		snprintf(why, why_size, "cannot watch the listener handed over");
+		return -1;
+	}
+	/* Only now: a refused hand-over must leave the predecessor's file
+	 * alone. */
+	if (is_unix && !stat(ep->addr.path, &ep->st))
+		ep->made_file = true;
 	return 0;
+}
+
+void redir_listener_give_up(struct redir_listener *l)
+{
+	if (l->fd < 0)
+		return;
+	l->ep->made_file = false;
+	redir_listener_close(l);
+}
+
+int redir_listener_open(struct redir_listener *l, struct vmio_loop *loop,
+			struct redir_endpoint *ep,
+			void (*take)(void *opaque, int fd), void *opaque)
+{
+	start(l, loop, ep, take, opaque);
+	l->fd = redir_endpoint_listen(ep);
+	return watch(l);
 }

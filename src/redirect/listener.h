@@ -6,6 +6,7 @@
 #ifndef VMIO_REDIRECT_LISTENER_H
 #define VMIO_REDIRECT_LISTENER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "event/loop.h"
@@ -30,6 +31,20 @@ struct redir_listener {
 int redir_listener_open(struct redir_listener *l, struct vmio_loop *loop,
 			struct redir_endpoint *ep,
 			void (*take)(void *opaque, int fd), void *opaque);
+
+/* The same on fd, a socket listening on ep already (a predecessor's,
+ * handed over): refused (-1, with the reason in why) unless it listens
+ * and is of ep's family. Its file, for a unix ep, is this process's to
+ * remove from now on. fd is l's even on failure (closed by
+ * redir_listener_close). */
+int redir_listener_adopt(struct redir_listener *l, struct vmio_loop *loop,
+			 struct redir_endpoint *ep, int fd,
+			 void (*take)(void *opaque, int fd), void *opaque,
+			 char *why, size_t why_size);
+
+/* Stops accepting and closes the socket, leaving its file (another
+ * process listens on the same socket now). */
+void redir_listener_give_up(struct redir_listener *l);
 
 /* Stops listening and removes the socket's file, if still open. */
 void redir_listener_close(struct redir_listener *l);
