@@ -14,6 +14,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +25,8 @@
 #include "devices/vsock/device.h"
 #include "devices/vsock/muxer.h"
 #include "devices/vsock/muxer_handover.h"
+#include "devices/vsock/hybrid.h"
+#include "devices/vsock/hybrid_handover.h"
 #include "devices/vsock/packet.h"
 #include "devices/vsock/rst_queue.h"
 #include "frontend/frontend.h"
@@ -274,6 +277,114 @@ static void test_muxer_handover(void **state)
 	free(fresh);
 	vmio_wire_writer_fini(&w);
 	vmio_loop_free(loop);
+}
+
+/* A host program at the hybrid listener's path, connected (not yet
+ * accepted). */
+static int hybrid_client(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* Turns of the loop until the multiplexer has n connections. */
+static void run_until_conns(struct vmio_loop *loop, struct vsock_muxer *m,
+			    unsigned n)
+{
+	char want[64];
+
+	snprintf(want, sizeof(want), "\"connections_open\":%u,", n);
+	for (int i = 0; i < 1000; i++) {
+		char *doc = muxer_doc(m);
+		bool done = strstr(doc, want) != NULL;
+
+		free(doc);
+		if (done)
+			return;
+		vmio_loop_run_once(loop, 10);
+	}
+	fail_msg("no %u connections after 10 s", n);
+}
+
+/* The hybrid listener handed over with one host program half way
+ * through its CONNECT line: the successor finishes that line (the
+ * connection is made), accepts new programs at the same path, and the
+ * old one, freed, leaves the socket file. Records cut anywhere are
+ * refused, the file left too, and the sockets the caller's. */
+static void test_hybrid_handover(void **state)
+{
+	struct vmio_loop *loop = vmio_loop_new();
+	struct vsock_muxer *m = handover_muxer(loop);
+	char dir[] = "/tmp/vmio-hybrid-XXXXXX", path[128];
+	struct vsock_hybrid_config cfg = {
+		.uds_path = path,
+		.max_pending = 4,
+		.line_timeout_ms = 5000,
+		.line_max = 32,
+	};
+	struct vsock_hybrid *h, *next;
+	struct vmio_wire_writer w;
+	struct vmio_wire_reader r;
+	int fds[8], copies[8], half, late, err = 0;
+	unsigned nfds = 0;
+	const char *why;
+	struct stat st;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/v.sock", dir);
+	vsock_muxer_set_attached(m, true);
+	h = vsock_hybrid_new(loop, m, &cfg, &err);
+	assert_non_null(h);
+	half = hybrid_client(path);
+	assert_int_equal(send(half, "CONN", 4, 0), 4);
+	/* Accepted, and its four bytes read into the line. */
+	for (int i = 0; i < 20; i++)
+		vmio_loop_run_once(loop, 10);
+	vmio_wire_writer_init(&w, 0);
+	assert_int_equal(vsock_hybrid_save(h, &w, fds, 8, &nfds, &why), 0);
+	assert_int_equal(nfds, 3);
+	for (size_t cut = 0; cut < w.len; cut++) {
+		for (unsigned i = 0; i < nfds; i++)
+			copies[i] = dup(fds[i]);
+		vmio_wire_reader_init(&r, w.buf, cut);
+		assert_null(vsock_hybrid_restore(loop, m, &cfg, &r, copies,
+						 nfds));
+		assert_non_null(r.why);
+		for (unsigned i = 0; i < nfds; i++)
+			if (copies[i] >= 0)
+				assert_int_equal(close(copies[i]), 0);
+		assert_int_equal(stat(path, &st), 0);
+	}
+	for (unsigned i = 0; i < nfds; i++)
+		copies[i] = dup(fds[i]);
+	vmio_wire_reader_init(&r, w.buf, w.len);
+	next = vsock_hybrid_restore(loop, m, &cfg, &r, copies, nfds);
+	assert_non_null(next);
+	for (unsigned i = 0; i < nfds; i++)
+		assert_int_equal(copies[i], -1);
+	vsock_hybrid_handed_over(h);
+	vsock_hybrid_free(h);
+	assert_int_equal(stat(path, &st), 0);
+
+	assert_int_equal(send(half, "ECT 80\n", 7, 0), 7);
+	run_until_conns(loop, m, 1);
+	late = hybrid_client(path);
+	assert_int_equal(send(late, "CONNECT 81\n", 11, 0), 11);
+	run_until_conns(loop, m, 2);
+
+	vsock_hybrid_free(next);
+	assert_int_not_equal(stat(path, &st), 0);
+	close(half);
+	close(late);
+	vsock_muxer_free(m);
+	vmio_wire_writer_fini(&w);
+	vmio_loop_free(loop);
+	rmdir(dir);
 }
 
 /* ---- The device in-process -------------------------------------------- */
@@ -982,6 +1093,7 @@ int main(void)
 		cmocka_unit_test(test_table_bound_and_duplicates),
 		cmocka_unit_test(test_port_alloc_round_robin),
 		cmocka_unit_test(test_muxer_handover),
+		cmocka_unit_test(test_hybrid_handover),
 		cmocka_unit_test_setup_teardown(test_request_without_listener_is_rst,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guest_to_host_stream,

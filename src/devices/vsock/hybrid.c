@@ -1,5 +1,6 @@
 /* The hybrid vsock listener; see hybrid.h. */
 #include "devices/vsock/hybrid.h"
+#include "devices/vsock/hybrid_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,45 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "devices/vsock/connect_line.h"
-#include "devices/vsock/expiry.h"
 #include "devices/vsock/packet.h"
-#include "devices/vsock/peer_log.h"
 #include "util/unix_socket.h"
-
-#define HYBRID_BACKLOG 128
-
-struct hy_pending {
-	struct hy_pending *prev, *next;
-	struct vsock_hybrid *h;
-	int fd;
-	uint16_t type; /* VSOCK_TYPE_STREAM or VSOCK_TYPE_SEQPACKET */
-	uint64_t deadline_ns;
-	struct vsock_connect_line line;
-};
-
-/* One listening socket: uds-path (stream) or its seqpacket twin. */
-struct hy_listener {
-	struct vsock_hybrid *h;
-	uint16_t type;
-	int fd;
-	char *path;
-	struct stat st; /* the socket file we made */
-};
-
-struct vsock_hybrid {
-	struct vmio_loop *loop;
-	struct vsock_muxer *mux;
-	struct vsock_hybrid_config cfg;
-	char *path;
-	struct hy_listener lis[2]; /* stream, seqpacket */
-	/* The tick, while a socket awaits its line (the line timeout is
-	 * its "connect" deadline, expiry.h). */
-	struct vsock_expiry expiry;
-	struct hy_pending *pending;
-	unsigned npending;
-	struct vmio_ratelimit rl;
-};
 
 /* Takes p off the list; its fd is the caller's (closed or handed on). */
 static void pending_unlink(struct vsock_hybrid *h, struct hy_pending *p)
@@ -170,11 +134,37 @@ verdict:
 	}
 }
 
+int vsock_hybrid_pending_add(struct vsock_hybrid *h, int fd, uint16_t type,
+			     uint64_t deadline_ns,
+			     const struct vsock_connect_line *line)
+{
+	struct hy_pending *p = calloc(1, sizeof(*p));
+
+	if (!p || vmio_loop_add(h->loop, fd, EPOLLIN, pending_cb, p)) {
+		free(p);
+		close(fd);
+		return -ENOMEM;
+	}
+	p->h = h;
+	p->fd = fd;
+	p->type = type;
+	p->deadline_ns = deadline_ns;
+	p->line = *line;
+	p->next = h->pending;
+	if (h->pending)
+		h->pending->prev = p;
+	h->pending = p;
+	h->npending++;
+	vsock_expiry_run(&h->expiry, true);
+	return 0;
+}
+
 static void accept_cb(void *opaque, int lfd, uint32_t events)
 {
 	struct hy_listener *l = opaque;
 	struct vsock_hybrid *h = l->h;
-	struct hy_pending *p;
+	struct vsock_connect_line line;
+	uint64_t deadline = 0;
 	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 	if (fd < 0) {
@@ -192,25 +182,12 @@ static void accept_cb(void *opaque, int lfd, uint32_t events)
 		close(fd);
 		return;
 	}
-	p = calloc(1, sizeof(*p));
-	if (!p || vmio_loop_add(h->loop, fd, EPOLLIN, pending_cb, p)) {
+	vsock_expiry_connect(&h->expiry, &deadline);
+	vsock_connect_line_init(&line, h->cfg.line_max);
+	if (vsock_hybrid_pending_add(h, fd, l->type, deadline, &line))
 		vsock_peer_log(&h->rl, VMIO_LOG_WARN,
 			       "vsock: %s: cannot take a host connection",
 			       h->path);
-		free(p);
-		close(fd);
-		return;
-	}
-	p->h = h;
-	p->fd = fd;
-	p->type = l->type;
-	vsock_expiry_connect(&h->expiry, &p->deadline_ns);
-	vsock_connect_line_init(&p->line, h->cfg.line_max);
-	p->next = h->pending;
-	if (h->pending)
-		h->pending->prev = p;
-	h->pending = p;
-	h->npending++;
 }
 
 static void timer_cb(void *opaque)
@@ -233,21 +210,46 @@ static void timer_cb(void *opaque)
 		vsock_expiry_run(&h->expiry, false);
 }
 
-/* Listens at path (stream) or path + VSOCK_HYBRID_SEQPACKET_SUFFIX. */
-static int listener_open(struct vsock_hybrid *h, struct hy_listener *l,
-			 uint16_t type, const char *path)
+/* The listener's path: uds-path, or its seqpacket twin. */
+static int listener_path(struct hy_listener *l, uint16_t type,
+			 const char *path)
 {
 	bool seq = type == VSOCK_TYPE_SEQPACKET;
 	size_t n = strlen(path) + sizeof(VSOCK_HYBRID_SEQPACKET_SUFFIX);
-	int fd, rc;
 
-	l->h = h;
 	l->type = type;
 	l->path = malloc(n);
 	if (!l->path)
 		return -ENOMEM;
 	snprintf(l->path, n, "%s%s", path,
 		 seq ? VSOCK_HYBRID_SEQPACKET_SUFFIX : "");
+	return 0;
+}
+
+int vsock_hybrid_listen_fd(struct vsock_hybrid *h, uint16_t type, int fd,
+			   const struct stat *st)
+{
+	struct hy_listener *l = &h->lis[type == VSOCK_TYPE_SEQPACKET];
+	int rc = l->path ? 0 : listener_path(l, type, h->path);
+
+	if (rc)
+		return rc;
+	l->h = h;
+	l->fd = fd;
+	l->st = *st;
+	return vmio_loop_add(h->loop, fd, EPOLLIN, accept_cb, l);
+}
+
+/* Listens at path (stream) or path + VSOCK_HYBRID_SEQPACKET_SUFFIX. */
+static int listener_open(struct vsock_hybrid *h, uint16_t type)
+{
+	struct hy_listener *l = &h->lis[type == VSOCK_TYPE_SEQPACKET];
+	bool seq = type == VSOCK_TYPE_SEQPACKET;
+	struct stat st;
+	int fd, rc = listener_path(l, type, h->path);
+
+	if (rc)
+		return rc;
 	fd = socket(AF_UNIX,
 		    (seq ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_NONBLOCK |
 			    SOCK_CLOEXEC,
@@ -256,13 +258,13 @@ static int listener_open(struct vsock_hybrid *h, struct hy_listener *l,
 		return -errno;
 	rc = vmio_unix_bind_socket(fd, l->path, seq ? SOCK_SEQPACKET
 						    : SOCK_STREAM,
-				   HYBRID_BACKLOG, "vsock", &l->st);
+				   HYBRID_BACKLOG, "vsock", &st);
 	if (rc) {
 		close(fd);
 		return rc;
 	}
-	l->fd = fd;
-	return vmio_loop_add(h->loop, fd, EPOLLIN, accept_cb, l);
+	/* On failure the free closes fd and removes its file. */
+	return vsock_hybrid_listen_fd(h, type, fd, &st);
 }
 
 static void listener_close(struct vsock_hybrid *h, struct hy_listener *l)
@@ -275,37 +277,45 @@ static void listener_close(struct vsock_hybrid *h, struct hy_listener *l)
 	free(l->path);
 }
 
-struct vsock_hybrid *vsock_hybrid_new(struct vmio_loop *loop,
-				      struct vsock_muxer *mux,
-				      const struct vsock_hybrid_config *cfg,
-				      int *err)
+struct vsock_hybrid *vsock_hybrid_alloc(struct vmio_loop *loop,
+					struct vsock_muxer *mux,
+					const struct vsock_hybrid_config *cfg)
 {
 	struct vsock_hybrid *h = calloc(1, sizeof(*h));
-	int rc = -ENOMEM;
 
 	if (!h)
-		goto fail;
+		return NULL;
 	h->loop = loop;
 	h->mux = mux;
 	h->cfg = *cfg;
 	h->lis[0].fd = h->lis[1].fd = -1;
 	h->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
 	h->path = strdup(cfg->uds_path);
-	if (!h->path)
-		goto fail;
 	h->cfg.uds_path = h->path;
-	rc = vsock_expiry_init(&h->expiry, loop, h->cfg.line_timeout_ms,
-			       timer_cb, h);
-	if (rc)
-		goto fail;
-	rc = listener_open(h, &h->lis[0], VSOCK_TYPE_STREAM, h->path);
-	if (!rc)
-		rc = listener_open(h, &h->lis[1], VSOCK_TYPE_SEQPACKET,
-				   h->path);
-	if (rc)
-		goto fail;
+	if (!h->path || vsock_expiry_init(&h->expiry, loop,
+					  h->cfg.line_timeout_ms, timer_cb, h)) {
+		free(h->path);
+		free(h);
+		return NULL;
+	}
 	return h;
-fail:
+}
+
+struct vsock_hybrid *vsock_hybrid_new(struct vmio_loop *loop,
+				      struct vsock_muxer *mux,
+				      const struct vsock_hybrid_config *cfg,
+				      int *err)
+{
+	struct vsock_hybrid *h = vsock_hybrid_alloc(loop, mux, cfg);
+	int rc = -ENOMEM;
+
+	if (h) {
+		rc = listener_open(h, VSOCK_TYPE_STREAM);
+		if (!rc)
+			rc = listener_open(h, VSOCK_TYPE_SEQPACKET);
+		if (!rc)
+			return h;
+	}
 	if (err)
 		*err = rc;
 	vsock_hybrid_free(h);
