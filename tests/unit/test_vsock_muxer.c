@@ -221,6 +221,9 @@ static void test_muxer_handover(void **state)
 				 0);
 	}
 	vmio_wire_writer_init(&w, 0);
+	assert_int_equal(vsock_muxer_save(m, &w, fds, 8, &nfds, &why), -1);
+	assert_string_equal(why, "its host sockets are still watched");
+	vsock_muxer_pause_host(m, true);
 	assert_int_equal(vsock_muxer_save(m, &w, fds, 8, &nfds, &why), 0);
 	assert_null(why);
 	assert_false(w.failed);
@@ -254,6 +257,7 @@ static void test_muxer_handover(void **state)
 		assert_int_equal(copies[i], -1);
 	after = muxer_doc(next);
 	assert_string_equal(after, before);
+	vsock_muxer_pause_host(next, false);
 	/* The old one goes (its sockets are copies): the peers still see
 	 * the successor's end open. */
 	vsock_muxer_free(m);
@@ -339,6 +343,7 @@ static void test_hybrid_handover(void **state)
 	snprintf(path, sizeof(path), "%s/v.sock", dir);
 	vsock_muxer_set_attached(m, true);
 	h = vsock_hybrid_new(loop, m, &cfg, &err);
+	assert_int_equal(err, 0);
 	assert_non_null(h);
 	half = hybrid_client(path);
 	assert_int_equal(send(half, "CONN", 4, 0), 4);
@@ -346,6 +351,7 @@ static void test_hybrid_handover(void **state)
 	for (int i = 0; i < 20; i++)
 		vmio_loop_run_once(loop, 10);
 	vmio_wire_writer_init(&w, 0);
+	vsock_hybrid_pause(h, true);
 	assert_int_equal(vsock_hybrid_save(h, &w, fds, 8, &nfds, &why), 0);
 	assert_int_equal(nfds, 3);
 	for (size_t cut = 0; cut < w.len; cut++) {
@@ -370,6 +376,7 @@ static void test_hybrid_handover(void **state)
 	vsock_hybrid_handed_over(h);
 	vsock_hybrid_free(h);
 	assert_int_equal(stat(path, &st), 0);
+	vsock_hybrid_pause(next, false);
 
 	assert_int_equal(send(half, "ECT 80\n", 7, 0), 7);
 	run_until_conns(loop, m, 1);

@@ -140,7 +140,8 @@ int vsock_hybrid_pending_add(struct vsock_hybrid *h, int fd, uint16_t type,
 {
 	struct hy_pending *p = calloc(1, sizeof(*p));
 
-	if (!p || vmio_loop_add(h->loop, fd, EPOLLIN, pending_cb, p)) {
+	if (!p ||
+	    (!h->paused && vmio_loop_add(h->loop, fd, EPOLLIN, pending_cb, p))) {
 		free(p);
 		close(fd);
 		return -ENOMEM;
@@ -196,6 +197,8 @@ static void timer_cb(void *opaque)
 	struct hy_pending *p, *next;
 	uint64_t now = vsock_expiry_now(&h->expiry);
 
+	if (h->paused)
+		return;
 	for (p = h->pending; p; p = next) {
 		next = p->next;
 		if (!vsock_expiry_due(p->deadline_ns, now))
@@ -237,7 +240,7 @@ int vsock_hybrid_listen_fd(struct vsock_hybrid *h, uint16_t type, int fd,
 	l->h = h;
 	l->fd = fd;
 	l->st = *st;
-	return vmio_loop_add(h->loop, fd, EPOLLIN, accept_cb, l);
+	return h->paused ? 0 : vmio_loop_add(h->loop, fd, EPOLLIN, accept_cb, l);
 }
 
 /* Listens at path (stream) or path + VSOCK_HYBRID_SEQPACKET_SUFFIX. */
@@ -275,6 +278,32 @@ static void listener_close(struct vsock_hybrid *h, struct hy_listener *l)
 		vmio_unix_unlink_if_same(l->path, &l->st);
 	}
 	free(l->path);
+}
+
+void vsock_hybrid_pause(struct vsock_hybrid *h, bool paused)
+{
+	if (h->paused == paused)
+		return;
+	h->paused = paused;
+	for (int i = 0; i < 2; i++) {
+		struct hy_listener *l = &h->lis[i];
+
+		if (l->fd < 0)
+			continue;
+		if (paused)
+			vmio_loop_remove(h->loop, l->fd);
+		else if (vmio_loop_add(h->loop, l->fd, EPOLLIN, accept_cb, l))
+			vsock_peer_log(&h->rl, VMIO_LOG_ERR,
+				       "vsock: %s: cannot watch the listener "
+				       "again", l->path);
+	}
+	for (struct hy_pending *p = h->pending, *next; p; p = next) {
+		next = p->next;
+		if (paused)
+			vmio_loop_remove(h->loop, p->fd);
+		else if (vmio_loop_add(h->loop, p->fd, EPOLLIN, pending_cb, p))
+			pending_close(h, p);
+	}
 }
 
 struct vsock_hybrid *vsock_hybrid_alloc(struct vmio_loop *loop,

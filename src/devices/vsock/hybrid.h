@@ -21,6 +21,7 @@
 #ifndef VMIO_DEVICES_VSOCK_HYBRID_H
 #define VMIO_DEVICES_VSOCK_HYBRID_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "devices/vsock/muxer.h"
@@ -45,6 +46,10 @@ struct vsock_hybrid *vsock_hybrid_new(struct vmio_loop *loop,
 				      struct vsock_muxer *mux,
 				      const struct vsock_hybrid_config *cfg,
 				      int *err);
+/* While a hand-over is under way (hybrid_handover.h): nothing accepted or
+ * read, no line timed out, so nothing the record holds changes. */
+void vsock_hybrid_pause(struct vsock_hybrid *h, bool paused);
+
 /* Closes the listeners (removing the socket files they made) and every
  * socket still awaiting its line. */
 void vsock_hybrid_free(struct vsock_hybrid *h);

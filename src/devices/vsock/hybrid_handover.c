@@ -34,6 +34,10 @@ int vsock_hybrid_save(const struct vsock_hybrid *h, struct vmio_wire_writer *w,
 {
 	uint64_t now = vsock_expiry_now(&h->expiry);
 
+	if (!h->paused) {
+		*why = "its sockets are still watched";
+		return -1;
+	}
 	*why = "more sockets than the hand-over carries";
 	vmio_wire_put_u32(w, 2);
 	for (int i = 0; i < 2; i++) {
@@ -184,6 +188,8 @@ struct vsock_hybrid *vsock_hybrid_restore(struct vmio_loop *loop,
 		vmio_wire_fail(r, "out of memory");
 		return NULL;
 	}
+	/* Nothing taken or read until this process has taken over. */
+	h->paused = true;
 	if (vmio_wire_get_u32(r) != 2 && vmio_wire_ok(r))
 		vmio_wire_fail(r, "not the two listeners of a hybrid");
 	restore_listener(h, VSOCK_TYPE_STREAM, r, fds, nfds);

@@ -14,7 +14,7 @@
 #include "devices/vsock/hybrid.h"
 #include "util/wire.h"
 
-/* Appends h's record to w and its sockets to fds (at most max_fds in
+/* Appends h's record to w (h paused: vsock_hybrid_pause) and its sockets to fds (at most max_fds in
  * all; *nfds in: those there, out: after). Returns 0, or -1 with *why.
  * The fds stay h's: the caller passes copies. */
 int vsock_hybrid_save(const struct vsock_hybrid *h, struct vmio_wire_writer *w,
@@ -22,7 +22,8 @@ int vsock_hybrid_save(const struct vsock_hybrid *h, struct vmio_wire_writer *w,
 		      const char **why);
 
 /* A hybrid listener taken back from one record, for mux, whose sockets
- * are fds[0..nfds): each taken (fds[i] becomes -1) at most once. NULL
+ * are fds[0..nfds): each taken (fds[i] becomes -1) at most once. It
+ * comes back paused: unpause it once this process has taken over. NULL
  * with r failed (r->why) when the record does not fit, nothing taken;
  * either way the caller closes the fds left >= 0. */
 struct vsock_hybrid *vsock_hybrid_restore(struct vmio_loop *loop,

@@ -42,6 +42,7 @@ struct vsock_hybrid {
 	struct vsock_expiry expiry;
 	struct hy_pending *pending;
 	unsigned npending;
+	bool paused; /* a hand-over is under way: nothing watched */
 	struct vmio_ratelimit rl;
 };
 

@@ -93,6 +93,8 @@ static void timer_cb(void *opaque)
 	uint64_t now = vsock_expiry_now(&m->expiry);
 	bool waiting = false;
 
+	if (m->host_paused)
+		return;
 	for (mc = m->all; mc; mc = next) {
 		next = mc->all_next;
 		if (vsock_conn_wants_tick(&mc->c)) {

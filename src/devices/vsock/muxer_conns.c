@@ -59,6 +59,10 @@ void mux_conn_update(struct mux_conn *mc)
 		mux_conn_free(mc);
 		return;
 	}
+	if (m->host_paused) {
+		unwatch(m, mc);
+		return;
+	}
 	/* A watch with no events still reports HUP and ERR, level
 	 * triggered: a closed peer would spin the loop. So 0 means no
 	 * watch at all. */

@@ -22,10 +22,21 @@
 #define VM_STATS_MAX 256u
 #define NS_PER_MS 1000000ull
 
+void vsock_muxer_pause_host(struct vsock_muxer *m, bool paused)
+{
+	m->host_paused = paused;
+	for (struct mux_conn *mc = m->all, *next; mc; mc = next) {
+		next = mc->all_next;
+		mux_conn_update(mc);
+	}
+}
+
 const char *vsock_muxer_handover_refusal(const struct vsock_muxer *m)
 {
 	if (m->rx || m->tx)
 		return "its queues still run";
+	if (!m->host_paused)
+		return "its host sockets are still watched";
 	if (m->cfg.router &&
 	    vsock_router_rx_pending(m->cfg.router, m->cfg.vm_index))
 		return "sibling packets wait for it in the router";
@@ -222,10 +233,8 @@ int vsock_muxer_restore(struct vsock_muxer *m, struct vmio_wire_reader *r,
 		m->table.next_port = next_port;
 	vsock_muxer_set_types(m, types);
 	vsock_muxer_set_attached(m, attached != 0);
-	/* Watches, deadlines and rx turns as each connection asks. */
-	for (struct mux_conn *mc = m->all, *next; mc; mc = next) {
-		next = mc->all_next;
-		mux_conn_update(mc);
-	}
+	/* Paused until this process has taken over: were it refused, what
+	 * it wrote to a host socket meanwhile would go out twice. */
+	vsock_muxer_pause_host(m, true);
 	return 0;
 }

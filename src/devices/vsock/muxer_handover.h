@@ -19,7 +19,15 @@
 #include "devices/vsock/muxer.h"
 #include "util/wire.h"
 
-/* NULL if m can be handed over now, else why not. */
+/* While a hand-over is under way, from before the record is written
+ * until the successor answers: no host socket is watched and no deadline
+ * passes, so that nothing the record holds changes (a flush of buffered
+ * guest bytes to the host would send them twice). Unpaused, every
+ * connection is watched again as it asks. */
+void vsock_muxer_pause_host(struct vsock_muxer *m, bool paused);
+
+/* NULL if m can be handed over now (its queues stopped, its host sockets
+ * paused), else why not. */
 const char *vsock_muxer_handover_refusal(const struct vsock_muxer *m);
 
 /* Appends m's record to w and the host sockets it names to fds (at most
@@ -31,6 +39,8 @@ int vsock_muxer_save(const struct vsock_muxer *m, struct vmio_wire_writer *w,
 		     const char **why);
 
 /* Reads one record into m, fresh, whose host sockets are fds[0..nfds).
+ * m comes back paused (vsock_muxer_pause_host): unpause it once this
+ * process has taken over.
  * Each connection takes its descriptor (fds[i] becomes -1), each index
  * at most once. Returns 0; or -1 with r failed (r->why) and m as fresh
  * as before, the connections it made gone with the descriptors they took.

@@ -59,6 +59,10 @@ struct vsock_muxer {
 	bool tx_stalled; /* tx stopped because rstq was full */
 	bool attached;   /* a VMM is there (vsock_muxer_set_attached) */
 	bool mrg;        /* mergeable rx buffers negotiated (mrg_rx.h) */
+	/* A hand-over is under way (muxer_handover.h): no host socket is
+	 * watched and the tick does nothing, so nothing changes after the
+	 * record was written. */
+	bool host_paused;
 
 	struct vmio_vq *rx, *tx;
 	struct vmio_mem *mem;
