@@ -23,6 +23,7 @@
 
 #include "devices/vsock/conn_table.h"
 #include "devices/vsock/device.h"
+#include "devices/vsock/device_handover.h"
 #include "devices/vsock/muxer.h"
 #include "devices/vsock/muxer_handover.h"
 #include "devices/vsock/hybrid.h"
@@ -33,6 +34,7 @@
 #include "util/json.h"
 #include "util/log.h"
 #include "vhost-user/backend.h"
+#include "vhost-user/session_state.h"
 #include "virtio/features.h"
 
 #define CID_HO 7
@@ -403,6 +405,7 @@ static void test_hybrid_handover(void **state)
 
 struct fx {
 	char dir[64], vhost[96], uds[96];
+	struct vsock_device_config cfg;
 	struct vmio_loop *loop;
 	struct vsock_device *dev;
 	struct vmio_backend *be;
@@ -496,6 +499,7 @@ static int setup_with(void **state, bool clocked)
 	snprintf(f->vhost, sizeof(f->vhost), "%s/vhost.sock", f->dir);
 	snprintf(f->uds, sizeof(f->uds), "%s/vm.vsock", f->dir);
 	cfg.uds_path = f->uds;
+	f->cfg = cfg;
 	f->loop = vmio_loop_new();
 	assert_non_null(f->loop);
 	f->clock_ns = 5000000000000000ull;
@@ -1093,6 +1097,128 @@ static void test_rst_queue_bound_stalls_tx(void **state)
 	assert_int_equal(n_used, 300);
 }
 
+/* ---- Hand-over of the whole device ------------------------------------ */
+
+/* The device and its session handed to a fresh device and backend on the
+ * same loop, as a successor process takes them (device_handover.h's
+ * steps), the loop paused meanwhile: the front end sends no message. */
+static void hand_device_over(struct fx *f)
+{
+	struct vmio_session_record rec;
+	struct vmio_wire_writer w;
+	struct vmio_wire_reader r;
+	struct vsock_device *next;
+	struct vmio_backend *nbe;
+	int fds[64], copies[64], rc = -EAGAIN;
+	unsigned nfds = 0;
+	const char *why = NULL;
+	char err[200];
+
+	loop_pause(f);
+	for (int i = 0; i < 1000 && rc == -EAGAIN; i++) {
+		rc = vmio_session_hold(f->be, NULL, NULL, err, sizeof(err));
+		if (rc == -EAGAIN)
+			vmio_loop_run_once(f->loop, 1);
+	}
+	if (rc)
+		fail_msg("hold: %s", err);
+	vsock_device_pause_host(f->dev, true);
+	if (vmio_session_save(f->be, &rec, err, sizeof(err)))
+		fail_msg("session save: %s", err);
+	vmio_wire_writer_init(&w, 0);
+	if (vsock_device_save(f->dev, &w, fds, 64, &nfds, &why))
+		fail_msg("device save: %s", why);
+	for (unsigned i = 0; i < nfds; i++)
+		copies[i] = dup(fds[i]);
+
+	vmio_wire_reader_init(&r, w.buf, w.len);
+	next = vsock_device_restore(f->loop, &f->cfg, &r, copies, nfds);
+	if (!next)
+		fail_msg("device restore: %s", r.why);
+	assert_int_equal(r.left, 0);
+	for (unsigned i = 0; i < nfds; i++)
+		assert_int_equal(copies[i], -1);
+	nbe = vmio_backend_new(f->loop, vsock_device_ops(next), next);
+	assert_non_null(nbe);
+	if (vmio_session_restore(nbe, rec.bytes, rec.len, rec.fds, rec.nfds,
+				 err, sizeof(err)))
+		fail_msg("session restore: %s", err);
+	vmio_session_record_free(&rec);
+	vmio_wire_writer_fini(&w);
+
+	vmio_session_handed_over(f->be);
+	vsock_device_handed_over(f->dev);
+	vmio_backend_free(f->be);
+	vsock_device_free(f->dev);
+	f->be = nbe;
+	f->dev = next;
+	vsock_device_pause_host(next, false);
+	assert_int_equal(vmio_session_resume(nbe), 0);
+	loop_resume(f);
+}
+
+/* A guest connection with bytes both ways, and a host program half way
+ * through its CONNECT line, handed over three times: the flow goes on
+ * (its bytes in order, nothing reset, credit intact), the host program
+ * finishes its line with the successor, and new connections both ways
+ * work at the same paths. */
+static void test_device_handover(void **state)
+{
+	struct fx *f = *state;
+	char path[128], buf[64], line[32];
+	struct vsock_hdr h;
+	int lfd, hfd, half;
+
+	snprintf(path, sizeof(path), "%s_5000", f->uds);
+	lfd = listen_at(path);
+	post_rx(f, 8);
+	send_pkt(f, 40001, 5000, VSOCK_OP_REQUEST, 0, NULL, 0);
+	hfd = accept_within(lfd, WAIT_MS);
+	assert_true(hfd >= 0);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_RESPONSE);
+	half = connect_to(f->uds);
+	assert_int_equal(write(half, "CONNECT 1", 9), 9);
+
+	for (int round = 0; round < 3; round++) {
+		char word[8];
+
+		snprintf(word, sizeof(word), "to%d", round);
+		send_pkt(f, 40001, 5000, VSOCK_OP_RW, 0, word, 3);
+		read_exact(hfd, buf, 3);
+		assert_memory_equal(buf, word, 3);
+		hand_device_over(f);
+		/* A byte the host wrote after the hand-over reaches the
+		 * guest, on the same flow. */
+		word[0] = 'b';
+		assert_int_equal(write(hfd, word, 3), 3);
+		assert_true(recv_pkt(f, &h, buf, sizeof(buf), WAIT_MS));
+		assert_int_equal(h.op, VSOCK_OP_RW);
+		assert_int_equal(h.src_port, 5000);
+		assert_int_equal(h.dst_port, 40001);
+		assert_memory_equal(buf, word, 3);
+	}
+	/* The line finished with the successor: its REQUEST reaches the
+	 * guest, which answers; the host program gets its OK. */
+	assert_int_equal(write(half, "234\n", 4), 4);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_REQUEST);
+	assert_int_equal(h.dst_port, 1234);
+	send_pkt(f, 1234, h.src_port, VSOCK_OP_RESPONSE, 0, NULL, 0);
+	snprintf(line, sizeof(line), "OK %u\n", h.src_port);
+	read_exact(half, buf, strlen(line));
+	assert_memory_equal(buf, line, strlen(line));
+	/* A new guest connection to the same service. */
+	send_pkt(f, 40002, 5000, VSOCK_OP_REQUEST, 0, NULL, 0);
+	close(accept_within(lfd, WAIT_MS));
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_RESPONSE);
+	assert_int_equal(h.dst_port, 40002);
+	close(half);
+	close(hfd);
+	close(lfd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1103,6 +1229,8 @@ int main(void)
 		cmocka_unit_test(test_hybrid_handover),
 		cmocka_unit_test_setup_teardown(test_request_without_listener_is_rst,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_device_handover, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_guest_to_host_stream,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_to_guest_connect,

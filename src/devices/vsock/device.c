@@ -5,6 +5,7 @@
  * back: the pointers are dropped and the queues come back through
  * queue_start. */
 #include "devices/vsock/device.h"
+#include "devices/vsock/device_internal.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -17,14 +18,6 @@
 #include "devices/vsock/packet.h"
 #include "virtio/features.h"
 
-struct vsock_device {
-	struct vmio_device_ops ops;
-	uint64_t guest_cid;
-	struct vsock_muxer *mux;
-	struct vsock_hybrid *hybrid;
-	struct vmio_vq *rx, *tx;
-	struct vmio_mem *mem;
-};
 
 static void dev_wire(struct vsock_device *d)
 {
@@ -132,12 +125,10 @@ static const struct vmio_device_ops vsock_ops_template = {
 	.reset = vs_reset,
 };
 
-struct vsock_device *vsock_device_new(struct vmio_loop *loop,
-				      const struct vsock_device_config *cfg,
-				      int *err)
+/* What the multiplexer and the hybrid listener are given of cfg. */
+static struct vsock_muxer_config muxer_config(const struct vsock_device_config *cfg)
 {
-	struct vsock_device *d = calloc(1, sizeof(*d));
-	struct vsock_muxer_config mc = {
+	return (struct vsock_muxer_config){
 		.guest_cid = cfg->guest_cid,
 		.uds_path = cfg->uds_path,
 		.buf_size = cfg->buf_size,
@@ -152,16 +143,27 @@ struct vsock_device *vsock_device_new(struct vmio_loop *loop,
 		.router = cfg->router,
 		.vm_index = cfg->vm_index,
 	};
-	struct vsock_hybrid_config hc = {
+}
+
+struct vsock_hybrid_config vsock_device_hybrid_config(
+	const struct vsock_device_config *cfg)
+{
+	return (struct vsock_hybrid_config){
 		.uds_path = cfg->uds_path,
 		.max_pending = cfg->max_conns,
 		.line_timeout_ms = cfg->connect_timeout_ms,
 		.line_max = cfg->connect_line_max,
 	};
-	int rc = -ENOMEM;
+}
+
+struct vsock_device *vsock_device_alloc(struct vmio_loop *loop,
+					const struct vsock_device_config *cfg)
+{
+	struct vsock_device *d = calloc(1, sizeof(*d));
+	struct vsock_muxer_config mc = muxer_config(cfg);
 
 	if (!d)
-		goto fail;
+		return NULL;
 	d->ops = vsock_ops_template;
 	d->guest_cid = cfg->guest_cid;
 	/* The core refuses a larger SET_VRING_NUM (handlers.c). */
@@ -174,13 +176,26 @@ struct vsock_device *vsock_device_new(struct vmio_loop *loop,
 	if (cfg->tx_copy)
 		d->ops.features |= VMIO_BIT(VIRTIO_F_IN_ORDER);
 	d->mux = vsock_muxer_new(loop, &mc);
-	if (!d->mux)
-		goto fail;
-	d->hybrid = vsock_hybrid_new(loop, d->mux, &hc, &rc);
-	if (!d->hybrid)
-		goto fail;
+	if (!d->mux) {
+		free(d);
+		return NULL;
+	}
 	return d;
-fail:
+}
+
+struct vsock_device *vsock_device_new(struct vmio_loop *loop,
+				      const struct vsock_device_config *cfg,
+				      int *err)
+{
+	struct vsock_device *d = vsock_device_alloc(loop, cfg);
+	struct vsock_hybrid_config hc = vsock_device_hybrid_config(cfg);
+	int rc = -ENOMEM;
+
+	if (d) {
+		d->hybrid = vsock_hybrid_new(loop, d->mux, &hc, &rc);
+		if (d->hybrid)
+			return d;
+	}
 	if (err)
 		*err = rc;
 	vsock_device_free(d);
