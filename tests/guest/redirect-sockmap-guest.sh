@@ -206,7 +206,9 @@ fi
 # vmio's CPU ticks (utime + stime) and the clock in ticks (/proc/uptime).
 cpu_ticks() { # pid
 	# shellcheck disable=SC2046 # the fields of /proc/PID/stat
-	set -- $(cat /proc/"$1"/stat 2>/dev/null) && echo $((${14} + ${15}))
+	# Nothing once it has gone (it may between kill -0 and the read).
+	set -- $(cat /proc/"$1"/stat 2>/dev/null)
+	[ $# -ge 15 ] && echo $((${14} + ${15}))
 }
 uptime_ticks() { read -r up _ </proc/uptime; echo "${up%.*}${up#*.}"; }
 abytes=${ANSWER_BYTES:-268435456}
@@ -232,7 +234,8 @@ t1=$(uptime_ticks)
 wait $tk; trc=$?
 wait $cs
 took=$(cat /tmp/take4.log)
-vcpu=$(tail -n 1 /tmp/cpu4.log)
+# The last reading: the sampler writes only numbers, but keep it so.
+vcpu=$(grep -E '^[0-9]+$' /tmp/cpu4.log | tail -n 1)
 wall=$((t1 - t0))
 echo "SOCKMAP-ANSWER $out vmio_cpu_ticks=${vcpu:-?} wall_ticks=$wall cpu_max_pct=$cpu_max"
 echo "SOCKMAP-ANSWER-TAKE $took"

@@ -689,6 +689,29 @@ static void read_exact(int fd, void *buf, size_t n)
 	}
 }
 
+/* The guest's port 40001 connects to the host service at port 5000
+ * (listening at *lfd): returns the host's end, the guest told RESPONSE
+ * with our buffer. */
+static int guest_connects(struct fx *f, int *lfd)
+{
+	char path[128];
+	struct vsock_hdr h;
+	int hfd;
+
+	snprintf(path, sizeof(path), "%s_5000", f->uds);
+	*lfd = listen_at(path);
+	post_rx(f, 8);
+	send_pkt(f, 40001, 5000, VSOCK_OP_REQUEST, 0, NULL, 0);
+	hfd = accept_within(*lfd, WAIT_MS);
+	assert_true(hfd >= 0);
+	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
+	assert_int_equal(h.op, VSOCK_OP_RESPONSE);
+	assert_int_equal(h.src_port, 5000);
+	assert_int_equal(h.dst_port, 40001);
+	assert_int_equal(h.buf_alloc, 65536);
+	return hfd;
+}
+
 static void test_request_without_listener_is_rst(void **state)
 {
 	struct fx *f = *state;
@@ -707,21 +730,9 @@ static void test_request_without_listener_is_rst(void **state)
 static void test_guest_to_host_stream(void **state)
 {
 	struct fx *f = *state;
-	char path[128], buf[64];
+	char buf[64];
 	struct vsock_hdr h;
-	int lfd, hfd;
-
-	snprintf(path, sizeof(path), "%s_5000", f->uds);
-	lfd = listen_at(path);
-	post_rx(f, 8);
-	send_pkt(f, 40001, 5000, VSOCK_OP_REQUEST, 0, NULL, 0);
-	hfd = accept_within(lfd, WAIT_MS);
-	assert_true(hfd >= 0);
-	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
-	assert_int_equal(h.op, VSOCK_OP_RESPONSE);
-	assert_int_equal(h.src_port, 5000);
-	assert_int_equal(h.dst_port, 40001);
-	assert_int_equal(h.buf_alloc, 65536);
+	int lfd, hfd = guest_connects(f, &lfd);
 
 	send_pkt(f, 40001, 5000, VSOCK_OP_RW, 0, "hello", 5);
 	read_exact(hfd, buf, 5);
@@ -1165,18 +1176,10 @@ static void hand_device_over(struct fx *f)
 static void test_device_handover(void **state)
 {
 	struct fx *f = *state;
-	char path[128], buf[64], line[32];
+	char buf[64], line[32];
 	struct vsock_hdr h;
-	int lfd, hfd, half;
+	int lfd, hfd = guest_connects(f, &lfd), half;
 
-	snprintf(path, sizeof(path), "%s_5000", f->uds);
-	lfd = listen_at(path);
-	post_rx(f, 8);
-	send_pkt(f, 40001, 5000, VSOCK_OP_REQUEST, 0, NULL, 0);
-	hfd = accept_within(lfd, WAIT_MS);
-	assert_true(hfd >= 0);
-	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
-	assert_int_equal(h.op, VSOCK_OP_RESPONSE);
 	half = connect_to(f->uds);
 	assert_int_equal(write(half, "CONNECT 1", 9), 9);
 
