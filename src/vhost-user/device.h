@@ -47,7 +47,11 @@ struct vmio_device_ops {
 	 * INDIRECT_DESC are the device's to offer. */
 	uint64_t features;
 	/* vhost-user protocol features beyond the core's own (MQ, REPLY_ACK,
-	 * CONFIG, CONFIGURE_MEM_SLOTS, STATUS). */
+	 * CONFIGURE_MEM_SLOTS, STATUS). CONFIG is the device's to offer: only
+	 * one whose config space the front end reads from the back end
+	 * (vsock's CID, loopback's) offers it; QEMU keeps virtio-net's config
+	 * space itself and warns at every start about a net back end that
+	 * offers it. */
 	uint64_t protocol_features;
 	unsigned num_queues;
 	/* SET_VRING_NUM above this is refused: a queue the device starts

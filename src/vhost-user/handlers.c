@@ -36,7 +36,6 @@
 #define CORE_PROTOCOL_FEATURES                                                 \
 	(VMIO_BIT(VHOST_USER_PROTOCOL_F_MQ) |                                  \
 	 VMIO_BIT(VHOST_USER_PROTOCOL_F_REPLY_ACK) |                           \
-	 VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIG) |                              \
 	 VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS) |                 \
 	 VMIO_BIT(VHOST_USER_PROTOCOL_F_STATUS))
 

@@ -133,6 +133,7 @@ static int fake_set_config(void *dev, const uint8_t *buf, uint32_t off,
 static const struct vmio_device_ops fake_ops = {
 	.name = "fake",
 	.features = DEV_FEATURES,
+	.protocol_features = VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIG),
 	.num_queues = NQ,
 	.max_queue_size = 256,
 	.config_size = CONFIG_SIZE,

@@ -8,6 +8,7 @@
 
 #include "util/iov.h"
 #include "util/log.h"
+#include "vhost-user/protocol.h"
 #include "virtio/features.h"
 
 /* Chains handled in one call before we yield to the rest of the loop (the
@@ -286,6 +287,8 @@ static const struct vmio_device_ops loopback_ops_template = {
 		    VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
 		    VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC) |
 		    VMIO_BIT(VIRTIO_F_RING_PACKED) | VMIO_BIT(VIRTIO_F_IN_ORDER),
+	/* Its byte count is read with GET_CONFIG. */
+	.protocol_features = VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIG),
 	.num_queues = 2,
 	.max_queue_size = VIRTQ_MAX_SIZE,
 	.config_size = sizeof(uint64_t),

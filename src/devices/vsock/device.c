@@ -16,6 +16,7 @@
 #include "devices/vsock/muxer.h"
 #include "util/json.h"
 #include "devices/vsock/packet.h"
+#include "vhost-user/protocol.h"
 #include "virtio/features.h"
 
 
@@ -113,6 +114,8 @@ static const struct vmio_device_ops vsock_ops_template = {
 		    VMIO_BIT(VIRTIO_F_RING_PACKED) |
 		    VMIO_BIT(VIRTIO_VSOCK_F_SEQPACKET) |
 		    VMIO_BIT(VIRTIO_VSOCK_F_MRG_RXBUF),
+	/* QEMU's vhost-user-vsock reads the CID with GET_CONFIG. */
+	.protocol_features = VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIG),
 	.num_queues = 2,
 	.max_queue_size = VIRTQ_MAX_SIZE,
 	.config_size = sizeof(uint64_t),
