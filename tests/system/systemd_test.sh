@@ -27,6 +27,11 @@
 # Environment:
 #   VMIO_SYSTEM_DEB           a vmio .deb to install instead of building
 #                             the tree's (a released one, or one at hand)
+#   VMIO_SYSTEM_PREV          the commit whose package the upgrade check
+#                             starts from (default HEAD~1: on main, main
+#                             before the last merge), built with
+#                             build-deb.sh --commit
+#   VMIO_SYSTEM_PREV_DEB      that package, at hand, instead
 #   VMIO_SYSTEM_BOOT_TIMEOUT  seconds the boot may take (default 120)
 set -uo pipefail
 export LC_ALL=C.UTF-8
@@ -97,6 +102,16 @@ else
 	deb=$("$top/scripts/system/build-deb.sh" --release "$release" "$cache") ||
 		bail "no package for $release (build-deb.sh said why above)"
 fi
+prev=${VMIO_SYSTEM_PREV:-HEAD~1}
+if [[ -n ${VMIO_SYSTEM_PREV_DEB:-} ]]; then
+	deb_prev=$VMIO_SYSTEM_PREV_DEB
+	prev=$(basename "$deb_prev")
+	[[ -f $deb_prev ]] || bail "VMIO_SYSTEM_PREV_DEB=$deb_prev: no such file"
+else
+	deb_prev=$("$top/scripts/system/build-deb.sh" --release "$release" --commit "$prev" "$cache") ||
+		bail "no package of $prev for $release, which the upgrade check starts from (build-deb.sh said why above)"
+	prev="$prev ($(git -C "$top" rev-parse --short "$prev"))"
+fi
 t_deb=$((SECONDS - t0))
 
 # --- this run's root: an overlay on the cached one -----------------------
@@ -116,6 +131,7 @@ mkdir -p "$root$tools"
 cp "$build/vmio-vsock-bench" "$here/sockets.py" "$root$tools/"
 [[ -x $root$testpmd ]] || bail "the root has no $testpmd (build-root.sh installs it)"
 cp "$deb" "$root/root/vmio.deb"
+cp "$deb_prev" "$root/root/vmio-prev.deb"
 
 t0=$SECONDS
 container_boot "$root" "$run/console.log" || bail "the root did not boot (console: $run/console.log)"
@@ -579,6 +595,36 @@ left_alone() { # unit pid-before
 	[[ $now == "$2" ]] && in_root systemctl is-active --quiet "$1"
 }
 
+# The upgrade the issue asks for: from the package of the commit before
+# (its vmio, its unit, its postinst) to this tree's, whose postinst
+# reloads the relay: the old vmio hands over to the new one.
+package_upgrade_from_prev() {
+	local old exe vsock net bad=0
+	echo "from $prev"
+	# The relay starts anew on the older vmio, under its unit.
+	in_root systemctl stop "$relay"
+	in_root timeout 60 dpkg -i /root/vmio-prev.deb >"$run/downgrade.log" 2>&1 ||
+		{ echo "dpkg -i of the package before failed: $(tail -n 20 "$run/downgrade.log")"; return 1; }
+	in_root systemctl daemon-reload
+	in_root systemctl start vmio-vsock@vm1.service vmio-net@vm1.service || return 1
+	vsock=$(in_root systemctl show -P MainPID vmio-vsock@vm1.service)
+	net=$(in_root systemctl show -P MainPID vmio-net@vm1.service)
+	relay_start || return 1
+	old=$(main_pid)
+	exe=$(exe_of "$old")
+	clients_start || return 1
+	if ! in_root timeout 60 dpkg -i /root/vmio.deb >"$run/upgrade.log" 2>&1; then
+		echo "dpkg -i of this tree's package failed: $(tail -n 20 "$run/upgrade.log")"
+		clients_end
+		return 1
+	fi
+	echo "ExecReload now: $(in_root systemctl show -P ExecReload "$relay" | grep -o 'argv\[\]=[^;]*')"
+	handed_over "$old" "$exe" || { unit_log "$relay"; bad=1; }
+	left_alone vmio-vsock@vm1.service "$vsock" || bad=1
+	left_alone vmio-net@vm1.service "$net" || bad=1
+	return $bad
+}
+
 # systemctl start of a unit whose config vmio refuses must fail, once:
 # exit 2 is not restarted.
 start_fails() { # unit
@@ -683,6 +729,7 @@ check redirect_outlasts_collector
 check redirect_reload
 check redirect_reload_refused
 check package_upgrade_reloads
+check package_upgrade_from_prev
 check bad_config_fails_start
 check config_error_at_err
 check missing_config_fails_start
@@ -692,7 +739,7 @@ t_checks=$((SECONDS - t0))
 check powered_off
 echo "1..$n"
 # shellcheck disable=SC1091,SC2016 # the root's file; dpkg-query's format
-echo "# release: $(. "$base/etc/os-release" && echo "$PRETTY_NAME"), $(cat "$base/etc/debian_version"); systemd $(chroot "$base" dpkg-query -W -f='${Version}' systemd); package $(basename "$deb")"
+echo "# release: $(. "$base/etc/os-release" && echo "$PRETTY_NAME"), $(cat "$base/etc/debian_version"); systemd $(chroot "$base" dpkg-query -W -f='${Version}' systemd); package $(basename "$deb"), upgraded from $prev"
 echo "# times: root ${t_root} s, package ${t_deb} s, boot to systemd ${t_boot} s, checks ${t_checks} s"
 echo "# failed: ${failures[*]:-none}"
 ((failed == 0))
