@@ -110,7 +110,8 @@ if [[ -n ${VMIO_SYSTEM_PREV_DEB:-} ]]; then
 else
 	deb_prev=$("$top/scripts/system/build-deb.sh" --release "$release" --commit "$prev" "$cache") ||
 		bail "no package of $prev for $release, which the upgrade check starts from (build-deb.sh said why above)"
-	prev="$prev ($(git -C "$top" rev-parse --short "$prev"))"
+	short=$(git -C "$top" rev-parse --short "$prev")
+	[[ $short == "$prev" ]] || prev="$prev ($short)"
 fi
 t_deb=$((SECONDS - t0))
 
