@@ -5,7 +5,7 @@
 # checkouts' packages land. Lintian and the package's own unit tests are
 # left to `make deb` and the suite; this is the same package otherwise.
 #
-# usage: scripts/system/build-deb.sh [--release CODENAME] [CACHE]
+# usage: scripts/system/build-deb.sh [--release CODENAME] [--commit REV] [CACHE]
 #   CODENAME (default bookworm) is the Debian release the package is for:
 #   the host's own release builds on the host; another one builds in that
 #   release's build root (scripts/system/build-root.sh --kind build, with
@@ -17,20 +17,25 @@
 #   nothing if it is unchanged. The key leaves out tests/ and scripts/
 #   (but for scripts/deb.sh): nothing of theirs is in the package, and
 #   editing a test must not cost a package build.
+#   --commit REV packages that commit of the tree's repository instead
+#   (git archive), into CACHE/deb-commit, keyed by the commit: the system
+#   test's package of the commit before, which it upgrades from.
 set -euo pipefail
 
 me=build-deb
 release=bookworm
+commit=
 while (($#)); do
 	case $1 in
 	--release) release=$2; shift 2 ;;
+	--commit) commit=$2; shift 2 ;;
 	-*) echo "$me: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
 	esac
 done
 # shellcheck source=scripts/system/cache.sh
 . "$(dirname "$0")/cache.sh"
-dir=$cache/deb
+dir=$cache/deb${commit:+-commit}
 mkdir -p "$dir"
 
 # shellcheck disable=SC1091 # the host's
@@ -58,9 +63,16 @@ tree_files() {
 			if [[ -e $top/$f && ! -d $top/$f ]]; then printf '%s\0' "$f"; fi
 		done
 }
-key=$(cd "$top" && tree_files | grep -zv -e '^tests/' -e '^scripts/' |
-	xargs -0 sha256sum scripts/deb.sh | sha256sum | cut -d' ' -f1)
-key="script $(sha256sum "$0" | cut -d' ' -f1) release $release tree $key"
+if [[ -n $commit ]]; then
+	id=$(git -C "$top" rev-parse --verify --quiet "$commit^{commit}") ||
+		die "--commit $commit: no such commit in $top"
+	key="commit $id"
+else
+	key=$(cd "$top" && tree_files | grep -zv -e '^tests/' -e '^scripts/' |
+		xargs -0 sha256sum scripts/deb.sh | sha256sum | cut -d' ' -f1)
+	key="tree $key"
+fi
+key="script $(sha256sum "$0" | cut -d' ' -f1) release $release $key"
 deb=$(cat "$dir/deb" 2>/dev/null || true)
 if [[ -f $dir/stamp && $(cat "$dir/stamp") == "$key" && -f $deb ]]; then
 	log "up to date: $deb"
@@ -69,12 +81,16 @@ if [[ -f $dir/stamp && $(cat "$dir/stamp") == "$key" && -f $deb ]]; then
 fi
 
 start=$SECONDS
-log "building the package of $top in $dir/src"
+log "building the package of $top${commit:+ at $commit ($id)} in $dir/src"
 rm -f "$dir/stamp" "$dir/deb"
 safe_rm "$dir/src"
 rm -f "$dir"/*.deb "$dir"/*.buildinfo "$dir"/*.changes
 mkdir "$dir/src"
-(cd "$top" && tree_files | cpio --null -pdm --quiet "$dir/src")
+if [[ -n $commit ]]; then
+	git -C "$top" archive "$id" | tar -x -C "$dir/src"
+else
+	(cd "$top" && tree_files | cpio --null -pdm --quiet "$dir/src")
+fi
 if [[ $release == "$host_release" ]]; then
 	DEB_BUILD_OPTIONS="nocheck ${DEB_BUILD_OPTIONS:-}" VMIO_DEB_LINTIAN=no \
 		"$dir/src/scripts/deb.sh" >"$dir/build.log" 2>&1

@@ -74,7 +74,7 @@ mkdir "$units_dir"
 for u in "${units[@]}"; do
 	while read -r key cmd _; do
 		[[ -x $(root "$cmd") ]] || fail "$u: $key names $cmd, which is not installed"
-	done < <(sed -n 's/^\(ExecStart\)=\([^ ]*\).*/\1 \2/p' "$(root "$UNITDIR/$u")")
+	done < <(sed -n 's/^\(ExecStart\|ExecReload\)=\([^ ]*\).*/\1 \2/p' "$(root "$UNITDIR/$u")")
 	sed -e "s|$BINDIR/|$(root "$BINDIR")/|g" \
 		-e "s|$LIBEXECDIR/|$(root "$LIBEXECDIR")/|g" \
 		"$(root "$UNITDIR/$u")" >"$units_dir/$u"
@@ -102,7 +102,12 @@ unit_has vmio-vsock@.service Type=notify "${access[@]}" "${retry[@]}" \
 unit_has vmio-net@.service Type=notify "${access[@]}" "${retry[@]}" \
 	"ExecStart=$BINDIR/vmio net --socket /run/vmio/net/%i/vhost.sock --control /run/vmio/net/%i/control.sock \$OPTIONS"
 unit_has vmio-redirect@.service Type=notify "${access[@]}" "${retry[@]}" \
-	"ExecStart=$BINDIR/vmio redirect --control /run/vmio/redirect/%i/control.sock \$OPTIONS \${ADDRESS1} \${ADDRESS2}"
+	"ExecStart=$BINDIR/vmio redirect --control /run/vmio/redirect/%i/control.sock \$OPTIONS \${ADDRESS1} \${ADDRESS2}" \
+	"ExecReload=$BINDIR/vmio reload /run/vmio/redirect/%i/control.sock" "NotifyAccess=all"
+# A reload of vsock or net would end them (SIGHUP) until they hand over.
+for u in vmio-vsock@.service vmio-net@.service; do
+	! grep -q '^ExecReload=' "$(root "$UNITDIR/$u")" || fail "$u has an ExecReload=, which would end it"
+done
 unit_has vmio-net-accept@.service Type=notify "${access[@]}" \
 	"ReadWritePaths=/run/vmio/net"
 # shellcheck disable=SC2016 # the wrapper's text, $name as it is written

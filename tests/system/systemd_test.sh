@@ -27,6 +27,11 @@
 # Environment:
 #   VMIO_SYSTEM_DEB           a vmio .deb to install instead of building
 #                             the tree's (a released one, or one at hand)
+#   VMIO_SYSTEM_PREV          the commit whose package the upgrade check
+#                             starts from (default HEAD~1: on main, main
+#                             before the last merge), built with
+#                             build-deb.sh --commit
+#   VMIO_SYSTEM_PREV_DEB      that package, at hand, instead
 #   VMIO_SYSTEM_BOOT_TIMEOUT  seconds the boot may take (default 120)
 set -uo pipefail
 export LC_ALL=C.UTF-8
@@ -97,6 +102,17 @@ else
 	deb=$("$top/scripts/system/build-deb.sh" --release "$release" "$cache") ||
 		bail "no package for $release (build-deb.sh said why above)"
 fi
+prev=${VMIO_SYSTEM_PREV:-HEAD~1}
+if [[ -n ${VMIO_SYSTEM_PREV_DEB:-} ]]; then
+	deb_prev=$VMIO_SYSTEM_PREV_DEB
+	prev=$(basename "$deb_prev")
+	[[ -f $deb_prev ]] || bail "VMIO_SYSTEM_PREV_DEB=$deb_prev: no such file"
+else
+	deb_prev=$("$top/scripts/system/build-deb.sh" --release "$release" --commit "$prev" "$cache") ||
+		bail "no package of $prev for $release, which the upgrade check starts from (build-deb.sh said why above)"
+	short=$(git -C "$top" rev-parse --short "$prev")
+	[[ $short == "$prev" ]] || prev="$prev ($short)"
+fi
 t_deb=$((SECONDS - t0))
 
 # --- this run's root: an overlay on the cached one -----------------------
@@ -116,6 +132,7 @@ mkdir -p "$root$tools"
 cp "$build/vmio-vsock-bench" "$here/sockets.py" "$root$tools/"
 [[ -x $root$testpmd ]] || bail "the root has no $testpmd (build-root.sh installs it)"
 cp "$deb" "$root/root/vmio.deb"
+cp "$deb_prev" "$root/root/vmio-prev.deb"
 
 t0=$SECONDS
 container_boot "$root" "$run/console.log" || bail "the root did not boot (console: $run/console.log)"
@@ -409,6 +426,206 @@ redirect_outlasts_collector() {
 	[[ -n $want && $got == "$want" ]]
 }
 
+# --- reload: a hand-over under systemd (issue 36) --------------------------
+# A relay whose ADDRESS2 echoes (sockets.py echo, a transient unit), so
+# that a client checks every byte it gets back: a stream that stays open
+# across the reload, and new connections one after another during it and
+# after.
+relay=vmio-redirect@stream.service
+relay_in=/run/vmio/redirect/stream/in.sock
+echo_sock=/run/echo/echo.sock
+clients_limit=120 # seconds a stream or churn may last: the reload or upgrade it outlasts
+wait_path() { # path: in the root, up to 5 s
+	# shellcheck disable=SC2016 # for the inner shell
+	in_root sh -c 'for i in $(seq 100); do [ -e "$1" ] && exit 0; sleep 0.05; done; exit 1' sh "$1"
+}
+wait_gone() { # pid: in the root, up to 10 s
+	# shellcheck disable=SC2016 # for the inner shell
+	in_root sh -c 'for i in $(seq 200); do [ -d "/proc/$1" ] || exit 0; sleep 0.05; done; exit 1' sh "$1"
+}
+main_pid() { in_root systemctl show -P MainPID "$relay"; }
+exe_of() { in_root readlink "/proc/$1/exe"; } # pid
+relay_start() {
+	printf '%s\n' 'OPTIONS=' "ADDRESS1=\"UNIX-LISTEN:$relay_in,fork\"" \
+		"ADDRESS2=\"UNIX-CONNECT:$echo_sock\"" >"$root/etc/vmio/redirect/stream.conf"
+	if ! in_root systemctl is-active --quiet vmio-test-echo.service; then
+		in_root systemd-run --quiet --unit=vmio-test-echo python3 "$tools/sockets.py" echo "$echo_sock" ||
+			return 1
+	fi
+	wait_socket "$echo_sock" || { echo "the echo server does not listen"; return 1; }
+	in_root systemctl start "$relay" || { unit_log "$relay"; return 1; }
+	wait_socket "$relay_in" || { echo "no $relay_in"; unit_log "$relay"; return 1; }
+}
+# A stream and a churn of connections through the relay, in the
+# background; returns once each has had bytes back.
+clients_start() {
+	in_root rm -f /run/echo/stream.ready /run/echo/stream.stop /run/echo/churn.ready /run/echo/churn.stop
+	container_run timeout "$clients_limit" python3 "$tools/sockets.py" stream "$relay_in" \
+		/run/echo/stream.ready /run/echo/stream.stop >"$run/stream.out" 2>&1 &
+	stream_pid=$!
+	container_run timeout "$clients_limit" python3 "$tools/sockets.py" churn "$relay_in" \
+		/run/echo/churn.ready /run/echo/churn.stop >"$run/churn.out" 2>&1 &
+	churn_pid=$!
+	wait_path /run/echo/stream.ready && wait_path /run/echo/churn.ready && return 0
+	echo "the clients got nothing back"
+	clients_end
+	return 1
+}
+# The churn makes one more connection once told to stop (one after
+# whatever came before, a reload included), then the stream ends; fails
+# unless both got every byte back.
+clients_end() {
+	local bad=0
+	in_root touch /run/echo/churn.stop
+	wait "$churn_pid" || bad=1
+	echo "churn: $(cat "$run/churn.out")"
+	in_root touch /run/echo/stream.stop
+	wait "$stream_pid" || bad=1
+	echo "stream: $(cat "$run/stream.out")"
+	return $bad
+}
+# What serves the relay once it was handed over: the unit active, its
+# MainPID a new process running the same binary path (no longer one an
+# upgrade deleted), the same one that answers on --control; the old one
+# drains its open stream, then exits.
+handed_over() { # old-pid old-exe
+	local new exe doc bad=0
+	new=$(main_pid)
+	exe=$(exe_of "$new")
+	echo "MainPID $1 ($2), then $new ($exe); $(unit_state "$relay")"
+	[[ $(in_root systemctl show -P ActiveState "$relay") == active ]] || bad=1
+	[[ $new != 0 && $new != "$1" ]] || { echo "MainPID did not change"; bad=1; }
+	[[ $exe == "${2% (deleted)}" && $exe != *" (deleted)" ]] || { echo "not the binary at the start path"; bad=1; }
+	doc=$(in_root vmio stats --json "$(control redirect stream)") &&
+		json_check "d['pid'] == $new" "the pid vmio stats names is the MainPID" <<<"$doc" || bad=1
+	if in_root test -d "/proc/$1"; then
+		echo "$1 still runs while its stream is open"
+	else
+		echo "$1 exited before its stream ended"
+		bad=1
+	fi
+	clients_end || bad=1
+	wait_gone "$1" || { echo "$1 still runs 10 s after its last relay ended"; bad=1; }
+	return $bad
+}
+
+redirect_reload() {
+	local old exe
+	relay_start || return 1
+	old=$(main_pid)
+	exe=$(exe_of "$old")
+	clients_start || return 1
+	if ! in_root systemctl reload "$relay"; then
+		echo "systemctl reload $relay failed"
+		unit_log "$relay"
+		clients_end
+		return 1
+	fi
+	handed_over "$old" "$exe" || { unit_log "$relay"; return 1; }
+}
+
+# A refused hand-over: systemctl reload fails, the journal says why, and
+# the old process stays the unit's main process and serves.
+reload_fails() { # reason-pattern
+	local old rc=0 new lines
+	old=$(main_pid)
+	in_root systemctl reload "$relay" && rc=1
+	new=$(main_pid)
+	echo "systemctl reload $([[ $rc == 0 ]] && echo failed || echo "returned 0"); MainPID $old, then $new; $(unit_state "$relay")"
+	[[ $new == "$old" && $(in_root systemctl show -P ActiveState "$relay") == active ]] || rc=1
+	lines=$(in_root journalctl -b --no-pager -o cat -u "$relay" | grep -e "$1")
+	[[ -n $lines ]] || { lines="nothing matching: $1"; rc=1; }
+	echo "the journal: $lines"
+	return $rc
+}
+redirect_reload_refused() {
+	local bad=0 out
+	# A successor that exits at start, as a broken build would, at the
+	# start path; `vmio reload` (ExecReload=) still runs the real one.
+	mv "$root/usr/bin/vmio" "$root/usr/bin/vmio.real" || return 1
+	# shellcheck disable=SC2016 # the script's own
+	printf '%s\n' '#!/bin/sh' 'if [ "$1" = redirect ]; then echo "a successor that fails" >&2; exit 1; fi' \
+		'exec /usr/bin/vmio.real "$@"' >"$root/usr/bin/vmio"
+	chmod 755 "$root/usr/bin/vmio"
+	reload_fails "hand-over failed: the successor exited with status 1 before taking over" || bad=1
+	# No binary at all: ExecReload= cannot even start.
+	rm "$root/usr/bin/vmio"
+	reload_fails "/usr/bin/vmio: No such file or directory" || bad=1
+	mv "$root/usr/bin/vmio.real" "$root/usr/bin/vmio" || return 1
+	# The old process still serves, a new connection included.
+	in_root touch /run/echo/churn.stop
+	out=$(in_root python3 "$tools/sockets.py" churn "$relay_in" /run/echo/churn.ready /run/echo/churn.stop 2>&1) || bad=1
+	echo "a connection after: $out"
+	return $bad
+}
+
+# An upgrade (this build relabelled as a later version: dpkg unpacks its
+# files anew and runs the postinst of an upgrade) reloads the running
+# vmio-redirect@ instances and leaves vmio-vsock@ and vmio-net@ alone.
+package_upgrade_reloads() {
+	local old exe vsock net bad=0 u
+	# shellcheck disable=SC2016 # for the inner shell
+	in_root sh -c 'rm -rf /tmp/next && dpkg-deb -R /root/vmio.deb /tmp/next &&
+		sed -i "s/^Version: .*/&+next1/" /tmp/next/DEBIAN/control &&
+		dpkg-deb -b /tmp/next /root/vmio-next.deb >/dev/null' || return 1
+	in_root systemctl stop vmio-redirect@syslog.service # a relay that cannot hand over (UNIX-RECV), its collector gone
+	in_root systemctl start vmio-vsock@vm1.service vmio-net@vm1.service || return 1
+	vsock=$(in_root systemctl show -P MainPID vmio-vsock@vm1.service)
+	net=$(in_root systemctl show -P MainPID vmio-net@vm1.service)
+	relay_start || return 1
+	old=$(main_pid)
+	exe=$(exe_of "$old")
+	clients_start || return 1
+	if ! in_root timeout 60 dpkg -i /root/vmio-next.deb >"$run/upgrade.log" 2>&1; then
+		echo "dpkg -i of the next version failed: $(tail -n 20 "$run/upgrade.log")"
+		clients_end
+		return 1
+	fi
+	# shellcheck disable=SC2016 # dpkg-query's format
+	echo "installed: $(in_root dpkg-query -W -f='${Version}' vmio)"
+	echo "the old relay's binary now: $(exe_of "$old")"
+	handed_over "$old" "$exe" || { unit_log "$relay"; bad=1; }
+	left_alone vmio-vsock@vm1.service "$vsock" || bad=1
+	left_alone vmio-net@vm1.service "$net" || bad=1
+	return $bad
+}
+left_alone() { # unit pid-before
+	local now
+	now=$(in_root systemctl show -P MainPID "$1")
+	echo "$1: MainPID $2, then $now, $(in_root systemctl is-active "$1")"
+	[[ $now == "$2" ]] && in_root systemctl is-active --quiet "$1"
+}
+
+# The upgrade the issue asks for: from the package of the commit before
+# (its vmio, its unit, its postinst) to this tree's, whose postinst
+# reloads the relay: the old vmio hands over to the new one.
+package_upgrade_from_prev() {
+	local old exe vsock net bad=0
+	echo "from $prev"
+	# The relay starts anew on the older vmio, under its unit.
+	in_root systemctl stop "$relay"
+	in_root timeout 60 dpkg -i /root/vmio-prev.deb >"$run/downgrade.log" 2>&1 ||
+		{ echo "dpkg -i of the package before failed: $(tail -n 20 "$run/downgrade.log")"; return 1; }
+	in_root systemctl daemon-reload
+	in_root systemctl start vmio-vsock@vm1.service vmio-net@vm1.service || return 1
+	vsock=$(in_root systemctl show -P MainPID vmio-vsock@vm1.service)
+	net=$(in_root systemctl show -P MainPID vmio-net@vm1.service)
+	relay_start || return 1
+	old=$(main_pid)
+	exe=$(exe_of "$old")
+	clients_start || return 1
+	if ! in_root timeout 60 dpkg -i /root/vmio.deb >"$run/upgrade.log" 2>&1; then
+		echo "dpkg -i of this tree's package failed: $(tail -n 20 "$run/upgrade.log")"
+		clients_end
+		return 1
+	fi
+	echo "ExecReload now: $(in_root systemctl show -P ExecReload "$relay" | grep -o 'argv\[\]=[^;]*')"
+	handed_over "$old" "$exe" || { unit_log "$relay"; bad=1; }
+	left_alone vmio-vsock@vm1.service "$vsock" || bad=1
+	left_alone vmio-net@vm1.service "$net" || bad=1
+	return $bad
+}
+
 # systemctl start of a unit whose config vmio refuses must fail, once:
 # exit 2 is not restarted.
 start_fails() { # unit
@@ -510,6 +727,10 @@ check net_accept_socket_removed_on_stop
 check redirect_session
 check redirect_stats
 check redirect_outlasts_collector
+check redirect_reload
+check redirect_reload_refused
+check package_upgrade_reloads
+check package_upgrade_from_prev
 check bad_config_fails_start
 check config_error_at_err
 check missing_config_fails_start
@@ -519,7 +740,7 @@ t_checks=$((SECONDS - t0))
 check powered_off
 echo "1..$n"
 # shellcheck disable=SC1091,SC2016 # the root's file; dpkg-query's format
-echo "# release: $(. "$base/etc/os-release" && echo "$PRETTY_NAME"), $(cat "$base/etc/debian_version"); systemd $(chroot "$base" dpkg-query -W -f='${Version}' systemd); package $(basename "$deb")"
+echo "# release: $(. "$base/etc/os-release" && echo "$PRETTY_NAME"), $(cat "$base/etc/debian_version"); systemd $(chroot "$base" dpkg-query -W -f='${Version}' systemd); package $(basename "$deb"), upgraded from $prev"
 echo "# times: root ${t_root} s, package ${t_deb} s, boot to systemd ${t_boot} s, checks ${t_checks} s"
 echo "# failed: ${failures[*]:-none}"
 ((failed == 0))
