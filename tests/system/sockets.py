@@ -69,13 +69,19 @@ def features(path, cmd):
         sys.exit(subprocess.run(cmd, timeout=TIMEOUT).returncode)
 
 
-def collect(path, n):
+def listen_at(path, backlog):
+    """A unix stream listener at path, a stale file there replaced."""
     if os.path.exists(path):
         os.unlink(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     ls = socket.socket(socket.AF_UNIX)
     ls.bind(path)
-    ls.listen(1)
+    ls.listen(backlog)
+    return ls
+
+
+def collect(path, n):
+    ls = listen_at(path, 1)
     ls.settimeout(TIMEOUT)
     c, _ = ls.accept()
     c.settimeout(TIMEOUT)
@@ -121,12 +127,7 @@ def echo(path):
                 c.sendall(chunk)
             c.shutdown(socket.SHUT_WR)
 
-    if os.path.exists(path):
-        os.unlink(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    ls = socket.socket(socket.AF_UNIX)
-    ls.bind(path)
-    ls.listen(64)
+    ls = listen_at(path, 64)
     while True:
         c, _ = ls.accept()
         threading.Thread(target=serve, args=(c,), daemon=True).start()

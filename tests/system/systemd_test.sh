@@ -563,31 +563,12 @@ redirect_reload_refused() {
 # files anew and runs the postinst of an upgrade) reloads the running
 # vmio-redirect@ instances and leaves vmio-vsock@ and vmio-net@ alone.
 package_upgrade_reloads() {
-	local old exe vsock net bad=0 u
 	# shellcheck disable=SC2016 # for the inner shell
 	in_root sh -c 'rm -rf /tmp/next && dpkg-deb -R /root/vmio.deb /tmp/next &&
 		sed -i "s/^Version: .*/&+next1/" /tmp/next/DEBIAN/control &&
 		dpkg-deb -b /tmp/next /root/vmio-next.deb >/dev/null' || return 1
 	in_root systemctl stop vmio-redirect@syslog.service # a relay that cannot hand over (UNIX-RECV), its collector gone
-	in_root systemctl start vmio-vsock@vm1.service vmio-net@vm1.service || return 1
-	vsock=$(in_root systemctl show -P MainPID vmio-vsock@vm1.service)
-	net=$(in_root systemctl show -P MainPID vmio-net@vm1.service)
-	relay_start || return 1
-	old=$(main_pid)
-	exe=$(exe_of "$old")
-	clients_start || return 1
-	if ! in_root timeout 60 dpkg -i /root/vmio-next.deb >"$run/upgrade.log" 2>&1; then
-		echo "dpkg -i of the next version failed: $(tail -n 20 "$run/upgrade.log")"
-		clients_end
-		return 1
-	fi
-	# shellcheck disable=SC2016 # dpkg-query's format
-	echo "installed: $(in_root dpkg-query -W -f='${Version}' vmio)"
-	echo "the old relay's binary now: $(exe_of "$old")"
-	handed_over "$old" "$exe" || { unit_log "$relay"; bad=1; }
-	left_alone vmio-vsock@vm1.service "$vsock" || bad=1
-	left_alone vmio-net@vm1.service "$net" || bad=1
-	return $bad
+	upgrade_hands_over /root/vmio-next.deb "the next version"
 }
 left_alone() { # unit pid-before
 	local now
@@ -600,13 +581,19 @@ left_alone() { # unit pid-before
 # (its vmio, its unit, its postinst) to this tree's, whose postinst
 # reloads the relay: the old vmio hands over to the new one.
 package_upgrade_from_prev() {
-	local old exe vsock net bad=0
 	echo "from $prev"
 	# The relay starts anew on the older vmio, under its unit.
 	in_root systemctl stop "$relay"
 	in_root timeout 60 dpkg -i /root/vmio-prev.deb >"$run/downgrade.log" 2>&1 ||
 		{ echo "dpkg -i of the package before failed: $(tail -n 20 "$run/downgrade.log")"; return 1; }
 	in_root systemctl daemon-reload
+	upgrade_hands_over /root/vmio.deb "this tree's package"
+}
+
+# With vsock, net and a streaming relay running, installs deb (what: for
+# messages): the relay is handed over, vsock and net are left alone.
+upgrade_hands_over() { # deb what
+	local old exe vsock net bad=0
 	in_root systemctl start vmio-vsock@vm1.service vmio-net@vm1.service || return 1
 	vsock=$(in_root systemctl show -P MainPID vmio-vsock@vm1.service)
 	net=$(in_root systemctl show -P MainPID vmio-net@vm1.service)
@@ -614,12 +601,15 @@ package_upgrade_from_prev() {
 	old=$(main_pid)
 	exe=$(exe_of "$old")
 	clients_start || return 1
-	if ! in_root timeout 60 dpkg -i /root/vmio.deb >"$run/upgrade.log" 2>&1; then
-		echo "dpkg -i of this tree's package failed: $(tail -n 20 "$run/upgrade.log")"
+	if ! in_root timeout 60 dpkg -i "$1" >"$run/upgrade.log" 2>&1; then
+		echo "dpkg -i of $2 failed: $(tail -n 20 "$run/upgrade.log")"
 		clients_end
 		return 1
 	fi
+	# shellcheck disable=SC2016 # dpkg-query's format
+	echo "installed: $(in_root dpkg-query -W -f='${Version}' vmio)"
 	echo "ExecReload now: $(in_root systemctl show -P ExecReload "$relay" | grep -o 'argv\[\]=[^;]*')"
+	echo "the old relay's binary now: $(exe_of "$old")"
 	handed_over "$old" "$exe" || { unit_log "$relay"; bad=1; }
 	left_alone vmio-vsock@vm1.service "$vsock" || bad=1
 	left_alone vmio-net@vm1.service "$net" || bad=1
