@@ -9,6 +9,7 @@
 
 #include "cli/backend_args.h"
 #include "cli/serve.h"
+#include "cli/vsock_handover.h"
 #include "cli/vsock_serve.h"
 #include "cli/vsock_vms.h"
 #include "cli/workers_args.h"
@@ -99,6 +100,8 @@ static const char vsock_usage[] =
 	"  --host-port-range A-B    host-side ports of host-initiated connections,\n"
 	"                           the N of \"OK N\" (default 1024-65535, counting\n"
 	"                           up; Firecracker's is 1073741824-2147483647)\n"
+	"  --handover-timeout MS    how long a successor has to take over at a\n"
+	"                           reload (100 to 3600000, default 10000)\n"
 	"\n"
 	"Threads (a VM lives on one worker; one VM, one worker):\n"
 	VMIO_WORKERS_OPTS_HELP
@@ -116,6 +119,18 @@ static const char vsock_usage[] =
 	"                           top-level keys (max_connections: 4096),\n"
 	"                           the command line's winning\n"
 	"  A guest reaches a sibling's CID when the two share a group; else RST.\n"
+	"\n"
+	"Hand-over (an upgrade the guests do not notice): SIGHUP, or `vmio\n"
+	"reload` on --control, starts the binary now at the path this one was\n"
+	"started from, with the same arguments, and hands it every VM's\n"
+	"vhost-user session and listener, its connections with their credit\n"
+	"and the bytes held each way, and --control. Once it has taken over\n"
+	"this process exits 0. If it fails first (no binary there, it exits\n"
+	"or refuses the state, --handover-timeout passes, a VM has packets to\n"
+	"a sibling or spliced chains in flight) this process goes on serving\n"
+	"and says why. The successor refuses a VM list that changed. Without a\n"
+	"hand-over, an exit costs every guest its vsock device: QEMU does not\n"
+	"reconnect vhost-user-vsock.\n"
 	"\n"
 	"Common options (--queue-size defaults to 1024):\n";
 
@@ -138,6 +153,7 @@ enum {
 	OPT_FORWARD,
 	OPT_RX_PKT_OVERHEAD,
 	OPT_HOST_PORT_RANGE,
+	OPT_HANDOVER_TIMEOUT,
 };
 
 struct vsock_opts {
@@ -156,6 +172,7 @@ struct vsock_opts {
 	uint64_t tx_hold;
 	uint64_t rx_pkt_overhead;
 	uint32_t port_first, port_last;
+	uint64_t handover_timeout_ms;
 	struct vmio_workers_opts workers;
 	/* The options the command line gave (getopt codes), which a
 	 * config file's do not override. */
@@ -271,6 +288,10 @@ static int handle_opt(void *vp, int c, const char *arg)
 		return 0;
 	case OPT_HOST_PORT_RANGE:
 		return parse_port_range(v, arg);
+	case OPT_HANDOVER_TIMEOUT:
+		return vmio_cli_parse_num("vsock", "--handover-timeout", arg,
+					  100, 3600000,
+					  &v->handover_timeout_ms);
 	case OPT_THREADS:
 		return vmio_workers_parse_threads("vsock", arg, &v->workers);
 	case OPT_CPUS:
@@ -329,6 +350,7 @@ static int serve(const struct vmio_backend_opts *o, const struct vsock_opts *v,
 		.workers = &v->workers,
 		.backend = o,
 		.single = single,
+		.handover_timeout_ms = (unsigned)v->handover_timeout_ms,
 	};
 
 	return vsock_serve(&s);
@@ -445,6 +467,8 @@ static const struct option vsock_longopts[] = {
 	  OPT_RX_PKT_OVERHEAD },
 	{ "host-port-range", required_argument, NULL,
 	  OPT_HOST_PORT_RANGE },
+	{ "handover-timeout", required_argument, NULL,
+	  OPT_HANDOVER_TIMEOUT },
 	/* vhost-device-vsock's AF_VSOCK backend: refused by name. */
 	{ "forward-cid", required_argument, NULL, OPT_FORWARD },
 	{ "forward-listen", required_argument, NULL, OPT_FORWARD },
@@ -572,6 +596,7 @@ int vmio_cmd_vsock(int argc, char **argv)
 		.buf_size = VSOCK_DEFAULT_BUF_SIZE,
 		.max_conns = VSOCK_DEFAULT_MAX_CONNS,
 		.connect_timeout_ms = VSOCK_DEFAULT_CONNECT_TIMEOUT_MS,
+		.handover_timeout_ms = VSOCK_HANDOVER_TIMEOUT_MS,
 		.line_max = VSOCK_DEFAULT_LINE_MAX,
 		.rx_pkt_overhead = VSOCK_BACKLOG_OVERHEAD_DEFAULT,
 	};

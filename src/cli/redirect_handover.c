@@ -6,11 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/control_handover.h"
 #include "handover/start_path.h"
 #include "util/log.h"
 
 #define SECTION_LISTENER "redirect.listener"
-#define SECTION_CONTROL "control"
 /* How often a draining process looks whether its last relay ended. */
 #define DRAIN_CHECK_MS 50u
 
@@ -106,14 +106,12 @@ static int write_state(struct redirect_handover *h, const uint8_t **rec,
 		       size_t *len, size_t *nfds)
 {
 	char where[160];
-	int cfd = vmio_control_listener(*h->ctl);
-	const char *cpath = h->control_path ? h->control_path : "";
+	int cfd;
 
 	redir_endpoint_describe(h->ep0, where, sizeof(where));
 	vmio_envelope_writer_init(&h->w, VMIO_VERSION);
 	vmio_envelope_add(&h->w, SECTION_LISTENER, where, strlen(where), 1);
-	vmio_envelope_add(&h->w, SECTION_CONTROL, cpath, strlen(cpath),
-			  cfd >= 0);
+	control_handover_add(&h->w, *h->ctl, h->control_path, &cfd);
 	h->fds[0] = h->listener->fd;
 	h->fds[1] = cfd;
 	*nfds = cfd >= 0 ? 2 : 1;
@@ -180,34 +178,6 @@ void redirect_handover_on_sighup(void *opaque)
 	redirect_handover_request(opaque, why, sizeof(why));
 }
 
-/* --control's listener, if the predecessor had one at the same path. */
-static int take_control(struct redirect_handover *h, struct vmio_takeover *t,
-			int (*add)(void *opaque, struct vmio_control *c),
-			void *opaque)
-{
-	const struct vmio_envelope_section *s =
-		vmio_envelope_find(&t->env, SECTION_CONTROL);
-	const char *mine = h->control_path ? h->control_path : "";
-	int fd = -1;
-
-	if (!s || s->len != strlen(mine) || memcmp(s->data, mine, s->len)) {
-		snprintf(t->why, sizeof(t->why),
-			 "--control differs from the predecessor's");
-		return -1;
-	}
-	if (!h->control_path)
-		return 0;
-	if (s->fd_count && !vmio_takeover_take(t, SECTION_CONTROL, 1, &fd))
-		return -1;
-	if (vmio_control_open_fd(h->loop, "redirect", h->control_path, fd, add,
-				 opaque, h->ctl)) {
-		snprintf(t->why, sizeof(t->why),
-			 "cannot serve --control %s", h->control_path);
-		return -1;
-	}
-	return 0;
-}
-
 int redirect_handover_take(struct redirect_handover *h, struct vmio_takeover *t,
 			   void (*take)(void *opaque, int fd),
 			   int (*add)(void *opaque, struct vmio_control *c),
@@ -217,7 +187,8 @@ int redirect_handover_take(struct redirect_handover *h, struct vmio_takeover *t,
 	char where[160];
 	int fd;
 
-	if (take_control(h, t, add, opaque))
+	if (control_handover_take(t, h->loop, "redirect", h->control_path, add,
+				  opaque, h->ctl))
 		return -1;
 	s = vmio_takeover_take(t, SECTION_LISTENER, 1, &fd);
 	if (!s)

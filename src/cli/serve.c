@@ -189,6 +189,23 @@ int vmio_cli_attach(struct vmio_backend *be, const char *socket_path, int fd,
 	return rc;
 }
 
+int vmio_cli_attach_handed_over(struct vmio_backend *be,
+				const char *socket_path, int listen_fd,
+				const char *who, struct vmio_cli_run *r)
+{
+	int rc;
+
+	if (listen_fd < 0) {
+		vmio_backend_set_disconnect_cb(be, on_frontend_gone, r);
+		return 0;
+	}
+	rc = vmio_backend_adopt_listener(be, listen_fd, socket_path);
+	if (rc)
+		log_err("%scannot accept on the listener handed over: %s", who,
+			strerror(-rc));
+	return rc;
+}
+
 static int serve(struct vmio_cli_run *r, struct vmio_backend *be,
 		 const struct vmio_backend_opts *o)
 {

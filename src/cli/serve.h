@@ -38,6 +38,15 @@ struct vmio_cli_run {
 int vmio_cli_attach(struct vmio_backend *be, const char *socket_path, int fd,
 		    const char *who, struct vmio_cli_run *r);
 
+/* A successor's vmio_cli_attach: be accepts on listen_fd, the listener
+ * a predecessor handed over, whose file at socket_path (NULL: an
+ * inherited listener, not ours) this process removes at its end; or,
+ * with none (-1), be serves the one front end its session carries, and
+ * that front end's end stops r. Returns 0 or -errno (logged). */
+int vmio_cli_attach_handed_over(struct vmio_backend *be,
+				const char *socket_path, int listen_fd,
+				const char *who, struct vmio_cli_run *r);
+
 /* Serves the backend as the options say (listen on --socket-path or adopt
  * --fd) until SIGTERM or SIGINT, or, with --fd, until that front end goes
  * away. Returns the exit status. */

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 
 #include "cli/control.h"
+#include "cli/control_handover.h"
 #include "cli/serve.h"
+#include "cli/vsock_handover.h"
 #include "devices/vsock/router.h"
 #include "event/cpu_account.h"
 #include "util/json.h"
@@ -110,14 +112,13 @@ static void say_vm(const struct vsock_serve *s, unsigned i)
 			 v->uds_path);
 }
 
-/* VM i's device and backend on loop. Returns 0, or -1 (logged). */
-static int make_vm(const struct vsock_serve *s, struct vsock_router *router,
-		   unsigned i, struct vm_inst *vm)
+/* VM i's device configuration: the command's, but for its own keys. */
+static struct vsock_device_config vm_config(const struct vsock_serve *s,
+					    struct vsock_router *router,
+					    unsigned i)
 {
 	const struct vsock_vm_spec *v = &s->vms->vms[i];
 	struct vsock_device_config cfg = s->device;
-	struct vmio_cpu_account *outer;
-	int rc = -ENOMEM;
 
 	cfg.guest_cid = v->guest_cid;
 	cfg.uds_path = v->uds_path;
@@ -127,6 +128,25 @@ static int make_vm(const struct vsock_serve *s, struct vsock_router *router,
 					   : s->backend->queue_size;
 	cfg.router = router;
 	cfg.vm_index = i;
+	return cfg;
+}
+
+/* What every VM's backend is set to, made fresh or taken over. */
+static void set_up_backend(const struct vsock_serve *s, struct vmio_backend *be)
+{
+	vmio_backend_set_message_timeout(be, s->backend->message_timeout_ms);
+	vmio_backend_set_kick_budget(be, &s->backend->idle_kicks);
+}
+
+/* VM i's device and backend on loop. Returns 0, or -1 (logged). */
+static int make_vm(const struct vsock_serve *s, struct vsock_router *router,
+		   unsigned i, struct vm_inst *vm)
+{
+	const struct vsock_vm_spec *v = &s->vms->vms[i];
+	struct vsock_device_config cfg = vm_config(s, router, i);
+	struct vmio_cpu_account *outer;
+	int rc = -ENOMEM;
+
 	outer = vmio_cpu_account_enter(&vm->cpu);
 	vm->dev = vsock_device_new(vm->loop, &cfg, &rc);
 	if (vm->dev)
@@ -151,10 +171,54 @@ static int make_vm(const struct vsock_serve *s, struct vsock_router *router,
 			s->single ? "" : "s");
 		return -1;
 	}
-	vmio_backend_set_message_timeout(vm->be,
-					 s->backend->message_timeout_ms);
-	vmio_backend_set_kick_budget(vm->be, &s->backend->idle_kicks);
+	set_up_backend(s, vm->be);
 	return 0;
+}
+
+/* VM i taken over from the predecessor's state: its device, then its
+ * listener, then its session (held). Returns 0, or -1 with the reason in
+ * t->why; what was taken is let go of without a trace. */
+static int take_vm(const struct vsock_serve *s, struct vsock_router *router,
+		   unsigned i, struct vm_inst *vm, struct vmio_cli_run *run,
+		   struct vmio_takeover *t)
+{
+	const struct vsock_vm_spec *v = &s->vms->vms[i];
+	struct vsock_device_config cfg = vm_config(s, router, i);
+	struct vsock_handover_taken tv;
+	struct vmio_cpu_account *outer;
+	char why[sizeof(t->why)] = "out of memory";
+	int rc = -1;
+
+	vm->index = i;
+	vm->uds_path = v->uds_path;
+	if (vsock_handover_open_vm(t, i, v, &tv))
+		goto out;
+	outer = vmio_cpu_account_enter(&vm->cpu);
+	vm->dev = vsock_handover_restore_device(&tv, vm->loop, &cfg, why,
+						sizeof(why));
+	if (vm->dev)
+		vm->be = vmio_backend_new(vm->loop, vsock_device_ops(vm->dev),
+					  vm->dev);
+	vmio_cpu_account_leave(outer);
+	if (!vm->be)
+		goto refused;
+	set_up_backend(s, vm->be);
+	if (vmio_cli_attach_handed_over(
+		    vm->be,
+		    tv.listener_kind == VSOCK_LISTENER_BOUND ? v->socket : NULL,
+		    vsock_handover_take_listener(&tv), "", run)) {
+		snprintf(why, sizeof(why), "cannot accept on its listener");
+		goto refused;
+	}
+	if (vsock_handover_restore_session(&tv, vm->be, why, sizeof(why)))
+		goto refused;
+	rc = 0;
+	goto out;
+refused:
+	snprintf(t->why, sizeof(t->why), "VM %u: %s", i + 1, why);
+out:
+	vsock_handover_taken_fini(&tv);
+	return rc;
 }
 
 /* VM i's backend where its VMM finds it. Returns 0, or -1 (logged). */
@@ -180,70 +244,206 @@ static void stop_workers(void *pool)
 	vmio_workers_stop(pool);
 }
 
+/* Every VM of the run, and its --control, as the state and the command
+ * line say. */
+struct serve_run {
+	const struct vsock_serve *s;
+	struct vmio_cli_run run;
+	struct vm_inst *vi;
+	struct vsock_router *router;
+	struct vm_parts parts;
+	struct vmio_control *ctl;
+	struct vsock_handover ho;
+	struct vmio_takeover tk; /* when started by a predecessor */
+	unsigned made;           /* VMs with a device */
+	bool taken;              /* from a predecessor, and serving */
+};
+
+/* Fresh: every VM made and (but the single form's) listening. */
+static int open_fresh(struct serve_run *r)
+{
+	const struct vsock_serve *s = r->s;
+
+	for (unsigned i = 0; i < s->vms->n; i++) {
+		/* The VM list listens as it goes; the single-VM form, as
+		 * every backend command of one device, once the control
+		 * socket and the signals are there. */
+		r->made = i + 1;
+		if (make_vm(s, r->router, i, &r->vi[i]) ||
+		    (!s->single && attach_vm(s, i, &r->vi[i], &r->run)))
+			return -1;
+	}
+	return vmio_control_open(r->run.loop, "vsock", s->backend->control_path,
+				 add_vms, &r->parts, &r->ctl);
+}
+
+/* What a successor took, let go of: the predecessor serves it still. */
+static void let_go(struct serve_run *r)
+{
+	for (unsigned i = 0; i < r->made; i++)
+		vsock_handover_let_go(r->vi[i].dev, r->vi[i].be);
+	vmio_control_give_up_listener(r->ctl);
+}
+
+/* Started by a predecessor: every VM and --control from its state.
+ * Returns 0, or -1 with the reason in r->tk.why. */
+static int take_over(struct serve_run *r)
+{
+	const struct vsock_serve *s = r->s;
+	struct vmio_takeover *t = &r->tk;
+	unsigned i;
+
+	if (vmio_takeover_receive(t, r->run.loop, s->handover_timeout_ms))
+		goto refuse;
+	for (i = 0; i < s->vms->n; i++) {
+		r->made = i + 1;
+		if (take_vm(s, r->router, i, &r->vi[i], &r->run, t))
+			goto refuse;
+	}
+	if (vmio_envelope_find(&t->env, "vm.0") && i < VSOCK_MAX_VMS) {
+		char name[VMIO_ENVELOPE_NAME_MAX + 1];
+
+		snprintf(name, sizeof(name), "vm.%u", i);
+		if (vmio_envelope_find(&t->env, name)) {
+			snprintf(t->why, sizeof(t->why),
+				 "the predecessor served more VMs than the %u here: the VM list changed",
+				 i);
+			goto refuse;
+		}
+	}
+	if (control_handover_take(t, r->run.loop, "vsock",
+				  s->backend->control_path, add_vms, &r->parts,
+				  &r->ctl))
+		goto refuse;
+	return 0;
+refuse:
+	return -1;
+}
+
+/* Taken over: the predecessor has its answer and serves nothing more,
+ * so this one serves every VM now. Returns 0, or -1 if the predecessor
+ * had stopped waiting (it serves on). */
+static int serve_taken(struct serve_run *r)
+{
+	int rc = vmio_takeover_accept(&r->tk);
+
+	vmio_takeover_fini(&r->tk);
+	if (rc)
+		return -1;
+	r->taken = true;
+	for (unsigned i = 0; i < r->s->vms->n; i++)
+		vsock_handover_serve(r->vi[i].dev, r->vi[i].be);
+	log_info("hand-over: took over %u VM%s", r->s->vms->n,
+		 r->s->vms->n == 1 ? "" : "s");
+	return 0;
+}
+
+/* SIGHUP and --control's reload, from before any worker starts (they
+ * inherit the blocked signals). */
+static int watch_handover(struct serve_run *r, struct vmio_workers *pool)
+{
+	struct vsock_handover *h = &r->ho;
+
+	h->loop = r->run.loop;
+	h->pool = pool;
+	h->list = r->s->vms;
+	h->control_path = r->s->backend->control_path;
+	h->ctl = &r->ctl;
+	h->max_conns = r->s->device.max_conns;
+	h->timeout_ms = r->s->handover_timeout_ms;
+	if (vsock_handover_alloc(h, r->s->vms->n))
+		return -1;
+	for (unsigned i = 0; i < h->n; i++) {
+		h->vms[i].loop = r->vi[i].loop;
+		h->vms[i].dev = r->vi[i].dev;
+		h->vms[i].be = r->vi[i].be;
+	}
+	if (vsock_handover_init(h))
+		return -1;
+	vmio_control_set_reload(r->ctl, vsock_handover_request, h);
+	return vmio_cli_watch_reload(vsock_handover_on_sighup, h);
+}
+
 int vsock_serve(const struct vsock_serve *s)
 {
 	const struct vsock_vm_list *l = s->vms;
 	struct vmio_workers *pool = vmio_workers_from_opts(s->workers, l->n);
-	struct vm_inst *vi = calloc(l->n, sizeof(*vi));
 	unsigned *worker = calloc(l->n, sizeof(*worker));
-	struct vmio_cli_run run = { .pool = pool };
-	struct vsock_router *router = NULL;
-	struct vm_parts parts = { vi, l->n };
-	struct vmio_control *ctl = NULL;
+	struct serve_run r = {
+		.s = s,
+		.run.pool = pool,
+		.vi = calloc(l->n, sizeof(*r.vi)),
+		.tk.sock = -1,
+	};
+	int successor = vmio_takeover_open(&r.tk);
 	int status = 1;
 	unsigned i;
 
-	if (!pool || !vi || !worker || make_router(s, &router)) {
+	r.parts = (struct vm_parts){ r.vi, l->n };
+	if (!pool || !r.vi || !worker || make_router(s, &r.router)) {
 		log_err("out of memory setting up the VMs");
 		goto out;
 	}
-	run.loop = vmio_workers_loop(pool, 0);
+	if (successor < 0)
+		goto out;
+	r.run.loop = vmio_workers_loop(pool, 0);
 	/* A thread= beyond the workers is the command line's mistake. */
 	if (assign_workers(l, vmio_workers_count(pool), worker)) {
 		status = VMIO_EXIT_USAGE;
 		goto out;
 	}
 	for (i = 0; i < l->n; i++) {
-		vi[i].worker = worker[i];
-		vi[i].loop = vmio_workers_loop(pool, worker[i]);
-		/* The VM list listens as it goes; the single-VM form, as
-		 * every backend command of one device, once the control
-		 * socket and the signals are there. */
-		if (make_vm(s, router, i, &vi[i]) ||
-		    (!s->single && attach_vm(s, i, &vi[i], &run)))
-			goto out;
+		r.vi[i].worker = worker[i];
+		r.vi[i].loop = vmio_workers_loop(pool, worker[i]);
 	}
-	if (vmio_control_open(run.loop, "vsock", s->backend->control_path,
-			      add_vms, &parts, &ctl))
+	if (successor ? take_over(&r) : open_fresh(&r))
 		goto out;
 	/* Signals are blocked before any worker starts, so that each one
 	 * inherits the mask and SIGTERM reaches the signalfd of worker 0. */
-	if (vmio_cli_watch_signals(run.loop, stop_workers, pool))
+	if (vmio_cli_watch_signals(r.run.loop, stop_workers, pool))
 		goto out;
-	if (s->single && attach_vm(s, 0, &vi[0], &run))
+	if (watch_handover(&r, pool))
 		goto unwatch;
+	if (successor) {
+		if (serve_taken(&r))
+			goto unwatch;
+	} else {
+		if (s->single && attach_vm(s, 0, &r.vi[0], &r.run))
+			goto unwatch;
+		/* Every VM's sockets are bound: systemd may start the
+		 * VMMs. */
+		vmio_sd_notify_ready();
+	}
 	log_debug("vsock: %u VM%s on %u worker thread%s", l->n,
 		  l->n == 1 ? "" : "s", vmio_workers_count(pool),
 		  vmio_workers_count(pool) == 1 ? "" : "s");
-	/* Every VM's sockets are bound: systemd may start the VMMs. */
-	vmio_sd_notify_ready();
 	if (!vmio_workers_start(pool) && !vmio_workers_run(pool))
 		status = 0;
 unwatch:
 	vmio_cli_unwatch_signals();
 out:
-	vmio_control_free(ctl);
+	if (successor > 0 && !r.taken) {
+		/* Not a trace: the predecessor serves on. */
+		if (r.tk.sock >= 0)
+			vmio_takeover_refuse(&r.tk, r.tk.why[0]
+							    ? r.tk.why
+							    : "it could not set up");
+		let_go(&r);
+	}
+	vmio_takeover_fini(&r.tk);
+	vmio_control_free(r.ctl);
 	/* With every worker joined, backends first: their resets reach the
 	 * router and the other VMs' muxers, which must all still be there. */
-	for (i = 0; vi && i < l->n; i++)
-		vmio_backend_free(vi[i].be);
-	for (i = 0; vi && i < l->n; i++) {
-		vsock_device_free(vi[i].dev);
-		vmio_cpu_account_fini(&vi[i].cpu);
+	for (i = 0; r.vi && i < l->n; i++)
+		vmio_backend_free(r.vi[i].be);
+	for (i = 0; r.vi && i < l->n; i++) {
+		vsock_device_free(r.vi[i].dev);
+		vmio_cpu_account_fini(&r.vi[i].cpu);
 	}
-	free(vi);
+	vsock_handover_fini(&r.ho);
+	free(r.vi);
 	free(worker);
-	vsock_router_free(router);
+	vsock_router_free(r.router);
 	vmio_workers_free(pool);
 	return status;
 }

@@ -25,6 +25,7 @@ struct vsock_serve {
 	/* The single-VM form: no sibling to route to, messages that name
 	 * its options, and a VM whose socket may be --fd (socket NULL). */
 	bool single;
+	unsigned handover_timeout_ms; /* --handover-timeout */
 };
 
 /* Serves s's VMs until stopped. Returns the exit status. */

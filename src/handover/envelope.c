@@ -6,27 +6,12 @@
 #include <string.h>
 #include <zlib.h>
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
+#include "util/wire.h"
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	put16(p, (uint16_t)v);
-	put16(p + 2, (uint16_t)(v >> 16));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return get16(p) | (uint32_t)get16(p + 2) << 16;
-}
+/* Where the header keeps what finish writes last (envelope.h). */
+#define AT_LENGTH 12u
+#define AT_SECTIONS 48u
+#define AT_FDS 52u
 
 /* zlib's crc32 takes a uInt length: a record may be larger than one. */
 static uint32_t checksum(const uint8_t *p, size_t len)
@@ -59,67 +44,69 @@ static bool name_ok(const char *name, size_t len)
 
 /* ---- Writing ----------------------------------------------------------- */
 
-static bool reserve(struct vmio_envelope_writer *w, size_t more)
+/* The record so far as a wire writer, which writes it: envelope.h's
+ * writer only keeps its buffer between calls. */
+static struct vmio_wire_writer wire_of(const struct vmio_envelope_writer *w)
 {
-	size_t cap = w->cap ? w->cap : 4096;
-	uint8_t *b;
+	return (struct vmio_wire_writer){ .buf = w->buf,
+					  .len = w->len,
+					  .cap = w->cap,
+					  .max = VMIO_ENVELOPE_MAX_BYTES,
+					  .failed = w->failed };
+}
 
-	if (w->failed || more > VMIO_ENVELOPE_MAX_BYTES - w->len) {
-		w->failed = true;
-		return false;
-	}
-	if (w->len + more <= w->cap)
-		return true;
-	while (cap < w->len + more)
-		cap *= 2;
-	b = realloc(w->buf, cap);
-	if (!b) {
-		w->failed = true;
-		return false;
-	}
-	w->buf = b;
-	w->cap = cap;
-	return true;
+/* Takes the buffer back from wire; -1 if the writer has failed. */
+static int keep(struct vmio_envelope_writer *w,
+		const struct vmio_wire_writer *wire)
+{
+	w->buf = wire->buf;
+	w->len = wire->len;
+	w->cap = wire->cap;
+	w->failed = wire->failed;
+	return w->failed ? -1 : 0;
 }
 
 void vmio_envelope_writer_init(struct vmio_envelope_writer *w,
 			       const char *version)
 {
-	size_t vlen = strlen(version);
+	/* Cut to leave a NUL in the field: a reader refuses one without. */
+	size_t vlen = strnlen(version, VMIO_ENVELOPE_VERSION_MAX - 1);
+	struct vmio_wire_writer wire;
 
 	*w = (struct vmio_envelope_writer){ 0 };
-	if (!reserve(w, VMIO_ENVELOPE_HEADER))
-		return;
-	memset(w->buf, 0, VMIO_ENVELOPE_HEADER);
-	memcpy(w->buf, VMIO_ENVELOPE_MAGIC, 8);
-	put16(w->buf + 8, VMIO_ENVELOPE_FORMAT);
-	memcpy(w->buf + 16, version,
-	       vlen < VMIO_ENVELOPE_VERSION_MAX ? vlen
-						: VMIO_ENVELOPE_VERSION_MAX - 1);
-	w->len = VMIO_ENVELOPE_HEADER;
+	wire = wire_of(w);
+	vmio_wire_put_bytes(&wire, VMIO_ENVELOPE_MAGIC, 8);
+	vmio_wire_put_u16(&wire, VMIO_ENVELOPE_FORMAT);
+	vmio_wire_put_u16(&wire, 0);
+	vmio_wire_put_u32(&wire, 0); /* the length, once sealed */
+	vmio_wire_put_bytes(&wire, version, vlen);
+	vmio_wire_put_zeros(&wire, VMIO_ENVELOPE_VERSION_MAX - vlen);
+	vmio_wire_put_u32(&wire, 0); /* the counts, once sealed */
+	vmio_wire_put_u32(&wire, 0);
+	keep(w, &wire);
 }
 
 int vmio_envelope_add(struct vmio_envelope_writer *w, const char *name,
 		      const void *data, size_t len, uint32_t fd_count)
 {
 	size_t nlen = strlen(name);
-	uint8_t *p;
+	struct vmio_wire_writer wire;
 
 	if (!name_ok(name, nlen) ||
 	    w->nsections == VMIO_ENVELOPE_MAX_SECTIONS ||
 	    fd_count > VMIO_ENVELOPE_MAX_FDS - w->nfds || len > UINT32_MAX)
 		w->failed = true;
-	if (!reserve(w, VMIO_ENVELOPE_SECTION_HEADER + len))
+	if (w->failed)
 		return -1;
-	p = w->buf + w->len;
-	memset(p, 0, VMIO_ENVELOPE_NAME_MAX);
-	memcpy(p, name, nlen);
-	put32(p + VMIO_ENVELOPE_NAME_MAX, w->nfds);
-	put32(p + VMIO_ENVELOPE_NAME_MAX + 4, fd_count);
-	put32(p + VMIO_ENVELOPE_NAME_MAX + 8, (uint32_t)len);
-	if (len)
-		memcpy(p + VMIO_ENVELOPE_SECTION_HEADER, data, len);
-	w->len += VMIO_ENVELOPE_SECTION_HEADER + len;
+	wire = wire_of(w);
+	vmio_wire_put_bytes(&wire, name, nlen);
+	vmio_wire_put_zeros(&wire, VMIO_ENVELOPE_NAME_MAX - nlen);
+	vmio_wire_put_u32(&wire, w->nfds);
+	vmio_wire_put_u32(&wire, fd_count);
+	vmio_wire_put_u32(&wire, (uint32_t)len);
+	vmio_wire_put_bytes(&wire, data, len);
+	if (keep(w, &wire))
+		return -1;
 	w->nsections++;
 	w->nfds += fd_count;
 	return 0;
@@ -128,14 +115,16 @@ int vmio_envelope_add(struct vmio_envelope_writer *w, const char *name,
 int vmio_envelope_finish(struct vmio_envelope_writer *w, const uint8_t **rec,
 			 size_t *len)
 {
-	if (!reserve(w, 4))
+	struct vmio_wire_writer wire = wire_of(w);
+
+	vmio_wire_patch_u32(&wire, AT_LENGTH, (uint32_t)(wire.len + 4));
+	vmio_wire_patch_u32(&wire, AT_SECTIONS, w->nsections);
+	vmio_wire_patch_u32(&wire, AT_FDS, w->nfds);
+	vmio_wire_put_u32(&wire, checksum(wire.buf, wire.len));
+	if (keep(w, &wire))
 		return -1;
-	put32(w->buf + 12, (uint32_t)(w->len + 4));
-	put32(w->buf + 48, w->nsections);
-	put32(w->buf + 52, w->nfds);
-	put32(w->buf + w->len, checksum(w->buf, w->len));
 	*rec = w->buf;
-	*len = w->len + 4;
+	*len = w->len;
 	return 0;
 }
 
@@ -168,42 +157,60 @@ static bool padded_ok(const uint8_t *p, size_t size, size_t *len)
 	return true;
 }
 
-static int read_header(struct vmio_envelope *e, const uint8_t *rec,
-		       size_t len, char *why, size_t size)
+/* The record's last field, outside what the sections are read from. */
+static uint32_t stored_checksum(const uint8_t *rec, size_t len)
 {
+	struct vmio_wire_reader r;
+
+	vmio_wire_reader_init(&r, rec + len - 4, 4);
+	return vmio_wire_get_u32(&r);
+}
+
+/* Every field is read before any is checked, and they are checked in the
+ * order that gives the most telling reason: the length is checked first,
+ * so every read fits. */
+static int read_header(struct vmio_envelope *e, struct vmio_wire_reader *r,
+		       const uint8_t *rec, size_t len, char *why, size_t size)
+{
+	const uint8_t *magic, *version;
+	unsigned format, flags;
+	uint32_t total;
 	size_t vlen;
-	unsigned format;
 
 	if (len < VMIO_ENVELOPE_HEADER + 4)
 		return refuse(why, size, "the state is %zu bytes, shorter than its header",
 			      len);
-	if (memcmp(rec, VMIO_ENVELOPE_MAGIC, 8))
+	magic = vmio_wire_get_bytes(r, 8);
+	format = vmio_wire_get_u16(r);
+	flags = vmio_wire_get_u16(r);
+	total = vmio_wire_get_u32(r);
+	version = vmio_wire_get_bytes(r, VMIO_ENVELOPE_VERSION_MAX);
+	e->nsections = vmio_wire_get_u32(r);
+	e->nfds = vmio_wire_get_u32(r);
+	if (!vmio_wire_ok(r) || memcmp(magic, VMIO_ENVELOPE_MAGIC, 8))
 		return refuse(why, size, "not a vmio state (bad magic)");
-	format = get16(rec + 8);
 	if (format < VMIO_ENVELOPE_FORMAT_MIN || format > VMIO_ENVELOPE_FORMAT)
 		return refuse(why, size,
 			      "state format version %u: this vmio reads versions %u to %u",
 			      format, VMIO_ENVELOPE_FORMAT_MIN,
 			      VMIO_ENVELOPE_FORMAT);
-	if (get16(rec + 10))
+	if (flags)
 		return refuse(why, size, "state flags 0x%x: none are known",
-			      get16(rec + 10));
-	if (get32(rec + 12) != len)
+			      flags);
+	if (total != len)
 		return refuse(why, size,
 			      "the state says it is %u bytes, %zu arrived",
-			      get32(rec + 12), len);
+			      total, len);
 	if (len > VMIO_ENVELOPE_MAX_BYTES)
 		return refuse(why, size, "the state is larger than %u bytes",
 			      VMIO_ENVELOPE_MAX_BYTES);
-	if (get32(rec + len - 4) != checksum(rec, len - 4))
+	if (stored_checksum(rec, len) != checksum(rec, len - 4))
 		return refuse(why, size, "the state's checksum does not match (corrupted)");
-	if (!padded_ok(rec + 16, VMIO_ENVELOPE_VERSION_MAX, &vlen))
+	if (!padded_ok(version, VMIO_ENVELOPE_VERSION_MAX, &vlen))
 		return refuse(why, size, "the writer's version is not text");
 	e->format = format;
-	memcpy(e->version, rec + 16, vlen);
+	memcpy(e->version, version, vlen);
 	e->version[vlen] = '\0';
-	e->nsections = get32(rec + 48);
-	e->nfds = get32(rec + 52);
 	if (e->nsections > VMIO_ENVELOPE_MAX_SECTIONS)
 		return refuse(why, size, "%u sections: at most %u", e->nsections,
 			      VMIO_ENVELOPE_MAX_SECTIONS);
@@ -215,37 +222,40 @@ static int read_header(struct vmio_envelope *e, const uint8_t *rec,
 
 /* Sections claim fd ranges in the order they come: each starts where the
  * one before ended, so no index is claimed twice or left out. */
-static int read_section(struct vmio_envelope *e, unsigned i, const uint8_t *p,
-			size_t left, uint32_t *next_fd, char *why, size_t size)
+static int read_section(struct vmio_envelope *e, unsigned i,
+			struct vmio_wire_reader *r, uint32_t *next_fd,
+			char *why, size_t size)
 {
 	struct vmio_envelope_section *s = &e->sec[i];
+	const uint8_t *name;
 	size_t nlen;
 
-	if (left < VMIO_ENVELOPE_SECTION_HEADER)
+	if (r->left < VMIO_ENVELOPE_SECTION_HEADER)
 		return refuse(why, size, "section %u: cut short", i);
-	if (!padded_ok(p, VMIO_ENVELOPE_NAME_MAX, &nlen) ||
-	    !name_ok((const char *)p, nlen))
+	name = vmio_wire_get_bytes(r, VMIO_ENVELOPE_NAME_MAX);
+	s->fd_first = vmio_wire_get_u32(r);
+	s->fd_count = vmio_wire_get_u32(r);
+	s->len = vmio_wire_get_u32(r);
+	if (!vmio_wire_ok(r) || !padded_ok(name, VMIO_ENVELOPE_NAME_MAX, &nlen) ||
+	    !name_ok((const char *)name, nlen))
 		return refuse(why, size, "section %u: its name is not [a-z0-9._-]+",
 			      i);
-	memcpy(s->name, p, nlen);
+	memcpy(s->name, name, nlen);
 	s->name[nlen] = '\0';
 	for (unsigned k = 0; k < i; k++)
 		if (!strcmp(e->sec[k].name, s->name))
 			return refuse(why, size, "section '%s' appears twice",
 				      s->name);
-	s->fd_first = get32(p + VMIO_ENVELOPE_NAME_MAX);
-	s->fd_count = get32(p + VMIO_ENVELOPE_NAME_MAX + 4);
-	s->len = get32(p + VMIO_ENVELOPE_NAME_MAX + 8);
 	if (s->fd_first != *next_fd || s->fd_count > e->nfds - *next_fd)
 		return refuse(why, size,
 			      "section '%s': fds %u+%u, but the list has %u and the next free is %u",
 			      s->name, s->fd_first, s->fd_count, e->nfds,
 			      *next_fd);
-	if (s->len > left - VMIO_ENVELOPE_SECTION_HEADER)
+	if (s->len > r->left)
 		return refuse(why, size,
 			      "section '%s': %zu bytes, past the end of the state",
 			      s->name, s->len);
-	s->data = p + VMIO_ENVELOPE_SECTION_HEADER;
+	s->data = vmio_wire_get_bytes(r, s->len);
 	*next_fd += s->fd_count;
 	return 0;
 }
@@ -253,22 +263,20 @@ static int read_section(struct vmio_envelope *e, unsigned i, const uint8_t *p,
 int vmio_envelope_read(struct vmio_envelope *e, const uint8_t *rec,
 		       size_t len, char *why, size_t why_size)
 {
+	struct vmio_wire_reader r;
 	uint32_t next_fd = 0;
-	size_t off = VMIO_ENVELOPE_HEADER, end;
 
 	memset(e, 0, sizeof(*e));
-	if (read_header(e, rec, len, why, why_size))
+	/* Everything but the checksum: read_header reads that apart. */
+	vmio_wire_reader_init(&r, rec, len < 4 ? 0 : len - 4);
+	if (read_header(e, &r, rec, len, why, why_size))
 		return -1;
-	end = len - 4;
-	for (unsigned i = 0; i < e->nsections; i++) {
-		if (read_section(e, i, rec + off, end - off, &next_fd, why,
-				 why_size))
+	for (unsigned i = 0; i < e->nsections; i++)
+		if (read_section(e, i, &r, &next_fd, why, why_size))
 			return -1;
-		off += VMIO_ENVELOPE_SECTION_HEADER + e->sec[i].len;
-	}
-	if (off != end)
+	if (r.left)
 		return refuse(why, why_size,
-			      "%zu bytes after the last section", end - off);
+			      "%zu bytes after the last section", r.left);
 	if (next_fd != e->nfds)
 		return refuse(why, why_size,
 			      "the list has %u fds, the sections claim %u",

@@ -44,7 +44,9 @@
 /* Bounds a reader holds a writer to: what a successor allocates is known
  * before it reads a byte of the record. */
 #define VMIO_ENVELOPE_MAX_BYTES (64u << 20)
-#define VMIO_ENVELOPE_MAX_SECTIONS 64u
+/* vmio vsock writes a section per VM (VSOCK_MAX_VMS, 256) beside its
+ * own: room for that four times over. */
+#define VMIO_ENVELOPE_MAX_SECTIONS 1024u
 #define VMIO_ENVELOPE_MAX_FDS 65536u
 
 /* ---- Writing ----------------------------------------------------------- */

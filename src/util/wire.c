@@ -15,13 +15,17 @@ void vmio_wire_writer_fini(struct vmio_wire_writer *w)
 	*w = (struct vmio_wire_writer){ 0 };
 }
 
-void vmio_wire_put_bytes(struct vmio_wire_writer *w, const void *p, size_t n)
+/* n more bytes at the record's end, for the caller to fill; NULL once
+ * the writer has failed. */
+static uint8_t *extend(struct vmio_wire_writer *w, size_t n)
 {
+	uint8_t *p;
+
 	if (w->failed)
-		return;
+		return NULL;
 	if (n > w->max - w->len) {
 		w->failed = true;
-		return;
+		return NULL;
 	}
 	if (w->len + n > w->cap) {
 		size_t cap = w->cap ? w->cap : 256;
@@ -32,24 +36,66 @@ void vmio_wire_put_bytes(struct vmio_wire_writer *w, const void *p, size_t n)
 		b = realloc(w->buf, cap);
 		if (!b) {
 			w->failed = true;
-			return;
+			return NULL;
 		}
 		w->buf = b;
 		w->cap = cap;
 	}
-	if (n)
-		memcpy(w->buf + w->len, p, n);
+	p = w->buf + w->len;
 	w->len += n;
+	return p;
 }
 
-/* Little-endian whatever the host's order. */
-static void put_le(struct vmio_wire_writer *w, uint64_t v, unsigned n)
+void vmio_wire_put_bytes(struct vmio_wire_writer *w, const void *p, size_t n)
 {
-	uint8_t b[8];
+	uint8_t *to = extend(w, n);
 
+	if (to && n)
+		memcpy(to, p, n);
+}
+
+void vmio_wire_put_zeros(struct vmio_wire_writer *w, size_t n)
+{
+	uint8_t *to = extend(w, n);
+
+	if (to && n)
+		memset(to, 0, n);
+}
+
+/* Little-endian whatever the host's order: every field of every record
+ * is stored and loaded by these two. */
+static void store_le(uint8_t *b, uint64_t v, unsigned n)
+{
 	for (unsigned i = 0; i < n; i++)
 		b[i] = (uint8_t)(v >> (8 * i));
-	vmio_wire_put_bytes(w, b, n);
+}
+
+static uint64_t load_le(const uint8_t *b, unsigned n)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		v |= (uint64_t)b[i] << (8 * i);
+	return v;
+}
+
+static void put_le(struct vmio_wire_writer *w, uint64_t v, unsigned n)
+{
+	uint8_t *to = extend(w, n);
+
+	if (to)
+		store_le(to, v, n);
+}
+
+void vmio_wire_patch_u32(struct vmio_wire_writer *w, size_t at, uint32_t v)
+{
+	if (w->failed)
+		return;
+	if (at > w->len || w->len - at < 4) {
+		w->failed = true;
+		return;
+	}
+	store_le(w->buf + at, v, 4);
 }
 
 void vmio_wire_put_u8(struct vmio_wire_writer *w, uint8_t v)
@@ -110,13 +156,8 @@ const uint8_t *vmio_wire_get_bytes(struct vmio_wire_reader *r, size_t n)
 static uint64_t get_le(struct vmio_wire_reader *r, unsigned n)
 {
 	const uint8_t *b = vmio_wire_get_bytes(r, n);
-	uint64_t v = 0;
 
-	if (!b)
-		return 0;
-	for (unsigned i = 0; i < n; i++)
-		v |= (uint64_t)b[i] << (8 * i);
-	return v;
+	return b ? load_le(b, n) : 0;
 }
 
 uint8_t vmio_wire_get_u8(struct vmio_wire_reader *r)

@@ -32,6 +32,12 @@ void vmio_wire_put_u32(struct vmio_wire_writer *w, uint32_t v);
 void vmio_wire_put_u64(struct vmio_wire_writer *w, uint64_t v);
 void vmio_wire_put_bytes(struct vmio_wire_writer *w, const void *p,
 			 size_t n);
+/* n zero bytes: what pads a fixed-size field after its text. */
+void vmio_wire_put_zeros(struct vmio_wire_writer *w, size_t n);
+/* Overwrites the u32 written at offset at: a length or count the record
+ * holds before the fields it counts, known once they are written. Fails
+ * the writer if the record does not reach that far yet. */
+void vmio_wire_patch_u32(struct vmio_wire_writer *w, size_t at, uint32_t v);
 
 /* A set of counters (n u64s, a struct of nothing else): their count,
  * then each. A later release appends counters; a reader takes what it

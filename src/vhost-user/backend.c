@@ -27,7 +27,8 @@
 static void watch_listener(struct vmio_backend *be, bool on)
 {
 	if (be->listen_fd >= 0)
-		vmio_loop_modify(be->loop, be->listen_fd, on ? EPOLLIN : 0);
+		vmio_loop_modify(be->loop, be->listen_fd,
+				 on && !be->accept_held ? EPOLLIN : 0);
 }
 
 static void relisten_cb(void *opaque)
@@ -277,6 +278,67 @@ int vmio_backend_listen(struct vmio_backend *be, const char *path)
 	return 0;
 }
 
+/* ---- The listener at a hand-over --------------------------------------- */
+
+void vmio_backend_hold_accept(struct vmio_backend *be, bool hold)
+{
+	be->accept_held = hold;
+	if (hold)
+		watch_listener(be, false);
+	else if (!be->chan.open)
+		listen_again(be);
+}
+
+int vmio_backend_listener(const struct vmio_backend *be)
+{
+	return be->listen_fd;
+}
+
+bool vmio_backend_owns_socket_file(const struct vmio_backend *be)
+{
+	return be->socket_path != NULL;
+}
+
+static void drop_listener(struct vmio_backend *be)
+{
+	if (be->listen_fd < 0)
+		return;
+	vmio_timer_fini(&be->relisten);
+	vmio_loop_remove(be->loop, be->listen_fd);
+	vmio_close_fd(&be->listen_fd);
+}
+
+void vmio_backend_give_up_listener(struct vmio_backend *be)
+{
+	drop_listener(be);
+	free(be->socket_path);
+	be->socket_path = NULL;
+}
+
+int vmio_backend_adopt_listener(struct vmio_backend *be, int fd,
+				const char *path)
+{
+	struct stat st;
+	int rc = be->listen_fd >= 0 ? -EBUSY : vmio_fd_set_nonblock(fd);
+
+	if (!rc)
+		rc = adopt_listener(be, fd);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	/* A session restored first keeps it unwatched. */
+	watch_listener(be, !be->chan.open);
+	/* The file as it is now is the one the predecessor bound: a later
+	 * one at the same path (someone else's) is never removed. */
+	if (path && !stat(path, &st) && S_ISSOCK(st.st_mode)) {
+		be->socket_path = strdup(path);
+		be->socket_dev = st.st_dev;
+		be->socket_ino = st.st_ino;
+	}
+	return 0;
+}
+
 /* ---- Lifetime ---------------------------------------------------------- */
 
 struct vmio_backend *vmio_backend_new(struct vmio_loop *loop,
@@ -339,11 +401,7 @@ void vmio_backend_free(struct vmio_backend *be)
 	vhost_user_channel_close(&be->chan);
 	vmio_session_reset(be);
 	vmio_bq_release_all(be);
-	if (be->listen_fd >= 0) {
-		vmio_timer_fini(&be->relisten);
-		vmio_loop_remove(be->loop, be->listen_fd);
-		vmio_close_fd(&be->listen_fd);
-	}
+	drop_listener(be);
 	if (be->socket_path)
 		remove_socket_file(be);
 	free(be->queues);

@@ -39,6 +39,31 @@ int vmio_backend_serve_fd(struct vmio_backend *be, int fd);
  * backend owns fd from now on. Returns 0 or -errno. */
 int vmio_backend_listen_fd(struct vmio_backend *be, int fd);
 
+/* ---- The listener at a hand-over (cli/vsock_handover.h) ---------------- */
+
+/* Stops accepting new front ends, or starts again: while a hand-over is
+ * under way a VMM that connects waits in the kernel's backlog for
+ * whichever process serves next, instead of starting a session that the
+ * successor's record does not have. */
+void vmio_backend_hold_accept(struct vmio_backend *be, bool hold);
+
+/* The listening socket (-1: none, a --fd connection), and whether its file
+ * is this backend's (vmio_backend_listen bound it), for the record. */
+int vmio_backend_listener(const struct vmio_backend *be);
+bool vmio_backend_owns_socket_file(const struct vmio_backend *be);
+
+/* The successor accepts on the listener now: forget it, closing this
+ * process's copy and leaving the socket file where it is. */
+void vmio_backend_give_up_listener(struct vmio_backend *be);
+
+/* Accepts on fd, a listener a predecessor handed over, as
+ * vmio_backend_listen_fd does; path (NULL: not ours) is the file it was
+ * bound at, which this backend then removes at its end, as if it had
+ * bound it. Owns fd from now on, whatever it returns. Returns 0 or
+ * -errno. */
+int vmio_backend_adopt_listener(struct vmio_backend *be, int fd,
+				const char *path);
+
 /* Called whenever a front end disconnects (after the device reset).
  * May be NULL. */
 void vmio_backend_set_disconnect_cb(struct vmio_backend *be,

@@ -112,6 +112,7 @@ struct vmio_backend {
 	struct vhost_user_channel chan; /* the front end, while chan.open */
 	uint64_t last_session_ns;       /* when the last one started */
 	struct vmio_timer relisten;     /* the listener back after the gap */
+	bool accept_held;               /* by a hand-over */
 	unsigned message_timeout_ms;
 	struct vmio_kick_budget kick_budget; /* each queue's, at its start */
 

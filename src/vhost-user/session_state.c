@@ -17,7 +17,6 @@
  * list is named exactly once. */
 #include "vhost-user/session_state.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -28,6 +27,7 @@
 #include <unistd.h>
 
 #include "util/fd.h"
+#include "util/wire.h"
 #include "virtio/features.h"
 #include "vhost-user/backend.h"
 #include "vhost-user/handlers.h"
@@ -149,26 +149,6 @@ void vmio_session_handed_over(struct vmio_backend *be)
 
 /* ---- Writing ------------------------------------------------------------ */
 
-struct writer {
-	uint8_t *p;
-};
-
-static void put32(struct writer *w, uint32_t v)
-{
-	uint32_t le = htole32(v);
-
-	memcpy(w->p, &le, sizeof(le));
-	w->p += sizeof(le);
-}
-
-static void put64(struct writer *w, uint64_t v)
-{
-	uint64_t le = htole64(v);
-
-	memcpy(w->p, &le, sizeof(le));
-	w->p += sizeof(le);
-}
-
 /* A copy of fd in the record's list; its index, or FD_NONE for -1. */
 static int add_fd(struct vmio_session_record *rec, int fd, uint32_t *index)
 {
@@ -227,7 +207,8 @@ static int check_saveable(const struct vmio_backend *be, char *why,
 	return 0;
 }
 
-static int write_queue(struct writer *w, struct vmio_session_record *rec,
+static int write_queue(struct vmio_wire_writer *w,
+		       struct vmio_session_record *rec,
 		       const struct vmio_backend_queue *q)
 {
 	uint32_t flags = (q->vq.addr_set ? Q_ADDR_SET : 0) |
@@ -243,31 +224,82 @@ static int write_queue(struct writer *w, struct vmio_session_record *rec,
 		rc = add_fd(rec, q->err_fd, &err);
 	if (rc)
 		return rc;
-	put32(w, q->vq.size);
-	put32(w, flags);
-	put32(w, q->addr.flags);
-	put32(w, vmio_bq_base(q));
-	put64(w, q->addr.desc_uva);
-	put64(w, q->addr.used_uva);
-	put64(w, q->addr.avail_uva);
-	put64(w, q->addr.log_gpa);
-	put32(w, kick);
-	put32(w, call);
-	put32(w, err);
-	put32(w, 0);
+	vmio_wire_put_u32(w, q->vq.size);
+	vmio_wire_put_u32(w, flags);
+	vmio_wire_put_u32(w, q->addr.flags);
+	vmio_wire_put_u32(w, vmio_bq_base(q));
+	vmio_wire_put_u64(w, q->addr.desc_uva);
+	vmio_wire_put_u64(w, q->addr.used_uva);
+	vmio_wire_put_u64(w, q->addr.avail_uva);
+	vmio_wire_put_u64(w, q->addr.log_gpa);
+	vmio_wire_put_u32(w, kick);
+	vmio_wire_put_u32(w, call);
+	vmio_wire_put_u32(w, err);
+	vmio_wire_put_u32(w, 0);
 	return 0;
+}
+
+static int write_region(struct vmio_wire_writer *w,
+			struct vmio_session_record *rec,
+			const struct vmio_mem_region *r)
+{
+	uint32_t fd;
+	int rc = add_fd(rec, r->fd, &fd);
+
+	if (rc)
+		return rc;
+	vmio_wire_put_u64(w, r->d.gpa);
+	vmio_wire_put_u64(w, r->d.size);
+	vmio_wire_put_u64(w, r->d.uva);
+	vmio_wire_put_u64(w, r->d.mmap_offset);
+	vmio_wire_put_u32(w, fd);
+	vmio_wire_put_u32(w, r->dups);
+	return 0;
+}
+
+/* The record into w, its fds into rec; the header's size and fd count
+ * are known once the rest is written, and patched in then. Returns an
+ * fd's copy's failure; w says whether the bytes fitted. */
+static int write_record(struct vmio_wire_writer *w,
+			struct vmio_session_record *rec,
+			const struct vmio_backend *be)
+{
+	const struct vmio_mem *mem = &be->mem;
+	unsigned nq = be->ops->num_queues;
+	uint32_t chan = FD_NONE, req = FD_NONE;
+	size_t at_size;
+	int rc = add_fd(rec, be->chan.fd, &chan);
+
+	if (!rc)
+		rc = add_fd(rec, be->backend_req_fd, &req);
+	vmio_wire_put_bytes(w, MAGIC, 8);
+	vmio_wire_put_u32(w, VMIO_SESSION_STATE_VERSION);
+	at_size = w->len;
+	vmio_wire_put_u32(w, 0); /* the size, then the fd count */
+	vmio_wire_put_u32(w, 0);
+	vmio_wire_put_u32(w, mem->nregions);
+	vmio_wire_put_u32(w, nq);
+	vmio_wire_put_u32(w, be->owner ? REC_OWNER : 0);
+	vmio_wire_put_u64(w, be->acked_features);
+	vmio_wire_put_u64(w, be->acked_protocol_features);
+	vmio_wire_put_u32(w, be->status);
+	vmio_wire_put_u32(w, chan);
+	vmio_wire_put_u32(w, req);
+	vmio_wire_put_u32(w, 0);
+	for (unsigned i = 0; i < mem->nregions && !rc; i++)
+		rc = write_region(w, rec, &mem->regions[i]);
+	for (unsigned i = 0; i < nq && !rc; i++)
+		rc = write_queue(w, rec, &be->queues[i]);
+	vmio_wire_patch_u32(w, at_size, (uint32_t)w->len);
+	vmio_wire_patch_u32(w, at_size + 4, rec->nfds);
+	return rc;
 }
 
 int vmio_session_save(const struct vmio_backend *be,
 		      struct vmio_session_record *rec, char *why,
 		      size_t why_len)
 {
-	const struct vmio_mem *mem = &be->mem;
-	unsigned nq = be->ops->num_queues;
-	size_t len = HEAD_SIZE + (size_t)mem->nregions * REGION_SIZE +
-		     (size_t)nq * QUEUE_SIZE;
-	uint32_t chan = FD_NONE, req = FD_NONE;
-	struct writer w;
+	struct vmio_wire_writer w;
 	int rc = check_saveable(be, why, why_len);
 
 	rec->bytes = NULL;
@@ -275,75 +307,24 @@ int vmio_session_save(const struct vmio_backend *be,
 	rec->nfds = 0;
 	if (rc)
 		return rc;
-	rec->bytes = calloc(1, len);
-	if (!rec->bytes)
-		return refuse(-ENOMEM, why, why_len, "out of memory");
-	rec->len = len;
-	w.p = rec->bytes;
-	rc = add_fd(rec, be->chan.fd, &chan);
-	if (!rc)
-		rc = add_fd(rec, be->backend_req_fd, &req);
-	memcpy(w.p, MAGIC, 8);
-	w.p += 8;
-	put32(&w, VMIO_SESSION_STATE_VERSION);
-	put32(&w, (uint32_t)len);
-	w.p += 4; /* the fd count, once known */
-	put32(&w, mem->nregions);
-	put32(&w, nq);
-	put32(&w, be->owner ? REC_OWNER : 0);
-	put64(&w, be->acked_features);
-	put64(&w, be->acked_protocol_features);
-	put32(&w, be->status);
-	put32(&w, chan);
-	put32(&w, req);
-	put32(&w, 0);
-	for (unsigned i = 0; i < mem->nregions && !rc; i++) {
-		const struct vmio_mem_region *r = &mem->regions[i];
-		uint32_t fd;
-
-		rc = add_fd(rec, r->fd, &fd);
-		put64(&w, r->d.gpa);
-		put64(&w, r->d.size);
-		put64(&w, r->d.uva);
-		put64(&w, r->d.mmap_offset);
-		put32(&w, fd);
-		put32(&w, r->dups);
-	}
-	for (unsigned i = 0; i < nq && !rc; i++)
-		rc = write_queue(&w, rec, &be->queues[i]);
+	vmio_wire_writer_init(&w, 0);
+	rc = write_record(&w, rec, be);
+	if (rc)
+		refuse(rc, why, why_len, "cannot copy the session's fds: %s",
+		       strerror(-rc));
+	else if (w.failed)
+		rc = refuse(-ENOMEM, why, why_len, "out of memory");
 	if (rc) {
+		vmio_wire_writer_fini(&w);
 		vmio_session_record_free(rec);
-		return refuse(rc, why, why_len, "cannot copy the session's fds: %s",
-			      strerror(-rc));
+		return rc;
 	}
-	w.p = rec->bytes + 16;
-	put32(&w, rec->nfds);
+	rec->bytes = w.buf;
+	rec->len = w.len;
 	return 0;
 }
 
 /* ---- Reading ------------------------------------------------------------ */
-
-struct reader {
-	const uint8_t *p;
-};
-
-static uint32_t get32(struct reader *r)
-{
-	uint32_t le;
-
-	memcpy(&le, r->p, sizeof(le));
-	r->p += sizeof(le);
-	return le32toh(le);
-}
-
-static uint64_t get64(struct reader *r)
-{
-	uint64_t le;
-
-	memcpy(&le, r->p, sizeof(le));
-	r->p += sizeof(le);
-	return le64toh(le);
-}
 
 struct rec_region {
 	struct vhost_user_memory_region d;
@@ -387,26 +368,26 @@ static int check_fd(struct parsed *p, uint32_t index, unsigned nfds,
 	return 0;
 }
 
-static int parse_queue(struct parsed *p, struct reader *r, unsigned i,
-		       unsigned nfds, char *why, size_t why_len)
+static int parse_queue(struct parsed *p, struct vmio_wire_reader *r,
+		       unsigned i, unsigned nfds, char *why, size_t why_len)
 {
 	struct rec_queue *q = &p->queues[i];
 	char what[32];
 	int rc;
 
-	q->size = get32(r);
-	q->flags = get32(r);
+	q->size = vmio_wire_get_u32(r);
+	q->flags = vmio_wire_get_u32(r);
 	q->addr.index = i;
-	q->addr.flags = get32(r);
-	q->base = get32(r);
-	q->addr.desc_uva = get64(r);
-	q->addr.used_uva = get64(r);
-	q->addr.avail_uva = get64(r);
-	q->addr.log_gpa = get64(r);
-	q->kick = get32(r);
-	q->call = get32(r);
-	q->err = get32(r);
-	if (get32(r) || (q->flags & ~Q_FLAGS))
+	q->addr.flags = vmio_wire_get_u32(r);
+	q->base = vmio_wire_get_u32(r);
+	q->addr.desc_uva = vmio_wire_get_u64(r);
+	q->addr.used_uva = vmio_wire_get_u64(r);
+	q->addr.avail_uva = vmio_wire_get_u64(r);
+	q->addr.log_gpa = vmio_wire_get_u64(r);
+	q->kick = vmio_wire_get_u32(r);
+	q->call = vmio_wire_get_u32(r);
+	q->err = vmio_wire_get_u32(r);
+	if (vmio_wire_get_u32(r) || (q->flags & ~Q_FLAGS))
 		return refuse(-EINVAL, why, why_len,
 			      "queue %u: unknown flags or fields", i);
 	if (q->kick != FD_NONE && !(q->flags & Q_STARTED))
@@ -428,29 +409,29 @@ static int parse(const struct vmio_backend *be, const uint8_t *bytes,
 		 size_t why_len)
 {
 	unsigned nq = be->ops->num_queues;
-	struct reader r = { bytes };
+	struct vmio_wire_reader r;
 	uint32_t version, size, rec_nfds, rec_nq;
 	int rc;
 
-	if (len < HEAD_SIZE || memcmp(bytes, MAGIC, 8))
+	vmio_wire_reader_init(&r, bytes, len);
+	if (len < HEAD_SIZE || memcmp(vmio_wire_get_bytes(&r, 8), MAGIC, 8))
 		return refuse(-EINVAL, why, why_len,
 			      "not a session record (%zu bytes)", len);
-	r.p += 8;
-	version = get32(&r);
+	version = vmio_wire_get_u32(&r);
 	if (version != VMIO_SESSION_STATE_VERSION)
 		return refuse(-EPROTONOSUPPORT, why, why_len,
 			      "record format %u; this vmio reads format %u",
 			      version, VMIO_SESSION_STATE_VERSION);
-	size = get32(&r);
-	rec_nfds = get32(&r);
-	p->nregions = get32(&r);
-	rec_nq = get32(&r);
-	p->flags = get32(&r);
-	p->features = get64(&r);
-	p->protocol_features = get64(&r);
-	p->status = get32(&r);
-	p->chan = get32(&r);
-	p->req = get32(&r);
+	size = vmio_wire_get_u32(&r);
+	rec_nfds = vmio_wire_get_u32(&r);
+	p->nregions = vmio_wire_get_u32(&r);
+	rec_nq = vmio_wire_get_u32(&r);
+	p->flags = vmio_wire_get_u32(&r);
+	p->features = vmio_wire_get_u64(&r);
+	p->protocol_features = vmio_wire_get_u64(&r);
+	p->status = vmio_wire_get_u32(&r);
+	p->chan = vmio_wire_get_u32(&r);
+	p->req = vmio_wire_get_u32(&r);
 	if (size != len)
 		return refuse(-EINVAL, why, why_len,
 			      "record of %zu bytes says it has %u", len, size);
@@ -472,7 +453,7 @@ static int parse(const struct vmio_backend *be, const uint8_t *bytes,
 			      "record of %zu bytes does not hold %u regions "
 			      "and %u queues",
 			      len, p->nregions, nq);
-	if (get32(&r) || (p->flags & ~REC_OWNER))
+	if (vmio_wire_get_u32(&r) || (p->flags & ~REC_OWNER))
 		return refuse(-EINVAL, why, why_len,
 			      "unknown flags or fields in the header");
 	rc = check_fd(p, p->chan, nfds, false, "the front end's socket", why,
@@ -484,17 +465,25 @@ static int parse(const struct vmio_backend *be, const uint8_t *bytes,
 		struct rec_region *g = &p->regions[i];
 		char what[32];
 
-		g->d.gpa = get64(&r);
-		g->d.size = get64(&r);
-		g->d.uva = get64(&r);
-		g->d.mmap_offset = get64(&r);
-		g->fd = get32(&r);
-		g->dups = get32(&r);
+		g->d.gpa = vmio_wire_get_u64(&r);
+		g->d.size = vmio_wire_get_u64(&r);
+		g->d.uva = vmio_wire_get_u64(&r);
+		g->d.mmap_offset = vmio_wire_get_u64(&r);
+		g->fd = vmio_wire_get_u32(&r);
+		g->dups = vmio_wire_get_u32(&r);
 		snprintf(what, sizeof(what), "memory region %u", i);
 		rc = check_fd(p, g->fd, nfds, false, what, why, why_len);
 	}
 	for (unsigned i = 0; i < nq && !rc; i++)
 		rc = parse_queue(p, &r, i, nfds, why, why_len);
+	/* The length check above makes every read fit; should the layout
+	 * and that check ever part, the reader refuses the record rather
+	 * than reading past it (a failed read gives 0s, which nothing
+	 * before here applies). */
+	if (!rc && (!vmio_wire_ok(&r) || r.left))
+		rc = refuse(-EINVAL, why, why_len,
+			    "record of %zu bytes does not end with its last "
+			    "queue", len);
 	for (unsigned i = 0; i < nfds && !rc; i++)
 		if (!p->named[i])
 			rc = refuse(-EINVAL, why, why_len,

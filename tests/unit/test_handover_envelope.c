@@ -85,6 +85,42 @@ static void test_round_trip(void **state)
 	free(rec);
 }
 
+/* written()'s record byte for byte, as format 1's first release wrote
+ * it: a successor of another release reads these bytes, so a change to
+ * the writer must not move one of them. */
+static const char format_1[] =
+	/* magic, format 1, flags 0, 175 bytes in all */
+	"VMIOHAND" "\001\000" "\000\000" "\257\000\000\000"
+	/* the writer's version, NUL-padded to 32 */
+	"1.2.3\000\000\000\000\000\000\000\000\000\000\000\000\000\000"
+	"\000\000\000\000\000\000\000\000\000\000\000\000\000"
+	/* 3 sections, 301 fds */
+	"\003\000\000\000" "\055\001\000\000"
+	/* redirect.listener: fds 0+1, 3 bytes */
+	"redirect.listener\000\000\000\000\000\000\000"
+	"\000\000\000\000" "\001\000\000\000" "\003\000\000\000" "abc"
+	/* control: fds 1+0, no byte */
+	"control\000\000\000\000\000\000\000\000\000\000\000\000\000\000"
+	"\000\000\000"
+	"\001\000\000\000" "\000\000\000\000" "\000\000\000\000"
+	/* vhost-user.0: fds 1+300, 4 bytes */
+	"vhost-user.0\000\000\000\000\000\000\000\000\000\000\000\000"
+	"\001\000\000\000" "\054\001\000\000" "\004\000\000\000"
+	"\000\001\002\003"
+	/* CRC-32 */
+	"\007\234\264\020";
+
+static void test_format_1_bytes(void **state)
+{
+	size_t len;
+	uint8_t *rec = written(&len);
+
+	(void)state;
+	assert_int_equal(len, sizeof(format_1) - 1);
+	assert_memory_equal(rec, format_1, len);
+	free(rec);
+}
+
 /* Every record cut short is refused, and so is every change of one byte
  * (CRC-32 catches them all). */
 static void test_every_cut_and_flip_refused(void **state)
@@ -208,6 +244,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_format_1_bytes),
 		cmocka_unit_test(test_every_cut_and_flip_refused),
 		cmocka_unit_test(test_unknown_format_refused),
 		cmocka_unit_test(test_lengths_and_indices_not_trusted),

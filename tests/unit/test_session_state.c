@@ -343,6 +343,34 @@ static void test_refusals(void **state)
 	assert_int_equal(vmio_session_resume(f->be), 0);
 }
 
+/* A record restored is saved again byte for byte (the fds it names, in
+ * the same order): the writer and the reader agree on every field. */
+static void test_record_round_trip(void **state)
+{
+	struct fx *f = *state;
+	struct vmio_session_record rec, again;
+	struct vmio_backend *next =
+		vmio_backend_new(f->loop, vmio_loopback_ops(f->lb), f->lb);
+	int fds[VMIO_SESSION_MAX_FDS];
+	char why[200];
+
+	assert_non_null(next);
+	saved_session(f, &rec);
+	copy_fds(&rec, fds);
+	assert_int_equal(vmio_session_restore(next, rec.bytes, rec.len, fds,
+					      rec.nfds, why, sizeof(why)),
+			 0);
+	assert_int_equal(vmio_session_save(next, &again, why, sizeof(why)), 0);
+	assert_int_equal(again.nfds, rec.nfds);
+	assert_int_equal(again.len, rec.len);
+	assert_memory_equal(again.bytes, rec.bytes, rec.len);
+	vmio_session_record_free(&again);
+	vmio_session_record_free(&rec);
+	vmio_session_handed_over(next);
+	vmio_backend_free(next);
+	assert_int_equal(vmio_session_resume(f->be), 0);
+}
+
 /* A message half read, or a session not held: nothing to save yet. */
 static void test_save_needs_a_boundary(void **state)
 {
@@ -436,6 +464,7 @@ int main(void)
 		T(test_stream_across_hand_overs_split),
 		T(test_stream_across_hand_overs_packed),
 		T(test_refusals),
+		T(test_record_round_trip),
 		T(test_resume_tells_the_driver),
 		T(test_save_needs_a_boundary),
 	};
