@@ -10,7 +10,12 @@
 #   g2h        guest -> host <uds>_5201, paced (handover-peer send)
 #   idle       guest -> host <uds>_5203: nothing until the stop, then 64 KiB
 #              and the host's reply
-#   sibling    guest -> CID 4 port 7000 (the sibling VM), paced
+#   held       guest -> host <uds>_5206 as fast as credit allows, to a host
+#              reader of 4 KiB every 100 ms: vmio holds guest bytes (its
+#              --tx-buffer-size) at every reload
+#   sibling    guest -> CID 4 port 7000 (the sibling VM), 64 KiB after the
+#              reloads; with SIBLING=across on the kernel command line,
+#              opened before them and paced through them
 #   h2g        host CONNECT 6202 -> here, paced (handover-peer recv)
 #   seqpacket  host CONNECT 6204 on <uds>.seqpacket -> an echo here
 #              (vsock-tool seq-listen): every message checked by the host
@@ -43,11 +48,20 @@ $H send vsock:2:5201 --rate $RATE --timeout "$TO" >/tmp/g2h.out 2>&1 &
 g2h=$!
 $H send vsock:2:5203 --rate 0 --final 64K --timeout "$TO" >/tmp/idle.out 2>&1 &
 idle=$!
-$H send vsock:4:7000 --rate $((RATE / 2)) --timeout "$TO" >/tmp/sib.out 2>&1 &
-sib=$!
+$H send vsock:2:5206 --rate 64M --timeout "$TO" >/tmp/held.out 2>&1 &
+held=$!
+# SIBLING=across (the host's VMIO_HANDOVER_SIBLING_ACROSS=1): the sibling
+# stream runs through the reloads; otherwise it opens after them.
+sib=
+sibfiles=
+if [ "${SIBLING:-after}" = across ]; then
+	$H send vsock:4:7000 --rate $((RATE / 2)) --timeout "$TO" >/tmp/sib.out 2>&1 &
+	sib=$!
+	sibfiles=/tmp/sib.out
+fi
 # Each writer says "connected" (or fails at once); up to 20 s.
 i=0
-for f in /tmp/g2h.out /tmp/idle.out /tmp/sib.out; do
+for f in /tmp/g2h.out /tmp/idle.out /tmp/held.out $sibfiles; do
 	while ! grep -q -e connected -e result= "$f" 2>/dev/null && [ $i -le 400 ]; do
 		i=$((i + 1))
 		usleep 50000
@@ -59,8 +73,20 @@ echo "HANDOVER-READY"
 # over (bounded by $TO).
 wait $stop
 echo "HANDOVER-STOP $(grep -v listening /tmp/stop.out)"
-kill -USR1 $g2h $idle $sib 2>/dev/null
-for c in g2h:$g2h idle:$idle sibling:$sib; do
+if [ -z "$sib" ]; then
+	# The sibling connection, after the reloads: 64 KiB and the reply.
+	$H send vsock:4:7000 --rate 0 --final 64K --timeout 60 >/tmp/sib.out 2>&1 &
+	sib=$!
+	i=0
+	while ! grep -q -e connected -e result= /tmp/sib.out 2>/dev/null && [ $i -le 200 ]; do
+		i=$((i + 1))
+		usleep 50000
+	done
+fi
+kill -USR1 $g2h $idle $held $sib 2>/dev/null
+# The host's slow reader speeds up now: the held stream drains.
+echo "HANDOVER-STOPPED"
+for c in g2h:$g2h idle:$idle held:$held sibling:$sib; do
 	step=${c%:*}
 	wait "${c#*:}"; rc=$?
 	f=/tmp/$step.out

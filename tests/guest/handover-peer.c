@@ -6,7 +6,7 @@
  * line mean the same on both sides (peer-engine.h's pattern and FNV).
  *
  *   handover-peer send ADDR [--rate BYTES/S] [--final BYTES] [--half-connect]
- *   handover-peer recv ADDR [--seqpacket]
+ *   handover-peer recv ADDR [--read-size BYTES --read-delay-ms MS]
  *   handover-peer seq-send ADDR [--rate MSGS/S]
  * with [--timeout SECS] (default 300): every wait is bounded by it.
  *
@@ -28,7 +28,9 @@
  * recv      reads to end of stream, checking every byte against the
  *           pattern, timing the longest gap between two reads once the
  *           first byte came (the pause a hand-over costs the stream); at
- *           the end replies "got N fnv X\n" and closes.
+ *           the end replies "got N fnv X\n" and closes. --read-size and
+ *           --read-delay-ms make a slow reader (until SIGUSR1), so that
+ *           vmio holds the writer's bytes.
  * seq-send  seqpacket: sends messages of a cycle of sizes (1 B to 64 KiB
  *           + 1, each message its own part of the pattern), paced at
  *           --rate, to an echo (vsock-tool seq-listen), and checks every
@@ -67,7 +69,7 @@ static void on_usr2(int s)
 static void usage(void)
 {
 	fprintf(stderr, "usage: %s send ADDR [--rate BYTES/S] [--final BYTES] [--half-connect]\n"
-			"       %s recv ADDR [--seqpacket]\n"
+			"       %s recv ADDR [--read-size BYTES --read-delay-ms MS]\n"
 			"       %s seq-send ADDR [--rate MSGS/S]\n"
 			"  common: [--timeout SECS]; ADDR vsock:CID:PORT, vsock-listen:PORT,\n"
 			"  unix-listen:PATH or hybrid:UDS:PORT\n",
@@ -385,8 +387,9 @@ static int do_send(int fd, const char *what, uint64_t rate, uint64_t final)
 	return ok ? 0 : 1;
 }
 
-/* recv: the checking reader. */
-static int do_recv(int fd, const char *what)
+/* recv: the checking reader; a slow one (read_size bytes every delay_ms)
+ * until SIGUSR1, then as fast as it can. */
+static int do_recv(int fd, const char *what, size_t read_size, unsigned delay_ms)
 {
 	static unsigned char buf[PE_CHUNK], want[PE_CHUNK];
 	uint64_t got = 0, fnv = PE_FNV_INIT, bad_at = UINT64_MAX;
@@ -394,9 +397,12 @@ static int do_recv(int fd, const char *what)
 	int err = 0;
 
 	for (;;) {
-		ssize_t k = read(fd, buf, sizeof(buf));
+		bool slow = delay_ms && !stop_flag;
+		ssize_t k = read(fd, buf, slow && read_size < sizeof(buf) ? read_size : sizeof(buf));
 		if (k > 0) {
 			double now = pe_now();
+			if (slow)
+				usleep(delay_ms * 1000u); /* a signal ends it early */
 			if (!got)
 				printf("%s: first-byte %s\n", prog, what);
 			else if (now - last > max_gap)
@@ -545,7 +551,9 @@ int main(int argc, char **argv)
 	struct addr a;
 	uint64_t rate = 32768, final = 0, x;
 	double timeout = 300, mrate = 2;
-	bool half = false, seqpacket = false, rate_given = false;
+	bool half = false, rate_given = false;
+	size_t read_size = PE_CHUNK;
+	unsigned delay_ms = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
@@ -559,12 +567,14 @@ int main(int argc, char **argv)
 		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(o, "--half-connect"))
 			half = true;
-		else if (!strcmp(o, "--seqpacket"))
-			seqpacket = true;
 		else if (v && !strcmp(o, "--rate") && pe_parse_size(v, &x))
 			rate = x, mrate = (double)x, rate_given = true, i++;
 		else if (v && !strcmp(o, "--final") && pe_parse_size(v, &x))
 			final = x, i++;
+		else if (v && !strcmp(o, "--read-size") && pe_parse_size(v, &x) && x)
+			read_size = (size_t)x, i++;
+		else if (v && !strcmp(o, "--read-delay-ms") && pe_parse_size(v, &x) && x < 10000)
+			delay_ms = (unsigned)x, i++;
 		else if (v && !strcmp(o, "--timeout") && pe_parse_size(v, &x))
 			timeout = (double)x, i++;
 		else
@@ -579,7 +589,8 @@ int main(int argc, char **argv)
 		return do_send(open_addr(&a, SOCK_STREAM, half, what), what, rate, final);
 	}
 	if (!strcmp(argv[1], "recv"))
-		return do_recv(open_addr(&a, seqpacket ? SOCK_SEQPACKET : SOCK_STREAM, false, what), what);
+		return do_recv(open_addr(&a, SOCK_STREAM, false, what), what,
+			       read_size, delay_ms);
 	if (!strcmp(argv[1], "seq-send"))
 		return do_seq_send(open_addr(&a, SOCK_SEQPACKET, false, what), what, mrate);
 	usage();
