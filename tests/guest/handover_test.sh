@@ -9,11 +9,12 @@
 # commit (scripts/guest/build-prev.sh, under --prev-cache). Each swap is
 # what a package upgrade does: the other binary copied beside the path
 # vmio was started from and renamed over it, then `vmio reload CONTROL`.
-# A reload refused while sibling packets are in the router is tried again
-# (up to 5 times, 200 ms apart) and counted. The sibling VM's driver stays
-# attached through every reload; a sibling connection carries a stream
-# after them. Through them only with VMIO_HANDOVER_SIBLING_ACROSS=1: vmio
-# does not hand sibling flows over yet (see below), and that run fails. Between reloads 10 and 11, a
+# A refused reload whose reason names the router is tried again (up to 5
+# times, 200 ms apart) and counted: since 6dae97e none is, the router's
+# flows and packets travel. The sibling VM's driver stays attached through
+# every reload, and a sibling connection carries a stream through them
+# (VMIO_HANDOVER_SIBLING_ACROSS= empty: opened after them, as for a build
+# before 6dae97e, whose successor resets it). Between reloads 10 and 11, a
 # refused one: a non-executable file renamed over the path; the reload
 # must exit nonzero with the reason and the same process go on serving.
 #
@@ -43,8 +44,8 @@
 #          [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
 #          [--handover-peer BIN] [--sibling BIN] [--prev-cache DIR]
 # (defaults: 6.1, build/guest, build/vmio, build/tests/guest/..., build).
-# VMIO_HANDOVERS (default 20) changes the count; VMIO_HANDOVER_SIBLING_ACROSS=1
-# runs the sibling stream through the reloads. Exit 0 when everything
+# VMIO_HANDOVERS (default 20) changes the count; VMIO_HANDOVER_SIBLING_ACROSS=
+# (empty) opens the sibling stream after the reloads instead of before. Exit 0 when everything
 # passed; 1 with "handover_test: FAIL: ..." lines otherwise.
 # Logs: ROOT/NAME/logs/handover_test.*.log.
 set -euo pipefail
@@ -171,13 +172,10 @@ vh_cleanup_hook() {
 vh_spawn 7000 "$sibling" --socket "$sock2" --cid 4 --port 7000 --timeout "$limit"
 wait_log listening 10 "$logs/$name.host-7000.log" ||
 	fail "the sibling VM did not come up: $(cat "$logs/$name.host-7000.log")"
-# The sibling stream through the reloads: off by default, as vmio does
-# not hand sibling flows over yet (the router's flow table stays behind:
-# the successor answers the next packet of an open sibling connection
-# "no such sibling connection; RST"). By default the sibling VM is there
-# through the reloads (its session handed over each time) and a sibling
-# connection opened after them must work.
-across=${VMIO_HANDOVER_SIBLING_ACROSS:-}
+# The sibling stream through the reloads (the router's flows handed over
+# since 6dae97e); with VMIO_HANDOVER_SIBLING_ACROSS set empty, a sibling
+# connection opened after them instead.
+across=${VMIO_HANDOVER_SIBLING_ACROSS-1}
 vh_boot "$top/tests/guest/handover-guest.sh" --file "$hpeer:/bin/handover-peer" \
 	${across:+--append SIBLING=across}
 
