@@ -161,6 +161,9 @@ int harness_unix_connect(const char *path, int type);
 int harness_unix_listen(const char *path);
 /* Waits up to ms for events (POLLIN, ...) on fd; true if they came. */
 bool harness_wait_fd(int fd, short events, int ms);
+/* Reads exactly len bytes from fd, each wait bounded by HARNESS_WAIT_MS;
+ * fails the test on a timeout, an error or EOF. */
+void harness_read_exact(int fd, void *buf, size_t len);
 
 /* ---- `vmio vsock` with the in-tree driver as its guest ----------------- */
 
@@ -216,6 +219,10 @@ void harness_bad_vmm_stop(struct harness_bad_vmm *b);
  * it stays, with vmio's log in it, and its path is printed (how a soak
  * keeps what a failing run left). */
 void harness_cleanup(void);
+
+/* A case's end: *pid, if it still runs, stopped (SIGTERM, then SIGKILL),
+ * *pid set to -1, and every child that has exited reaped. */
+void harness_end_case(pid_t *pid);
 
 /* harness_cleanup as a cmocka group teardown: the directory outlives
  * every case (the log is in it) and goes once the group is done. */
