@@ -11,6 +11,7 @@
 
 #include "cli/control_handover.h"
 #include "devices/vsock/device_handover.h"
+#include "devices/vsock/router_handover.h"
 #include "handover/start_path.h"
 #include "util/log.h"
 
@@ -18,6 +19,8 @@
  * message in microseconds, unless it is gone or hostile, which its
  * message timeout ends. */
 #define RETRY_NS (1000 * 1000ull)
+
+#define SECTION_ROUTER "router"
 
 enum step {
 	STEP_SAVE,
@@ -265,6 +268,21 @@ static int add_vm(struct vsock_handover *h, const struct vsock_handover_vm *vm)
 	return rc;
 }
 
+/* Every VM is held: no worker forwards a sibling packet or takes one. */
+static int add_router(struct vsock_handover *h)
+{
+	struct vmio_wire_writer w;
+	int rc;
+
+	vmio_wire_writer_init(&w, VMIO_ENVELOPE_MAX_BYTES);
+	vsock_router_save(h->router, &w);
+	rc = w.failed ? -1
+		      : vmio_envelope_add(&h->env, SECTION_ROUTER, w.buf,
+					  w.len, 0);
+	vmio_wire_writer_fini(&w);
+	return rc;
+}
+
 static int write_state(struct vsock_handover *h, const uint8_t **rec,
 		       size_t *len)
 {
@@ -280,6 +298,8 @@ static int write_state(struct vsock_handover *h, const uint8_t **rec,
 	for (unsigned i = 0; i < h->n; i++)
 		if (add_vm(h, &h->vms[i]))
 			return -1;
+	if (h->router && add_router(h))
+		return -1;
 	if (control_handover_add(&h->env, *h->ctl, h->control_path, &cfd))
 		return -1;
 	if (cfd >= 0)
@@ -574,6 +594,34 @@ int vsock_handover_restore_session(struct vsock_handover_taken *vm,
 				 vm->session_fds, vm->nsession_fds, err,
 				 sizeof(err))) {
 		snprintf(why, why_size, "its vhost-user session: %s", err);
+		return -1;
+	}
+	return 0;
+}
+
+int vsock_handover_restore_router(struct vmio_takeover *t,
+				  struct vsock_router *router)
+{
+	const struct vmio_envelope_section *s =
+		vmio_envelope_find(&t->env, SECTION_ROUTER);
+	struct vmio_wire_reader r;
+
+	if (!s) {
+		/* A vmio before the router's record (f080283): its sibling
+		 * connections are reset at their next packet, as then. */
+		if (router)
+			log_warn("hand-over: the predecessor's state has no sibling flows; open sibling connections will be reset");
+		return 0;
+	}
+	if (!router || s->fd_count) {
+		snprintf(t->why, sizeof(t->why),
+			 "the predecessor served VMs with siblings, this configuration has none");
+		return -1;
+	}
+	vmio_wire_reader_init(&r, s->data, s->len);
+	if (vsock_router_restore(router, &r)) {
+		snprintf(t->why, sizeof(t->why), "the router's state: %s",
+			 r.why);
 		return -1;
 	}
 	return 0;

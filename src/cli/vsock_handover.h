@@ -34,7 +34,9 @@
  *   session record: u32 length, bytes, u32 fd count (0, 0: no front end)
  *   device record: u32 length, bytes, u32 fd count
  * and as its fds the listener's (if any), the session's, the device's.
- * Section "control" is control_handover.h's. */
+ * Section "router" (beside VMs with siblings) is the router's record
+ * (devices/vsock/router_handover.h), saved once every VM is held and
+ * restored once every VM is; section "control" is control_handover.h's. */
 #ifndef VMIO_CLI_VSOCK_HANDOVER_H
 #define VMIO_CLI_VSOCK_HANDOVER_H
 
@@ -46,6 +48,7 @@
 #include "cli/serve.h"
 #include "cli/vsock_vms.h"
 #include "devices/vsock/device.h"
+#include "devices/vsock/router.h"
 #include "event/loop.h"
 #include "event/workers.h"
 #include "handover/envelope.h"
@@ -101,6 +104,7 @@ struct vsock_handover {
 	struct vmio_loop *loop; /* worker 0's */
 	struct vmio_workers *pool;
 	const struct vsock_vm_list *list;
+	struct vsock_router *router; /* NULL: the single-VM form */
 	const char *control_path;
 	struct vmio_control **ctl;
 	unsigned max_conns; /* the device's --max-connections */
@@ -161,6 +165,12 @@ vsock_handover_restore_device(struct vsock_handover_taken *vm,
 int vsock_handover_restore_session(struct vsock_handover_taken *vm,
 				   struct vmio_backend *be, char *why,
 				   size_t why_size);
+/* The router's flows and packets between VMs, once every VM is
+ * restored (their CIDs known). Returns 0, or -1 with the reason in
+ * t->why. */
+int vsock_handover_restore_router(struct vmio_takeover *t,
+				  struct vsock_router *router);
+
 /* The VM's vhost-user listener, the caller's now (-1: none). */
 int vsock_handover_take_listener(struct vsock_handover_taken *vm);
 /* Closes the fds of vm nobody took. */

@@ -311,6 +311,8 @@ static int take_over(struct serve_run *r)
 			goto refuse;
 		}
 	}
+	if (vsock_handover_restore_router(t, r->router))
+		goto refuse;
 	if (control_handover_take(t, r->run.loop, "vsock",
 				  s->backend->control_path, add_vms, &r->parts,
 				  &r->ctl))
@@ -347,6 +349,7 @@ static int watch_handover(struct serve_run *r, struct vmio_workers *pool)
 	h->loop = r->run.loop;
 	h->pool = pool;
 	h->list = r->s->vms;
+	h->router = r->router;
 	h->control_path = r->s->backend->control_path;
 	h->ctl = &r->ctl;
 	h->max_conns = r->s->device.max_conns;

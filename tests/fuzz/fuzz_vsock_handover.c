@@ -5,7 +5,9 @@
  * Input: [0] bit 0: the successor runs with the packet bound on (the
  * default overhead) or off; bit 1: the record is a whole VM's
  * (muxer_handover.h), read with four host sockets beside it, else one
- * connection's; the rest is the record.
+ * connection's; bit 2 (before bit 1): the record is the sibling
+ * router's (router_handover.h), for three VMs of which 1 is linked to 0
+ * and 2; the rest is the record.
  * Invariants checked:
  *   - a refused record leaves nothing behind (ASan's leak check)
  *   - an accepted one is canonical after one round: saved and restored
@@ -14,6 +16,9 @@
  *   - an accepted connection answers every question the multiplexer
  *     asks of it (what it sends next, its epoll events, its tick)
  *     without a fault, and is destroyed cleanly
+ *   - a router's record: a refused one leaves what it took to be freed
+ *     with the router; an accepted one saves to a record of the same
+ *     length (flows come out in hash order) that a fresh router takes
  *   - a VM's record: each host socket is taken at most once, and every
  *     one is either taken or left to the caller, refused or not; an
  *     accepted one saves again to a record that restores */
@@ -26,6 +31,7 @@
 #include "devices/vsock/conn_to_guest.h"
 #include "devices/vsock/guest_backlog.h"
 #include "devices/vsock/muxer_handover.h"
+#include "devices/vsock/router_handover.h"
 #include "fuzz.h"
 
 #define GUEST_CID 3u
@@ -101,6 +107,44 @@ static void fuzz_vm(const uint8_t *rec, size_t len, bool bound)
 	}
 }
 
+static struct vsock_router *fresh_router(void)
+{
+	struct vsock_router *r = vsock_router_new(3, 8);
+
+	assert(r);
+	for (unsigned i = 0; i < 3; i++)
+		vsock_router_set_vm(r, i, GUEST_CID + i, NULL);
+	vsock_router_link(r, 0, 1);
+	vsock_router_link(r, 1, 2);
+	return r;
+}
+
+static void fuzz_router(const uint8_t *rec, size_t len)
+{
+	struct vsock_router *r = fresh_router(), *again;
+	struct vmio_wire_writer w1, w2;
+	struct vmio_wire_reader rd;
+
+	vmio_wire_reader_init(&rd, rec, len);
+	if (vsock_router_restore(r, &rd)) {
+		vsock_router_free(r);
+		return;
+	}
+	vmio_wire_writer_init(&w1, 0);
+	vsock_router_save(r, &w1);
+	assert(!w1.failed && w1.len == len);
+	again = fresh_router();
+	vmio_wire_reader_init(&rd, w1.buf, w1.len);
+	assert(vsock_router_restore(again, &rd) == 0);
+	vmio_wire_writer_init(&w2, 0);
+	vsock_router_save(again, &w2);
+	assert(w2.len == w1.len);
+	vmio_wire_writer_fini(&w1);
+	vmio_wire_writer_fini(&w2);
+	vsock_router_free(again);
+	vsock_router_free(r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct vmio_wire_writer w1, w2;
@@ -111,6 +155,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!size)
 		return 0;
 	overhead = data[0] & 1 ? VSOCK_BACKLOG_OVERHEAD_DEFAULT : 0;
+	if (data[0] & 4) {
+		fuzz_router(data + 1, size - 1);
+		return 0;
+	}
 	if (data[0] & 2) {
 		fuzz_vm(data + 1, size - 1, data[0] & 1);
 		return 0;

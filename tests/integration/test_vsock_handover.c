@@ -36,6 +36,8 @@
 #define G2H_PORT 1234
 #define H2G_PORT 5000
 #define HALF_PORT 5001
+#define SIB_PORT 7000
+#define SIB_PIECE (16u * 1024)
 /* More than the host socket takes while its reader waits, so that vmio
  * holds bytes for it at every reload; less than --tx-buffer-size. */
 #define G2H_PIECE (160u * 1024)
@@ -345,7 +347,8 @@ static void test_reload_under_streams(void **state)
 	vg_free(g);
 }
 
-/* Two VMs on two workers handed over together, each keeping its flows. */
+/* Two VMs on two workers handed over together, each keeping its flows,
+ * and a sibling connection between them carrying bytes both ways. */
 static void test_reload_two_workers(void **state)
 {
 	static uint8_t buf[G2H_PIECE];
@@ -353,8 +356,11 @@ static void test_reload_two_workers(void **state)
 	const char *more[] = { "--threads", "2", "--vm", vm1, "--vm", vm2,
 			       NULL };
 	struct vg *g[2];
+	struct vg_sock *sib[2];
 	struct flows f[2];
+	uint64_t sib_off = 0;
 	char err[256];
+	int e = 0;
 	pid_t pid;
 
 	(void)state;
@@ -369,20 +375,43 @@ static void test_reload_two_workers(void **state)
 
 		vg_opts_init(&o);
 		o.guest_cid = 3 + i;
+		o.siblings = true;
 		g[i] = vg_open(harness_path(i ? "b.vhost" : "a.vhost"), WAIT,
 			       &o, err, sizeof(err));
 		if (!g[i])
 			fail_msg("%s", err);
 		flows_open(&f[i], g[i], harness_path(i ? "b.v" : "a.v"));
 	}
+	/* A sibling connection: VM 1's guest to VM 2's, through the
+	 * router. */
+	assert_int_equal(vg_listen(g[1], SIB_PORT), 0);
+	sib[0] = vg_connect_cid_start(g[0], 4, SIB_PORT, &e);
+	assert_non_null(sib[0]);
+	sib[1] = vg_accept(g[1], SIB_PORT, false, WAIT, &e);
+	assert_non_null(sib[1]);
+	assert_int_equal(vg_connect_wait(sib[0], WAIT), 0);
 	for (unsigned k = 0; k < 3; k++) {
 		for (unsigned i = 0; i < 2; i++)
 			flows_send(&f[i], buf);
+		vg_pattern_fill(3, sib_off, buf, SIB_PIECE);
+		assert_int_equal(vg_write(sib[k % 2], buf, SIB_PIECE, WAIT),
+				 SIB_PIECE);
 		pid = reload_ok(pid);
 		for (unsigned i = 0; i < 2; i++)
 			flows_take(&f[i]);
+		guest_read_checked(sib[!(k % 2)], 3, sib_off, SIB_PIECE);
+		sib_off += SIB_PIECE;
 	}
 	assert_int_equal(vm_num(1, "worker"), 1);
+	/* The flow was carried: no RST either way, and it is still open. */
+	for (unsigned i = 0; i < 2; i++) {
+		struct vg_sock_info info;
+
+		vg_sock_info(sib[i], &info);
+		assert_false(info.reset);
+		assert_int_equal(vm_num(i, "totals.rsts_sent"), 0);
+		vg_close(sib[i]);
+	}
 	for (unsigned i = 0; i < 2; i++) {
 		flows_close(&f[i]);
 		assert_int_equal(g[i]->violations, 0);

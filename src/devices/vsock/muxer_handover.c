@@ -37,9 +37,6 @@ const char *vsock_muxer_handover_refusal(const struct vsock_muxer *m)
 		return "its queues still run";
 	if (!m->host_paused)
 		return "its host sockets are still watched";
-	if (m->cfg.router &&
-	    vsock_router_rx_pending(m->cfg.router, m->cfg.vm_index))
-		return "sibling packets wait for it in the router";
 	for (const struct mux_conn *mc = m->all; mc; mc = mc->all_next) {
 		const char *why = vsock_conn_handover_refusal(&mc->c);
 

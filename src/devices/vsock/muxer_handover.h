@@ -9,8 +9,8 @@
  * them, every chain it popped finished), so nothing moves while it is
  * written. Restore wants a fresh one, before its queues are set; it
  * reads the record as hostile input and takes nothing until all of it
- * has been read and checked. Not carried yet: sibling packets the router
- * holds between VMs (router.h); a hand-over with any is refused. */
+ * has been read and checked. Sibling flows and the packets between VMs
+ * are the router's, and travel in its own record (router_handover.h). */
 #ifndef VMIO_DEVICES_VSOCK_MUXER_HANDOVER_H
 #define VMIO_DEVICES_VSOCK_MUXER_HANDOVER_H
 

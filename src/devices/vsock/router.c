@@ -1,68 +1,11 @@
 /* The sibling router; see router.h. */
 #include "devices/vsock/router.h"
+#include "devices/vsock/router_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-
-/* Locks, and the order they are taken in (never the other way round):
- *   1. a flow stripe (flow_lock), over the buckets that hash to it;
- *   2. a receiver's inbound lock (rvm.lock): its queues, its state;
- *   3. the receiving loop's post lock, inside vmio_defer_post.
- * A VM talking to its own host sockets takes none of them: it reads its
- * queued count without a lock to see that no sibling packet waits. */
-#define FLOW_BUCKETS 1024u
-#define FLOW_LOCKS 64u
-
-struct fwd_pkt {
-	struct fwd_pkt *next;
-	unsigned from;
-	uint32_t off; /* payload already written to the receiver */
-	struct vsock_hdr hdr;
-	uint8_t data[];
-};
-
-/* A sibling connection, named by its two ends. */
-struct flow {
-	struct flow *next;
-	unsigned vm[2];
-	uint32_t port[2];
-	uint16_t type;
-};
-
-struct rvm {
-	uint64_t cid; /* set before the workers start */
-	/* Under lock: what senders on other workers read and append to. */
-	pthread_mutex_t lock;
-	struct vmio_defer *rx_wake; /* the VM's rx queue, on the next turn */
-	bool attached;  /* a VMM is there (vsock_router_set_vm_state) */
-	unsigned types; /* the socket types its driver takes */
-	unsigned queued; /* packets waiting for this VM, from all senders;
-			  * written under lock, read with __atomic */
-	/* The receiver's own thread alone. */
-	unsigned next;   /* the sender whose turn it is */
-	/* __atomic: a flow is unlinked by whichever end's worker ends it. */
-	unsigned nflows; /* flows this VM opened */
-};
-
-/* What one sender has queued for one receiver: a FIFO of its own, so
- * that senders take turns (one packet each) at the receiver's rx queue. */
-struct pair_use {
-	struct fwd_pkt *head, *tail;
-	unsigned pkts;
-	uint64_t bytes;
-};
-
-struct vsock_router {
-	unsigned n, max_flows;
-	struct rvm *vms;
-	bool *link;            /* n * n */
-	struct pair_use *use;  /* [receiver * n + sender] */
-	struct flow *buckets[FLOW_BUCKETS];
-	pthread_mutex_t flow_locks[FLOW_LOCKS];
-	uint32_t seed;
-};
 
 struct vsock_router *vsock_router_new(unsigned nvms, unsigned max_flows)
 {
@@ -175,15 +118,15 @@ static unsigned flow_hash(const struct vsock_router *r, unsigned va,
 	return (unsigned)(x & (FLOW_BUCKETS - 1));
 }
 
-static pthread_mutex_t *flow_lock(struct vsock_router *r, unsigned va,
-				  uint32_t pa, unsigned vb, uint32_t pb)
+pthread_mutex_t *vsock_router_flow_lock(struct vsock_router *r, unsigned va,
+					uint32_t pa, unsigned vb, uint32_t pb)
 {
 	return &r->flow_locks[flow_hash(r, va, pa, vb, pb) % FLOW_LOCKS];
 }
 
 /* Under the flow's stripe lock. */
-static struct flow **flow_find(struct vsock_router *r, unsigned va,
-			       uint32_t pa, unsigned vb, uint32_t pb)
+struct flow **vsock_router_flow_find(struct vsock_router *r, unsigned va,
+				     uint32_t pa, unsigned vb, uint32_t pb)
 {
 	struct flow **pp = &r->buckets[flow_hash(r, va, pa, vb, pb)];
 
@@ -213,7 +156,8 @@ static void flow_unlink(struct vsock_router *r, struct flow **pp)
 /* Under the receiver's lock. The wake is posted under it too, so that a
  * muxer that clears its rx_wake (vsock_router_set_vm) is never woken
  * after. */
-static void enqueue(struct vsock_router *r, unsigned to, struct fwd_pkt *p)
+void vsock_router_enqueue(struct vsock_router *r, unsigned to,
+			  struct fwd_pkt *p)
 {
 	struct rvm *v = &r->vms[to];
 	struct pair_use *u = &r->use[(size_t)to * r->n + p->from];
@@ -251,7 +195,7 @@ static void send_rst(struct vsock_router *r, unsigned from, uint32_t from_port,
 		.type = type,
 		.op = VSOCK_OP_RST,
 	};
-	enqueue(r, to, p);
+	vsock_router_enqueue(r, to, p);
 }
 
 static int find_vm(const struct vsock_router *r, uint64_t cid)
@@ -293,7 +237,8 @@ static int forward_locked(struct vsock_router *r, unsigned from, unsigned to,
 			  const struct vsock_hdr *h, bool invalid,
 			  struct fwd_pkt *p, const char **why)
 {
-	struct flow **fp = flow_find(r, from, h->src_port, to, h->dst_port);
+	struct flow **fp =
+		vsock_router_flow_find(r, from, h->src_port, to, h->dst_port);
 	struct flow *f = *fp;
 	const struct rvm *v = &r->vms[to];
 	struct pair_use *u;
@@ -378,7 +323,7 @@ static int forward_locked(struct vsock_router *r, unsigned from, unsigned to,
 	}
 	if (h->op == VSOCK_OP_RST)
 		flow_unlink(r, fp);
-	enqueue(r, to, p);
+	vsock_router_enqueue(r, to, p);
 	return 0;
 }
 
@@ -405,7 +350,7 @@ int vsock_router_forward(struct vsock_router *r, unsigned from,
 	}
 	if (!invalid)
 		p = fwd_copy(from, pkt, ch);
-	fl = flow_lock(r, from, h->src_port, to, h->dst_port);
+	fl = vsock_router_flow_lock(r, from, h->src_port, to, h->dst_port);
 	pthread_mutex_lock(fl);
 	pthread_mutex_lock(&r->vms[to].lock);
 	rc = forward_locked(r, from, to, h, invalid, p, why);
