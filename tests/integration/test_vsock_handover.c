@@ -432,6 +432,91 @@ static void test_reload_two_workers(void **state)
 	stop_serving();
 }
 
+/* A VMM that stopped half way through a message (vmio-bad-vmm
+ * --kind partial, the backend's --message-timeout longer than the
+ * test) holds up no hand-over: its half message goes to the successor
+ * with its session, and the other VM's flows go on. Its connection is
+ * never closed: it connected once. */
+static void test_reload_past_a_stalled_vmm(void **state)
+{
+	static uint8_t buf[G2H_PIECE];
+	char vm1[700], vm2[700], said[512] = "";
+	const char *more[] = { "--message-timeout", "600000", "--vm", vm1,
+			       "--vm", vm2, NULL };
+	const char *bin = getenv("VMIO_BAD_VMM");
+	struct vg *g;
+	struct flows f;
+	char err[256];
+	size_t said_len = 0;
+	int p[2], st;
+	pid_t pid, bad;
+
+	(void)state;
+	if (!bin || !*bin)
+		fail_msg("VMIO_BAD_VMM is not set: run the test through meson");
+	snprintf(vm1, sizeof(vm1), "guest-cid=3,socket=%s,uds-path=%s",
+		 harness_path("e.vhost"), harness_path("e.v"));
+	snprintf(vm2, sizeof(vm2), "guest-cid=4,socket=%s,uds-path=%s",
+		 harness_path("s.vhost"), harness_path("s.v"));
+	pid = start_vsock(more);
+	assert_true(harness_wait_socket(harness_path("s.vhost"), WAIT));
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	bad = fork();
+	assert_true(bad >= 0);
+	if (bad == 0) {
+		const char *argv[] = { bin, "--socket", harness_path("s.vhost"),
+				       "--kind", "partial", "--duration-ms",
+				       "120000", NULL };
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (dup2(p[1], STDOUT_FILENO) < 0)
+			_exit(127);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	while (!strstr(said, "ready\n") && harness_wait_fd(p[0], POLLIN, WAIT)) {
+		ssize_t n = read(p[0], said + said_len,
+				 sizeof(said) - 1 - said_len);
+
+		if (n <= 0)
+			break;
+		said_len += (size_t)n;
+		said[said_len] = '\0';
+	}
+	assert_non_null(strstr(said, "ready\n"));
+	g = vg_open(harness_path("e.vhost"), WAIT, NULL, err, sizeof(err));
+	if (!g)
+		fail_msg("%s", err);
+	flows_open(&f, g, harness_path("e.v"));
+	for (unsigned k = 0; k < 3; k++) {
+		flows_send(&f, buf);
+		pid = reload_ok(pid);
+		flows_take(&f);
+	}
+	flows_close(&f);
+	vg_free(g);
+	/* The stalled VMM kept its one connection across the reloads. */
+	assert_int_equal(vm_num(1, "sessions"), 1);
+	kill(bad, SIGTERM);
+	st = harness_wait_exit(bad, WAIT);
+	while (harness_wait_fd(p[0], POLLIN, 100) && said_len + 1 < sizeof(said)) {
+		ssize_t n = read(p[0], said + said_len,
+				 sizeof(said) - 1 - said_len);
+
+		if (n <= 0)
+			break;
+		said_len += (size_t)n;
+		said[said_len] = '\0';
+	}
+	close(p[0]);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	if (!strstr(said, "connects=1 "))
+		fail_msg("the stalled VMM reconnected: %s", said);
+	stop_serving();
+}
+
 /* The hand-overs that fail: no binary at the path, a VM list that
  * changed. Each time the reload says why and the old process serves on,
  * its flows untouched; then a reload goes through. */
@@ -503,6 +588,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reload_two_workers,
 						case_setup, case_teardown),
 		cmocka_unit_test_setup_teardown(test_reload_refused,
+						case_setup, case_teardown),
+		cmocka_unit_test_setup_teardown(test_reload_past_a_stalled_vmm,
 						case_setup, case_teardown),
 	};
 	const char *bin = getenv("VMIO_BIN");
