@@ -534,8 +534,19 @@ reload_fails() { # unit reason-pattern
 	new=$(unit_pid "$1")
 	echo "systemctl reload $([[ $rc == 0 ]] && echo failed || echo "returned 0"); MainPID $old, then $new; $(unit_state "$1")"
 	[[ $new == "$old" && $(in_root systemctl show -P ActiveState "$1") == active ]] || rc=1
-	lines=$(in_root journalctl -b --no-pager -o cat -u "$1" | grep -e "$2")
-	[[ -n $lines ]] || { lines="nothing matching: $2"; rc=1; }
+	# The unit's lines, and those its ExecReload= process logged before
+	# its exec failed: journald may lose that short-lived process's
+	# cgroup, and with it _SYSTEMD_UNIT, which -u matches, but systemd
+	# names the unit in UNIT=. journald may also take a moment to write.
+	for _ in $(seq 20); do
+		lines=$({
+			in_root journalctl -b --no-pager -o cat -u "$1"
+			in_root journalctl -b --no-pager -o cat "UNIT=$1"
+		} | grep -e "$2" | sort -u)
+		[[ -z $lines ]] || break
+		sleep 0.1
+	done
+	[[ -n $lines ]] || { lines="nothing matching: $2 (within 2 s)"; rc=1; }
 	echo "the journal: $lines"
 	return $rc
 }
