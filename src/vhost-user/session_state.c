@@ -771,7 +771,7 @@ int vmio_session_restore(struct vmio_backend *be, const void *bytes,
 			int chan = fds[p->chan];
 
 			fds[p->chan] = -1;
-			rc = vmio_backend_serve_fd(be, chan);
+			rc = vmio_backend_serve_taken_fd(be, chan);
 			if (rc) {
 				close(chan);
 				refuse(rc, why, why_len,

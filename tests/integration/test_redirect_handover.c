@@ -199,24 +199,6 @@ static void *client_loop(void *arg)
 
 /* ---- vmio's processes ----------------------------------------------------- */
 
-/* Installed as a package upgrade does: a new file renamed over the
- * path (a running copy is not written to). */
-static void copy_file(const char *from, const char *to)
-{
-	char buf[65536], tmp[600];
-	int in = open(from, O_RDONLY | O_CLOEXEC), out;
-	ssize_t n;
-
-	snprintf(tmp, sizeof(tmp), "%s.new", to);
-	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	assert_true(in >= 0 && out >= 0);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		assert_int_equal(write(out, buf, (size_t)n), n);
-	close(in);
-	close(out);
-	assert_int_equal(rename(tmp, to), 0);
-}
-
 static void write_script(const char *path, const char *text)
 {
 	char tmp[600];
@@ -249,7 +231,7 @@ static pid_t start_relay(void)
 	snprintf(a2, sizeof(a2), "UNIX-CONNECT:%s", harness_path("back.sock"));
 	args[7] = a1;
 	args[8] = a2;
-	copy_file(build_bin, copy_bin);
+	harness_install(build_bin, copy_bin);
 	setenv("VMIO_BIN", copy_bin, 1);
 	pid = harness_spawn(args);
 	setenv("VMIO_BIN", build_bin, 1);
@@ -258,17 +240,6 @@ static pid_t start_relay(void)
 	assert_true(harness_wait_socket(harness_path("front.sock"),
 					HARNESS_WAIT_MS));
 	return pid;
-}
-
-/* `vmio reload`: its exit status, and its output in out. */
-static int reload(char *out, size_t size)
-{
-	const char *args[] = { "reload", harness_path("ctl"), NULL };
-	char err[1024];
-	int st = harness_run(args, HARNESS_WAIT_MS, out, size, err, sizeof(err));
-
-	strncat(out, err, size - strlen(out) - 1);
-	return st;
 }
 
 static unsigned fd_count(pid_t pid)
@@ -369,7 +340,8 @@ static void test_reload_20_times_streaming(void **state)
 		unsigned before = atomic_load(&c.done);
 		long long cpid;
 
-		if (reload(out, sizeof(out)) || !strstr(out, "handed over to pid "))
+		if (harness_reload(harness_path("ctl"), out, sizeof(out)) ||
+		    !strstr(out, "handed over to pid "))
 			fail_msg("reload %u: %s", k, out);
 		cpid = strtoll(strstr(out, "pid ") + 4, NULL, 10);
 		assert_true(cpid > 0 && cpid != pid);
@@ -433,7 +405,8 @@ static void expect_refused(pid_t pid, const char *why)
 	unsigned fds = fd_count(pid);
 	char out[2048];
 
-	assert_int_equal(reload(out, sizeof(out)), 1 << 8);
+	assert_int_equal(harness_reload(harness_path("ctl"), out, sizeof(out)),
+			 1 << 8);
 	if (!strstr(out, why))
 		fail_msg("the answer '%s' does not say '%s'", out, why);
 	assert_true(harness_log_contains(why));
@@ -456,7 +429,7 @@ static void test_refused_missing_binary(void **state)
 	/* The binary back: the next reload goes through. */
 	char out[1024];
 
-	assert_int_equal(reload(out, sizeof(out)), 0);
+	assert_int_equal(harness_reload(harness_path("ctl"), out, sizeof(out)), 0);
 	harness_expect_exit(pid, 0);
 	pid = (pid_t)strtol(strstr(out, "pid ") + 4, NULL, 10);
 	serving = pid;

@@ -49,24 +49,6 @@ static pid_t serving = -1;  /* stopped by the teardown whatever happened */
 
 /* ---- vmio's processes ----------------------------------------------------- */
 
-/* Installed as a package upgrade does: a new file renamed over the
- * path. */
-static void install_copy(void)
-{
-	char buf[65536], tmp[600];
-	int in = open(build_bin, O_RDONLY | O_CLOEXEC), out;
-	ssize_t n;
-
-	snprintf(tmp, sizeof(tmp), "%s.new", copy_bin);
-	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	assert_true(in >= 0 && out >= 0);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		assert_int_equal(write(out, buf, (size_t)n), n);
-	close(in);
-	close(out);
-	assert_int_equal(rename(tmp, copy_bin), 0);
-}
-
 /* vmio vsock with args after its own (NULL-terminated), from the copy. */
 static pid_t start_vsock(const char *const *more)
 {
@@ -77,23 +59,12 @@ static pid_t start_vsock(const char *const *more)
 	while (*more)
 		args[n++] = *more++;
 	args[n] = NULL;
-	install_copy();
+	harness_install(build_bin, copy_bin);
 	setenv("VMIO_BIN", copy_bin, 1);
 	serving = harness_spawn(args);
 	setenv("VMIO_BIN", build_bin, 1);
 	assert_true(harness_wait_socket(harness_path("ctl"), WAIT));
 	return serving;
-}
-
-/* `vmio reload`: its exit status, and its output in out. */
-static int reload(char *out, size_t size)
-{
-	const char *args[] = { "reload", harness_path("ctl"), NULL };
-	char err[1024];
-	int st = harness_run(args, WAIT, out, size, err, sizeof(err));
-
-	strncat(out, err, size - strlen(out) - 1);
-	return st;
 }
 
 /* A reload that must go through: the new pid, which --control names. */
@@ -102,7 +73,8 @@ static pid_t reload_ok(pid_t old)
 	char out[2048];
 	long long pid;
 
-	if (reload(out, sizeof(out)) || !strstr(out, "handed over to pid "))
+	if (harness_reload(harness_path("ctl"), out, sizeof(out)) ||
+	    !strstr(out, "handed over to pid "))
 		fail_msg("reload: %s", out);
 	pid = strtoll(strstr(out, "pid ") + 4, NULL, 10);
 	assert_true(pid > 0 && pid != old);
@@ -440,51 +412,28 @@ static void test_reload_two_workers(void **state)
 static void test_reload_past_a_stalled_vmm(void **state)
 {
 	static uint8_t buf[G2H_PIECE];
-	char vm1[700], vm2[700], said[512] = "";
+	char vm1[700], vm2[700];
 	const char *more[] = { "--message-timeout", "600000", "--vm", vm1,
 			       "--vm", vm2, NULL };
-	const char *bin = getenv("VMIO_BAD_VMM");
+	struct harness_bad_vmm bad;
 	struct vg *g;
 	struct flows f;
 	char err[256];
-	size_t said_len = 0;
-	int p[2], st;
-	pid_t pid, bad;
+	pid_t pid;
 
 	(void)state;
-	if (!bin || !*bin)
-		fail_msg("VMIO_BAD_VMM is not set: run the test through meson");
 	snprintf(vm1, sizeof(vm1), "guest-cid=3,socket=%s,uds-path=%s",
 		 harness_path("e.vhost"), harness_path("e.v"));
 	snprintf(vm2, sizeof(vm2), "guest-cid=4,socket=%s,uds-path=%s",
 		 harness_path("s.vhost"), harness_path("s.v"));
 	pid = start_vsock(more);
 	assert_true(harness_wait_socket(harness_path("s.vhost"), WAIT));
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	bad = fork();
-	assert_true(bad >= 0);
-	if (bad == 0) {
-		const char *argv[] = { bin, "--socket", harness_path("s.vhost"),
-				       "--kind", "partial", "--duration-ms",
-				       "120000", NULL };
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (dup2(p[1], STDOUT_FILENO) < 0)
-			_exit(127);
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
-	close(p[1]);
-	while (!strstr(said, "ready\n") && harness_wait_fd(p[0], POLLIN, WAIT)) {
-		ssize_t n = read(p[0], said + said_len,
-				 sizeof(said) - 1 - said_len);
-
-		if (n <= 0)
-			break;
-		said_len += (size_t)n;
-		said[said_len] = '\0';
-	}
-	assert_non_null(strstr(said, "ready\n"));
+	/* Until vmio closes it, which it must not: the hold is longer
+	 * than the test. */
+	harness_bad_vmm_start(&bad, harness_path("s.vhost"), "partial", NULL);
+	for (unsigned w = 0; w < WAIT / 10 && !harness_bad_vmm_ready(&bad); w++)
+		usleep(10000);
+	assert_true(harness_bad_vmm_ready(&bad));
 	g = vg_open(harness_path("e.vhost"), WAIT, NULL, err, sizeof(err));
 	if (!g)
 		fail_msg("%s", err);
@@ -498,22 +447,9 @@ static void test_reload_past_a_stalled_vmm(void **state)
 	vg_free(g);
 	/* The stalled VMM kept its one connection across the reloads. */
 	assert_int_equal(vm_num(1, "sessions"), 1);
-	kill(bad, SIGTERM);
-	st = harness_wait_exit(bad, WAIT);
-	while (harness_wait_fd(p[0], POLLIN, 100) && said_len + 1 < sizeof(said)) {
-		ssize_t n = read(p[0], said + said_len,
-				 sizeof(said) - 1 - said_len);
-
-		if (n <= 0)
-			break;
-		said_len += (size_t)n;
-		said[said_len] = '\0';
-	}
-	close(p[0]);
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-	if (!strstr(said, "connects=1 "))
-		fail_msg("the stalled VMM reconnected: %s", said);
+	harness_bad_vmm_stop(&bad);
+	if (!strstr(bad.said, "connects=1 "))
+		fail_msg("the stalled VMM reconnected: %s", bad.said);
 	stop_serving();
 }
 
@@ -545,21 +481,23 @@ static void test_reload_refused(void **state)
 	/* No binary where this one was started from. */
 	assert_int_equal(unlink(copy_bin), 0);
 	flows_send(&f, buf);
-	assert_int_not_equal(reload(out, sizeof(out)), 0);
+	assert_int_not_equal(
+		harness_reload(harness_path("ctl"), out, sizeof(out)), 0);
 	if (!strstr(out, copy_bin))
 		fail_msg("the refusal does not name the binary: %s", out);
 	flows_take(&f);
 	assert_int_equal(harness_control_num(harness_path("ctl"), "pid"), pid);
 
 	/* A VM more in the file than the running process serves. */
-	install_copy();
+	harness_install(build_bin, copy_bin);
 	y = fopen(harness_path("vms.yaml"), "a");
 	assert_non_null(y);
 	fprintf(y, "  - guest-cid: 4\n    socket: %s\n    uds-path: %s\n",
 		harness_path("d.vhost"), harness_path("d.v"));
 	fclose(y);
 	flows_send(&f, buf);
-	assert_int_not_equal(reload(out, sizeof(out)), 0);
+	assert_int_not_equal(
+		harness_reload(harness_path("ctl"), out, sizeof(out)), 0);
 	if (!strstr(out, "VM 2"))
 		fail_msg("the refusal does not name the VM: %s", out);
 	flows_take(&f);
