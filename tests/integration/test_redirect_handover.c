@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -35,9 +34,8 @@
 #include "handover/fd_transfer.h"
 #include "handover/successor.h"
 #include "harness.h"
+#include "harness_handover.h"
 
-static char build_bin[512]; /* $VMIO_BIN as meson gave it */
-static char copy_bin[512];  /* the copy each case's vmio runs from */
 
 /* ---- An echo server on ADDRESS2 ----------------------------------------- */
 
@@ -199,24 +197,6 @@ static void *client_loop(void *arg)
 
 /* ---- vmio's processes ----------------------------------------------------- */
 
-/* Installed as a package upgrade does: a new file renamed over the
- * path (a running copy is not written to). */
-static void copy_file(const char *from, const char *to)
-{
-	char buf[65536], tmp[600];
-	int in = open(from, O_RDONLY | O_CLOEXEC), out;
-	ssize_t n;
-
-	snprintf(tmp, sizeof(tmp), "%s.new", to);
-	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	assert_true(in >= 0 && out >= 0);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		assert_int_equal(write(out, buf, (size_t)n), n);
-	close(in);
-	close(out);
-	assert_int_equal(rename(tmp, to), 0);
-}
-
 static void write_script(const char *path, const char *text)
 {
 	char tmp[600];
@@ -249,10 +229,7 @@ static pid_t start_relay(void)
 	snprintf(a2, sizeof(a2), "UNIX-CONNECT:%s", harness_path("back.sock"));
 	args[7] = a1;
 	args[8] = a2;
-	copy_file(build_bin, copy_bin);
-	setenv("VMIO_BIN", copy_bin, 1);
-	pid = harness_spawn(args);
-	setenv("VMIO_BIN", build_bin, 1);
+	pid = harness_handover_spawn(args);
 	serving = pid;
 	assert_true(harness_wait_socket(harness_path("ctl"), HARNESS_WAIT_MS));
 	assert_true(harness_wait_socket(harness_path("front.sock"),
@@ -260,15 +237,9 @@ static pid_t start_relay(void)
 	return pid;
 }
 
-/* `vmio reload`: its exit status, and its output in out. */
 static int reload(char *out, size_t size)
 {
-	const char *args[] = { "reload", harness_path("ctl"), NULL };
-	char err[1024];
-	int st = harness_run(args, HARNESS_WAIT_MS, out, size, err, sizeof(err));
-
-	strncat(out, err, size - strlen(out) - 1);
-	return st;
+	return harness_reload(harness_path("ctl"), out, size);
 }
 
 static unsigned fd_count(pid_t pid)
@@ -449,10 +420,10 @@ static void test_refused_missing_binary(void **state)
 	char moved[600];
 
 	(void)state;
-	snprintf(moved, sizeof(moved), "%s.moved", copy_bin);
-	assert_int_equal(rename(copy_bin, moved), 0);
+	snprintf(moved, sizeof(moved), "%s.moved", harness_handover_copy());
+	assert_int_equal(rename(harness_handover_copy(), moved), 0);
 	expect_refused(pid, "No such file or directory");
-	assert_int_equal(rename(moved, copy_bin), 0);
+	assert_int_equal(rename(moved, harness_handover_copy()), 0);
 	/* The binary back: the next reload goes through. */
 	char out[1024];
 
@@ -487,7 +458,7 @@ static void test_refused_by_failing_successors(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		write_script(copy_bin, cases[i].script);
+		write_script(harness_handover_copy(), cases[i].script);
 		expect_refused(pid, cases[i].why);
 	}
 	assert_int_equal(harness_stop(pid, HARNESS_WAIT_MS), 0);
@@ -633,15 +604,9 @@ int main(void)
 			case_teardown),
 		HARNESS_LOOPBACK_CASE(test_loopback_cannot_hand_over, lb),
 	};
-	const char *bin = getenv("VMIO_BIN");
-
-	if (!bin)
-		return 1;
-	snprintf(build_bin, sizeof(build_bin), "%s", bin);
-	snprintf(copy_bin, sizeof(copy_bin), "%s", harness_path("vmio"));
 	/* Every successor whose parent exits becomes this test's child. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	signal(SIGPIPE, SIG_IGN);
+	if (harness_handover_init())
+		return 1;
 	harness_test_filter();
 	return cmocka_run_group_tests(tests, NULL, group_teardown);
 }

@@ -6,10 +6,7 @@
  * two workers handed over together; and the hand-overs that must fail,
  * leaving the old process serving, saying why.
  *
- * vmio runs from a copy in the test's directory, so that a case can take
- * the binary away from the path it was started from. The test is the
- * subreaper of what it starts: every successor, whose parent exits,
- * becomes its child, so each process's end is waited for. */
+ * vmio runs from a copy in the test's directory (harness_handover.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -31,6 +27,7 @@
 
 #include "frontend/vsock_guest.h"
 #include "harness.h"
+#include "harness_handover.h"
 
 #define WAIT HARNESS_WAIT_MS
 #define G2H_PORT 1234
@@ -43,29 +40,9 @@
 #define G2H_PIECE (160u * 1024)
 #define H2G_PIECE (48u * 1024)
 
-static char build_bin[512]; /* $VMIO_BIN as meson gave it */
-static char copy_bin[512];  /* the copy each case's vmio runs from */
 static pid_t serving = -1;  /* stopped by the teardown whatever happened */
 
 /* ---- vmio's processes ----------------------------------------------------- */
-
-/* Installed as a package upgrade does: a new file renamed over the
- * path. */
-static void install_copy(void)
-{
-	char buf[65536], tmp[600];
-	int in = open(build_bin, O_RDONLY | O_CLOEXEC), out;
-	ssize_t n;
-
-	snprintf(tmp, sizeof(tmp), "%s.new", copy_bin);
-	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	assert_true(in >= 0 && out >= 0);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		assert_int_equal(write(out, buf, (size_t)n), n);
-	close(in);
-	close(out);
-	assert_int_equal(rename(tmp, copy_bin), 0);
-}
 
 /* vmio vsock with args after its own (NULL-terminated), from the copy. */
 static pid_t start_vsock(const char *const *more)
@@ -77,40 +54,21 @@ static pid_t start_vsock(const char *const *more)
 	while (*more)
 		args[n++] = *more++;
 	args[n] = NULL;
-	install_copy();
-	setenv("VMIO_BIN", copy_bin, 1);
-	serving = harness_spawn(args);
-	setenv("VMIO_BIN", build_bin, 1);
+	serving = harness_handover_spawn(args);
 	assert_true(harness_wait_socket(harness_path("ctl"), WAIT));
 	return serving;
 }
 
-/* `vmio reload`: its exit status, and its output in out. */
 static int reload(char *out, size_t size)
 {
-	const char *args[] = { "reload", harness_path("ctl"), NULL };
-	char err[1024];
-	int st = harness_run(args, WAIT, out, size, err, sizeof(err));
-
-	strncat(out, err, size - strlen(out) - 1);
-	return st;
+	return harness_reload(harness_path("ctl"), out, size);
 }
 
-/* A reload that must go through: the new pid, which --control names. */
+/* A reload that must go through: the new pid. */
 static pid_t reload_ok(pid_t old)
 {
-	char out[2048];
-	long long pid;
-
-	if (reload(out, sizeof(out)) || !strstr(out, "handed over to pid "))
-		fail_msg("reload: %s", out);
-	pid = strtoll(strstr(out, "pid ") + 4, NULL, 10);
-	assert_true(pid > 0 && pid != old);
-	serving = (pid_t)pid;
-	assert_int_equal(harness_control_num(harness_path("ctl"), "pid"), pid);
-	/* The old one exits 0 once the successor took over. */
-	harness_expect_exit(old, 0);
-	return (pid_t)pid;
+	serving = harness_reload_ok(harness_path("ctl"), old);
+	return serving;
 }
 
 static long long vm_num(unsigned vm, const char *key)
@@ -282,11 +240,7 @@ static int case_setup(void **state)
 static int case_teardown(void **state)
 {
 	(void)state;
-	if (serving > 0 && kill(serving, 0) == 0)
-		harness_stop(serving, WAIT);
-	serving = -1;
-	while (waitpid(-1, NULL, WNOHANG) > 0)
-		;
+	harness_handover_end(&serving);
 	return 0;
 }
 
@@ -445,16 +399,16 @@ static void test_reload_refused(void **state)
 	flows_open(&f, g, harness_path("c.v"));
 
 	/* No binary where this one was started from. */
-	assert_int_equal(unlink(copy_bin), 0);
+	assert_int_equal(unlink(harness_handover_copy()), 0);
 	flows_send(&f, buf);
 	assert_int_not_equal(reload(out, sizeof(out)), 0);
-	if (!strstr(out, copy_bin))
+	if (!strstr(out, harness_handover_copy()))
 		fail_msg("the refusal does not name the binary: %s", out);
 	flows_take(&f);
 	assert_int_equal(harness_control_num(harness_path("ctl"), "pid"), pid);
 
 	/* A VM more in the file than the running process serves. */
-	install_copy();
+	harness_handover_install();
 	y = fopen(harness_path("vms.yaml"), "a");
 	assert_non_null(y);
 	fprintf(y, "  - guest-cid: 4\n    socket: %s\n    uds-path: %s\n",
@@ -491,15 +445,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reload_refused,
 						case_setup, case_teardown),
 	};
-	const char *bin = getenv("VMIO_BIN");
 	int rc;
 
-	if (!bin)
+	if (harness_handover_init())
 		return 1;
-	snprintf(build_bin, sizeof(build_bin), "%s", bin);
-	snprintf(copy_bin, sizeof(copy_bin), "%s", harness_path("vmio"));
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	signal(SIGPIPE, SIG_IGN);
 	harness_test_filter();
 	rc = cmocka_run_group_tests(tests, NULL, harness_group_teardown);
 	return rc;
