@@ -387,6 +387,14 @@ static pid_t start_net(const char *const *backend)
 	return serving;
 }
 
+/* The serving process stopped: it exits 0 (under the sanitizers: with
+ * nothing to report). */
+static void stop_net(pid_t pid)
+{
+	assert_int_equal(harness_stop(pid, WAIT), 0);
+	serving = -1;
+}
+
 static long long ms_since(const struct timespec *t0)
 {
 	struct timespec t1;
@@ -543,8 +551,7 @@ static void reload_tap(const char *tap, unsigned pairs, const char *threads)
 	       g.h2g_seq);
 	close(pfd);
 	vmio_fe_close(g.fe);
-	assert_int_equal(harness_stop(pid, WAIT), 0);
-	serving = -1;
+	stop_net(pid);
 	/* vmio created the TAP, and it goes with the last queue. */
 	assert_int_equal(if_nametoindex(tap), 0);
 }
@@ -585,6 +592,7 @@ static void test_reload_null(void **state)
 	expect_same_session(&g);
 	assert_int_equal(pair_num(0, "tx_frames"), 3 * BURST);
 	vmio_fe_close(g.fe);
+	stop_net(pid);
 }
 
 /* No binary at the path: the reload says so, the old process serves
@@ -621,6 +629,7 @@ static void test_reload_refused(void **state)
 	settle(&g, pfd, 0);
 	close(pfd);
 	vmio_fe_close(g.fe);
+	stop_net(pid);
 }
 
 /* AF_XDP: refused, saying so, the old process serving on. */
@@ -649,6 +658,7 @@ static void test_reload_xdp_refused(void **state)
 	     i++)
 		poll(NULL, 0, 10);
 	assert_int_equal(harness_control_num(ctl(), "pid"), pid);
+	stop_net(pid);
 }
 
 /* What a case left, gone: the next starts afresh (the log too). */

@@ -317,7 +317,8 @@ struct vnet_port *vnet_port_tap_restore(const char *name, unsigned pairs,
 	}
 	if (offloads & ~tap_probe_offloads_bits() ||
 	    hdr_len < -1 || hdr_len > VIRTIO_NET_HDR_LEN ||
-	    offs < -1 || offs & ~(TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6)) {
+	    offs < -1 ||
+	    (offs > 0 && offs & ~(TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6))) {
 		vmio_wire_fail(r, "TAP settings out of range");
 		return NULL;
 	}
