@@ -19,6 +19,18 @@
 #   latency  one VM bulk-streaming, SCALE_LAT_VMS - 1 (15) VMs doing
 #            64-byte request/response: p50 and p99 with the streamer idle
 #            and running, `--threads 1` and `--threads 2`
+#   handover (not among the defaults: scripts/bench.sh's handover
+#            section) what a hand-over (`vmio reload`) costs streaming
+#            guests: one VM with HO_CONNS (1000) connections, and
+#            HO_VMS (256) VMs with HO_VM_CONNS (64) each on --threads 2,
+#            4 of the connections two-way streams (every byte checked);
+#            HO_RELOADS (20) reloads each: the pause (median, worst), the
+#            time `vmio reload` took, vmio's CPU per hand-over; then
+#            HO_LEAK_RELOADS (100) reloads in a row of the one VM, and
+#            HO_VMS_LEAK_RELOADS (5) of the 256, the streams quiet: the
+#            serving vmio's descriptors and mappings before and after;
+#            HO_LOG=FILE keeps vmio's log (with SCALE_VMIO_OPTS=-v, the
+#            steps of each hand-over, timed)
 # One host socket per connection: vmio's RLIMIT_NOFILE is raised to fit
 # (ulimit -n; past the hard limit only with CAP_SYS_RESOURCE). Where that
 # is out of reach the default SCALE_CONNS shrinks to what fits, and says
@@ -40,6 +52,13 @@ thread_bytes=${SCALE_THREAD_BYTES:-4G}
 lat_vms=${SCALE_LAT_VMS:-16}
 lat_rounds=${SCALE_LAT_ROUNDS:-3}
 lat_phase_ms=${SCALE_LAT_PHASE_MS:-2000}
+ho_conns=${HO_CONNS:-1000}
+ho_vms=${HO_VMS:-256}
+ho_vm_conns=${HO_VM_CONNS:-64}
+ho_vm_conns_given=${HO_VM_CONNS:+yes}
+ho_reloads=${HO_RELOADS:-20}
+ho_leak_reloads=${HO_LEAK_RELOADS:-100}
+ho_vms_leak_reloads=${HO_VMS_LEAK_RELOADS:-5}
 parts=" ${SCALE_PARTS:-idle threads latency} "
 # Bounds each tool run: their own stall checks (10 s) catch the rest.
 limit=${SCALE_TIMEOUT:-900}
@@ -345,5 +364,64 @@ if want latency; then
 		IFS='|' read -r t bulk grp p50 p99 rate bmb <<<"$row"
 		printf '  %-9s %-8s %-13s %9s %9s %9s %10s\n' "$t" "$bulk" "$grp" "$p50" "$p99" "$rate" "${bmb:--}"
 	done
+fi
+
+# ---- handover: the pause a reload costs streaming guests, and leaks ----
+if want handover; then
+	# vmio holds a descriptor per connection and about 10 per VM; a
+	# hand-over copies each VM's session descriptors first (about 6
+	# more per VM): what one vmio of n VMs with c connections each takes.
+	ho_nofile() { echo $(($1 * ($2 + 16) + 256)); }
+	hard=$(ulimit -Hn)
+	ho_say=
+	if [ "$hard" != unlimited ] && [ "$(ho_nofile "$ho_vms" "$ho_vm_conns")" -gt "$hard" ]; then
+		if [ -n "$ho_vm_conns_given" ]; then
+			echo "bench-scale: HO_VM_CONNS=$ho_vm_conns: $(nofile_why "$(ho_nofile "$ho_vms" "$ho_vm_conns")")" >&2
+			exit 1
+		fi
+		want_conns=$ho_vm_conns
+		ho_vm_conns=$(((hard - 256) / ho_vms - 16))
+		ho_say="NOT AT FULL SCALE: $(nofile_why "$(ho_nofile "$ho_vms" "$want_conns")"); $ho_vm_conns connections per VM instead of $want_conns"
+	fi
+	write_config h1_ 1
+	write_config h256_ "$ho_vms"
+	ho_cases=("1 VM x $ho_conns conns|h1_|$ho_conns|$ho_leak_reloads|20|--max-connections 4096"
+		"$ho_vms VMs x $ho_vm_conns conns|h256_|$ho_vm_conns|$ho_vms_leak_reloads|250|--threads 2 --max-connections $ho_vm_conns")
+	ho_rows=()
+	ho_leak=()
+	echo "handover: machine load before: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min; $(nproc) cores)"
+	[ -z "$ho_say" ] || echo "handover: $ho_say"
+	for c in "${ho_cases[@]}"; do
+		IFS='|' read -r what name n leaks goal vopts <<<"$c"
+		read -r -a vo <<<"$vopts"
+		echo "handover $what: $ho_reloads reloads while 4 two-way streams run, then $leaks in a row:"
+		rc=0
+		timeout "$limit" "$build/vmio-scale" handover --config "$dir/$name.yaml" \
+			--vmio "$build/vmio" --control "$dir/$name.ctl" --log "$dir/vmio.log" \
+			--conns "$n" --reloads "$ho_reloads" --leak-reloads "$leaks" \
+			-- "${vmio_opts[@]}" "${vo[@]}" >"$dir/ho.out" 2>&1 || rc=$?
+		sed 's/^/  /' "$dir/ho.out"
+		[ $rc -eq 0 ] || { echo "  FAILED (status $rc)"; failed=1; }
+		p=$(grep '^handover pauses ' "$dir/ho.out" || true)
+		l=$(grep '^handover leaks reloads=.* fds=' "$dir/ho.out" || true)
+		lc=$(grep '^handover leaks reloads=.* reload_ms_median=' "$dir/ho.out" || true)
+		[ -n "$p" ] && ho_rows+=("$what|$(field reloads "$p")|$(field pause_ms_median "$p")|$(field pause_ms_worst "$p")|$goal|$(field gap_between_ms_median "$p")|$(field gap_between_ms_worst "$p")|$(field reload_ms_median "$p")|$(field vmio_cpu_ms_median "$p")|$(field vmio_cpu_ms_median "$lc")")
+		if [ -n "$l" ]; then
+			ho_leak+=("$(field reloads "$l") hand-overs in a row, $what: descriptors $(field fds "$l"), mappings $(field maps "$l") (serving vmio before -> after): ${l##* }")
+		fi
+	done
+	echo "handover: machine load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+	[ -z "${HO_LOG:-}" ] || cp "$dir/vmio.log" "$HO_LOG"
+	echo
+	echo "handover: the pause a streaming guest sees across a hand-over (the largest gap between two reads of a stream that spans the reload, worst of 4 streams x 2 ways), ms;"
+	echo "beside it the largest gap in the 300 ms of streaming after each reload (no reload in it: the machine's own noise), the time \`vmio reload\` took,"
+	echo "and vmio's CPU ms per hand-over (the old process from the request to its exit, the successor up to then; streaming: with the streams' traffic)"
+	printf '  %-26s %7s %9s %9s %5s %11s %11s %10s %11s %11s\n' case reloads "pause med" "worst" goal "noise med" "noise worst" "reload med" "CPU stream" "CPU quiet"
+	for row in "${ho_rows[@]}"; do
+		IFS='|' read -r what k pm pw goal bm bw rm cs cq <<<"$row"
+		printf '  %-26s %7s %9s %9s %5s %11s %11s %10s %11s %11s\n' "$what" "$k" "$pm" "$pw" "$goal" "$bm" "$bw" "$rm" "$cs" "${cq:--}"
+	done
+	[ ${#ho_leak[@]} -gt 0 ] || ho_leak=("no figures")
+	printf 'handover leaks: %s\n' "${ho_leak[@]}"
 fi
 exit $failed

@@ -29,6 +29,9 @@ enum scale_serve { SCALE_HOLD, SCALE_SINK, SCALE_ECHO };
 #define SCALE_PORT_SINK 1001u
 #define SCALE_PORT_ECHO 1002u
 #define SCALE_PORT_NONE 1003u
+/* Not served by the child: vmio-scale handover's two-way streams, whose
+ * host ends it holds itself (scale_handover.h). */
+#define SCALE_PORT_STREAM 1004u
 
 struct scale_listener {
 	const char *uds_path; /* the VM's; the socket is <uds_path>_<port> */

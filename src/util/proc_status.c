@@ -40,3 +40,21 @@ long vmio_proc_fd_count(pid_t pid)
 	closedir(d);
 	return n;
 }
+
+long vmio_proc_maps_count(pid_t pid)
+{
+	char path[64], buf[4096];
+	long n = 0;
+	size_t got;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while ((got = fread(buf, 1, sizeof(buf), f)) > 0)
+		for (size_t i = 0; i < got; i++)
+			n += buf[i] == '\n';
+	fclose(f);
+	return n;
+}

@@ -158,7 +158,9 @@ static const struct vhost_user_channel_ops channel_ops = {
 	.closed = on_closed,
 };
 
-static int start_connection(struct vmio_backend *be, int fd)
+/* taken: a front end a predecessor served (session_state.c), not a new
+ * one: its session goes on. */
+static int start_connection(struct vmio_backend *be, int fd, bool taken)
 {
 	struct vmio_cpu_account *outer = vmio_cpu_account_enter(be->account);
 	int rc = vhost_user_channel_open(&be->chan, be->loop, fd,
@@ -172,9 +174,13 @@ static int start_connection(struct vmio_backend *be, int fd)
 	be->sessions++;
 	be->last_session_ns = vmio_loop_now_ns(be->loop);
 	watch_listener(be, false);
-	log_ratelimited(&be->rl_sessions, VMIO_LOG_INFO,
-			"vhost-user: front end connected (session %u, device %s)",
-			be->sessions, be->ops->name);
+	if (taken)
+		log_info("vhost-user: front end taken over (device %s)",
+			 be->ops->name);
+	else
+		log_ratelimited(&be->rl_sessions, VMIO_LOG_INFO,
+				"vhost-user: front end connected (session %u, device %s)",
+				be->sessions, be->ops->name);
 	return 0;
 }
 
@@ -189,7 +195,7 @@ static void accept_cb(void *opaque, int fd, uint32_t events)
 			       strerror(errno));
 		return;
 	}
-	int rc = start_connection(be, conn);
+	int rc = start_connection(be, conn, false);
 	if (rc) {
 		log_err("vhost-user: cannot serve the new connection: %s",
 			strerror(-rc));
@@ -197,7 +203,7 @@ static void accept_cb(void *opaque, int fd, uint32_t events)
 	}
 }
 
-int vmio_backend_serve_fd(struct vmio_backend *be, int fd)
+static int serve_fd(struct vmio_backend *be, int fd, bool taken)
 {
 	if (fd < 0)
 		return -EBADF;
@@ -210,7 +216,17 @@ int vmio_backend_serve_fd(struct vmio_backend *be, int fd)
 			strerror(err));
 		return -err;
 	}
-	return start_connection(be, fd);
+	return start_connection(be, fd, taken);
+}
+
+int vmio_backend_serve_fd(struct vmio_backend *be, int fd)
+{
+	return serve_fd(be, fd, false);
+}
+
+int vmio_backend_serve_taken_fd(struct vmio_backend *be, int fd)
+{
+	return serve_fd(be, fd, true);
 }
 
 /* Accepts front ends on fd, a listening socket, from now on. */

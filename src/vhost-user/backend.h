@@ -33,6 +33,9 @@ int vmio_backend_listen(struct vmio_backend *be, const char *path);
 /* Serves an already-connected socket (--fd). When that front end goes
  * away there is no one left to serve: on_gone is called. */
 int vmio_backend_serve_fd(struct vmio_backend *be, int fd);
+/* The same for a front end a predecessor served (session_state.h): its
+ * session goes on, and the log says so. */
+int vmio_backend_serve_taken_fd(struct vmio_backend *be, int fd);
 /* Accepts front ends on fd, a listening unix stream socket the caller
  * was given (systemd socket activation), as vmio_backend_listen does on
  * its own; the socket file is not ours, so it is never removed. The

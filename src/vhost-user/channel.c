@@ -16,7 +16,8 @@
 
 static void teardown(struct vhost_user_channel *ch)
 {
-	vmio_loop_remove(ch->loop, ch->fd);
+	if (!ch->frozen)
+		vmio_loop_remove(ch->loop, ch->fd);
 	vmio_close_fd(&ch->fd);
 	vhost_user_reader_reset(&ch->in);
 	vmio_timer_fini(&ch->in_deadline);
@@ -253,10 +254,52 @@ void vhost_user_channel_pause(struct vhost_user_channel *ch)
 	ch->paused = true;
 }
 
+/* Out of the loop rather than watched for nothing: epoll reports a hang
+ * up whatever the events asked, and would again on every turn. */
+void vhost_user_channel_freeze(struct vhost_user_channel *ch)
+{
+	ch->paused = true;
+	if (ch->frozen)
+		return;
+	vmio_loop_remove(ch->loop, ch->fd);
+	ch->watched = 0;
+	ch->frozen = true;
+	vmio_timer_cancel(&ch->in_deadline);
+	vmio_timer_cancel(&ch->out_deadline);
+}
+
+int vhost_user_channel_preload(struct vhost_user_channel *ch,
+			       const void *partial, size_t got, int *fds,
+			       unsigned nfds, const void *replies, size_t n,
+			       const char **problem)
+{
+	int rc = vhost_user_reader_preload(&ch->in, partial, got, fds, nfds,
+					   problem);
+
+	if (rc)
+		return rc;
+	if (vhost_user_outbox_preload(&ch->out, replies, n)) {
+		*problem = "more reply bytes than an outbox holds";
+		vhost_user_reader_reset(&ch->in);
+		return -ENOBUFS;
+	}
+	return 0;
+}
+
 bool vhost_user_channel_resume(struct vhost_user_channel *ch)
 {
 	int rc;
 
+	if (ch->frozen) {
+		rc = vmio_loop_add(ch->loop, ch->fd, 0, fd_cb, ch);
+		if (rc) {
+			close_because(ch, VHOST_USER_END_FAULT,
+				      "cannot watch the connection: %s",
+				      strerror(-rc));
+			return false;
+		}
+		ch->frozen = false;
+	}
 	ch->paused = false;
 	/* Level-triggered: input that came meanwhile is reported now. */
 	rc = update(ch);

@@ -46,6 +46,7 @@ struct vhost_user_channel {
 	unsigned timeout_ms;
 	bool open;
 	bool paused;      /* the owner is not ready for the next message */
+	bool frozen;      /* held for a hand-over: out of the loop */
 	uint32_t watched; /* the events the loop watches fd for */
 	struct vhost_user_reader in;
 	struct vhost_user_outbox out;
@@ -65,9 +66,24 @@ void vhost_user_channel_close(struct vhost_user_channel *ch);
 /* Reads no further message until vhost_user_channel_resume (the owner
  * needs time before the next one). */
 void vhost_user_channel_pause(struct vhost_user_channel *ch);
-/* Reads messages again after a pause or a VHOST_USER_WAIT. Returns false
- * if that closed the channel (ops->closed has run). */
+/* Reads messages again after a pause, a freeze or a VHOST_USER_WAIT
+ * (deadlines run afresh for what is in flight). Returns false if that
+ * closed the channel (ops->closed has run). */
 bool vhost_user_channel_resume(struct vhost_user_channel *ch);
+/* Held for a hand-over: out of the loop altogether (no read, no reply
+ * sent, no deadline running, no event reported), so that what it holds,
+ * a message half read and replies not yet taken, stays exactly as it is
+ * for the record. vhost_user_channel_resume undoes it. */
+void vhost_user_channel_freeze(struct vhost_user_channel *ch);
+/* A frozen channel's bytes in flight set to where a predecessor's were:
+ * got bytes of a message with its nfds fds (vhost_user_reader_preload),
+ * and n bytes of replies. Returns 0, or -EINVAL / -ENOBUFS with
+ * *problem; the fds are consumed either way. */
+int vhost_user_channel_preload(struct vhost_user_channel *ch,
+			       const void *partial, size_t got, int *fds,
+			       unsigned nfds, const void *replies, size_t n,
+			       const char **problem);
+
 /* Acts on what became of msg: sends reply (VHOST_USER_REPLY), pauses
  * (VHOST_USER_WAIT), or closes the channel for it (VHOST_USER_CLOSE, or a
  * reply it could not send), the one way a message closes it. Called by

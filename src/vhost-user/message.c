@@ -90,6 +90,54 @@ size_t vhost_user_reader_expected(const struct vhost_user_reader *r)
 	return vhost_user_msg_wire_size(&r->msg);
 }
 
+size_t vhost_user_reader_copy(const struct vhost_user_reader *r, void *out)
+{
+	const size_t hdr_len = sizeof(r->msg.hdr);
+	uint8_t *o = out;
+
+	memcpy(o, &r->msg.hdr, r->got < hdr_len ? r->got : hdr_len);
+	if (r->got > hdr_len)
+		memcpy(o + hdr_len, &r->msg.payload, r->got - hdr_len);
+	return r->got;
+}
+
+int vhost_user_reader_preload(struct vhost_user_reader *r, const void *bytes,
+			      size_t got, int *fds, unsigned nfds,
+			      const char **problem)
+{
+	const size_t hdr_len = sizeof(r->msg.hdr);
+	const uint8_t *b = bytes;
+
+	vhost_user_reader_init(r);
+	*problem = NULL;
+	if (nfds > VHOST_USER_MAX_FDS)
+		*problem = "more file descriptors than a message may carry";
+	else if (got >= hdr_len + VHOST_USER_MAX_PAYLOAD)
+		*problem = "more bytes than a message has";
+	if (!*problem) {
+		memcpy(&r->msg.hdr, b, got < hdr_len ? got : hdr_len);
+		if (got > hdr_len)
+			memcpy(&r->msg.payload, b + hdr_len, got - hdr_len);
+		r->got = got;
+		if (got >= hdr_len)
+			*problem = vhost_user_header_problem(&r->msg.hdr);
+		if (!*problem && got >= vhost_user_reader_expected(r))
+			*problem = "the bytes make a whole message";
+	}
+	for (unsigned i = 0; i < nfds; i++) {
+		if (!*problem)
+			r->msg.fds[r->msg.nfds++] = fds[i];
+		else if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+	if (*problem) {
+		vhost_user_reader_reset(r);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* Collects the fds of every SCM_RIGHTS block into msg. Fds beyond what msg
  * can hold are closed here and reported, so none leak. */
 static const char *take_fds(struct msghdr *mh, struct vhost_user_msg *msg)

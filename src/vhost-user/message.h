@@ -58,6 +58,19 @@ static inline bool vhost_user_reader_started(const struct vhost_user_reader *r)
 /* Bytes the current message will have in all: 12 until its header is in. */
 size_t vhost_user_reader_expected(const struct vhost_user_reader *r);
 
+/* The bytes of a message read in part, header then payload, into out
+ * (room for a whole message): what a hand-over carries. Returns how
+ * many (r->got). */
+size_t vhost_user_reader_copy(const struct vhost_user_reader *r, void *out);
+/* A fresh reader set to where another process's stopped: got bytes of a
+ * message and the nfds fds that came with them (taken, or closed on
+ * refusal). Refused (-EINVAL, *problem): a header that cannot start a
+ * message, more fds than a message carries, or bytes that make a whole
+ * message (a reader never stops at one). */
+int vhost_user_reader_preload(struct vhost_user_reader *r, const void *bytes,
+			      size_t got, int *fds, unsigned nfds,
+			      const char **problem);
+
 /* Takes what the socket has of the current message, never more, in one
  * recvmsg at most per part. Returns
  *   1         a message is complete in r->msg: the caller owns its fds

@@ -1,6 +1,8 @@
 #include "vhost-user/outbox.h"
 
 #include <errno.h>
+#include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -14,6 +16,28 @@ int vhost_user_outbox_put(struct vhost_user_outbox *o,
 		return -ENOBUFS;
 	vmio_byte_ring_put(&o->ring, &msg->hdr, sizeof(msg->hdr));
 	vmio_byte_ring_put(&o->ring, &msg->payload, msg->hdr.size);
+	return 0;
+}
+
+size_t vhost_user_outbox_copy(const struct vhost_user_outbox *o, void *out)
+{
+	struct iovec iov[2];
+	unsigned n = vmio_byte_ring_data(&o->ring, SIZE_MAX, iov);
+	size_t len = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		memcpy((uint8_t *)out + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	return len;
+}
+
+int vhost_user_outbox_preload(struct vhost_user_outbox *o, const void *bytes,
+			      size_t n)
+{
+	if (n > vhost_user_outbox_room(o))
+		return -ENOBUFS;
+	vmio_byte_ring_put(&o->ring, bytes, n);
 	return 0;
 }
 

@@ -39,6 +39,13 @@ static inline size_t vhost_user_outbox_room(const struct vhost_user_outbox *o)
  * -ENOBUFS when it does not fit, leaving the outbox as it was. */
 int vhost_user_outbox_put(struct vhost_user_outbox *o,
 			  const struct vhost_user_msg *msg);
+/* The bytes waiting, in order, into out (room for
+ * VHOST_USER_OUTBOX_SIZE): what a hand-over carries. Returns how many. */
+size_t vhost_user_outbox_copy(const struct vhost_user_outbox *o, void *out);
+/* Queues n bytes another process left waiting. Returns 0, or -ENOBUFS
+ * when they do not fit an empty outbox's room. */
+int vhost_user_outbox_preload(struct vhost_user_outbox *o, const void *bytes,
+			      size_t n);
 /* Writes what the socket takes now. Returns 0 (the outbox may still hold
  * bytes), or -errno when the socket failed. */
 int vhost_user_outbox_flush(struct vhost_user_outbox *o, int sock);

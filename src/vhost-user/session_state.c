@@ -90,19 +90,11 @@ int vmio_session_hold(struct vmio_backend *be, void (*held)(void *opaque),
 	if (be->state == VMIO_BE_WAITING || vmio_home_busy(be))
 		return refuse(-EAGAIN, why, why_len,
 			      "a message waits for its queues to stop");
-	if (vhost_user_reader_started(&be->chan.in))
-		return refuse(-EAGAIN, why, why_len,
-			      "a message is half read (%zu of %zu bytes)",
-			      be->chan.in.got,
-			      vhost_user_reader_expected(&be->chan.in));
-	if (!vhost_user_outbox_empty(&be->chan.out))
-		return refuse(-EAGAIN, why, why_len,
-			      "replies wait for the front end to read them");
 	if (be->acked_features & VMIO_BIT(VHOST_F_LOG_ALL))
 		return refuse(-EOPNOTSUPP, why, why_len,
 			      "dirty logging is on (a migration is running)");
 	vmio_be_move(be, VMIO_BE_HELD);
-	vhost_user_channel_pause(&be->chan);
+	vhost_user_channel_freeze(&be->chan);
 	be->held_cb = held;
 	be->held_opaque = opaque;
 	if (!vmio_bq_quiesce(be, 0, be->ops->num_queues, VMIO_QUEUE_HALT))
@@ -257,6 +249,46 @@ static int write_region(struct vmio_wire_writer *w,
 	return 0;
 }
 
+/* Bytes between the front end and the backend that neither has acted
+ * on: a message half read, replies not yet taken. */
+static bool in_flight(const struct vhost_user_channel *ch)
+{
+	return vhost_user_reader_started(&ch->in) ||
+	       !vhost_user_outbox_empty(&ch->out);
+}
+
+/* Format 2's trailer: the half-read message (its bytes, then its fds'
+ * indices) and the replies waiting. */
+static int write_in_flight(struct vmio_wire_writer *w,
+			   struct vmio_session_record *rec,
+			   const struct vhost_user_channel *ch)
+{
+	/* 2.5 KiB: eight replies of the largest, or a message. */
+	uint8_t buf[VHOST_USER_OUTBOX_SIZE];
+
+	_Static_assert(VHOST_USER_OUTBOX_SIZE >=
+			       sizeof(struct vhost_user_header) +
+				       VHOST_USER_MAX_PAYLOAD,
+		       "a half-read message fits the buffer");
+	size_t n = vhost_user_reader_copy(&ch->in, buf);
+	uint32_t index;
+
+	vmio_wire_put_u32(w, (uint32_t)n);
+	vmio_wire_put_bytes(w, buf, n);
+	vmio_wire_put_u32(w, ch->in.msg.nfds);
+	for (unsigned i = 0; i < ch->in.msg.nfds; i++) {
+		int rc = add_fd(rec, ch->in.msg.fds[i], &index);
+
+		if (rc)
+			return rc;
+		vmio_wire_put_u32(w, index);
+	}
+	n = vhost_user_outbox_copy(&ch->out, buf);
+	vmio_wire_put_u32(w, (uint32_t)n);
+	vmio_wire_put_bytes(w, buf, n);
+	return 0;
+}
+
 /* The record into w, its fds into rec; the header's size and fd count
  * are known once the rest is written, and patched in then. Returns an
  * fd's copy's failure; w says whether the bytes fitted. */
@@ -273,7 +305,7 @@ static int write_record(struct vmio_wire_writer *w,
 	if (!rc)
 		rc = add_fd(rec, be->backend_req_fd, &req);
 	vmio_wire_put_bytes(w, MAGIC, 8);
-	vmio_wire_put_u32(w, VMIO_SESSION_STATE_VERSION);
+	vmio_wire_put_u32(w, in_flight(&be->chan) ? 2 : 1);
 	at_size = w->len;
 	vmio_wire_put_u32(w, 0); /* the size, then the fd count */
 	vmio_wire_put_u32(w, 0);
@@ -290,6 +322,8 @@ static int write_record(struct vmio_wire_writer *w,
 		rc = write_region(w, rec, &mem->regions[i]);
 	for (unsigned i = 0; i < nq && !rc; i++)
 		rc = write_queue(w, rec, &be->queues[i]);
+	if (!rc && in_flight(&be->chan))
+		rc = write_in_flight(w, rec, &be->chan);
 	vmio_wire_patch_u32(w, at_size, (uint32_t)w->len);
 	vmio_wire_patch_u32(w, at_size + 4, rec->nfds);
 	return rc;
@@ -343,6 +377,10 @@ struct parsed {
 	struct rec_region regions[VMIO_MEM_MAX_REGIONS];
 	struct rec_queue *queues;
 	bool named[VMIO_SESSION_MAX_FDS];
+	/* Format 2: the channel's bytes in flight. */
+	const uint8_t *partial, *replies;
+	uint32_t got, nreplies, npfds;
+	uint32_t pfds[VHOST_USER_MAX_FDS];
 };
 
 /* An fd index: FD_NONE (when allowed), or one of the list not named
@@ -404,6 +442,32 @@ static int parse_queue(struct parsed *p, struct vmio_wire_reader *r,
 	return rc;
 }
 
+/* Format 2's trailer; its bytes are checked as the channel takes them
+ * (vhost_user_channel_preload). */
+static int parse_in_flight(struct parsed *p, struct vmio_wire_reader *r,
+			   unsigned nfds, char *why, size_t why_len)
+{
+	int rc = 0;
+
+	p->got = vmio_wire_get_count(r, 1);
+	p->partial = vmio_wire_get_bytes(r, p->got);
+	p->npfds = vmio_wire_get_u32(r);
+	if (p->npfds > VHOST_USER_MAX_FDS)
+		return refuse(-EINVAL, why, why_len,
+			      "a half-read message with %u fds", p->npfds);
+	for (unsigned i = 0; i < p->npfds && !rc; i++) {
+		p->pfds[i] = vmio_wire_get_u32(r);
+		rc = check_fd(p, p->pfds[i], nfds, false,
+			      "the half-read message", why, why_len);
+	}
+	p->nreplies = vmio_wire_get_count(r, 1);
+	p->replies = vmio_wire_get_bytes(r, p->nreplies);
+	if (!rc && (!p->got && !p->npfds && !p->nreplies))
+		rc = refuse(-EINVAL, why, why_len,
+			    "format 2 with no bytes in flight");
+	return rc;
+}
+
 static int parse(const struct vmio_backend *be, const uint8_t *bytes,
 		 size_t len, unsigned nfds, struct parsed *p, char *why,
 		 size_t why_len)
@@ -411,6 +475,7 @@ static int parse(const struct vmio_backend *be, const uint8_t *bytes,
 	unsigned nq = be->ops->num_queues;
 	struct vmio_wire_reader r;
 	uint32_t version, size, rec_nfds, rec_nq;
+	size_t base;
 	int rc;
 
 	vmio_wire_reader_init(&r, bytes, len);
@@ -418,10 +483,12 @@ static int parse(const struct vmio_backend *be, const uint8_t *bytes,
 		return refuse(-EINVAL, why, why_len,
 			      "not a session record (%zu bytes)", len);
 	version = vmio_wire_get_u32(&r);
-	if (version != VMIO_SESSION_STATE_VERSION)
+	if (version < VMIO_SESSION_STATE_VERSION_MIN ||
+	    version > VMIO_SESSION_STATE_VERSION)
 		return refuse(-EPROTONOSUPPORT, why, why_len,
-			      "record format %u; this vmio reads format %u",
-			      version, VMIO_SESSION_STATE_VERSION);
+			      "record format %u; this vmio reads formats %u to %u",
+			      version, VMIO_SESSION_STATE_VERSION_MIN,
+			      VMIO_SESSION_STATE_VERSION);
 	size = vmio_wire_get_u32(&r);
 	rec_nfds = vmio_wire_get_u32(&r);
 	p->nregions = vmio_wire_get_u32(&r);
@@ -447,8 +514,9 @@ static int parse(const struct vmio_backend *be, const uint8_t *bytes,
 		return refuse(-EINVAL, why, why_len,
 			      "%u memory regions (at most %u)", p->nregions,
 			      VMIO_MEM_MAX_REGIONS);
-	if (len != HEAD_SIZE + (size_t)p->nregions * REGION_SIZE +
-			   (size_t)nq * QUEUE_SIZE)
+	base = HEAD_SIZE + (size_t)p->nregions * REGION_SIZE +
+	       (size_t)nq * QUEUE_SIZE;
+	if (version == 1 ? len != base : len <= base)
 		return refuse(-EINVAL, why, why_len,
 			      "record of %zu bytes does not hold %u regions "
 			      "and %u queues",
@@ -476,6 +544,8 @@ static int parse(const struct vmio_backend *be, const uint8_t *bytes,
 	}
 	for (unsigned i = 0; i < nq && !rc; i++)
 		rc = parse_queue(p, &r, i, nfds, why, why_len);
+	if (!rc && version == 2)
+		rc = parse_in_flight(p, &r, nfds, why, why_len);
 	/* The length check above makes every read fit; should the layout
 	 * and that check ever part, the reader refuses the record rather
 	 * than reading past it (a failed read gives 0s, which nothing
@@ -483,7 +553,7 @@ static int parse(const struct vmio_backend *be, const uint8_t *bytes,
 	if (!rc && (!vmio_wire_ok(&r) || r.left))
 		rc = refuse(-EINVAL, why, why_len,
 			    "record of %zu bytes does not end with its last "
-			    "queue", len);
+			    "queue (or format 2's bytes in flight)", len);
 	for (unsigned i = 0; i < nfds && !rc; i++)
 		if (!p->named[i])
 			rc = refuse(-EINVAL, why, why_len,
@@ -643,6 +713,26 @@ static int replay(struct replay *rp, const struct parsed *p)
 	return rc;
 }
 
+/* The channel's bytes in flight, as format 2 carries them. */
+static int preload(struct vmio_backend *be, struct parsed *p, int *fds,
+		   char *why, size_t why_len)
+{
+	int mine[VHOST_USER_MAX_FDS];
+	const char *problem;
+
+	for (unsigned i = 0; i < p->npfds; i++) {
+		mine[i] = fds[p->pfds[i]];
+		fds[p->pfds[i]] = -1;
+	}
+	if (vhost_user_channel_preload(&be->chan, p->partial, p->got, mine,
+				       p->npfds, p->replies, p->nreplies,
+				       &problem))
+		return refuse(-EINVAL, why, why_len,
+			      "the bytes in flight on its channel: %s",
+			      problem);
+	return 0;
+}
+
 int vmio_session_restore(struct vmio_backend *be, const void *bytes,
 			 size_t len, int *fds, unsigned nfds, char *why,
 			 size_t why_len)
@@ -681,19 +771,20 @@ int vmio_session_restore(struct vmio_backend *be, const void *bytes,
 			int chan = fds[p->chan];
 
 			fds[p->chan] = -1;
-			rc = vmio_backend_serve_fd(be, chan);
+			rc = vmio_backend_serve_taken_fd(be, chan);
 			if (rc) {
 				close(chan);
 				refuse(rc, why, why_len,
 				       "cannot serve the front end's socket: %s",
 				       strerror(-rc));
+			} else {
+				vhost_user_channel_freeze(&be->chan);
+				rc = preload(be, p, fds, why, why_len);
 			}
 		}
 		if (rc) {
 			vmio_be_move(be, VMIO_BE_SERVING);
 			vmio_session_reset(be);
-		} else {
-			vhost_user_channel_pause(&be->chan);
 		}
 	}
 	if (p)

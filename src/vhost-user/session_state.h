@@ -28,11 +28,16 @@
 
 struct vmio_backend;
 
-/* The record's format; a reader refuses any other. */
-#define VMIO_SESSION_STATE_VERSION 1
+/* The record's formats: 1, and 2 for a channel with bytes in flight (a
+ * message half read, replies not taken), written only then, so that a
+ * reader of 1 alone takes every other record. A reader refuses any
+ * other. */
+#define VMIO_SESSION_STATE_VERSION 2
+#define VMIO_SESSION_STATE_VERSION_MIN 1
 /* The most fds one record names: the channel, the backend channel, a
- * table of regions, three per queue of the largest device. */
-#define VMIO_SESSION_MAX_FDS (2 + 64 + 3 * 256)
+ * table of regions, three per queue of the largest device, and those of
+ * a message half read. */
+#define VMIO_SESSION_MAX_FDS (2 + 64 + 3 * 256 + 8)
 
 struct vmio_session_record {
 	uint8_t *bytes; /* malloc'd */
@@ -44,16 +49,16 @@ struct vmio_session_record {
 /* Frees the bytes and closes every fd still in rec (-1 once taken). */
 void vmio_session_record_free(struct vmio_session_record *rec);
 
-/* Stops taking work, at a message boundary: no further message is read
- * and every queue stops for good (the device gives back every chain it
- * holds, so the indices are exact). Returns
+/* Stops taking work: no further message is read or reply sent (the
+ * channel is frozen, a message half read and replies not yet taken kept
+ * for the record: a front end slow to finish either holds up no
+ * hand-over) and every queue stops for good (the device gives back every
+ * chain it holds, so the indices are exact). Returns
  *   0            held: vmio_session_save may run now;
  *   -EINPROGRESS queues stop on other threads: held(opaque) is called on
- *                the backend's loop once they have (or the front end
- *                left meanwhile: save then refuses);
- *   -EAGAIN      not at a message boundary now (a message half read, a
- *                reply not yet taken, a message waiting for its queues):
- *                try again on a later turn;
+ *                the backend's loop once they have;
+ *   -EAGAIN      a message waits for its queues to stop: try again on a
+ *                later turn;
  *   -ENOTCONN    no front end; -EALREADY held already;
  *   -EOPNOTSUPP  a state no record carries (dirty logging on).
  * why says which. */

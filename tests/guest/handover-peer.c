@@ -391,34 +391,24 @@ static int do_send(int fd, const char *what, uint64_t rate, uint64_t final)
  * until SIGUSR1, then as fast as it can. */
 static int do_recv(int fd, const char *what, size_t read_size, unsigned delay_ms)
 {
-	static unsigned char buf[PE_CHUNK], want[PE_CHUNK];
-	uint64_t got = 0, fnv = PE_FNV_INIT, bad_at = UINT64_MAX;
-	double t0 = pe_now(), last = 0, max_gap = 0, gap_at = 0;
+	static unsigned char buf[PE_CHUNK];
+	struct pe_rx rx;
 	int err = 0;
 
+	pe_rx_init(&rx);
 	for (;;) {
 		bool slow = delay_ms && !stop_flag;
 		ssize_t k = read(fd, buf, slow && read_size < sizeof(buf) ? read_size : sizeof(buf));
 		if (k > 0) {
-			double now = pe_now();
+			uint64_t was_bad = rx.bad_at;
+
 			if (slow)
 				usleep(delay_ms * 1000u); /* a signal ends it early */
-			if (!got)
+			if (pe_rx_take(&rx, buf, (size_t)k))
 				printf("%s: first-byte %s\n", prog, what);
-			else if (now - last > max_gap)
-				max_gap = now - last, gap_at = now - t0;
-			last = now;
-			pe_fill(want, (size_t)k, got);
-			if (bad_at == UINT64_MAX && memcmp(buf, want, (size_t)k))
-				for (ssize_t i = 0; i < k; i++)
-					if (buf[i] != want[i]) {
-						bad_at = got + (uint64_t)i;
-						fprintf(stderr, "%s: %s: byte %" PRIu64 " is 0x%02x, expected 0x%02x\n",
-							prog, what, bad_at, buf[i], want[i]);
-						break;
-					}
-			fnv = pe_fnv(fnv, buf, (size_t)k);
-			got += (uint64_t)k;
+			if (was_bad == UINT64_MAX && rx.bad_at != UINT64_MAX)
+				fprintf(stderr, "%s: %s: byte %" PRIu64 " is 0x%02x, expected 0x%02x\n",
+					prog, what, rx.bad_at, rx.bad, rx.expected);
 			continue;
 		}
 		if (k == 0)
@@ -435,16 +425,16 @@ static int do_recv(int fd, const char *what, size_t read_size, unsigned delay_ms
 	}
 	if (!err) {
 		char reply[96];
-		int n = snprintf(reply, sizeof(reply), "got %" PRIu64 " fnv %016" PRIx64 "\n", got, fnv);
+		int n = snprintf(reply, sizeof(reply), "got %" PRIu64 " fnv %016" PRIx64 "\n", rx.got, rx.fnv);
 		int e = write_all(fd, reply, (size_t)n);
 		if (e)
 			err = -e;
 	}
 	close(fd);
-	bool ok = !err && bad_at == UINT64_MAX;
+	bool ok = !err && rx.bad_at == UINT64_MAX;
 	printf("%s: recv %s recvd=%" PRIu64 " recv_fnv=%016" PRIx64 " pattern=%s max_gap_ms=%.0f gap_at_s=%.1f ms=%.0f%s%s result=%s\n",
-	       prog, what, got, fnv, bad_at == UINT64_MAX ? "ok" : "BAD", max_gap * 1e3, gap_at,
-	       (pe_now() - t0) * 1e3, err ? " errno=" : "", err ? pe_errname(err) : "", ok ? "ok" : "FAIL");
+	       prog, what, rx.got, rx.fnv, rx.bad_at == UINT64_MAX ? "ok" : "BAD", rx.max_gap * 1e3, rx.gap_at,
+	       (pe_now() - rx.t0) * 1e3, err ? " errno=" : "", err ? pe_errname(err) : "", ok ? "ok" : "FAIL");
 	return ok ? 0 : 1;
 }
 

@@ -83,10 +83,11 @@ int main(int argc, char **argv)
 	vg_sock_info(s, &si);
 	printf("%s: connected port=%u peer_port=%u\n", prog, si.local_port, si.peer_port);
 
-	static unsigned char buf[PE_CHUNK], want[PE_CHUNK];
-	uint64_t got = 0, fnv = PE_FNV_INIT, bad_at = UINT64_MAX;
-	double last = 0, max_gap = 0, gap_at = 0;
+	static unsigned char buf[PE_CHUNK];
+	struct pe_rx rx;
 	const char *why = NULL;
+	pe_rx_init(&rx);
+	rx.t0 = t0;
 	for (;;) {
 		if (pe_now() >= deadline) {
 			why = "timeout";
@@ -101,25 +102,12 @@ int main(int argc, char **argv)
 			why = pe_errname((int)-k);
 			break;
 		}
-		double now = pe_now();
-		if (!got)
+		if (pe_rx_take(&rx, buf, (size_t)k))
 			printf("%s: first-byte\n", prog);
-		else if (now - last > max_gap)
-			max_gap = now - last, gap_at = now - t0;
-		last = now;
-		pe_fill(want, (size_t)k, got);
-		if (bad_at == UINT64_MAX && memcmp(buf, want, (size_t)k))
-			for (ssize_t i = 0; i < k; i++)
-				if (buf[i] != want[i]) {
-					bad_at = got + (uint64_t)i;
-					break;
-				}
-		fnv = pe_fnv(fnv, buf, (size_t)k);
-		got += (uint64_t)k;
 	}
 	if (!why) {
 		char reply[96];
-		int n = snprintf(reply, sizeof(reply), "got %" PRIu64 " fnv %016" PRIx64 "\n", got, fnv);
+		int n = snprintf(reply, sizeof(reply), "got %" PRIu64 " fnv %016" PRIx64 "\n", rx.got, rx.fnv);
 		ssize_t w = vg_write(s, reply, (size_t)n, 10000);
 		if (w != n)
 			why = "reply-not-sent";
@@ -134,10 +122,10 @@ int main(int argc, char **argv)
 		if (k > 0)
 			why = "data-after-end-of-stream";
 	}
-	bool ok = !why && bad_at == UINT64_MAX && !g->violations && !g->rx_refused_pkts && !g->rx_resets;
+	bool ok = !why && rx.bad_at == UINT64_MAX && !g->violations && !g->rx_refused_pkts && !g->rx_resets;
 	printf("%s: recv recvd=%" PRIu64 " recv_fnv=%016" PRIx64 " pattern=%s max_gap_ms=%.0f gap_at_s=%.1f"
 	       " violations=%" PRIu64 " refused=%" PRIu64 " resets=%" PRIu64 "%s%s%s%s%s result=%s\n",
-	       prog, got, fnv, bad_at == UINT64_MAX ? "ok" : "BAD", max_gap * 1e3, gap_at, g->violations,
+	       prog, rx.got, rx.fnv, rx.bad_at == UINT64_MAX ? "ok" : "BAD", rx.max_gap * 1e3, rx.gap_at, g->violations,
 	       g->rx_refused_pkts, g->rx_resets, why ? " why=" : "", why ? why : "",
 	       g->violations ? " violation=\"" : "", g->violations ? g->violation : "",
 	       g->violations ? "\"" : "", ok ? "ok" : "FAIL");

@@ -133,6 +133,51 @@ static inline uint64_t pe_pattern_fnv(uint64_t n)
 	return h;
 }
 
+/* What a checking receiver keeps: bytes and their FNV, the first wrong
+ * byte, and the longest gap between two reads (the pause a hand-over
+ * costs a stream). */
+struct pe_rx {
+	uint64_t got, fnv, bad_at;
+	unsigned char bad, expected; /* the first wrong byte, and its due */
+	double t0, last, max_gap, gap_at;
+};
+
+static inline void pe_rx_init(struct pe_rx *r)
+{
+	*r = (struct pe_rx){ .fnv = PE_FNV_INIT, .bad_at = UINT64_MAX,
+			     .t0 = pe_now() };
+}
+
+/* k bytes read: checked against the pattern at their offset. Returns
+ * true for the stream's first bytes. */
+static inline bool pe_rx_take(struct pe_rx *r, const unsigned char *buf,
+			      size_t k)
+{
+	static unsigned char want[PE_CHUNK];
+	double now = pe_now();
+	bool first = !r->got;
+
+	if (!first && now - r->last > r->max_gap)
+		r->max_gap = now - r->last, r->gap_at = now - r->t0;
+	r->last = now;
+	for (size_t off = 0; off < k && r->bad_at == UINT64_MAX;) {
+		size_t n = k - off < PE_CHUNK ? k - off : PE_CHUNK;
+
+		pe_fill(want, n, r->got + off);
+		for (size_t i = 0; i < n; i++)
+			if (buf[off + i] != want[i]) {
+				r->bad_at = r->got + off + i;
+				r->bad = buf[off + i];
+				r->expected = want[i];
+				break;
+			}
+		off += n;
+	}
+	r->fnv = pe_fnv(r->fnv, buf, k);
+	r->got += k;
+	return first;
+}
+
 static inline const char *pe_errname(int e)
 {
 	const char *s = strerrorname_np(e);

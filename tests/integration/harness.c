@@ -744,3 +744,110 @@ int harness_vsock_teardown(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 	return 0;
 }
+
+/* ---- Hand-over ------------------------------------------------------------ */
+
+void harness_install(const char *from, const char *to)
+{
+	char buf[65536], tmp[600];
+	int in = open(from, O_RDONLY | O_CLOEXEC), out;
+	ssize_t n;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", to);
+	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+	assert_true(in >= 0 && out >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)n), n);
+	close(in);
+	close(out);
+	assert_int_equal(rename(tmp, to), 0);
+}
+
+int harness_reload(const char *ctl, char *out, size_t size)
+{
+	const char *args[] = { "reload", ctl, NULL };
+	char err[1024];
+	int st = harness_run(args, HARNESS_WAIT_MS, out, size, err,
+			     sizeof(err));
+
+	strncat(out, err, size - strlen(out) - 1);
+	return st;
+}
+
+/* ---- A misbehaving VMM -------------------------------------------------- */
+
+void harness_bad_vmm_start(struct harness_bad_vmm *b, const char *sock,
+			   const char *kind, const char *hold_ms)
+{
+	const char *bin = getenv("VMIO_BAD_VMM");
+	int p[2];
+
+	if (!bin || !*bin)
+		fail_msg("VMIO_BAD_VMM is not set: run the test through meson");
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	memset(b, 0, sizeof(*b));
+	b->pid = fork();
+	assert_true(b->pid >= 0);
+	if (b->pid == 0) {
+		const char *argv[10] = { bin, "--socket", sock, "--kind",
+					 kind };
+		unsigned n = 5;
+		int log = open(harness_path("vmio.log"),
+			       O_WRONLY | O_APPEND | O_CREAT, 0644);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (hold_ms) {
+			argv[n++] = "--hold-ms";
+			argv[n++] = hold_ms;
+		}
+		/* Bounded on its own too, should this test die. */
+		argv[n++] = "--duration-ms";
+		argv[n++] = "120000";
+		argv[n] = NULL;
+		if (dup2(p[1], STDOUT_FILENO) < 0 ||
+		    (log >= 0 && dup2(log, STDERR_FILENO) < 0))
+			_exit(127);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	b->out = p[0];
+	assert_int_equal(fcntl(b->out, F_SETFL, O_NONBLOCK), 0);
+}
+
+bool harness_bad_vmm_ready(struct harness_bad_vmm *b)
+{
+	ssize_t n;
+
+	while (b->said_len + 1 < sizeof(b->said) &&
+	       (n = read(b->out, b->said + b->said_len,
+			 sizeof(b->said) - 1 - b->said_len)) > 0)
+		b->said_len += (size_t)n;
+	b->said[b->said_len] = '\0';
+	return strstr(b->said, "ready\n") != NULL;
+}
+
+void harness_bad_vmm_stop(struct harness_bad_vmm *b)
+{
+	int st;
+	char *p;
+
+	assert_int_equal(kill(b->pid, SIGTERM), 0);
+	st = harness_wait_exit(b->pid, 5000);
+	if (st < 0) {
+		kill(b->pid, SIGKILL);
+		harness_wait_exit(b->pid, 5000);
+		fail_msg("vmio-bad-vmm did not exit on SIGTERM");
+	}
+	harness_bad_vmm_ready(b);
+	close(b->out);
+	p = strstr(b->said, "vmio-bad-vmm:");
+	print_message("# %s", p ? p : "(vmio-bad-vmm said nothing)\n");
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_non_null(p);
+	/* It did connect: it held B's socket, and was not refused. */
+	p = strstr(p, "connects=");
+	assert_non_null(p);
+	assert_true(strtoull(p + 9, NULL, 10) >= 1);
+}

@@ -185,6 +185,33 @@ int harness_vsock_setup(void **state);
 /* Frees the driver, stops vmio and asserts that it exited 0. */
 int harness_vsock_teardown(void **state);
 
+/* ---- Hand-over ------------------------------------------------------------ */
+
+/* Installs from as a package upgrade does: copied beside to and renamed
+ * over it (a running binary is never written to). */
+void harness_install(const char *from, const char *to);
+/* `vmio reload CTL`: its wait status, its output (stdout, then stderr)
+ * in out. */
+int harness_reload(const char *ctl, char *out, size_t size);
+
+/* ---- A misbehaving VMM (tools/vmio-bad-vmm.c, $VMIO_BAD_VMM) ------------- */
+
+struct harness_bad_vmm {
+	pid_t pid;
+	int out; /* its stdout, non-blocking */
+	char said[512];
+	size_t said_len;
+};
+/* Starts it on sock misbehaving as kind (hold_ms NULL: its default),
+ * bounded to two minutes on its own; its stderr goes to the log. */
+void harness_bad_vmm_start(struct harness_bad_vmm *b, const char *sock,
+			   const char *kind, const char *hold_ms);
+/* Takes what it printed so far; true once it said "ready". */
+bool harness_bad_vmm_ready(struct harness_bad_vmm *b);
+/* SIGTERM: it must exit 0 at once, having connected at least once; its
+ * last line (kind=... connects=N ...) stays in b->said. */
+void harness_bad_vmm_stop(struct harness_bad_vmm *b);
+
 /* Removes the temporary directory, unless $VMIO_TEST_KEEP is set: then
  * it stays, with vmio's log in it, and its path is printed (how a soak
  * keeps what a failing run left). */

@@ -1,7 +1,6 @@
 /* For the hand-over tests (harness_handover.h). */
 #include "harness_handover.h"
 
-#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,18 +40,7 @@ const char *harness_handover_copy(void)
 
 void harness_handover_install(void)
 {
-	char buf[65536], tmp[600];
-	int in = open(build_bin, O_RDONLY | O_CLOEXEC), out;
-	ssize_t n;
-
-	snprintf(tmp, sizeof(tmp), "%s.new", copy_bin);
-	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	assert_true(in >= 0 && out >= 0);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		assert_int_equal(write(out, buf, (size_t)n), n);
-	close(in);
-	close(out);
-	assert_int_equal(rename(tmp, copy_bin), 0);
+	harness_install(build_bin, copy_bin);
 }
 
 pid_t harness_handover_spawn(const char *const args[])
@@ -64,17 +52,6 @@ pid_t harness_handover_spawn(const char *const args[])
 	pid = harness_spawn(args);
 	setenv("VMIO_BIN", build_bin, 1);
 	return pid;
-}
-
-int harness_reload(const char *ctl, char *out, size_t size)
-{
-	const char *args[] = { "reload", ctl, NULL };
-	char err[1024];
-	int st = harness_run(args, HARNESS_WAIT_MS, out, size, err,
-			     sizeof(err));
-
-	strncat(out, err, size - strlen(out) - 1);
-	return st;
 }
 
 pid_t harness_reload_ok(const char *ctl, pid_t old)

@@ -15,14 +15,12 @@
 int harness_handover_init(void);
 /* The path the copy is installed at. */
 const char *harness_handover_copy(void);
-/* A fresh copy of $VMIO_BIN renamed over that path. */
+/* A fresh copy of $VMIO_BIN renamed over that path (harness_install). */
 void harness_handover_install(void);
 /* harness_spawn of a fresh copy. */
 pid_t harness_handover_spawn(const char *const args[]);
-/* `vmio reload CTL`: its exit status, its stdout and stderr in out. */
-int harness_reload(const char *ctl, char *out, size_t size);
-/* A reload that must go through: the new pid, which --control at ctl
- * names; old exits 0. */
+/* A reload (harness_reload) that must go through: the new pid, which
+ * --control at ctl names; old exits 0. */
 pid_t harness_reload_ok(const char *ctl, pid_t old);
 
 /* A case's end, whatever happened: *serving stopped if it still runs

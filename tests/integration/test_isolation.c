@@ -152,92 +152,6 @@ static void vms_stop(struct two_vms *v)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
-/* ---- the misbehaving VMM (tools/vmio-bad-vmm.c) ---- */
-
-struct bad {
-	pid_t pid;
-	int out; /* its stdout, non-blocking */
-	char said[512];
-	size_t said_len;
-};
-
-static void bad_start(struct bad *b, const char *sock, const char *kind,
-		      const char *hold_ms)
-{
-	const char *bin = getenv("VMIO_BAD_VMM");
-	int p[2];
-
-	if (!bin || !*bin)
-		fail_msg("VMIO_BAD_VMM is not set: run the test through meson");
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	memset(b, 0, sizeof(*b));
-	b->pid = fork();
-	assert_true(b->pid >= 0);
-	if (b->pid == 0) {
-		const char *argv[10] = { bin, "--socket", sock, "--kind",
-					 kind };
-		unsigned n = 5;
-		int log = open(harness_path("vmio.log"),
-			       O_WRONLY | O_APPEND | O_CREAT, 0644);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (hold_ms) {
-			argv[n++] = "--hold-ms";
-			argv[n++] = hold_ms;
-		}
-		/* Bounded on its own too, should this test die. */
-		argv[n++] = "--duration-ms";
-		argv[n++] = "120000";
-		argv[n] = NULL;
-		if (dup2(p[1], STDOUT_FILENO) < 0 ||
-		    (log >= 0 && dup2(log, STDERR_FILENO) < 0))
-			_exit(127);
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
-	close(p[1]);
-	b->out = p[0];
-	assert_int_equal(fcntl(b->out, F_SETFL, O_NONBLOCK), 0);
-}
-
-/* Takes what it printed so far; true once it said "ready". */
-static bool bad_ready(struct bad *b)
-{
-	ssize_t n;
-
-	while (b->said_len + 1 < sizeof(b->said) &&
-	       (n = read(b->out, b->said + b->said_len,
-			 sizeof(b->said) - 1 - b->said_len)) > 0)
-		b->said_len += (size_t)n;
-	b->said[b->said_len] = '\0';
-	return strstr(b->said, "ready\n") != NULL;
-}
-
-/* SIGTERM: it must exit 0 at once, saying what it did. */
-static void bad_stop(struct bad *b)
-{
-	int st;
-	char *p;
-
-	assert_int_equal(kill(b->pid, SIGTERM), 0);
-	st = harness_wait_exit(b->pid, 5000);
-	if (st < 0) {
-		kill(b->pid, SIGKILL);
-		harness_wait_exit(b->pid, 5000);
-		fail_msg("vmio-bad-vmm did not exit on SIGTERM");
-	}
-	bad_ready(b);
-	close(b->out);
-	p = strstr(b->said, "vmio-bad-vmm:");
-	print_message("# %s", p ? p : "(vmio-bad-vmm said nothing)\n");
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
-	assert_non_null(p);
-	/* It did connect: it held B's socket, and was not refused. */
-	p = strstr(p, "connects=");
-	assert_non_null(p);
-	assert_true(strtoull(p + 9, NULL, 10) >= 1);
-}
 
 /* ---- the host side of a stream: checks bytes, notes the gaps ---- */
 
@@ -317,7 +231,7 @@ out:
  * from here, once the stream runs). Asserts every byte arrived,
  * in order and intact, within ISO_DONE_MS; returns the largest gap. */
 static int64_t stream(struct vg *g, const char *uds, uint64_t min,
-		      int64_t for_ms, struct bad *b, const char *b_sock, const char *kind,
+		      int64_t for_ms, struct harness_bad_vmm *b, const char *b_sock, const char *kind,
 		      const char *hold_ms, const char *what)
 {
 	static uint8_t buf[CHUNK];
@@ -336,13 +250,13 @@ static int64_t stream(struct vg *g, const char *uds, uint64_t min,
 		fail_msg("connect: %s", strerror(-err));
 	t0 = now_ms();
 	if (b)
-		bad_start(b, b_sock, kind, hold_ms);
+		harness_bad_vmm_start(b, b_sock, kind, hold_ms);
 	for (;;) {
 		int64_t t = now_ms();
 		ssize_t n;
 
 		if (b && ready_at < 0) {
-			if (bad_ready(b))
+			if (harness_bad_vmm_ready(b))
 				ready_at = t;
 			else if (t - t0 > WAIT)
 				fail_msg("vmio-bad-vmm never got going");
@@ -415,7 +329,7 @@ static void isolation(const char *kind, const char *hold_ms,
 		      void (*during)(const struct two_vms *v))
 {
 	struct two_vms v;
-	struct bad b;
+	struct harness_bad_vmm b;
 	struct vg *a, *gb;
 	int64_t gap;
 
@@ -427,7 +341,7 @@ static void isolation(const char *kind, const char *hold_ms,
 	if (during)
 		during(&v);
 	if (kind)
-		bad_stop(&b);
+		harness_bad_vmm_stop(&b);
 	if (gap >= ISO_MAX_GAP_MS)
 		fail_msg("A went %" PRId64 " ms without progress while B's "
 			 "VMM misbehaved (%s); at most %d allowed", gap, kind,

@@ -237,11 +237,6 @@ static pid_t start_relay(void)
 	return pid;
 }
 
-static int reload(char *out, size_t size)
-{
-	return harness_reload(harness_path("ctl"), out, size);
-}
-
 static unsigned fd_count(pid_t pid)
 {
 	char path[64], line[64];
@@ -340,7 +335,8 @@ static void test_reload_20_times_streaming(void **state)
 		unsigned before = atomic_load(&c.done);
 		long long cpid;
 
-		if (reload(out, sizeof(out)) || !strstr(out, "handed over to pid "))
+		if (harness_reload(harness_path("ctl"), out, sizeof(out)) ||
+		    !strstr(out, "handed over to pid "))
 			fail_msg("reload %u: %s", k, out);
 		cpid = strtoll(strstr(out, "pid ") + 4, NULL, 10);
 		assert_true(cpid > 0 && cpid != pid);
@@ -404,7 +400,8 @@ static void expect_refused(pid_t pid, const char *why)
 	unsigned fds = fd_count(pid);
 	char out[2048];
 
-	assert_int_equal(reload(out, sizeof(out)), 1 << 8);
+	assert_int_equal(harness_reload(harness_path("ctl"), out, sizeof(out)),
+			 1 << 8);
 	if (!strstr(out, why))
 		fail_msg("the answer '%s' does not say '%s'", out, why);
 	assert_true(harness_log_contains(why));
@@ -427,7 +424,7 @@ static void test_refused_missing_binary(void **state)
 	/* The binary back: the next reload goes through. */
 	char out[1024];
 
-	assert_int_equal(reload(out, sizeof(out)), 0);
+	assert_int_equal(harness_reload(harness_path("ctl"), out, sizeof(out)), 0);
 	harness_expect_exit(pid, 0);
 	pid = (pid_t)strtol(strstr(out, "pid ") + 4, NULL, 10);
 	serving = pid;
