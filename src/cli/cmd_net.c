@@ -486,6 +486,7 @@ static struct vnet_port *take_port(const struct net_opts *n,
 				   struct vmio_wire_reader *rd,
 				   struct devho_taken *u)
 {
+	struct vnet_port *b;
 	int err;
 
 	if (n->tap)
@@ -495,9 +496,8 @@ static struct vnet_port *take_port(const struct net_opts *n,
 		vmio_wire_fail(rd, "descriptors a null port has no use for");
 		return NULL;
 	}
-	struct vnet_port *b = vnet_port_null_new(
-		(unsigned)n->queues, (size_t)n->null_source, &err);
-
+	b = vnet_port_null_new((unsigned)n->queues, (size_t)n->null_source,
+			       &err);
 	if (!b)
 		vmio_wire_fail(rd, "cannot set up the null port");
 	return b;

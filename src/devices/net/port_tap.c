@@ -212,7 +212,7 @@ static int tap_open_queue(const char *name, unsigned pairs, const char **why)
 }
 
 /* The virtio-net offloads a TAP may carry. */
-static uint64_t tap_probe_offloads_bits(void)
+static uint64_t tap_offload_bits(void)
 {
 	return VMIO_BIT(VIRTIO_NET_F_CSUM) |
 	       VMIO_BIT(VIRTIO_NET_F_GUEST_CSUM) |
@@ -229,7 +229,7 @@ static uint64_t tap_probe_offloads(int fd)
 	if (ioctl(fd, TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6) < 0)
 		return 0;
 	ioctl(fd, TUNSETOFFLOAD, 0);
-	return tap_probe_offloads_bits();
+	return tap_offload_bits();
 }
 
 struct vnet_port *vnet_port_tap_new(const char *name, unsigned pairs,
@@ -315,7 +315,7 @@ struct vnet_port *vnet_port_tap_restore(const char *name, unsigned pairs,
 		vmio_wire_fail(r, "not one descriptor per TAP queue");
 		return NULL;
 	}
-	if (offloads & ~tap_probe_offloads_bits() ||
+	if (offloads & ~tap_offload_bits() ||
 	    hdr_len < -1 || hdr_len > VIRTIO_NET_HDR_LEN ||
 	    offs < -1 ||
 	    (offs > 0 && offs & ~(TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6))) {
