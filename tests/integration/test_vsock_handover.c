@@ -261,9 +261,13 @@ static int case_teardown(void **state)
 static void test_reload_under_streams(void **state)
 {
 	static uint8_t buf[G2H_PIECE];
+	/* The half line waits through all ten reloads: longer than the
+	 * default --connect-timeout (2 s) on a busy machine or under a
+	 * sanitizer, and its expiry is not what this case checks. */
 	const char *more[] = { "--guest-cid", "3", "--socket",
 			       harness_path("vhost.sock"), "--uds-path",
-			       harness_path("v.sock"), NULL };
+			       harness_path("v.sock"), "--connect-timeout",
+			       "20000", NULL };
 	pid_t pid = start_vsock(more);
 	struct vg *g;
 	struct flows f;
