@@ -443,7 +443,8 @@ wait_gone() { # pid: in the root, up to 10 s
 	# shellcheck disable=SC2016 # for the inner shell
 	in_root sh -c 'for i in $(seq 200); do [ -d "/proc/$1" ] || exit 0; sleep 0.05; done; exit 1' sh "$1"
 }
-main_pid() { in_root systemctl show -P MainPID "$relay"; }
+unit_pid() { in_root systemctl show -P MainPID "$1"; } # unit
+main_pid() { unit_pid "$relay"; }
 exe_of() { in_root readlink "/proc/$1/exe"; } # pid
 relay_start() {
 	printf '%s\n' 'OPTIONS=' "ADDRESS1=\"UNIX-LISTEN:$relay_in,fork\"" \
@@ -526,15 +527,26 @@ redirect_reload() {
 
 # A refused hand-over: systemctl reload fails, the journal says why, and
 # the old process stays the unit's main process and serves.
-reload_fails() { # reason-pattern
+reload_fails() { # unit reason-pattern
 	local old rc=0 new lines
-	old=$(main_pid)
-	in_root systemctl reload "$relay" && rc=1
-	new=$(main_pid)
-	echo "systemctl reload $([[ $rc == 0 ]] && echo failed || echo "returned 0"); MainPID $old, then $new; $(unit_state "$relay")"
-	[[ $new == "$old" && $(in_root systemctl show -P ActiveState "$relay") == active ]] || rc=1
-	lines=$(in_root journalctl -b --no-pager -o cat -u "$relay" | grep -e "$1")
-	[[ -n $lines ]] || { lines="nothing matching: $1"; rc=1; }
+	old=$(unit_pid "$1")
+	in_root systemctl reload "$1" && rc=1
+	new=$(unit_pid "$1")
+	echo "systemctl reload $([[ $rc == 0 ]] && echo failed || echo "returned 0"); MainPID $old, then $new; $(unit_state "$1")"
+	[[ $new == "$old" && $(in_root systemctl show -P ActiveState "$1") == active ]] || rc=1
+	# The unit's lines, and those its ExecReload= process logged before
+	# its exec failed: journald may lose that short-lived process's
+	# cgroup, and with it _SYSTEMD_UNIT, which -u matches, but systemd
+	# names the unit in UNIT=. journald may also take a moment to write.
+	for _ in $(seq 20); do
+		lines=$({
+			in_root journalctl -b --no-pager -o cat -u "$1"
+			in_root journalctl -b --no-pager -o cat "UNIT=$1"
+		} | grep -e "$2" | sort -u)
+		[[ -z $lines ]] || break
+		sleep 0.1
+	done
+	[[ -n $lines ]] || { lines="nothing matching: $2 (within 2 s)"; rc=1; }
 	echo "the journal: $lines"
 	return $rc
 }
@@ -547,10 +559,10 @@ redirect_reload_refused() {
 	printf '%s\n' '#!/bin/sh' 'if [ "$1" = redirect ]; then echo "a successor that fails" >&2; exit 1; fi' \
 		'exec /usr/bin/vmio.real "$@"' >"$root/usr/bin/vmio"
 	chmod 755 "$root/usr/bin/vmio"
-	reload_fails "hand-over failed: the successor exited with status 1 before taking over" || bad=1
+	reload_fails "$relay" "hand-over failed: the successor exited with status 1 before taking over" || bad=1
 	# No binary at all: ExecReload= cannot even start.
 	rm "$root/usr/bin/vmio"
-	reload_fails "/usr/bin/vmio: No such file or directory" || bad=1
+	reload_fails "$relay" "/usr/bin/vmio: No such file or directory" || bad=1
 	mv "$root/usr/bin/vmio.real" "$root/usr/bin/vmio" || return 1
 	# The old process still serves, a new connection included.
 	in_root touch /run/echo/churn.stop
@@ -559,16 +571,117 @@ redirect_reload_refused() {
 	return $bad
 }
 
+# vmio-vsock@vm1 handed over by systemctl reload: the one VM of
+# /etc/vmio/vsock/vm1.yaml keeps its vhost-user session and its guest's
+# open connection. The guest is vmio-vsock-bench --echo (the in-tree
+# vhost-user front end and guest vsock driver, and a host program that
+# echoes): one connection's round trips, every answer checked against
+# its request, for as many seconds as asked, in the background.
+vsock_unit=vmio-vsock@vm1.service
+echo_start() { # seconds
+	local doc
+	container_run timeout "$clients_limit" "$tools/vmio-vsock-bench" --socket "$vsock_sock" \
+		--uds-path "$vsock_uds" --echo --seconds "$1" >"$run/echo.out" 2>&1 &
+	echo_pid=$!
+	# Until vmio has its connection open: the hand-over must carry it.
+	for _ in $(seq 50); do
+		doc=$(in_root vmio stats --json "$(control vsock vm1)") &&
+			json_check 'd["vms"][0]["connections_open"] >= 1' "the guest's connection is open" \
+				<<<"$doc" >/dev/null && return 0
+		kill -0 "$echo_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "the guest opened no connection: $(cat "$run/echo.out")"
+	wait "$echo_pid"
+	return 1
+}
+# The guest's echo ended well: every round trip answered, byte for byte.
+echo_end() {
+	local bad=0
+	wait "$echo_pid" || bad=1
+	echo "the guest's echo (one connection, open across it): $(cat "$run/echo.out")"
+	grep -q 'round_trips=[1-9]' "$run/echo.out" || bad=1
+	return $bad
+}
+# What serves vm1 once it was handed over: the unit active, its MainPID a
+# new process running the installed binary, the one that answers on
+# --control, carrying the guest's connection (its bytes keep counting in
+# the new process); the old process gone, the sockets still there.
+vsock_handed_over() { # old-pid old-exe
+	local new exe doc bytes p bad=0
+	new=$(unit_pid "$vsock_unit")
+	exe=$(exe_of "$new")
+	echo "MainPID $1 ($2), then $new ($exe); $(unit_state "$vsock_unit")"
+	[[ $(in_root systemctl show -P ActiveState "$vsock_unit") == active ]] || bad=1
+	[[ $new != 0 && $new != "$1" ]] || { echo "MainPID did not change"; bad=1; }
+	[[ $exe == /usr/bin/vmio ]] || { echo "not the installed binary"; bad=1; }
+	wait_gone "$1" || { echo "$1 still runs 10 s after the hand-over"; bad=1; }
+	for p in "$vsock_sock" "$vsock_uds"; do
+		in_root test -S "$p" || { echo "$p is gone"; bad=1; }
+	done
+	kill -0 "$echo_pid" 2>/dev/null || echo "(the guest's echo ended before these checks)"
+	doc=$(in_root vmio stats --json "$(control vsock vm1)") || { echo "vmio stats failed"; return 1; }
+	json_check "d['pid'] == $new" "the pid vmio stats names is the MainPID" <<<"$doc" || bad=1
+	json_check 'd["vms"][0]["connected"] and d["vms"][0]["connections_open"] >= 1' \
+		"the VM's front end connected, its connection open" <<<"$doc" || bad=1
+	bytes=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["vms"][0]["totals"]["bytes_from_guest"])' <<<"$doc")
+	sleep 0.3
+	doc=$(in_root vmio stats --json "$(control vsock vm1)") &&
+		json_check "d['vms'][0]['totals']['bytes_from_guest'] > $bytes" \
+			"the new process carries the guest's bytes ($bytes, then more)" <<<"$doc" || bad=1
+	echo_end || bad=1
+	return $bad
+}
+vsock_reload() {
+	local old exe
+	in_root systemctl start "$vsock_unit" || { unit_log "$vsock_unit"; return 1; }
+	wait_socket "$vsock_sock" || { echo "no $vsock_sock"; return 1; }
+	old=$(unit_pid "$vsock_unit")
+	exe=$(exe_of "$old")
+	echo_start 5 || return 1
+	if ! in_root systemctl reload "$vsock_unit"; then
+		echo "systemctl reload $vsock_unit failed"
+		unit_log "$vsock_unit"
+		echo_end
+		return 1
+	fi
+	vsock_handed_over "$old" "$exe" || { unit_log "$vsock_unit"; return 1; }
+}
+# As redirect_reload_refused, with the guest's connection open throughout;
+# and a reload after the file's VM changed, which the new vmio refuses.
+vsock_reload_refused() {
+	local bad=0 yaml=$root/etc/vmio/vsock/vm1.yaml
+	echo_start 8 || return 1
+	mv "$root/usr/bin/vmio" "$root/usr/bin/vmio.real" || return 1
+	# shellcheck disable=SC2016 # the script's own
+	printf '%s\n' '#!/bin/sh' 'if [ "$1" = vsock ]; then echo "a successor that fails" >&2; exit 1; fi' \
+		'exec /usr/bin/vmio.real "$@"' >"$root/usr/bin/vmio"
+	chmod 755 "$root/usr/bin/vmio"
+	reload_fails "$vsock_unit" "hand-over failed: the successor exited with status 1 before taking over" || bad=1
+	rm "$root/usr/bin/vmio"
+	reload_fails "$vsock_unit" "/usr/bin/vmio: No such file or directory" || bad=1
+	mv "$root/usr/bin/vmio.real" "$root/usr/bin/vmio" || return 1
+	cp "$yaml" "$run/vm1.yaml" && sed -i 's/guest_cid: 3/guest_cid: 4/' "$yaml" || return 1
+	reload_fails "$vsock_unit" "the VM list changed" || bad=1
+	cp "$run/vm1.yaml" "$yaml" || return 1
+	kill -0 "$echo_pid" 2>/dev/null ||
+		{ echo "the guest's echo ended before the last refused reload: give it more seconds"; bad=1; }
+	echo_end || bad=1
+	# The old process still serves: a new guest session and connection.
+	vsock_bench root g2h 1M || bad=1
+	return $bad
+}
+
 # An upgrade (this build relabelled as a later version: dpkg unpacks its
 # files anew and runs the postinst of an upgrade) reloads the running
-# vmio-redirect@ instances and leaves vmio-vsock@ and vmio-net@ alone.
+# vmio-redirect@ and vmio-vsock@ instances and leaves vmio-net@ alone.
 package_upgrade_reloads() {
 	# shellcheck disable=SC2016 # for the inner shell
 	in_root sh -c 'rm -rf /tmp/next && dpkg-deb -R /root/vmio.deb /tmp/next &&
 		sed -i "s/^Version: .*/&+next1/" /tmp/next/DEBIAN/control &&
 		dpkg-deb -b /tmp/next /root/vmio-next.deb >/dev/null' || return 1
 	in_root systemctl stop vmio-redirect@syslog.service # a relay that cannot hand over (UNIX-RECV), its collector gone
-	upgrade_hands_over /root/vmio-next.deb "the next version"
+	upgrade_hands_over /root/vmio-next.deb "the next version" yes
 }
 left_alone() { # unit pid-before
 	local now
@@ -579,39 +692,61 @@ left_alone() { # unit pid-before
 
 # The upgrade the issue asks for: from the package of the commit before
 # (its vmio, its unit, its postinst) to this tree's, whose postinst
-# reloads the relay: the old vmio hands over to the new one.
+# reloads the relay and vsock: each old vmio hands over to the new one.
+# A vmio vsock from before its hand-over (f080283) answers that it cannot:
+# then the reload fails, the postinst says so and the upgrade goes on,
+# and vsock is left on the old vmio, serving.
 package_upgrade_from_prev() {
+	local vsock_can=no
 	echo "from $prev"
-	# The relay starts anew on the older vmio, under its unit.
-	in_root systemctl stop "$relay"
+	# The relay and vsock start anew on the older vmio, under its units.
+	in_root systemctl stop "$relay" "$vsock_unit"
 	in_root timeout 60 dpkg -i /root/vmio-prev.deb >"$run/downgrade.log" 2>&1 ||
 		{ echo "dpkg -i of the package before failed: $(tail -n 20 "$run/downgrade.log")"; return 1; }
 	in_root systemctl daemon-reload
-	upgrade_hands_over /root/vmio.deb "this tree's package"
+	in_root sh -c 'vmio vsock --help | grep -q -- --handover-timeout' && vsock_can=yes
+	echo "its vmio vsock can hand over: $vsock_can"
+	upgrade_hands_over /root/vmio.deb "this tree's package" "$vsock_can"
 }
 
-# With vsock, net and a streaming relay running, installs deb (what: for
-# messages): the relay is handed over, vsock and net are left alone.
-upgrade_hands_over() { # deb what
-	local old exe vsock net bad=0
-	in_root systemctl start vmio-vsock@vm1.service vmio-net@vm1.service || return 1
-	vsock=$(in_root systemctl show -P MainPID vmio-vsock@vm1.service)
+# With vsock (a guest's echo open on it), net and a streaming relay
+# running, installs deb (what: for messages): the relay is handed over,
+# and vsock too if it can (yes: the old vmio vsock hands over; no: it
+# cannot, the postinst says so and it is left alone); net is left alone.
+upgrade_hands_over() { # deb what vsock-hands-over
+	local old exe vsock vsock_exe net bad=0
+	in_root systemctl start "$vsock_unit" vmio-net@vm1.service || return 1
+	vsock=$(unit_pid "$vsock_unit")
+	vsock_exe=$(exe_of "$vsock")
 	net=$(in_root systemctl show -P MainPID vmio-net@vm1.service)
+	wait_socket "$vsock_sock" || { echo "no $vsock_sock"; return 1; }
 	relay_start || return 1
 	old=$(main_pid)
 	exe=$(exe_of "$old")
 	clients_start || return 1
+	echo_start 8 || { clients_end; return 1; }
 	if ! in_root timeout 60 dpkg -i "$1" >"$run/upgrade.log" 2>&1; then
 		echo "dpkg -i of $2 failed: $(tail -n 20 "$run/upgrade.log")"
 		clients_end
+		echo_end
 		return 1
 	fi
 	# shellcheck disable=SC2016 # dpkg-query's format
 	echo "installed: $(in_root dpkg-query -W -f='${Version}' vmio)"
 	echo "ExecReload now: $(in_root systemctl show -P ExecReload "$relay" | grep -o 'argv\[\]=[^;]*')"
 	echo "the old relay's binary now: $(exe_of "$old")"
+	# vsock first, while the guest's echo runs; the relay's stream stays
+	# open until handed_over ends it.
+	if [[ $3 == yes ]]; then
+		vsock_handed_over "$vsock" "$vsock_exe" || { unit_log "$vsock_unit"; bad=1; }
+	else
+		echo "what dpkg said: $(grep '^vmio: ' "$run/upgrade.log")"
+		grep -q "^vmio: $vsock_unit runs a vmio from before vsock could hand over" "$run/upgrade.log" ||
+			{ echo "the postinst did not say that $vsock_unit cannot hand over"; bad=1; }
+		left_alone "$vsock_unit" "$vsock" || bad=1
+		echo_end || bad=1
+	fi
 	handed_over "$old" "$exe" || { unit_log "$relay"; bad=1; }
-	left_alone vmio-vsock@vm1.service "$vsock" || bad=1
 	left_alone vmio-net@vm1.service "$net" || bad=1
 	return $bad
 }
@@ -719,6 +854,8 @@ check redirect_stats
 check redirect_outlasts_collector
 check redirect_reload
 check redirect_reload_refused
+check vsock_reload
+check vsock_reload_refused
 check package_upgrade_reloads
 check package_upgrade_from_prev
 check bad_config_fails_start
