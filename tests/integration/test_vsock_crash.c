@@ -27,6 +27,7 @@
 #include "frontend/frontend.h"
 #include "frontend/vsock_guest.h"
 #include "harness.h"
+#include "harness_handover.h"
 
 #define WAIT HARNESS_WAIT_MS
 #define G2H_PORT 1234
@@ -217,7 +218,7 @@ static int case_setup(void **state)
 static int case_teardown(void **state)
 {
 	(void)state;
-	harness_end_case(&serving);
+	harness_handover_end(&serving);
 	fake_fdstore_free(store);
 	store = NULL;
 	return 0;

@@ -128,6 +128,11 @@ struct vnet_device {
 	uint16_t ack_head;
 	uint32_t ack_written;
 	uint8_t ctrl_buf[VNET_CTRL_MAX_LEN];
+	/* A predecessor's control-queue state and features, applied once
+	 * the session is restored (device_handover.h). */
+	bool restoring;
+	uint64_t restored_features;
+	struct vnet_ctrl_state restored;
 
 	unsigned npairs;
 	struct vnet_pair pairs[];
