@@ -102,6 +102,12 @@ static const char vsock_usage[] =
 	"                           up; Firecracker's is 1073741824-2147483647)\n"
 	"  --handover-timeout MS    how long a successor has to take over at a\n"
 	"                           reload (100 to 3600000, default 10000)\n"
+	"  --fd-store               keep every VM's session in systemd's fd\n"
+	"                           store (the units pass it), so that after a\n"
+	"                           crash or a restart the guests keep their\n"
+	"                           device: their open connections are reset,\n"
+	"                           new ones work; needs NOTIFY_SOCKET and\n"
+	"                           FileDescriptorStoreMax=\n"
 	"\n"
 	"Threads (a VM lives on one worker; one VM, one worker):\n"
 	VMIO_WORKERS_OPTS_HELP
@@ -129,8 +135,10 @@ static const char vsock_usage[] =
 	"or refuses the state, --handover-timeout passes, a VM has spliced\n"
 	"chains in flight or dirty logging on) this process goes on serving\n"
 	"and says why. The successor refuses a VM list that changed. Without a\n"
-	"hand-over, an exit costs every guest its vsock device: QEMU does not\n"
-	"reconnect vhost-user-vsock.\n"
+	"hand-over, an exit costs every guest its vsock device (QEMU does not\n"
+	"reconnect vhost-user-vsock), unless --fd-store kept the sessions for\n"
+	"the vmio systemd starts next. Run by hand, without systemd, there is\n"
+	"no store: a crash costs the device, as without --fd-store.\n"
 	"\n"
 	"Common options (--queue-size defaults to 1024):\n";
 
@@ -154,6 +162,7 @@ enum {
 	OPT_RX_PKT_OVERHEAD,
 	OPT_HOST_PORT_RANGE,
 	OPT_HANDOVER_TIMEOUT,
+	OPT_FD_STORE,
 };
 
 struct vsock_opts {
@@ -173,6 +182,7 @@ struct vsock_opts {
 	uint64_t rx_pkt_overhead;
 	uint32_t port_first, port_last;
 	uint64_t handover_timeout_ms;
+	bool fd_store; /* --fd-store */
 	struct vmio_workers_opts workers;
 	/* The options the command line gave (getopt codes), which a
 	 * config file's do not override. */
@@ -288,6 +298,9 @@ static int handle_opt(void *vp, int c, const char *arg)
 		return 0;
 	case OPT_HOST_PORT_RANGE:
 		return parse_port_range(v, arg);
+	case OPT_FD_STORE:
+		v->fd_store = true;
+		return 0;
 	case OPT_HANDOVER_TIMEOUT:
 		return vmio_cli_parse_num("vsock", "--handover-timeout", arg,
 					  100, 3600000,
@@ -351,6 +364,7 @@ static int serve(const struct vmio_backend_opts *o, const struct vsock_opts *v,
 		.backend = o,
 		.single = single,
 		.handover_timeout_ms = (unsigned)v->handover_timeout_ms,
+		.fd_store = v->fd_store,
 	};
 
 	return vsock_serve(&s);
@@ -469,6 +483,7 @@ static const struct option vsock_longopts[] = {
 	  OPT_HOST_PORT_RANGE },
 	{ "handover-timeout", required_argument, NULL,
 	  OPT_HANDOVER_TIMEOUT },
+	{ "fd-store", no_argument, NULL, OPT_FD_STORE },
 	/* vhost-device-vsock's AF_VSOCK backend: refused by name. */
 	{ "forward-cid", required_argument, NULL, OPT_FORWARD },
 	{ "forward-listen", required_argument, NULL, OPT_FORWARD },

@@ -9,12 +9,15 @@
 #include "cli/control_handover.h"
 #include "cli/serve.h"
 #include "cli/vsock_handover.h"
+#include "cli/vsock_kept.h"
 #include "devices/vsock/router.h"
 #include "event/cpu_account.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/sd_notify.h"
+#include "util/fd_store.h"
 #include "util/unix_socket.h"
+#include "vhost-user/session_state.h"
 
 /* One VM as the control socket sees it. */
 struct vm_inst {
@@ -22,6 +25,7 @@ struct vm_inst {
 	struct vsock_device *dev;
 	struct vmio_backend *be;
 	struct vmio_loop *loop;
+	struct vsock_kept *kept; /* --fd-store, or NULL */
 	unsigned index, worker;
 	const char *uds_path;
 };
@@ -37,6 +41,8 @@ static void write_vm(void *opaque, struct vmio_json *j)
 	vmio_json_kv_string(j, "uds_path", vm->uds_path);
 	vmio_backend_write_stats(vm->be, j);
 	vsock_device_write_stats(vm->dev, j);
+	if (vm->kept)
+		vsock_kept_write_stats(vm->kept, j);
 	vmio_json_object_end(j);
 }
 
@@ -255,9 +261,64 @@ struct serve_run {
 	struct vmio_control *ctl;
 	struct vsock_handover ho;
 	struct vmio_takeover tk; /* when started by a predecessor */
+	struct vsock_kept **kept; /* --fd-store: each VM's */
 	unsigned made;           /* VMs with a device */
 	bool taken;              /* from a predecessor, and serving */
 };
+
+/* --fd-store: what systemd gave back, and each VM's kept state. Returns
+ * 0, or -1 without memory. */
+static int open_kept(struct serve_run *r, bool successor)
+{
+	unsigned n = r->s->vms->n;
+
+	if (!r->s->fd_store)
+		return 0;
+	if (!vmio_fd_store_available())
+		log_warn("--fd-store: not started by systemd (no NOTIFY_SOCKET): nothing is kept, and a crash costs every guest its vsock device");
+	else if (!successor)
+		vsock_kept_collect();
+	r->kept = calloc(n, sizeof(*r->kept));
+	if (!r->kept)
+		return -1;
+	for (unsigned i = 0; i < n; i++) {
+		r->kept[i] = vsock_kept_open(i, &r->s->vms->vms[i],
+					     r->vi[i].loop);
+		if (!r->kept[i])
+			return -1;
+	}
+	return 0;
+}
+
+/* After a crash (systemd started this process with what the dead one
+ * kept): every VM's session taken back and served, each VM on its own;
+ * what no VM took is closed. Before the workers start. */
+static void take_back(struct serve_run *r)
+{
+	unsigned taken = 0;
+
+	for (unsigned i = 0; i < r->s->vms->n; i++) {
+		struct vm_inst *vm = &r->vi[i];
+
+		if (vsock_kept_restore(r->kept[i], vm->be, vm->dev) > 0) {
+			vmio_session_resume(vm->be);
+			taken++;
+		}
+	}
+	vsock_kept_done();
+	if (taken)
+		log_info("fd store: %u VM%s taken back after the process before ended", taken,
+			 taken == 1 ? "" : "s");
+}
+
+/* Every VM's session kept from now on. */
+static void keep(struct serve_run *r)
+{
+	for (unsigned i = 0; r->kept && i < r->s->vms->n; i++) {
+		vsock_kept_start(r->kept[i], r->vi[i].be, r->vi[i].dev);
+		r->vi[i].kept = r->kept[i];
+	}
+}
 
 /* Fresh: every VM made and (but the single form's) listening. */
 static int open_fresh(struct serve_run *r)
@@ -393,6 +454,10 @@ int vsock_serve(const struct vsock_serve *s)
 		r.vi[i].worker = worker[i];
 		r.vi[i].loop = vmio_workers_loop(pool, worker[i]);
 	}
+	if (open_kept(&r, successor > 0)) {
+		log_err("out of memory setting up the fd store");
+		goto out;
+	}
 	if (successor ? take_over(&r) : open_fresh(&r))
 		goto out;
 	/* Signals are blocked before any worker starts, so that each one
@@ -407,10 +472,13 @@ int vsock_serve(const struct vsock_serve *s)
 	} else {
 		if (s->single && attach_vm(s, 0, &r.vi[0], &r.run))
 			goto unwatch;
+		if (r.kept)
+			take_back(&r);
 		/* Every VM's sockets are bound: systemd may start the
 		 * VMMs. */
 		vmio_sd_notify_ready();
 	}
+	keep(&r);
 	log_debug("vsock: %u VM%s on %u worker thread%s", l->n,
 		  l->n == 1 ? "" : "s", vmio_workers_count(pool),
 		  vmio_workers_count(pool) == 1 ? "" : "s");
@@ -435,6 +503,9 @@ out:
 		vmio_cpu_account_fini(&r.vi[i].cpu);
 	}
 	devho_fini(&r.ho.ho);
+	for (i = 0; r.kept && i < l->n; i++)
+		vsock_kept_free(r.kept[i]);
+	free(r.kept);
 	free(r.vi);
 	free(worker);
 	vsock_router_free(r.router);

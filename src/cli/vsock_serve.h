@@ -26,6 +26,7 @@ struct vsock_serve {
 	 * its options, and a VM whose socket may be --fd (socket NULL). */
 	bool single;
 	unsigned handover_timeout_ms; /* --handover-timeout */
+	bool fd_store;                /* --fd-store (cli/vsock_kept.h) */
 };
 
 /* Serves s's VMs until stopped. Returns the exit status. */

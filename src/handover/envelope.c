@@ -4,29 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "handover/checksum.h"
 #include "util/wire.h"
 
 /* Where the header keeps what finish writes last (envelope.h). */
 #define AT_LENGTH 12u
 #define AT_SECTIONS 48u
 #define AT_FDS 52u
-
-/* zlib's crc32 takes a uInt length: a record may be larger than one. */
-static uint32_t checksum(const uint8_t *p, size_t len)
-{
-	uLong crc = crc32(0L, Z_NULL, 0);
-
-	while (len) {
-		uInt n = len > (1u << 30) ? 1u << 30 : (uInt)len;
-
-		crc = crc32(crc, p, n);
-		p += n;
-		len -= n;
-	}
-	return (uint32_t)crc;
-}
 
 static bool name_ok(const char *name, size_t len)
 {
@@ -120,7 +105,7 @@ int vmio_envelope_finish(struct vmio_envelope_writer *w, const uint8_t **rec,
 	vmio_wire_patch_u32(&wire, AT_LENGTH, (uint32_t)(wire.len + 4));
 	vmio_wire_patch_u32(&wire, AT_SECTIONS, w->nsections);
 	vmio_wire_patch_u32(&wire, AT_FDS, w->nfds);
-	vmio_wire_put_u32(&wire, checksum(wire.buf, wire.len));
+	vmio_wire_put_u32(&wire, vmio_checksum(wire.buf, wire.len));
 	if (keep(w, &wire))
 		return -1;
 	*rec = w->buf;
@@ -204,7 +189,7 @@ static int read_header(struct vmio_envelope *e, struct vmio_wire_reader *r,
 	if (len > VMIO_ENVELOPE_MAX_BYTES)
 		return refuse(why, size, "the state is larger than %u bytes",
 			      VMIO_ENVELOPE_MAX_BYTES);
-	if (stored_checksum(rec, len) != checksum(rec, len - 4))
+	if (stored_checksum(rec, len) != vmio_checksum(rec, len - 4))
 		return refuse(why, size, "the state's checksum does not match (corrupted)");
 	if (!padded_ok(version, VMIO_ENVELOPE_VERSION_MAX, &vlen))
 		return refuse(why, size, "the writer's version is not text");

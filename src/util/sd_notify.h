@@ -10,6 +10,10 @@
  * an address that is not a unix socket path, or the send failed. */
 int vmio_sd_notify(const char *state);
 
+/* The same with fd attached (-1: none), never waiting: a notify socket
+ * that is full is -EAGAIN (fd_store.h). */
+int vmio_sd_notify_fd(const char *state, int fd);
+
 /* READY=1, logged at warning when it cannot be sent (systemd would then
  * take the start for a failure once its timeout passes). */
 void vmio_sd_notify_ready(void);

@@ -70,7 +70,35 @@ static enum vhost_user_result on_message(void *opaque,
 	} else if (vmio_home_busy(be)) {
 		vhost_user_channel_pause(&be->chan);
 	}
+	if (be->watch_cb) {
+		be->watch_due = true;
+		vmio_defer_schedule(&be->watch_defer);
+	}
 	return result;
+}
+
+/* The session watch's turn: only once the message has settled (no queue
+ * command pending, no message waiting for one); homes_idle asks again. */
+static void watch_turn(void *opaque)
+{
+	struct vmio_backend *be = opaque;
+
+	if (!be->watch_due || !be->watch_cb || !be->chan.open ||
+	    be->state != VMIO_BE_SERVING || vmio_home_busy(be))
+		return;
+	be->watch_due = false;
+	be->watch_cb(be->watch_opaque, false);
+}
+
+void vmio_backend_set_session_watch(struct vmio_backend *be,
+				    void (*cb)(void *opaque, bool gone),
+				    void *opaque)
+{
+	be->watch_cb = cb;
+	be->watch_opaque = opaque;
+	be->watch_due = cb && be->chan.open;
+	if (be->watch_due)
+		vmio_defer_schedule(&be->watch_defer);
 }
 
 /* A hold (session_state.h) is answered once: its queues have stopped, or
@@ -95,6 +123,9 @@ static void finish_session(struct vmio_backend *be)
 			be->ops->name);
 	listen_again(be);
 	answer_hold(be);
+	be->watch_due = false;
+	if (be->watch_cb)
+		be->watch_cb(be->watch_opaque, true);
 	/* Last: the callback may free the backend. */
 	if (be->disconnect_cb)
 		be->disconnect_cb(be->disconnect_opaque);
@@ -149,8 +180,11 @@ static void homes_idle(struct vmio_backend *be)
 			return;
 	}
 	if (!vmio_home_busy(be) && be->state == VMIO_BE_SERVING &&
-	    be->chan.open)
+	    be->chan.open) {
 		vhost_user_channel_resume(&be->chan);
+		if (be->watch_due)
+			vmio_defer_schedule(&be->watch_defer);
+	}
 }
 
 static const struct vhost_user_channel_ops channel_ops = {
@@ -394,6 +428,7 @@ struct vmio_backend *vmio_backend_new(struct vmio_loop *loop,
 	vmio_mem_init(&be->new_mem);
 	vmio_bq_init_all(be);
 	be->homes_idle = homes_idle;
+	vmio_defer_init(&be->watch_defer, loop, watch_turn, be);
 	return be;
 }
 
@@ -413,6 +448,7 @@ void vmio_backend_free(struct vmio_backend *be)
 		return;
 	/* The threads of queues served elsewhere have ended. */
 	vmio_home_gone(be);
+	vmio_defer_cancel(&be->watch_defer);
 	drop_waiting(be);
 	vhost_user_channel_close(&be->chan);
 	vmio_session_reset(be);

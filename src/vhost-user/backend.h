@@ -72,6 +72,16 @@ int vmio_backend_adopt_listener(struct vmio_backend *be, int fd,
 void vmio_backend_set_disconnect_cb(struct vmio_backend *be,
 				    void (*cb)(void *opaque), void *opaque);
 
+/* Calls cb(opaque, false) on the backend's loop after a message from the
+ * front end has been handled and every queue it touched has settled:
+ * the moment to take a snapshot of the session (session_state.h) that
+ * will bring it back after a crash. Calls cb(opaque, true) when the
+ * session ends (after the device reset). NULL: no more calls. Set while
+ * a session runs, it is called once for that session as it stands. */
+void vmio_backend_set_session_watch(struct vmio_backend *be,
+				    void (*cb)(void *opaque, bool gone),
+				    void *opaque);
+
 /* How long a front end may take to finish a message it started, or to
  * take the replies waiting for it, before its connection is closed (ms;
  * 0: VHOST_USER_MSG_TIMEOUT_MS). Applies from the next connection. */

@@ -118,6 +118,12 @@ struct vmio_backend {
 
 	void (*disconnect_cb)(void *opaque);
 	void *disconnect_opaque;
+	/* vmio_backend_set_session_watch: told once a message has settled
+	 * (on the defer's turn), and when the session ends. */
+	void (*watch_cb)(void *opaque, bool gone);
+	void *watch_opaque;
+	struct vmio_defer watch_defer;
+	bool watch_due; /* a message since the last call */
 	unsigned sessions;
 	uint64_t ends[VHOST_USER_END_KINDS]; /* how the sessions ended */
 	uint64_t errors; /* every be_err: what the VMMs got wrong */

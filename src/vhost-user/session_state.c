@@ -4,7 +4,9 @@
  *
  * Format version 1, every number little-endian:
  *   header (64 bytes): "VMIOSESS", version u32, total size u32, fds u32,
- *     regions u32, queues u32, flags u32 (bit 0: SET_OWNER seen),
+ *     regions u32, queues u32, flags u32 (bit 0: SET_OWNER seen; bit 1:
+ *     a snapshot of a live session, for a crash: every base 0, to be
+ *     read from the used ring),
  *     features u64, protocol features u64, status u32, channel fd u32,
  *     backend channel fd u32, 0 u32;
  *   per region (40): gpa, size, uva, mmap offset (u64 each), fd u32,
@@ -29,6 +31,7 @@
 #include "util/fd.h"
 #include "util/wire.h"
 #include "virtio/features.h"
+#include "virtio/ring_access.h"
 #include "vhost-user/backend.h"
 #include "vhost-user/handlers.h"
 #include "vhost-user/queue_home.h"
@@ -43,6 +46,8 @@
 #define FD_NONE UINT32_MAX
 
 #define REC_OWNER 1u
+#define REC_LIVE 2u
+#define REC_FLAGS (REC_OWNER | REC_LIVE)
 
 #define Q_ADDR_SET 1u
 #define Q_STARTED 2u
@@ -199,14 +204,17 @@ static int check_saveable(const struct vmio_backend *be, char *why,
 	return 0;
 }
 
+/* live: a snapshot of a session that runs on, from the backend's loop:
+ * a queue's indices and whether it broke are its thread's, so neither is
+ * read (the base is 0, the used ring says it at a restore). */
 static int write_queue(struct vmio_wire_writer *w,
 		       struct vmio_session_record *rec,
-		       const struct vmio_backend_queue *q)
+		       const struct vmio_backend_queue *q, bool live)
 {
 	uint32_t flags = (q->vq.addr_set ? Q_ADDR_SET : 0) |
 			 (q->started ? Q_STARTED : 0) |
 			 (q->enabled ? Q_ENABLED : 0) |
-			 (q->vq.broken ? Q_BROKEN : 0);
+			 (!live && q->vq.broken ? Q_BROKEN : 0);
 	uint32_t kick, call, err;
 	int rc = add_fd(rec, q->started ? q->kick_fd : -1, &kick);
 
@@ -219,7 +227,7 @@ static int write_queue(struct vmio_wire_writer *w,
 	vmio_wire_put_u32(w, q->vq.size);
 	vmio_wire_put_u32(w, flags);
 	vmio_wire_put_u32(w, q->addr.flags);
-	vmio_wire_put_u32(w, vmio_bq_base(q));
+	vmio_wire_put_u32(w, live ? 0 : vmio_bq_base(q));
 	vmio_wire_put_u64(w, q->addr.desc_uva);
 	vmio_wire_put_u64(w, q->addr.used_uva);
 	vmio_wire_put_u64(w, q->addr.avail_uva);
@@ -294,8 +302,9 @@ static int write_in_flight(struct vmio_wire_writer *w,
  * fd's copy's failure; w says whether the bytes fitted. */
 static int write_record(struct vmio_wire_writer *w,
 			struct vmio_session_record *rec,
-			const struct vmio_backend *be)
+			const struct vmio_backend *be, bool live)
 {
+	bool partial = !live && in_flight(&be->chan);
 	const struct vmio_mem *mem = &be->mem;
 	unsigned nq = be->ops->num_queues;
 	uint32_t chan = FD_NONE, req = FD_NONE;
@@ -305,13 +314,13 @@ static int write_record(struct vmio_wire_writer *w,
 	if (!rc)
 		rc = add_fd(rec, be->backend_req_fd, &req);
 	vmio_wire_put_bytes(w, MAGIC, 8);
-	vmio_wire_put_u32(w, in_flight(&be->chan) ? 2 : 1);
+	vmio_wire_put_u32(w, partial ? 2 : 1);
 	at_size = w->len;
 	vmio_wire_put_u32(w, 0); /* the size, then the fd count */
 	vmio_wire_put_u32(w, 0);
 	vmio_wire_put_u32(w, mem->nregions);
 	vmio_wire_put_u32(w, nq);
-	vmio_wire_put_u32(w, be->owner ? REC_OWNER : 0);
+	vmio_wire_put_u32(w, (be->owner ? REC_OWNER : 0) | (live ? REC_LIVE : 0));
 	vmio_wire_put_u64(w, be->acked_features);
 	vmio_wire_put_u64(w, be->acked_protocol_features);
 	vmio_wire_put_u32(w, be->status);
@@ -321,28 +330,22 @@ static int write_record(struct vmio_wire_writer *w,
 	for (unsigned i = 0; i < mem->nregions && !rc; i++)
 		rc = write_region(w, rec, &mem->regions[i]);
 	for (unsigned i = 0; i < nq && !rc; i++)
-		rc = write_queue(w, rec, &be->queues[i]);
-	if (!rc && in_flight(&be->chan))
+		rc = write_queue(w, rec, &be->queues[i], live);
+	if (!rc && partial)
 		rc = write_in_flight(w, rec, &be->chan);
 	vmio_wire_patch_u32(w, at_size, (uint32_t)w->len);
 	vmio_wire_patch_u32(w, at_size + 4, rec->nfds);
 	return rc;
 }
 
-int vmio_session_save(const struct vmio_backend *be,
-		      struct vmio_session_record *rec, char *why,
-		      size_t why_len)
+static int save(const struct vmio_backend *be, struct vmio_session_record *rec,
+		bool live, char *why, size_t why_len)
 {
 	struct vmio_wire_writer w;
-	int rc = check_saveable(be, why, why_len);
+	int rc;
 
-	rec->bytes = NULL;
-	rec->len = 0;
-	rec->nfds = 0;
-	if (rc)
-		return rc;
 	vmio_wire_writer_init(&w, 0);
-	rc = write_record(&w, rec, be);
+	rc = write_record(&w, rec, be, live);
 	if (rc)
 		refuse(rc, why, why_len, "cannot copy the session's fds: %s",
 		       strerror(-rc));
@@ -356,6 +359,36 @@ int vmio_session_save(const struct vmio_backend *be,
 	rec->bytes = w.buf;
 	rec->len = w.len;
 	return 0;
+}
+
+int vmio_session_save(const struct vmio_backend *be,
+		      struct vmio_session_record *rec, char *why,
+		      size_t why_len)
+{
+	int rc = check_saveable(be, why, why_len);
+
+	rec->bytes = NULL;
+	rec->len = 0;
+	rec->nfds = 0;
+	return rc ? rc : save(be, rec, false, why, why_len);
+}
+
+int vmio_session_snapshot(const struct vmio_backend *be,
+			  struct vmio_session_record *rec, char *why,
+			  size_t why_len)
+{
+	rec->bytes = NULL;
+	rec->len = 0;
+	rec->nfds = 0;
+	if (!be->chan.open || be->state == VMIO_BE_CLOSING)
+		return refuse(-ENOTCONN, why, why_len, "no front end");
+	if (be->state != VMIO_BE_SERVING)
+		return refuse(-EAGAIN, why, why_len,
+			      "a message is under way or the session is held");
+	if (be->acked_features & VMIO_BIT(VHOST_F_LOG_ALL))
+		return refuse(-EOPNOTSUPP, why, why_len,
+			      "dirty logging is on (a migration is running)");
+	return save(be, rec, true, why, why_len);
 }
 
 /* ---- Reading ------------------------------------------------------------ */
@@ -516,12 +549,15 @@ static int parse(const struct vmio_backend *be, const uint8_t *bytes,
 			      VMIO_MEM_MAX_REGIONS);
 	base = HEAD_SIZE + (size_t)p->nregions * REGION_SIZE +
 	       (size_t)nq * QUEUE_SIZE;
+	if ((p->flags & REC_LIVE) && version != 1)
+		return refuse(-EINVAL, why, why_len,
+			      "a snapshot with bytes in flight");
 	if (version == 1 ? len != base : len <= base)
 		return refuse(-EINVAL, why, why_len,
 			      "record of %zu bytes does not hold %u regions "
 			      "and %u queues",
 			      len, p->nregions, nq);
-	if (vmio_wire_get_u32(&r) || (p->flags & ~REC_OWNER))
+	if (vmio_wire_get_u32(&r) || (p->flags & ~REC_FLAGS))
 		return refuse(-EINVAL, why, why_len,
 			      "unknown flags or fields in the header");
 	rc = check_fd(p, p->chan, nfds, false, "the front end's socket", why,
@@ -583,6 +619,7 @@ struct replay {
 	int *fds;
 	char *why;
 	size_t why_len;
+	bool live; /* a snapshot: each base is where the used ring stands */
 };
 
 /* One message as the front end would have sent it; fd FD_NONE: none (or
@@ -638,10 +675,34 @@ static int apply_vring_fd(struct replay *rp, uint32_t request, unsigned index,
 	return apply_u64(rp, request, v, fd, what);
 }
 
+/* A snapshot's queue: the process that wrote it died with chains it had
+ * popped and not given back, so the ring is served again from the last
+ * entry it used, as QEMU and DPDK do at a reconnect without an inflight
+ * region. A split ring says where that is (used->idx, in guest memory:
+ * any value is a place to pop from, and what is popped is checked); a
+ * packed ring keeps its used position in no index, so it cannot be. A
+ * queue not yet set up starts at 0, as a fresh one would. */
+static int base_from_used_ring(struct replay *rp,
+			       const struct vmio_backend_queue *bq, unsigned i,
+			       uint32_t *base)
+{
+	if (!bq->vq.addr_set || !bq->vq.used) {
+		if (bq->vq.packed && bq->vq.addr_set)
+			return refuse(-EOPNOTSUPP, rp->why, rp->why_len,
+				      "queue %u: a packed ring's place is "
+				      "not kept across a crash", i);
+		*base = 0;
+		return 0;
+	}
+	*base = vmio_ld16_acquire(&bq->vq.used->idx);
+	return 0;
+}
+
 static int replay_queue(struct replay *rp, const struct rec_queue *q,
 			unsigned i)
 {
 	struct vmio_backend_queue *bq = &rp->be->queues[i];
+	uint32_t base = q->base;
 	char what[64];
 	int rc = 0;
 
@@ -652,8 +713,10 @@ static int replay_queue(struct replay *rp, const struct rec_queue *q,
 	if (!rc && (q->flags & Q_ADDR_SET))
 		rc = apply(rp, VHOST_USER_SET_VRING_ADDR, &q->addr,
 			   sizeof(q->addr), FD_NONE, what);
+	if (!rc && rp->live)
+		rc = base_from_used_ring(rp, bq, i, &base);
 	if (!rc)
-		rc = apply_state(rp, VHOST_USER_SET_VRING_BASE, i, q->base,
+		rc = apply_state(rp, VHOST_USER_SET_VRING_BASE, i, base,
 				 what);
 	if (!rc && q->call != FD_NONE)
 		rc = apply_vring_fd(rp, VHOST_USER_SET_VRING_CALL, i, q->call,
@@ -738,7 +801,7 @@ int vmio_session_restore(struct vmio_backend *be, const void *bytes,
 			 size_t why_len)
 {
 	struct parsed *p = NULL;
-	struct replay rp = { be, fds, why, why_len };
+	struct replay rp = { be, fds, why, why_len, false };
 	unsigned given = nfds;
 	int rc = 0;
 
@@ -763,6 +826,7 @@ int vmio_session_restore(struct vmio_backend *be, const void *bytes,
 	if (!rc)
 		rc = check_socket(fds[p->chan], why, why_len);
 	if (!rc) {
+		rp.live = p->flags & REC_LIVE;
 		/* Held from the first message: no queue starts, so a refusal
 		 * halfway leaves no trace in guest memory. */
 		vmio_be_move(be, VMIO_BE_HELD);

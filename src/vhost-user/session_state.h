@@ -74,6 +74,18 @@ int vmio_session_save(const struct vmio_backend *be,
 		      struct vmio_session_record *rec, char *why,
 		      size_t why_len);
 
+/* A snapshot of a session that serves on, for its restore after this
+ * process dies (a crash: nothing was held, chains popped are lost): the
+ * same record, with copies of its fds, but no queue's indices (a restore
+ * serves each split ring again from its used index in guest memory, and
+ * refuses a packed ring) and no bytes in flight on the channel. On the
+ * backend's loop, between messages. Returns 0, or -errno with why set:
+ * -ENOTCONN no front end, -EAGAIN a message under way or held,
+ * -EOPNOTSUPP dirty logging on, or out of fds or memory. */
+int vmio_session_snapshot(const struct vmio_backend *be,
+			  struct vmio_session_record *rec, char *why,
+			  size_t why_len);
+
 /* Sets up a fresh backend (made with vmio_backend_new for the same
  * device, no front end yet) from a record, as hostile input: every
  * length, count, index and fd index is checked, and every value goes

@@ -511,6 +511,22 @@ void harness_cleanup(void)
 	tmpdir = NULL;
 }
 
+void harness_read_exact(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n;
+
+		if (!harness_wait_fd(fd, POLLIN, HARNESS_WAIT_MS))
+			fail_msg("host: %zu of %zu bytes came", got, len);
+		n = read(fd, (uint8_t *)buf + got, len - got);
+		if (n <= 0)
+			fail_msg("host read: %s", n ? strerror(errno) : "EOF");
+		got += (size_t)n;
+	}
+}
+
 int harness_group_teardown(void **state)
 {
 	harness_cleanup();

@@ -161,6 +161,9 @@ int harness_unix_connect(const char *path, int type);
 int harness_unix_listen(const char *path);
 /* Waits up to ms for events (POLLIN, ...) on fd; true if they came. */
 bool harness_wait_fd(int fd, short events, int ms);
+/* Reads exactly len bytes from fd, each wait bounded by HARNESS_WAIT_MS;
+ * fails the test on a timeout, an error or EOF. */
+void harness_read_exact(int fd, void *buf, size_t len);
 
 /* ---- `vmio vsock` with the in-tree driver as its guest ----------------- */
 

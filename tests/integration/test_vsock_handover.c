@@ -120,19 +120,9 @@ static int host_connect(struct vg *g, const char *uds, uint32_t port,
 static void read_checked(int fd, uint64_t seed, uint64_t off, size_t len)
 {
 	static uint8_t buf[G2H_PIECE];
-	size_t got = 0;
 
 	assert_true(len <= sizeof(buf));
-	while (got < len) {
-		ssize_t n;
-
-		if (!harness_wait_fd(fd, POLLIN, WAIT))
-			fail_msg("host: %zu of %zu bytes came", got, len);
-		n = read(fd, buf + got, len - got);
-		if (n <= 0)
-			fail_msg("host read: %s", n ? strerror(errno) : "EOF");
-		got += (size_t)n;
-	}
+	harness_read_exact(fd, buf, len);
 	assert_int_equal(vg_pattern_check(seed, off, buf, len), len);
 }
 

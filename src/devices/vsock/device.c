@@ -219,6 +219,16 @@ const struct vmio_device_ops *vsock_device_ops(const struct vsock_device *d)
 	return &d->ops;
 }
 
+int vsock_device_journal_fd(const struct vsock_device *d)
+{
+	return vsock_muxer_journal_fd(d->mux);
+}
+
+unsigned vsock_device_owe_rsts(struct vsock_device *d, int journal_fd)
+{
+	return vsock_muxer_owe_rsts(d->mux, journal_fd);
+}
+
 void vsock_device_write_stats(const struct vsock_device *d,
 			      struct vmio_json *j)
 {

@@ -43,6 +43,16 @@ struct vsock_device *vsock_device_new(struct vmio_loop *loop,
 void vsock_device_free(struct vsock_device *d);
 const struct vmio_device_ops *vsock_device_ops(const struct vsock_device *d);
 
+/* The journal of the VM's open connections, a memfd to keep where a
+ * crash cannot take it (conn_journal.h), or -1. */
+int vsock_device_journal_fd(const struct vsock_device *d);
+
+/* The session was taken back from a crashed vmio whose journal is
+ * journal_fd (the caller's): every connection it names is reset on the
+ * guest's side, before any other packet. Returns how many. Once the
+ * session is restored. */
+unsigned vsock_device_owe_rsts(struct vsock_device *d, int journal_fd);
+
 struct vmio_json;
 /* The VM's CID and counters (muxer.h), as members of the object being
  * written. On the device's loop. */

@@ -226,11 +226,50 @@ void vsock_muxer_reset(struct vsock_muxer *m)
 		vsock_router_vm_reset(m->cfg.router, m->cfg.vm_index);
 	vsock_rx_sched_reset(&m->rxs);
 	vsock_rstq_clear(&m->rstq);
+	free(m->owed);
+	m->owed = NULL;
+	m->nowed = m->owed_next = 0;
 	m->tx_stalled = false;
 	m->types = VSOCK_TYPES_STREAM;
 	m->mrg = false;
 	tell_router(m);
 	vsock_expiry_run(&m->expiry, false);
+}
+
+int vsock_muxer_journal_fd(const struct vsock_muxer *m)
+{
+	return m->journal.fd;
+}
+
+static void owe_rst(void *opaque, uint32_t local_port, uint32_t peer_port,
+		    uint16_t type)
+{
+	struct vsock_muxer *m = opaque;
+
+	m->owed[m->nowed++] = (struct vsock_hdr){
+		.src_cid = VSOCK_HOST_CID,
+		.dst_cid = m->cfg.guest_cid,
+		.src_port = local_port,
+		.dst_port = peer_port,
+		.type = type,
+		.op = VSOCK_OP_RST,
+	};
+}
+
+unsigned vsock_muxer_owe_rsts(struct vsock_muxer *m, int journal_fd)
+{
+	unsigned max = m->cfg.max_conns, n;
+
+	free(m->owed);
+	m->nowed = m->owed_next = 0;
+	m->owed = calloc(max ? max : 1, sizeof(*m->owed));
+	if (!m->owed)
+		return 0;
+	n = vsock_journal_read(journal_fd, max, owe_rst, m);
+	m->stats.rsts_after_crash += n;
+	mux_rx_owed_refill(m);
+	mux_resched(m, true, false);
+	return n;
 }
 
 void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached)
@@ -271,6 +310,11 @@ struct vsock_muxer *vsock_muxer_new(struct vmio_loop *loop,
 	m->cfg.uds_path = m->uds_path;
 	if (!m->uds_path || vsock_table_init(&m->table, cfg->max_conns))
 		goto fail;
+	/* Without a journal the device works; a crash then leaves its
+	 * connections to the guest's own timeouts. */
+	if (vsock_journal_init(&m->journal, cfg->max_conns))
+		vsock_peer_log(&m->rl, VMIO_LOG_WARN,
+			       "vsock: no journal of connections (out of memory): after a crash the guest's connections are not reset");
 	if (cfg->port_first || cfg->port_last)
 		vsock_table_set_ports(&m->table, cfg->port_first,
 				      cfg->port_last);
@@ -299,6 +343,10 @@ void vsock_muxer_free(struct vsock_muxer *m)
 	if (!m)
 		return;
 	m->rx = m->tx = NULL; /* the queues may be gone already */
+	/* First: what the journal says stays for the next vmio (a restart
+	 * resets those connections on the guest's side). */
+	vsock_journal_fini(&m->journal);
+	free(m->owed);
 	while (m->all)
 		mux_conn_free(m->all);
 	vsock_expiry_fini(&m->expiry);

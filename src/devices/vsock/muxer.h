@@ -86,6 +86,16 @@ int vsock_muxer_connect_local_type(struct vsock_muxer *m, int fd,
  * router (cfg.router) is told, and of the socket types too. */
 void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached);
 
+/* The journal of its open connections (conn_journal.h), a memfd, or -1:
+ * the muxer's, to be kept where a crash cannot take it. */
+int vsock_muxer_journal_fd(const struct vsock_muxer *m);
+
+/* A dead vmio served this guest with the connections journal_fd (its
+ * journal) names: each is owed an RST, sent before anything else on rx.
+ * Returns how many. After the session is restored (a reset forgets
+ * them). */
+unsigned vsock_muxer_owe_rsts(struct vsock_muxer *m, int journal_fd);
+
 /* This VM's counters. */
 const struct vsock_vm_stats *vsock_muxer_stats(const struct vsock_muxer *m);
 

@@ -23,6 +23,7 @@ void mux_conn_free(struct mux_conn *mc)
 	vsock_holder_unwatch(&m->holders, &mc->holder);
 	vsock_rx_sched_remove(&m->rxs, &mc->rx_link);
 	vsock_table_remove(&m->table, &mc->key);
+	vsock_journal_remove(&m->journal, mc->journal_slot);
 	if (mc->all_prev)
 		mc->all_prev->all_next = mc->all_next;
 	else
@@ -126,6 +127,8 @@ int mux_conn_insert(struct vsock_muxer *m, struct mux_conn *mc)
 	rc = vsock_table_insert(&m->table, &mc->key);
 	if (rc)
 		return rc;
+	mc->journal_slot = vsock_journal_add(&m->journal, mc->key.local_port,
+					     mc->key.peer_port, mc->c.type);
 	mc->all_next = m->all;
 	if (m->all)
 		m->all->all_prev = mc;

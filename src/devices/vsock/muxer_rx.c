@@ -2,6 +2,7 @@
 #include "devices/vsock/muxer_rx.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 
 #include "devices/vsock/conn_to_guest.h"
 #include "devices/vsock/muxer_conns.h"
@@ -31,7 +32,19 @@ static uint32_t fill_rst(void *opaque, const struct vmio_chain *view)
 			     : VSOCK_HDR_SIZE;
 
 	vsock_rstq_pop(&m->rstq);
+	mux_rx_owed_refill(m);
 	return w;
+}
+
+void mux_rx_owed_refill(struct vsock_muxer *m)
+{
+	while (m->owed_next < m->nowed && !vsock_rstq_full(&m->rstq))
+		vsock_rstq_push(&m->rstq, &m->owed[m->owed_next++]);
+	if (m->owed_next == m->nowed) {
+		free(m->owed);
+		m->owed = NULL;
+		m->nowed = m->owed_next = 0;
+	}
 }
 
 static uint32_t fill_sibling(void *opaque, const struct vmio_chain *view)

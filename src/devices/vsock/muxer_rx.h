@@ -12,4 +12,8 @@
  * then restarts a tx queue that waited for room in the RST queue. */
 void mux_serve_rx(struct vsock_muxer *m);
 
+/* Moves the RSTs owed (muxer_state.h) into the RST queue as far as it
+ * has room. */
+void mux_rx_owed_refill(struct vsock_muxer *m);
+
 #endif

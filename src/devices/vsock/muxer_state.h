@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "devices/vsock/conn_journal.h"
 #include "devices/vsock/conn_table.h"
 #include "devices/vsock/connection.h"
 #include "devices/vsock/expiry.h"
@@ -44,6 +45,7 @@ struct mux_conn {
 	uint32_t watched; /* its events */
 	uint64_t deadline_ns; /* 0: none (expiry.h) */
 	struct vsock_holder holder; /* while it holds tx chains (tx_splice.h) */
+	uint32_t journal_slot; /* conn_journal.h */
 };
 
 struct vsock_muxer {
@@ -56,6 +58,12 @@ struct vsock_muxer {
 	struct vsock_rx_sched rxs;
 
 	struct vsock_rstq rstq;
+	/* RSTs owed for the connections a dead vmio's journal named
+	 * (vsock_muxer_owe_rsts), moved into rstq as it has room, before
+	 * any other rx packet: at most cfg.max_conns. */
+	struct vsock_hdr *owed;
+	unsigned nowed, owed_next;
+	struct vsock_journal journal;
 	bool tx_stalled; /* tx stopped because rstq was full */
 	bool attached;   /* a VMM is there (vsock_muxer_set_attached) */
 	bool mrg;        /* mergeable rx buffers negotiated (mrg_rx.h) */

@@ -48,6 +48,7 @@ void vsock_vm_stats_write(const struct vsock_vm_stats *st, unsigned live,
 	vmio_json_kv_uint(j, "connections_ended", st->connections_ended);
 	vmio_json_kv_uint(j, "connections_refused", st->connections_refused);
 	vmio_json_kv_uint(j, "rsts_unmatched", st->rsts_unmatched);
+	vmio_json_kv_uint(j, "rsts_after_crash", st->rsts_after_crash);
 	vmio_json_kv_uint(j, "rx_errors", st->rx_errors);
 	vmio_json_key(j, "totals");
 	vmio_json_object_begin(j);

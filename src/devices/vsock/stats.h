@@ -60,6 +60,10 @@ struct vsock_vm_stats {
 	uint64_t rx_packets;
 	uint64_t rx_host_reads;
 	uint64_t rx_flushes;
+	/* Connections a crashed vmio had open, reset on the guest's side
+	 * by the one that took the session back (conn_journal.h). Last: a
+	 * hand-over's record carries these in order. */
+	uint64_t rsts_after_crash;
 };
 
 void vsock_conn_stats_add(struct vsock_conn_stats *sum,

@@ -1,0 +1,38 @@
+/* systemd's side of the fd store, as far as vmio uses it, for tests that
+ * crash vmio without a booted systemd: a notify socket that takes
+ * FDSTORE=1 (dropping a second copy of an open file it keeps, as
+ * systemd's same_fd() does), FDSTOREREMOVE=1 and READY=1, and a start of
+ * vmio with what it keeps, as systemd passes it (LISTEN_FDS from fd 3,
+ * LISTEN_PID, LISTEN_FDNAMES). The booted-systemd suite checks the real
+ * one (tests/system). */
+#ifndef VMIO_TESTS_FAKE_FDSTORE_H
+#define VMIO_TESTS_FAKE_FDSTORE_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct fake_fdstore;
+
+/* A store whose notify socket is at path. Fails the test if it cannot
+ * be made. */
+struct fake_fdstore *fake_fdstore_new(const char *path);
+/* Closes every fd it keeps. */
+void fake_fdstore_free(struct fake_fdstore *s);
+
+/* Takes every message waiting on the notify socket, as systemd does
+ * before it sees a child's exit. Returns how many. */
+unsigned fake_fdstore_drain(struct fake_fdstore *s);
+/* Takes messages until READY=1 has come (since the last start), up to
+ * timeout_ms. */
+bool fake_fdstore_wait_ready(struct fake_fdstore *s, int timeout_ms);
+
+/* How many fds it keeps, and the one under name (-1: none). */
+unsigned fake_fdstore_count(struct fake_fdstore *s);
+int fake_fdstore_find(struct fake_fdstore *s, const char *name);
+
+/* Starts $VMIO_BIN with args (NULL-terminated, without argv[0]) as
+ * systemd would: NOTIFY_SOCKET set, and every fd kept passed. Its stderr
+ * goes to the harness's log. Returns the pid. */
+pid_t fake_fdstore_spawn(struct fake_fdstore *s, const char *const args[]);
+
+#endif
