@@ -171,6 +171,9 @@ struct vnet_port {
 	struct vmio_loop *loop;
 	void (*attached)(void *opaque, unsigned pair);
 	void *attached_opaque;
+	/* Taken from a predecessor (a hand-over): its pairs steered as the
+	 * predecessor left them until the guest's rx queues start here. */
+	bool handed_over;
 };
 
 static inline void vnet_port_free(struct vnet_port *b)

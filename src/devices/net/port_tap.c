@@ -350,6 +350,7 @@ struct vnet_port *vnet_port_tap_restore(const char *name, unsigned pairs,
 		fds[i] = -1;
 	}
 	t->b.pairs = pairs;
+	t->b.handed_over = true;
 	log_info("net: tap %s (%s by vmio) taken over with its %u queue%s",
 		 name, created ? "created" : "not created", pairs,
 		 pairs == 1 ? "" : "s");
