@@ -237,6 +237,7 @@ unsigned fake_fdstore_count(struct fake_fdstore *s)
 	unsigned n;
 
 	pthread_mutex_lock(&s->lock);
+	drain_locked(s);
 	n = s->n;
 	pthread_mutex_unlock(&s->lock);
 	return n;
@@ -247,6 +248,7 @@ int fake_fdstore_find(struct fake_fdstore *s, const char *name)
 	int fd = -1;
 
 	pthread_mutex_lock(&s->lock);
+	drain_locked(s);
 	for (unsigned i = 0; i < s->n && fd < 0; i++)
 		if (!strcmp(s->kept[i].name, name))
 			fd = s->kept[i].fd;

@@ -26,7 +26,10 @@ unsigned fake_fdstore_drain(struct fake_fdstore *s);
  * timeout_ms. */
 bool fake_fdstore_wait_ready(struct fake_fdstore *s, int timeout_ms);
 
-/* How many fds it keeps, and the one under name (-1: none). */
+/* How many fds it keeps, and the one under name (-1: none): both after
+ * every message already sent has been taken, so that what a sender did
+ * before it answered the test is there, whatever the reader thread's
+ * pace. */
 unsigned fake_fdstore_count(struct fake_fdstore *s);
 int fake_fdstore_find(struct fake_fdstore *s, const char *name);
 
