@@ -636,6 +636,10 @@ static void probe_host(int lfd, const char *uds, int ctl)
 	struct pollfd p[2 + MAXC];
 	int n = 0;
 
+	/* A SIGTERM to the group (timeout(1)'s) ends the guest, not this:
+	 * closing its connections here would end them without a reset. */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
 	p[0] = (struct pollfd){ .fd = ctl, .events = POLLIN };
 	p[1] = (struct pollfd){ .fd = lfd, .events = POLLIN };
 	for (;;) {
