@@ -208,6 +208,11 @@ install_package() {
 vsock_sock=/run/vmio/vsock/vm1/vhost.sock
 vsock_uds=/run/vmio/vsock/vm1/vm.vsock
 vsock_unit=vmio-vsock@vm1.service
+# Seconds of the guest's echo that must outlast three refused reloads, or
+# an upgrade: 8 was too few on a loaded machine (10.2 s for the reloads
+# on Debian 13's systemd, after vsock_crash's 50 restarts in the unit's
+# journal that reload_fails reads).
+echo_across=20
 vsock_bench() { # user direction bytes
 	in_root runuser -u "$1" -- "$tools/vmio-vsock-bench" --socket "$vsock_sock" \
 		--uds-path "$vsock_uds" --direction "$2" --bytes "$3"
@@ -789,7 +794,7 @@ vsock_reload() {
 # and a reload after the file's VM changed, which the new vmio refuses.
 vsock_reload_refused() {
 	local bad=0 yaml=$root/etc/vmio/vsock/vm1.yaml
-	echo_start 8 || return 1
+	echo_start "$echo_across" || return 1
 	mv "$root/usr/bin/vmio" "$root/usr/bin/vmio.real" || return 1
 	# shellcheck disable=SC2016 # the script's own
 	printf '%s\n' '#!/bin/sh' 'if [ "$1" = vsock ]; then echo "a successor that fails" >&2; exit 1; fi' \
@@ -862,7 +867,7 @@ upgrade_hands_over() { # deb what vsock-hands-over
 	old=$(main_pid)
 	exe=$(exe_of "$old")
 	clients_start || return 1
-	echo_start 8 || { clients_end; return 1; }
+	echo_start "$echo_across" || { clients_end; return 1; }
 	if ! in_root timeout 60 dpkg -i "$1" >"$run/upgrade.log" 2>&1; then
 		echo "dpkg -i of $2 failed: $(tail -n 20 "$run/upgrade.log")"
 		clients_end
