@@ -21,7 +21,10 @@
 #     ECONNRESET; crash-guest.c)
 #   - a new connection each way, the guest's stream answered and the
 #     host's idle connection echoed, within 1 s of the supervisor's next
-#     start of vmio
+#     start of vmio; the host connects once the guest has closed its idle
+#     socket (the new vmio numbers host ports from 1024 again, and a Linux
+#     guest refuses a REQUEST whose ports are those of a socket it still
+#     holds), and every CONNECT must get its OK line
 # and over the run: the guest's stream answered right every time, the
 # supervisor started vmio kills+1 times, each kill a SIGKILL, the store
 # no larger after the last kill than after the first, vmio exits 0 on
