@@ -10,6 +10,8 @@
 
 #include "cli/backend_args.h"
 #include "cli/control.h"
+#include "cli/control_handover.h"
+#include "cli/device_handover.h"
 #include "util/json.h"
 #include "cli/serve.h"
 #include "cli/socket_instance.h"
@@ -18,8 +20,10 @@
 #include "devices/net/port_tap.h"
 #include "devices/net/port_xdp.h"
 #include "devices/net/device.h"
+#include "devices/net/device_handover.h"
 #include "devices/net/xdp_reserve.h"
 #include "util/log.h"
+#include "util/sd_notify.h"
 
 #define NET_DEFAULT_QUEUE_SIZE 1024
 #define NET_DEFAULT_MTU 1500
@@ -75,10 +79,26 @@ static const char net_usage[] =
 	"                       systemd names it \"connection\" (before 257),\n"
 	"                       the directory of the socket's address\n"
 	"                       (/run/vmio/net/NAME/vhost.sock)\n"
+	"  --handover-timeout MS\n"
+	"                       how long a successor has to take over at a\n"
+	"                       reload (100 to 3600000, default 10000)\n"
 	"\n"
 	"Threads (queue pair P runs on worker P mod N; vhost-user messages and\n"
 	"the control queue on worker 0; --xdp runs on one thread):\n"
 	VMIO_WORKERS_OPTS_HELP
+	"\n"
+	"Hand-over (an upgrade the guest does not notice; --tap and --null):\n"
+	"SIGHUP, or `vmio reload` on --control, starts the binary now at the\n"
+	"path this one was started from, with the same arguments, and hands it\n"
+	"the vhost-user session and listener, the TAP's queues (the interface\n"
+	"and its addresses stay: it is neither created nor configured again),\n"
+	"the control queue's state (modes, filters, queue pairs in use), the\n"
+	"counters and --control. Once it has taken over this process exits 0;\n"
+	"the guest sees a pause, frames arriving meanwhile wait in the TAP (or\n"
+	"are dropped past its queue). If it fails first (no binary there, it\n"
+	"exits or refuses the state, --handover-timeout passes) this process\n"
+	"goes on serving and says why. The AF_XDP port cannot hand over yet:\n"
+	"with --xdp a reload is refused, saying so.\n"
 	"\n"
 	"Common options (--queue-size defaults to 1024):\n";
 
@@ -97,6 +117,7 @@ enum {
 	OPT_THREADS,
 	OPT_CPUS,
 	OPT_PRINT_INSTANCE,
+	OPT_HANDOVER_TIMEOUT,
 };
 
 struct net_opts {
@@ -114,6 +135,7 @@ struct net_opts {
 	uint8_t mac[6];
 	bool stats;
 	bool print_instance;
+	uint64_t handover_timeout_ms;
 	struct vmio_workers_opts workers;
 };
 
@@ -215,6 +237,9 @@ static int handle_opt(void *opaque, int c, const char *arg)
 	case OPT_PRINT_INSTANCE:
 		n->print_instance = true;
 		return 0;
+	case OPT_HANDOVER_TIMEOUT:
+		return vmio_cli_parse_num("net", "--handover-timeout", arg, 100,
+					  3600000, &n->handover_timeout_ms);
 	case OPT_THREADS:
 		return vmio_workers_parse_threads("net", arg, &n->workers);
 	case OPT_CPUS:
@@ -390,66 +415,290 @@ static struct vmio_workers *net_workers(const struct net_opts *n,
 	return pool;
 }
 
+/* ---- The hand-over (cli/device_handover.h) ------------------------------ */
+
+static int save_device(const void *dev, struct vmio_wire_writer *w, int fds[],
+		       unsigned max, unsigned *nfds, const char **why)
+{
+	return vnet_device_save(dev, w, fds, max, nfds, why);
+}
+
+/* A port that keeps no record (AF_XDP) refuses before anything stops. */
+static int check_device(void *opaque, char *why, size_t why_size)
+{
+	const char *no = vnet_device_cannot_hand_over(opaque);
+
+	if (!no)
+		return 0;
+	snprintf(why, why_size, "%s", no);
+	return -1;
+}
+
+/* The one device is the one unit; its record has its own version. */
+static const struct devho_ops net_handover_ops = {
+	.unit = "device",
+	.section = "net",
+	.device = "net device",
+	.too_big = "its port's record",
+	.save = save_device,
+	.check = check_device,
+};
+
+/* Everything `vmio net` serves, made fresh or taken over. */
+struct net_run {
+	const struct vmio_backend_opts *o;
+	const struct net_opts *n;
+	struct vmio_cli_run run;
+	struct vnet_device_config cfg;
+	struct vmio_cpu_account cpu; /* the VM's: each pair has its own */
+	struct vnet_device *dev;
+	struct vmio_backend *be;
+	struct vmio_control *ctl;
+	struct net_parts parts;
+	struct devho ho;
+	struct vmio_takeover tk; /* when started by a predecessor */
+	bool taken;              /* from a predecessor, and serving */
+};
+
+/* The device and its backend on r->cfg.port. Returns 0, or -1. */
+static int make_device(struct net_run *r)
+{
+	struct vmio_cpu_account *outer = vmio_cpu_account_enter(&r->cpu);
+
+	r->dev = vnet_device_new(r->run.loop, &r->cfg);
+	if (r->dev)
+		r->be = vmio_backend_new(r->run.loop, vnet_device_ops(r->dev),
+					 r->dev);
+	vmio_cpu_account_leave(outer);
+	if (!r->be)
+		return -1;
+	vmio_backend_set_message_timeout(r->be, r->o->message_timeout_ms);
+	vmio_backend_set_kick_budget(r->be, &r->o->idle_kicks);
+	r->parts = (struct net_parts){ .loop = r->run.loop, .be = r->be,
+				       .dev = r->dev, .b = r->cfg.port,
+				       .pair_loops = r->cfg.pair_loops };
+	return 0;
+}
+
+/* The port the predecessor's record names, as this command line asks
+ * for it. NULL with r failed. */
+static struct vnet_port *take_port(const struct net_opts *n,
+				   struct vmio_wire_reader *rd,
+				   struct devho_taken *u)
+{
+	struct vnet_port *b;
+	int err;
+
+	if (n->tap)
+		return vnet_port_tap_restore(n->tap, (unsigned)n->queues, rd,
+					     u->device_fds, u->ndevice_fds);
+	if (u->ndevice_fds) {
+		vmio_wire_fail(rd, "descriptors a null port has no use for");
+		return NULL;
+	}
+	b = vnet_port_null_new((unsigned)n->queues, (size_t)n->null_source,
+			       &err);
+	if (!b)
+		vmio_wire_fail(rd, "cannot set up the null port");
+	return b;
+}
+
+/* The device as the predecessor's record has it: its port first (the
+ * TAP's queues taken, neither created nor configured again), then the
+ * device, its listener, its session (held), its control state, and
+ * --control. Returns 0, or -1 with the reason in r->tk.why; what was
+ * taken is let go of without a trace. */
+static int take_over(struct net_run *r)
+{
+	struct vmio_takeover *t = &r->tk;
+	const char *port = r->n->null ? "null" : r->n->tap ? "tap" : "xdp";
+	char why[sizeof(t->why)] = "out of memory";
+	const char *no = NULL;
+	struct vmio_wire_reader rd;
+	struct devho_taken u = { .listener = -1 };
+	int rc = -1;
+
+	if (vmio_takeover_receive(t, r->run.loop, r->n->handover_timeout_ms))
+		return -1;
+	if (r->n->xdp[0]) {
+		snprintf(t->why, sizeof(t->why),
+			 "the AF_XDP port cannot hand over yet");
+		return -1;
+	}
+	if (devho_open(t, &net_handover_ops, 0, NULL, NULL, &u))
+		goto out;
+	vmio_wire_reader_init(&rd, u.device, u.device_len);
+	if (!vnet_device_read_head(&rd, &r->cfg, port))
+		r->cfg.port = take_port(r->n, &rd, &u);
+	if (!r->cfg.port) {
+		snprintf(why, sizeof(why), "its net device: %s", rd.why);
+		goto refused;
+	}
+	if (make_device(r))
+		goto refused;
+	if (vnet_device_restore(r->dev, &rd)) {
+		snprintf(why, sizeof(why), "its net device: %s", rd.why);
+		goto refused;
+	}
+	if (vmio_cli_attach_handed_over(
+		    r->be,
+		    u.listener_kind == DEVHO_LISTENER_BOUND ? r->o->socket_path
+							    : NULL,
+		    devho_take_listener(&u), "", &r->run)) {
+		snprintf(why, sizeof(why), "cannot accept on its listener");
+		goto refused;
+	}
+	if (devho_restore_session(&u, r->be, why, sizeof(why)))
+		goto refused;
+	if (vnet_device_restored(r->dev, &no)) {
+		snprintf(why, sizeof(why), "its net device: %s", no);
+		goto refused;
+	}
+	rc = control_handover_take(t, r->run.loop, "net", r->o->control_path,
+				   add_parts, &r->parts, &r->ctl);
+	goto out;
+refused:
+	snprintf(t->why, sizeof(t->why), "%s", why);
+out:
+	devho_taken_fini(&u);
+	return rc;
+}
+
+/* Fresh: the port opened (a TAP created if it is missing), the device
+ * made, --control opened. Returns 0, or -1 (logged). */
+static int open_fresh(struct net_run *r)
+{
+	r->cfg.port = open_port(r->n);
+	if (!r->cfg.port)
+		return -1;
+	if (make_device(r)) {
+		log_err("out of memory setting up the device");
+		return -1;
+	}
+	return vmio_control_open(r->run.loop, "net", r->o->control_path,
+				 add_parts, &r->parts, &r->ctl);
+}
+
+/* Taken over: the predecessor has its answer and serves nothing more.
+ * Returns 0, or -1 if it had stopped waiting (it serves on). */
+static int serve_taken(struct net_run *r)
+{
+	if (devho_took_over(&r->ho, &r->tk))
+		return -1;
+	r->taken = true;
+	return 0;
+}
+
+/* SIGHUP and --control's reload, before any worker starts. */
+static int watch_handover(struct net_run *r)
+{
+	struct devho *h = &r->ho;
+
+	h->ops = &net_handover_ops;
+	h->opaque = r->dev;
+	h->loop = r->run.loop;
+	h->pool = r->run.pool;
+	h->control_path = r->o->control_path;
+	h->ctl = &r->ctl;
+	h->max_device_fds = (unsigned)r->n->queues;
+	h->timeout_ms = (unsigned)r->n->handover_timeout_ms;
+	if (devho_alloc(h, 1))
+		return -1;
+	h->units[0] = (struct devho_unit){ .loop = r->run.loop,
+					   .dev = r->dev, .be = r->be };
+	if (devho_init(h))
+		return -1;
+	return devho_watch(h);
+}
+
+static void stop_workers(void *pool)
+{
+	vmio_workers_stop(pool);
+}
+
+static int serve_net(struct net_run *r, bool successor)
+{
+	int rc;
+
+	/* Before any worker thread starts: they inherit the blocked
+	 * signals, so that only the signalfd sees them. */
+	if (vmio_cli_watch_signals(r->run.loop, stop_workers, r->run.pool))
+		return 1;
+	rc = watch_handover(r) ? -1 : 0;
+	if (!rc && successor)
+		rc = serve_taken(r);
+	else if (!rc) {
+		rc = vmio_cli_attach(r->be, r->o->socket_path, r->o->fd, "",
+				     &r->run);
+		/* Everything a VMM needs is there: systemd may start it. */
+		if (!rc)
+			vmio_sd_notify_ready();
+	}
+	if (!rc) {
+		rc = vmio_workers_start(r->run.pool);
+		if (rc)
+			log_err("cannot start the worker threads: %s",
+				strerror(-rc));
+		else
+			rc = vmio_workers_run(r->run.pool);
+	}
+	vmio_cli_unwatch_signals();
+	return rc ? 1 : 0;
+}
+
 static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 {
 	static struct vmio_loop *pair_loops[VNET_MAX_PAIRS];
-	struct vnet_device_config cfg = {
-		.mtu = (uint16_t)n->mtu,
-		.pairs = (unsigned)n->queues,
-		.max_queue_size = o->queue_size,
-		.poll_ns = (uint32_t)n->poll_us * 1000,
-		.pair_loops = pair_loops,
+	static struct net_run r;
+	int successor, status = 1;
+
+	r = (struct net_run){
+		.o = o,
+		.n = n,
+		.cfg = {
+			.mtu = (uint16_t)n->mtu,
+			.pairs = (unsigned)n->queues,
+			.max_queue_size = o->queue_size,
+			.poll_ns = (uint32_t)n->poll_us * 1000,
+			.pair_loops = pair_loops,
+		},
+		.tk.sock = -1,
 	};
-	/* The VM's CPU time; each pair has its own (vnet_pair_cpu_ns). */
-	static struct vmio_cpu_account cpu;
-	struct vmio_cpu_account *outer;
-	struct vmio_workers *pool = NULL;
-	struct vmio_loop *loop = NULL;
-	struct vnet_device *dev = NULL;
-	struct vmio_backend *be = NULL;
-	int status = 1;
-
-	memcpy(cfg.mac, n->mac, sizeof(cfg.mac));
-	cfg.port = open_port(n);
-	if (!cfg.port)
+	memcpy(r.cfg.mac, n->mac, sizeof(r.cfg.mac));
+	successor = vmio_takeover_open(&r.tk);
+	if (successor < 0)
 		return 1;
-	pool = net_workers(n, pair_loops);
-	if (pool)
-		loop = vmio_workers_loop(pool, 0);
-	outer = vmio_cpu_account_enter(&cpu);
-	if (loop)
-		dev = vnet_device_new(loop, &cfg);
-	if (dev)
-		be = vmio_backend_new(loop, vnet_device_ops(dev), dev);
-	vmio_cpu_account_leave(outer);
-	if (!be) {
-		log_err("out of memory setting up the device");
-	} else {
-		unsigned workers = vmio_workers_count(pool);
-		static struct net_parts parts;
-
-		parts = (struct net_parts){ .loop = loop, .be = be,
-					    .dev = dev, .b = cfg.port,
-					    .pair_loops = pair_loops };
-		struct vmio_control *ctl = NULL;
-
-		log_info("net: %u queue pair(s), %s%s, mtu %u, %u worker "
-			 "thread%s",
-			 cfg.pairs, backend_name(n), n->tap ? n->tap : n->xdp,
-			 cfg.mtu, workers, workers == 1 ? "" : "s");
-		if (!vmio_control_open(loop, "net", o->control_path,
-				       add_parts, &parts, &ctl))
-			status = vmio_cli_serve_workers(pool, be, o);
-		vmio_control_free(ctl);
+	r.run.pool = net_workers(n, pair_loops);
+	if (!r.run.pool) {
+		log_err("out of memory setting up the workers");
+		goto out;
 	}
+	r.run.loop = vmio_workers_loop(r.run.pool, 0);
+	if (successor ? take_over(&r) : open_fresh(&r))
+		goto out;
+	log_info("net: %u queue pair(s), %s%s, mtu %u, %u worker thread%s",
+		 r.cfg.pairs, backend_name(n), n->tap ? n->tap : n->xdp,
+		 r.cfg.mtu, vmio_workers_count(r.run.pool),
+		 vmio_workers_count(r.run.pool) == 1 ? "" : "s");
+	status = serve_net(&r, successor > 0);
+out:
+	if (successor > 0 && !r.taken) {
+		/* Not a trace: the predecessor serves on. */
+		devho_refuse(&r.tk);
+		devho_let_go(&net_handover_ops, r.dev, r.be);
+		vmio_control_give_up_listener(r.ctl);
+	}
+	vmio_takeover_fini(&r.tk);
+	vmio_control_free(r.ctl);
 	/* The workers have stopped: what they served is this thread's. */
-	vmio_backend_free(be);
-	vmio_cpu_account_fini(&cpu);
-	if (dev && n->stats)
-		print_stats(dev, cfg.port);
-	vnet_device_free(dev);
-	vmio_workers_free(pool);
-	vnet_port_free(cfg.port);
+	vmio_backend_free(r.be);
+	vmio_cpu_account_fini(&r.cpu);
+	if (r.dev && n->stats)
+		print_stats(r.dev, r.cfg.port);
+	vnet_device_free(r.dev);
+	devho_fini(&r.ho);
+	vmio_workers_free(r.run.pool);
+	vnet_port_free(r.cfg.port);
 	return status;
 }
 
@@ -491,6 +740,8 @@ int vmio_cmd_net(int argc, char **argv)
 		{ "poll-us", required_argument, NULL, OPT_POLL_US },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "cpus", required_argument, NULL, OPT_CPUS },
+		{ "handover-timeout", required_argument, NULL,
+		  OPT_HANDOVER_TIMEOUT },
 		VMIO_BACKEND_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
@@ -499,6 +750,7 @@ int vmio_cmd_net(int argc, char **argv)
 		.mtu = NET_DEFAULT_MTU,
 		.poll_us = VNET_POLL_DEFAULT_NS / 1000,
 		.xdp_reserve = VNET_XDP_DEFAULT_RESERVE,
+		.handover_timeout_ms = DEVHO_TIMEOUT_MS,
 		.mac = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 },
 	};
 	const struct vmio_backend_cmdline cl = {

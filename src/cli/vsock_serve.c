@@ -190,7 +190,7 @@ static int take_vm(const struct vsock_serve *s, struct vsock_router *router,
 {
 	const struct vsock_vm_spec *v = &s->vms->vms[i];
 	struct vsock_device_config cfg = vm_config(s, router, i);
-	struct vsock_handover_taken tv;
+	struct devho_taken tv;
 	struct vmio_cpu_account *outer;
 	char why[sizeof(t->why)] = "out of memory";
 	int rc = -1;
@@ -211,19 +211,19 @@ static int take_vm(const struct vsock_serve *s, struct vsock_router *router,
 	set_up_backend(s, vm->be);
 	if (vmio_cli_attach_handed_over(
 		    vm->be,
-		    tv.listener_kind == VSOCK_LISTENER_BOUND ? v->socket : NULL,
-		    vsock_handover_take_listener(&tv), "", run)) {
+		    tv.listener_kind == DEVHO_LISTENER_BOUND ? v->socket : NULL,
+		    devho_take_listener(&tv), "", run)) {
 		snprintf(why, sizeof(why), "cannot accept on its listener");
 		goto refused;
 	}
-	if (vsock_handover_restore_session(&tv, vm->be, why, sizeof(why)))
+	if (devho_restore_session(&tv, vm->be, why, sizeof(why)))
 		goto refused;
 	rc = 0;
 	goto out;
 refused:
 	snprintf(t->why, sizeof(t->why), "VM %u: %s", i + 1, why);
 out:
-	vsock_handover_taken_fini(&tv);
+	devho_taken_fini(&tv);
 	return rc;
 }
 
@@ -342,7 +342,7 @@ static int open_fresh(struct serve_run *r)
 static void let_go(struct serve_run *r)
 {
 	for (unsigned i = 0; i < r->made; i++)
-		vsock_handover_let_go(r->vi[i].dev, r->vi[i].be);
+		devho_let_go(&vsock_handover_ops, r->vi[i].dev, r->vi[i].be);
 	vmio_control_give_up_listener(r->ctl);
 }
 
@@ -388,16 +388,9 @@ refuse:
  * had stopped waiting (it serves on). */
 static int serve_taken(struct serve_run *r)
 {
-	int rc = vmio_takeover_accept(&r->tk);
-
-	vmio_takeover_fini(&r->tk);
-	if (rc)
+	if (devho_took_over(&r->ho.ho, &r->tk))
 		return -1;
 	r->taken = true;
-	for (unsigned i = 0; i < r->s->vms->n; i++)
-		vsock_handover_serve(r->vi[i].dev, r->vi[i].be);
-	log_info("hand-over: took over %u VM%s", r->s->vms->n,
-		 r->s->vms->n == 1 ? "" : "s");
 	return 0;
 }
 
@@ -405,27 +398,28 @@ static int serve_taken(struct serve_run *r)
  * inherit the blocked signals). */
 static int watch_handover(struct serve_run *r, struct vmio_workers *pool)
 {
-	struct vsock_handover *h = &r->ho;
+	struct devho *h = &r->ho.ho;
 
+	r->ho.list = r->s->vms;
+	r->ho.router = r->router;
+	h->ops = &vsock_handover_ops;
+	h->opaque = &r->ho;
 	h->loop = r->run.loop;
 	h->pool = pool;
-	h->list = r->s->vms;
-	h->router = r->router;
 	h->control_path = r->s->backend->control_path;
 	h->ctl = &r->ctl;
-	h->max_conns = r->s->device.max_conns;
+	h->max_device_fds = 2 * r->s->device.max_conns + 2;
 	h->timeout_ms = r->s->handover_timeout_ms;
-	if (vsock_handover_alloc(h, r->s->vms->n))
+	if (devho_alloc(h, r->s->vms->n))
 		return -1;
 	for (unsigned i = 0; i < h->n; i++) {
-		h->vms[i].loop = r->vi[i].loop;
-		h->vms[i].dev = r->vi[i].dev;
-		h->vms[i].be = r->vi[i].be;
+		h->units[i].loop = r->vi[i].loop;
+		h->units[i].dev = r->vi[i].dev;
+		h->units[i].be = r->vi[i].be;
 	}
-	if (vsock_handover_init(h))
+	if (devho_init(h))
 		return -1;
-	vmio_control_set_reload(r->ctl, vsock_handover_request, h);
-	return vmio_cli_watch_reload(vsock_handover_on_sighup, h);
+	return devho_watch(h);
 }
 
 int vsock_serve(const struct vsock_serve *s)
@@ -495,10 +489,7 @@ unwatch:
 out:
 	if (successor > 0 && !r.taken) {
 		/* Not a trace: the predecessor serves on. */
-		if (r.tk.sock >= 0)
-			vmio_takeover_refuse(&r.tk, r.tk.why[0]
-							    ? r.tk.why
-							    : "it could not set up");
+		devho_refuse(&r.tk);
 		let_go(&r);
 	}
 	vmio_takeover_fini(&r.tk);
@@ -511,7 +502,7 @@ out:
 		vsock_device_free(r.vi[i].dev);
 		vmio_cpu_account_fini(&r.vi[i].cpu);
 	}
-	vsock_handover_fini(&r.ho);
+	devho_fini(&r.ho.ho);
 	for (i = 0; r.kept && i < l->n; i++)
 		vsock_kept_free(r.kept[i]);
 	free(r.kept);

@@ -30,6 +30,12 @@
 enum vmio_queue_stop {
 	VMIO_QUEUE_PAUSE,
 	VMIO_QUEUE_HALT,
+	/* For good, for a hand-over (vmio_session_hold): every chain back,
+	 * as HALT, but the guest still serves the queue, from the successor
+	 * (or from this process again if the hand-over fails): what the
+	 * device set up outside the session for it (a TAP queue attached,
+	 * with the frames waiting in it) stays as it is. */
+	VMIO_QUEUE_HOLD,
 	/* The memory table is about to change: give back every chain (the
 	 * queue restarts on the new table, its ring unchanged). Sent also
 	 * to a queue that was only paused, since it may hold chains. */

@@ -115,7 +115,9 @@ int vhost_user_reader_preload(struct vhost_user_reader *r, const void *bytes,
 	else if (got >= hdr_len + VHOST_USER_MAX_PAYLOAD)
 		*problem = "more bytes than a message has";
 	if (!*problem) {
-		memcpy(&r->msg.hdr, b, got < hdr_len ? got : hdr_len);
+		/* A session with no message half read has no bytes (NULL). */
+		if (got)
+			memcpy(&r->msg.hdr, b, got < hdr_len ? got : hdr_len);
 		if (got > hdr_len)
 			memcpy(&r->msg.payload, b + hdr_len, got - hdr_len);
 		r->got = got;

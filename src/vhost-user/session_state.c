@@ -102,7 +102,7 @@ int vmio_session_hold(struct vmio_backend *be, void (*held)(void *opaque),
 	vhost_user_channel_freeze(&be->chan);
 	be->held_cb = held;
 	be->held_opaque = opaque;
-	if (!vmio_bq_quiesce(be, 0, be->ops->num_queues, VMIO_QUEUE_HALT))
+	if (!vmio_bq_quiesce(be, 0, be->ops->num_queues, VMIO_QUEUE_HOLD))
 		return -EINPROGRESS;
 	be->held_cb = NULL;
 	return 0;

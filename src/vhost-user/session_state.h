@@ -52,8 +52,9 @@ void vmio_session_record_free(struct vmio_session_record *rec);
 /* Stops taking work: no further message is read or reply sent (the
  * channel is frozen, a message half read and replies not yet taken kept
  * for the record: a front end slow to finish either holds up no
- * hand-over) and every queue stops for good (the device gives back every
- * chain it holds, so the indices are exact). Returns
+ * hand-over) and every queue stops for good (VMIO_QUEUE_HOLD: the device
+ * gives back every chain it holds, so the indices are exact, and keeps
+ * what it set up for the queues outside the session). Returns
  *   0            held: vmio_session_save may run now;
  *   -EINPROGRESS queues stop on other threads: held(opaque) is called on
  *                the backend's loop once they have;

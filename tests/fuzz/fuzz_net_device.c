@@ -63,7 +63,8 @@
  *     addr [b b], len [b b], flags [b], next [b]
  *   8 write at [off b b] [len b] bytes, which follow
  *   9 new memory table, cut at [b] (mapped anew, so every pointer moves)
- *  10 reset (and renegotiate)             11 1 + a / 2 frames on pair a & 1
+ *  10 a & 8: a hold for a hand-over, then resumed; else reset (and
+ *     renegotiate)                        11 1 + a / 2 frames on pair a & 1
  *  12 complete 1 + a / 2 tx frames (a / 2 == 7: all) on pair a & 1
  *  13 finish the attaches under way, fire the armed retry timers and
  *     run the loop once
@@ -1044,6 +1045,29 @@ static void op_stop(unsigned i)
 	check_none_out(i, "GET_VRING_BASE");
 }
 
+/* A hold for a hand-over (vmio_session_hold) that this process then
+ * resumes (the successor refused): every queue stops for good with every
+ * chain back, the port's steering left as it was (the frames waiting on
+ * a pair's queue are the successor's to read, or this process's again);
+ * then the queues run again, as vmio_session_resume syncs them. */
+static void op_hold_resume(void)
+{
+	bool enabled[NPAIRS_MAX];
+
+	for (unsigned pair = 0; pair < fk.b.pairs; pair++)
+		enabled[pair] = fk.p[pair].enabled;
+	for (unsigned i = 0; i < nq; i++)
+		stop_queue_for(&queues[i], VMIO_QUEUE_HOLD);
+	for (unsigned i = 0; i < nq; i++)
+		check_none_out(i, "a hold");
+	for (unsigned pair = 0; pair < fk.b.pairs; pair++)
+		if (fk.p[pair].enabled != enabled[pair])
+			FAIL("a hold steered pair %u %s", pair,
+			     enabled[pair] ? "off" : "on");
+	for (unsigned i = 0; i < nq; i++)
+		sync_queue(&queues[i]);
+}
+
 /* The VMM's reset_session: every queue paused, the device reset, the
  * rings unmapped, the queues back to nothing. */
 static void op_reset(bool again)
@@ -1371,7 +1395,10 @@ static void op(uint8_t b)
 		op_mem_change(next8(&ops_in));
 		break;
 	case 10:
-		op_reset(true);
+		if (a & 8)
+			op_hold_resume();
+		else
+			op_reset(true);
 		break;
 	case 11:
 		fake_frames(a & 1, 1 + a / 2);

@@ -97,8 +97,11 @@ unit_has() { # unit, Key=value lines it must hold as they are
 access=("Group=vmio" "UMask=0007")
 retry=("Restart=on-failure" "RestartSec=5s" "RestartPreventExitStatus=2"
 	"StartLimitIntervalSec=10min" "StartLimitBurst=60")
-unit_has vmio-vsock@.service Type=notify "${access[@]}" "${retry[@]}" \
-	"ExecStart=$BINDIR/vmio vsock --config $CONFDIR/vsock/%i.yaml --control /run/vmio/vsock/%i/control.sock" \
+# vsock comes back at once, with its sessions from the fd store.
+unit_has vmio-vsock@.service Type=notify "${access[@]}" "Restart=on-failure" \
+	"RestartSec=500ms" "RestartPreventExitStatus=2" "StartLimitIntervalSec=10min" \
+	"StartLimitBurst=60" "FileDescriptorStoreMax=8192" \
+	"ExecStart=$BINDIR/vmio vsock --fd-store --config $CONFDIR/vsock/%i.yaml --control /run/vmio/vsock/%i/control.sock" \
 	"ExecReload=$BINDIR/vmio reload /run/vmio/vsock/%i/control.sock" "NotifyAccess=all"
 unit_has vmio-net@.service Type=notify "${access[@]}" "${retry[@]}" \
 	"ExecStart=$BINDIR/vmio net --socket /run/vmio/net/%i/vhost.sock --control /run/vmio/net/%i/control.sock \$OPTIONS"

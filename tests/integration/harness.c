@@ -527,15 +527,6 @@ void harness_read_exact(int fd, void *buf, size_t len)
 	}
 }
 
-void harness_end_case(pid_t *pid)
-{
-	if (*pid > 0 && kill(*pid, 0) == 0)
-		harness_stop(*pid, HARNESS_WAIT_MS);
-	*pid = -1;
-	while (waitpid(-1, NULL, WNOHANG) > 0)
-		;
-}
-
 int harness_group_teardown(void **state)
 {
 	harness_cleanup();

@@ -220,10 +220,6 @@ void harness_bad_vmm_stop(struct harness_bad_vmm *b);
  * keeps what a failing run left). */
 void harness_cleanup(void);
 
-/* A case's end: *pid, if it still runs, stopped (SIGTERM, then SIGKILL),
- * *pid set to -1, and every child that has exited reaped. */
-void harness_end_case(pid_t *pid);
-
 /* harness_cleanup as a cmocka group teardown: the directory outlives
  * every case (the log is in it) and goes once the group is done. */
 int harness_group_teardown(void **state);

@@ -31,6 +31,7 @@
 #include "devices/net/virtio_net.h"
 #include "frontend/frontend.h"
 #include "harness.h"
+#include "netns.h"
 #include "testpmd.h"
 #include "util/clock.h"
 #include "virtio/features.h"
@@ -847,44 +848,6 @@ static void test_threads_mem_table_under_traffic(void **state)
 
 /* ---- --tap ------------------------------------------------------------- */
 
-static void enter_netns(void)
-{
-	static bool done;
-
-	if (done)
-		return;
-	if (geteuid() != 0)
-		fail_msg("the TAP and XDP cases need root: they create a network "
-			 "namespace and a TAP or a veth pair in it (run the "
-			 "suite as root)");
-	if (unshare(CLONE_NEWNET) < 0)
-		fail_msg("unshare(CLONE_NEWNET): %s", strerror(errno));
-	done = true;
-}
-
-/* No IPv6 (no router solicitations in the counts), then up. */
-static void link_up(const char *name)
-{
-	char path[128];
-	struct ifreq ifr = { 0 };
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6",
-		 name);
-	f = fopen(path, "w");
-	if (f) {
-		fputs("1\n", f);
-		fclose(f);
-	}
-	assert_true(fd >= 0);
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
-	assert_int_equal(ioctl(fd, SIOCGIFFLAGS, &ifr), 0);
-	ifr.ifr_flags |= IFF_UP;
-	assert_int_equal(ioctl(fd, SIOCSIFFLAGS, &ifr), 0);
-	close(fd);
-}
-
 /* The interface's counter from /proc/net/dev (this namespace's):
  * field 1 is rx packets, 9 tx packets. */
 static long long dev_counter(const char *name, int field)
@@ -908,22 +871,6 @@ static long long dev_counter(const char *name, int field)
 	}
 	fclose(f);
 	return v;
-}
-
-static int packet_socket(const char *name)
-{
-	struct sockaddr_ll sll = {
-		.sll_family = AF_PACKET,
-		.sll_protocol = htons(ETH_P_ALL),
-		.sll_ifindex = (int)if_nametoindex(name),
-	};
-	int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK,
-			htons(ETH_P_ALL));
-
-	assert_true(fd >= 0);
-	assert_true(sll.sll_ifindex > 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sll, sizeof(sll)), 0);
-	return fd;
 }
 
 /* testpmd's txonly frames: 64 bytes, IPv4, UDP. */
@@ -954,12 +901,12 @@ static void guest_to_host(const char *backend, const char *name,
 	pid_t pid;
 	int pfd;
 
-	enter_netns();
+	netns_enter();
 	pid = start_net_queues(sock, backend, name, queues, extra);
-	link_up(peer);
+	netns_link_up(peer);
 	/* A veth peer outlives a case: count from here. */
 	before = dev_counter(peer, 1);
-	pfd = packet_socket(peer);
+	pfd = netns_packet_socket(peer);
 	testpmd_start(&t, sock, "txonly");
 	if (!testpmd_wait_counter(&t, "TX-packets", TX_FRAMES, HARNESS_WAIT_MS))
 		printf("# testpmd sent fewer than %d frames in time\n",
@@ -1026,7 +973,7 @@ static void send_frames_on(int fd, const char *name, int n, bool flows)
 
 static void send_frames(const char *name, int n, bool flows)
 {
-	int fd = packet_socket(name);
+	int fd = netns_packet_socket(name);
 
 	send_frames_on(fd, name, n, flows);
 	close(fd);
@@ -1044,9 +991,9 @@ static void host_to_guest(const char *backend, const char *name,
 	long long received, delivered;
 	pid_t pid;
 
-	enter_netns();
+	netns_enter();
 	pid = start_net_queues(sock, backend, name, queues, extra);
-	link_up(peer);
+	netns_link_up(peer);
 	testpmd_start(&t, sock, "rxonly");
 	/* Its first statistics mean its port is started. */
 	if (!testpmd_wait_counter(&t, "RX-packets", 0, HARNESS_WAIT_MS))
@@ -1102,9 +1049,9 @@ static void net_fe_start_opt(struct net_fe *t, const char *backend,
 {
 	const char *sock = harness_path(name);
 
-	enter_netns();
+	netns_enter();
 	t->pid = start_net_queues(sock, backend, name, "1", extra);
-	link_up(name);
+	netns_link_up(name);
 	t->fe = fe_connect_mem(sock, want, queue, 0, size, regions);
 	t->q = vmio_fe_queue(t->fe, queue);
 }
@@ -1185,7 +1132,7 @@ static void test_tap_mrg_rxbuf(void **state)
 			assert_true(vmio_dvq_add(q, &b, 1, (void *)1) >= 0);
 	}
 	vmio_dvq_kick(q);
-	pfd = packet_socket(tap);
+	pfd = netns_packet_socket(tap);
 	{
 		struct sockaddr_ll to = {
 			.sll_family = AF_PACKET,
@@ -1399,9 +1346,9 @@ static void mq_pairs_set(const char *tap, const char *extra,
 	pid_t pid;
 	int fd;
 
-	enter_netns();
+	netns_enter();
 	pid = start_net_queues(sock, "--tap", tap, "2", extra);
-	link_up(tap);
+	netns_link_up(tap);
 	fe = vmio_fe_connect(sock, HARNESS_WAIT_MS);
 	assert_non_null(fe);
 	assert_int_equal(vmio_fe_negotiate(fe, want,
@@ -1427,7 +1374,7 @@ static void mq_pairs_set(const char *tap, const char *extra,
 	assert_int_equal(threads, workers);
 
 	/* Made before: the frames follow the ack at once. */
-	fd = packet_socket(tap);
+	fd = netns_packet_socket(tap);
 	send_frames_on(fd, tap, FLOWS, true);
 	assert_int_equal(reap_two(rx0, rx1, FLOWS, BUF), FLOWS);
 	for (unsigned r = 0; r < ROUNDS; r++) {
@@ -1474,7 +1421,7 @@ static void veth_pair(const char *a, const char *b, unsigned queues)
 {
 	char cmd[256];
 
-	enter_netns();
+	netns_enter();
 	if (if_nametoindex(a))
 		return;
 	snprintf(cmd, sizeof(cmd),
@@ -1483,8 +1430,8 @@ static void veth_pair(const char *a, const char *b, unsigned queues)
 		 a, queues, queues, b, queues, queues);
 	if (system(cmd) != 0)
 		fail_msg("cannot create the veth pair %s/%s (%s)", a, b, cmd);
-	link_up(a);
-	link_up(b);
+	netns_link_up(a);
+	netns_link_up(b);
 }
 
 /* The log says how the pair ran: want, and not the other way. */
@@ -1576,7 +1523,7 @@ static void test_xdp_multiqueue_one_served(void **state)
 
 	veth_pair("vmioxg", "vmioxh", 2);
 	pid = start_net_queues(sock, "--xdp", "vmioxg", "2", NULL);
-	pfd = packet_socket("vmioxg");
+	pfd = netns_packet_socket("vmioxg");
 	testpmd_start(&t, sock, "rxonly");
 	if (!testpmd_wait_counter(&t, "RX-packets", 0, HARNESS_WAIT_MS))
 		fail_msg("testpmd did not start");
@@ -1715,7 +1662,7 @@ static void test_xdp_nocopy_rx_buffers(void **state)
 	net_fe_start(&t, "--xdp", "vmioxc", want, 0, 4 << 20, 2);
 	fe = t.fe;
 	q = t.q;
-	pfd = packet_socket("vmioxd");
+	pfd = netns_packet_socket("vmioxd");
 
 	post_rx(fe, q, 100);
 	vmio_dvq_kick(q);
@@ -1870,7 +1817,7 @@ static void test_xdp_nocopy_reserve(void **state)
 			 "--xdp-reserve=32");
 	fe = t.fe;
 	q = t.q;
-	pfd = packet_socket("vmioxn");
+	pfd = netns_packet_socket("vmioxn");
 	assert_int_equal(backend_counter("reserve_frames"), RESERVE);
 
 	/* 1. Two buffers posted, 30 frames at once: they all wait in the
@@ -1995,7 +1942,7 @@ static void test_xdp_nocopy_tx_layouts(void **state)
 	net_fe_start(&t, "--xdp", "vmioxe", want, 1, 1 << 20, 1);
 	fe = t.fe;
 	q = t.q;
-	pfd = packet_socket("vmioxf");
+	pfd = netns_packet_socket("vmioxf");
 	for (size_t i = 0; i < FRAME; i++)
 		frame[i] = (uint8_t)(i * 7);
 	memset(frame, 0xff, 6);
@@ -2037,8 +1984,8 @@ static void test_xdp_generic_fallback(void **state)
 	const char *sock = harness_path("xdp-lo.sock");
 	pid_t pid;
 
-	enter_netns();
-	link_up("lo");
+	netns_enter();
+	netns_link_up("lo");
 	pid = start_net(sock, "--xdp", "lo");
 	stop_net(pid);
 	if (!log_has("using generic (SKB) XDP") ||

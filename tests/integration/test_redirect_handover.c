@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -35,9 +34,8 @@
 #include "handover/fd_transfer.h"
 #include "handover/successor.h"
 #include "harness.h"
+#include "harness_handover.h"
 
-static char build_bin[512]; /* $VMIO_BIN as meson gave it */
-static char copy_bin[512];  /* the copy each case's vmio runs from */
 
 /* ---- An echo server on ADDRESS2 ----------------------------------------- */
 
@@ -231,10 +229,7 @@ static pid_t start_relay(void)
 	snprintf(a2, sizeof(a2), "UNIX-CONNECT:%s", harness_path("back.sock"));
 	args[7] = a1;
 	args[8] = a2;
-	harness_install(build_bin, copy_bin);
-	setenv("VMIO_BIN", copy_bin, 1);
-	pid = harness_spawn(args);
-	setenv("VMIO_BIN", build_bin, 1);
+	pid = harness_handover_spawn(args);
 	serving = pid;
 	assert_true(harness_wait_socket(harness_path("ctl"), HARNESS_WAIT_MS));
 	assert_true(harness_wait_socket(harness_path("front.sock"),
@@ -422,10 +417,10 @@ static void test_refused_missing_binary(void **state)
 	char moved[600];
 
 	(void)state;
-	snprintf(moved, sizeof(moved), "%s.moved", copy_bin);
-	assert_int_equal(rename(copy_bin, moved), 0);
+	snprintf(moved, sizeof(moved), "%s.moved", harness_handover_copy());
+	assert_int_equal(rename(harness_handover_copy(), moved), 0);
 	expect_refused(pid, "No such file or directory");
-	assert_int_equal(rename(moved, copy_bin), 0);
+	assert_int_equal(rename(moved, harness_handover_copy()), 0);
 	/* The binary back: the next reload goes through. */
 	char out[1024];
 
@@ -460,7 +455,7 @@ static void test_refused_by_failing_successors(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		write_script(copy_bin, cases[i].script);
+		write_script(harness_handover_copy(), cases[i].script);
 		expect_refused(pid, cases[i].why);
 	}
 	assert_int_equal(harness_stop(pid, HARNESS_WAIT_MS), 0);
@@ -606,15 +601,9 @@ int main(void)
 			case_teardown),
 		HARNESS_LOOPBACK_CASE(test_loopback_cannot_hand_over, lb),
 	};
-	const char *bin = getenv("VMIO_BIN");
-
-	if (!bin)
-		return 1;
-	snprintf(build_bin, sizeof(build_bin), "%s", bin);
-	snprintf(copy_bin, sizeof(copy_bin), "%s", harness_path("vmio"));
 	/* Every successor whose parent exits becomes this test's child. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	signal(SIGPIPE, SIG_IGN);
+	if (harness_handover_init())
+		return 1;
 	harness_test_filter();
 	return cmocka_run_group_tests(tests, NULL, group_teardown);
 }

@@ -6,10 +6,7 @@
  * two workers handed over together; and the hand-overs that must fail,
  * leaving the old process serving, saying why.
  *
- * vmio runs from a copy in the test's directory, so that a case can take
- * the binary away from the path it was started from. The test is the
- * subreaper of what it starts: every successor, whose parent exits,
- * becomes its child, so each process's end is waited for. */
+ * vmio runs from a copy in the test's directory (harness_handover.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -31,6 +27,7 @@
 
 #include "frontend/vsock_guest.h"
 #include "harness.h"
+#include "harness_handover.h"
 
 #define WAIT HARNESS_WAIT_MS
 #define G2H_PORT 1234
@@ -43,8 +40,6 @@
 #define G2H_PIECE (160u * 1024)
 #define H2G_PIECE (48u * 1024)
 
-static char build_bin[512]; /* $VMIO_BIN as meson gave it */
-static char copy_bin[512];  /* the copy each case's vmio runs from */
 static pid_t serving = -1;  /* stopped by the teardown whatever happened */
 
 /* ---- vmio's processes ----------------------------------------------------- */
@@ -59,30 +54,21 @@ static pid_t start_vsock(const char *const *more)
 	while (*more)
 		args[n++] = *more++;
 	args[n] = NULL;
-	harness_install(build_bin, copy_bin);
-	setenv("VMIO_BIN", copy_bin, 1);
-	serving = harness_spawn(args);
-	setenv("VMIO_BIN", build_bin, 1);
+	serving = harness_handover_spawn(args);
 	assert_true(harness_wait_socket(harness_path("ctl"), WAIT));
 	return serving;
 }
 
-/* A reload that must go through: the new pid, which --control names. */
+static int reload(char *out, size_t size)
+{
+	return harness_reload(harness_path("ctl"), out, size);
+}
+
+/* A reload that must go through: the new pid. */
 static pid_t reload_ok(pid_t old)
 {
-	char out[2048];
-	long long pid;
-
-	if (harness_reload(harness_path("ctl"), out, sizeof(out)) ||
-	    !strstr(out, "handed over to pid "))
-		fail_msg("reload: %s", out);
-	pid = strtoll(strstr(out, "pid ") + 4, NULL, 10);
-	assert_true(pid > 0 && pid != old);
-	serving = (pid_t)pid;
-	assert_int_equal(harness_control_num(harness_path("ctl"), "pid"), pid);
-	/* The old one exits 0 once the successor took over. */
-	harness_expect_exit(old, 0);
-	return (pid_t)pid;
+	serving = harness_reload_ok(harness_path("ctl"), old);
+	return serving;
 }
 
 /* The last successor stops on SIGTERM as any vmio does: exit 0, with
@@ -255,7 +241,7 @@ static int case_setup(void **state)
 static int case_teardown(void **state)
 {
 	(void)state;
-	harness_end_case(&serving);
+	harness_handover_end(&serving);
 	return 0;
 }
 
@@ -265,9 +251,13 @@ static int case_teardown(void **state)
 static void test_reload_under_streams(void **state)
 {
 	static uint8_t buf[G2H_PIECE];
+	/* The half line waits through all ten reloads: longer than the
+	 * default --connect-timeout (2 s) on a busy machine or under a
+	 * sanitizer, and its expiry is not what this case checks. */
 	const char *more[] = { "--guest-cid", "3", "--socket",
 			       harness_path("vhost.sock"), "--uds-path",
-			       harness_path("v.sock"), NULL };
+			       harness_path("v.sock"), "--connect-timeout",
+			       "20000", NULL };
 	pid_t pid = start_vsock(more);
 	struct vg *g;
 	struct flows f;
@@ -465,17 +455,16 @@ static void test_reload_refused(void **state)
 	flows_open(&f, g, harness_path("c.v"));
 
 	/* No binary where this one was started from. */
-	assert_int_equal(unlink(copy_bin), 0);
+	assert_int_equal(unlink(harness_handover_copy()), 0);
 	flows_send(&f, buf);
-	assert_int_not_equal(
-		harness_reload(harness_path("ctl"), out, sizeof(out)), 0);
-	if (!strstr(out, copy_bin))
+	assert_int_not_equal(reload(out, sizeof(out)), 0);
+	if (!strstr(out, harness_handover_copy()))
 		fail_msg("the refusal does not name the binary: %s", out);
 	flows_take(&f);
 	assert_int_equal(harness_control_num(harness_path("ctl"), "pid"), pid);
 
 	/* A VM more in the file than the running process serves. */
-	harness_install(build_bin, copy_bin);
+	harness_handover_install();
 	y = fopen(harness_path("vms.yaml"), "a");
 	assert_non_null(y);
 	fprintf(y, "  - guest-cid: 4\n    socket: %s\n    uds-path: %s\n",
@@ -516,15 +505,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reload_past_a_stalled_vmm,
 						case_setup, case_teardown),
 	};
-	const char *bin = getenv("VMIO_BIN");
 	int rc;
 
-	if (!bin)
+	if (harness_handover_init())
 		return 1;
-	snprintf(build_bin, sizeof(build_bin), "%s", bin);
-	snprintf(copy_bin, sizeof(copy_bin), "%s", harness_path("vmio"));
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	signal(SIGPIPE, SIG_IGN);
 	harness_test_filter();
 	rc = cmocka_run_group_tests(tests, NULL, harness_group_teardown);
 	return rc;

@@ -52,6 +52,7 @@ static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
 		p->rx = vq;
 		p->mem = mem;
 		p->served = true;
+		atomic_store_explicit(&p->kept, false, memory_order_relaxed);
 		vnet_pair_attach(p, mem);
 		vnet_steer_pair(p);
 		vnet_rx_run(p);
@@ -82,7 +83,10 @@ static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
  * good (GET_VRING_BASE, or SET_VRING_ENABLE 0 from a VMM that answers the
  * control queue itself dropping pairs) or for a memory table change gives
  * the guest every chain back; a stop for good also takes the pair's flows
- * elsewhere. A queue only paused may be stopped again for the chains. */
+ * elsewhere, but not a hold for a hand-over, after which the guest's
+ * queue is served on (by the successor, which takes the port's queues
+ * with the frames waiting in them). A queue only paused may be stopped
+ * again for the chains. */
 static void net_queue_stop(void *dev, struct vmio_vq *vq,
 			   enum vmio_queue_stop how)
 {
@@ -102,6 +106,12 @@ static void net_queue_stop(void *dev, struct vmio_vq *vq,
 		if (p->tx == vq) {
 			vmio_poll_window_end(&p->tx_poll);
 			p->tx = NULL;
+		}
+		if (how == VMIO_QUEUE_HOLD && vq->index % 2 == 0 &&
+		    p->served) {
+			p->served = false;
+			atomic_store_explicit(&p->kept, true,
+					      memory_order_relaxed);
 		}
 		if (how == VMIO_QUEUE_HALT && vq->index % 2 == 0 &&
 		    p->served) {
@@ -171,16 +181,26 @@ static void forget_queues(struct vnet_device *d)
 	d->mem = NULL;
 }
 
-/* Every queue has stopped for good on its loop (and given back what the
- * port held); what is left is the negotiated state. */
-static void net_reset(void *dev)
+/* The state before any front end's, steered so. */
+static void reset_state(struct vnet_device *d)
 {
-	struct vnet_device *d = dev;
-
 	d->features = 0;
 	d->hdr_len = vnet_hdr_len(0);
 	vnet_ctrl_init(&d->ctrl_state, 0, (uint16_t)d->npairs, d->cfg.mac);
 	vnet_update_steering(d);
+}
+
+/* Every queue has stopped for good on its loop (and given back what the
+ * port held); what is left is the negotiated state. The session is over:
+ * no pair is kept for one (a front end that left while held). */
+static void net_reset(void *dev)
+{
+	struct vnet_device *d = dev;
+
+	for (unsigned i = 0; i < d->npairs; i++)
+		atomic_store_explicit(&d->pairs[i].kept, false,
+				      memory_order_relaxed);
+	reset_state(d);
 }
 
 /* Feature dependencies the spec states (5.1.3.1): an offload needs the
@@ -311,6 +331,7 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 		p->index = i;
 		p->loop = cfg->pair_loops ? cfg->pair_loops[i] : loop;
 		p->rx_fd = -1;
+		atomic_init(&p->kept, d->be->handed_over);
 		p->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(5);
 		vmio_poll_window_init(&p->rx_poll, cfg->poll_ns);
 		vmio_poll_window_init(&p->tx_poll, cfg->poll_ns);
@@ -330,7 +351,7 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 			return NULL;
 		}
 	}
-	net_reset(d);
+	reset_state(d);
 	return d;
 }
 

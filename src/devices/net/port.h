@@ -31,6 +31,7 @@
 #include <sys/uio.h>
 
 #include "event/loop.h"
+#include "util/wire.h"
 #include "virtio/memory.h"
 
 struct vnet_port;
@@ -141,6 +142,16 @@ struct vnet_port_ops {
 	void (*pair_counters)(struct vnet_port *b, unsigned pair, char *buf,
 			      size_t size);
 
+	/* The hand-over (issue 36): appends what a successor's port needs
+	 * beside the command line to w, and the descriptors it must keep to
+	 * fds (at most max; *nfds in: those there, out: after; they stay
+	 * the port's). Called with every queue stopped for good. Returns 0,
+	 * or -1 with *why. NULL: this port cannot hand over, and
+	 * cannot_hand_over says why. */
+	int (*save)(struct vnet_port *b, struct vmio_wire_writer *w, int fds[],
+		    unsigned max, unsigned *nfds, const char **why);
+	const char *cannot_hand_over;
+
 	void (*free)(struct vnet_port *b);
 };
 
@@ -160,6 +171,9 @@ struct vnet_port {
 	struct vmio_loop *loop;
 	void (*attached)(void *opaque, unsigned pair);
 	void *attached_opaque;
+	/* Taken from a predecessor (a hand-over): its pairs steered as the
+	 * predecessor left them until the guest's rx queues start here. */
+	bool handed_over;
 };
 
 static inline void vnet_port_free(struct vnet_port *b)

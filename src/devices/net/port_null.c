@@ -92,12 +92,20 @@ static void null_free(struct vnet_port *b)
 	free(n);
 }
 
+/* Nothing beside the command line: the successor makes its own. */
+static int null_save(struct vnet_port *b, struct vmio_wire_writer *w,
+		     int fds[], unsigned max, unsigned *nfds, const char **why)
+{
+	return 0;
+}
+
 static const struct vnet_port_ops null_ops = {
 	.name = "null",
 	.configure = null_configure,
 	.tx = null_tx,
 	.rx_fd = null_rx_fd,
 	.rx = null_rx,
+	.save = null_save,
 	.free = null_free,
 };
 

@@ -1215,6 +1215,9 @@ static const struct vnet_port_ops xdp_ops = {
 	.detach = xdp_detach,
 	.pair_mode = xdp_pair_mode,
 	.pair_counters = xdp_pair_counters,
+	/* Its XSKs, their rings and UMEM, and its BPF objects are in no
+	 * record yet. */
+	.cannot_hand_over = "the AF_XDP port cannot hand over yet",
 	.free = xdp_free,
 };
 

@@ -59,6 +59,13 @@ struct vnet_pair {
 	int rx_fd;        /* the port's when watched, -1 if it never receives */
 	bool rx_watched;  /* rx_fd is on the loop */
 	bool served;      /* its rx queue started since the last reset */
+	/* The port's steering of the pair is left as it is (a TAP queue
+	 * stays attached, the frames waiting in it kept) from a hold for a
+	 * hand-over (VMIO_QUEUE_HOLD), or from the start on a port a
+	 * predecessor handed over, until the rx queue starts again or the
+	 * session ends (reset). Written on the pair's loop, or on the
+	 * device's while every queue is stopped. */
+	atomic_bool kept;
 	bool attaching;   /* the port finishes attach later: wait */
 	/* Chains a no-copy port keeps, and the queues they came from
 	 * (the core's, alive as long as the device). */
@@ -128,6 +135,11 @@ struct vnet_device {
 	uint16_t ack_head;
 	uint32_t ack_written;
 	uint8_t ctrl_buf[VNET_CTRL_MAX_LEN];
+	/* A predecessor's control-queue state and features, applied once
+	 * the session is restored (device_handover.h). */
+	bool restoring;
+	uint64_t restored_features;
+	struct vnet_ctrl_state restored;
 
 	unsigned npairs;
 	struct vnet_pair pairs[];

@@ -24,7 +24,11 @@ void vnet_steer_pair(struct vnet_pair *p)
 
 	if (!d->be->ops->set_pair_enabled)
 		return;
-	d->be->ops->set_pair_enabled(d->be, p->index, on);
+	/* Across a hand-over the pair's frames wait in the port for the
+	 * process that serves its rx queue next: taking them elsewhere (a
+	 * TAP queue detached) would drop those waiting. */
+	if (!atomic_load_explicit(&p->kept, memory_order_relaxed))
+		d->be->ops->set_pair_enabled(d->be, p->index, on);
 	if (on)
 		vnet_rx_run(p);
 	else
