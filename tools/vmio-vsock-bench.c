@@ -76,6 +76,15 @@ static const char usage[] =
 	"  --echo             request/response round trips, not a stream\n"
 	"  --seconds N        --echo: how long to time them (default 5)\n"
 	"  --direct           no vmio: AF_UNIX between the two processes\n"
+	"  --crash-probe N    for N seconds (or until SIGTERM), a guest that\n"
+	"                     outlives vmio's crashes: one session, a\n"
+	"                     connection each way doing round trips, each\n"
+	"                     reset counted and the connection opened again;\n"
+	"                     prints each first answer after a reset and\n"
+	"                     vsock crash-probe resets=N g2h_resets=N\n"
+	"                     h2g_resets=N round_trips=N max_gap_ms=X; fails\n"
+	"                     if a connection is not open again or not\n"
+	"                     answered within 10 s\n"
 	"  --mergeable        negotiate mergeable rx buffers: --rx-buf bytes\n"
 	"                     each, header included, packets of up to 64K\n"
 	"                     spanning them\n"
@@ -96,7 +105,8 @@ struct opts {
 	bool mergeable;
 	uint32_t tx_piece, rx_piece; /* 0: one descriptor */
 	bool echo;
-	uint64_t seconds;  /* --echo */
+	bool crash_probe;
+	uint64_t seconds;  /* --echo, --crash-probe */
 	pid_t vmio;        /* the device's process; 0: none or unknown */
 };
 
@@ -569,6 +579,326 @@ static int run(struct opts *o)
 	return 0;
 }
 
+/* ---- --crash-probe: a guest that outlives vmio's crashes ---- */
+
+/* One vhost-user session for the whole run, and two connections on it,
+ * one opened by each side: g2h (the guest connects to the host program
+ * at <uds-path>_1234) and h2g (the host program connects through
+ * <uds-path>, CONNECT 5000); the guest does round trips on them in turn,
+ * PROBE_MSG bytes each, echoed by the host program and checked byte for
+ * byte. A reset (ECONNRESET: what the vmio started after a crash sends
+ * for every connection its journal names) is counted and the connection
+ * opened again at once, the same way. Each first answer on a connection
+ * opened again is printed, with CLOCK_MONOTONIC times (the clock
+ * systemd's *TimestampMonotonic use), so that a test can measure from a
+ * restart to the first new connection of each way:
+ *   crash-probe: answered way=g2h n=K reset_ns=T answered_ns=T gap_ms=X
+ * (n: resets of that way so far; gap: since the last answer before the
+ * reset). It fails when a connection cannot be opened again, or an open
+ * one is not answered, within PROBE_BOUND_MS, when an answer is wrong,
+ * when a connection ends other than by a reset, or when the device broke
+ * the protocol. A round trip on each every 5 ms at most (the machine's
+ * cores are for vmio). SIGTERM or SIGINT, or the end of --crash-probe
+ * SECONDS, ends it: one line
+ *   vsock crash-probe resets=N g2h_resets=N h2g_resets=N round_trips=N
+ *   max_gap_ms=X
+ * and exit 0. */
+#define PROBE_MSG 64
+#define PROBE_BOUND_MS 10000
+#define PROBE_SLICE_MS 100
+#define PROBE_PACE_US 5000 /* between one round trip of each and the next */
+
+struct pconn {
+	const char *way;
+	bool h2g;
+	struct vg_sock *s;
+	uint64_t seed, rts;   /* this connection's pattern, round trips */
+	unsigned resets;
+	int64_t reset_ns;     /* when its last reset was seen; 0: none owed */
+	int64_t last_ns;      /* its last answer (or its opening) */
+	int64_t answer_before_reset_ns;
+};
+
+static volatile sig_atomic_t probe_stop;
+
+static void probe_on_signal(int sig)
+{
+	(void)sig;
+	probe_stop = 1;
+}
+
+/* The host program: echoes every connection it has, accepting those the
+ * guest opens and opening one into the guest for each byte on ctl. Ends
+ * when ctl does (the guest's process is gone or done). */
+static void probe_host(int lfd, const char *uds, int ctl)
+{
+	enum { MAXC = 16 };
+	struct pollfd p[2 + MAXC];
+	int n = 0;
+
+	/* A SIGTERM to the group (timeout(1)'s) ends the guest, not this:
+	 * closing its connections here would end them without a reset. */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	p[0] = (struct pollfd){ .fd = ctl, .events = POLLIN };
+	p[1] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	for (;;) {
+		if (poll(p, (nfds_t)(2 + n), -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(1);
+		}
+		if (p[0].revents) {
+			char b, line[64];
+			int fd, len;
+
+			if (read(ctl, &b, 1) != 1)
+				_exit(0);
+			fd = unix_connect(uds);
+			len = snprintf(line, sizeof(line), "CONNECT %u\n",
+				       H2G_PORT);
+			/* A vmio that dies meanwhile: the guest asks again. */
+			if (fd >= 0 && (write(fd, line, (size_t)len) != len ||
+					read_line(fd, line, sizeof(line)) < 4 ||
+					strncmp(line, "OK ", 3))) {
+				close(fd);
+				fd = -1;
+			}
+			if (fd >= 0 && n < MAXC)
+				p[2 + n++] = (struct pollfd){ .fd = fd,
+							      .events = POLLIN };
+			else if (fd >= 0)
+				close(fd);
+		}
+		if (p[1].revents & POLLIN) {
+			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+
+			if (fd >= 0 && n < MAXC)
+				p[2 + n++] = (struct pollfd){ .fd = fd,
+							      .events = POLLIN };
+			else if (fd >= 0)
+				close(fd);
+		}
+		for (int i = 0; i < n; i++) {
+			char buf[4096];
+			ssize_t r;
+
+			if (!p[2 + i].revents)
+				continue;
+			r = read(p[2 + i].fd, buf, sizeof(buf));
+			if (r > 0 && write(p[2 + i].fd, buf, (size_t)r) == r)
+				continue;
+			/* Its end: closed with the vmio that died. */
+			close(p[2 + i].fd);
+			p[2 + i] = p[2 + --n];
+			i--;
+		}
+	}
+}
+
+/* Opens c again (or the first time), trying until PROBE_BOUND_MS after
+ * since. 0, or -1 with err. */
+static int probe_open(struct vg *g, struct pconn *c, int ctl, int64_t since,
+		      char *err, size_t err_size)
+{
+	int e = 0;
+
+	while (!probe_stop) {
+		int64_t left = since + (int64_t)PROBE_BOUND_MS * 1000000 -
+			       (int64_t)vmio_now_ns();
+
+		if (left <= 0)
+			break;
+		if (c->h2g) {
+			if (write(ctl, "h", 1) != 1) {
+				snprintf(err, err_size, "the host program is gone");
+				return -1;
+			}
+			c->s = vg_accept(g, H2G_PORT, false,
+					 (int)(left / 1000000) + 1, &e);
+		} else {
+			c->s = vg_connect(g, G2H_PORT,
+					  (int)(left / 1000000) + 1, &e);
+		}
+		if (c->s) {
+			c->seed++;
+			c->rts = 0;
+			c->last_ns = (int64_t)vmio_now_ns();
+			return 0;
+		}
+		/* Refused or reset while vmio was down: again. */
+		usleep(20000);
+	}
+	if (probe_stop)
+		return 1;
+	snprintf(err, err_size, "%s: no new connection within %d s of %s "
+		 "(last: %s)", c->way, PROBE_BOUND_MS / 1000,
+		 c->resets ? "its reset" : "the start",
+		 e ? strerror(-e) : "timed out");
+	return -1;
+}
+
+/* One round trip on c: 1 answered, 0 reset, 2 stopped, -1 failed. */
+static int probe_rt(struct pconn *c, char *err, size_t err_size)
+{
+	uint8_t req[PROBE_MSG], got[PROBE_MSG];
+	size_t done = 0;
+	uint64_t off = c->rts * PROBE_MSG;
+
+	vg_pattern_fill(c->seed, off, req, PROBE_MSG);
+	for (int phase = 0; phase < 2; phase++) {
+		done = 0;
+		while (done < PROBE_MSG) {
+			ssize_t n = phase ? vg_read(c->s, got + done,
+						    PROBE_MSG - done,
+						    PROBE_SLICE_MS)
+					  : vg_write(c->s, req + done,
+						     PROBE_MSG - done,
+						     PROBE_SLICE_MS);
+
+			if (n == -ECONNRESET)
+				return 0;
+			if (n > 0) {
+				done += (size_t)n;
+				continue;
+			}
+			if (n == 0 && phase) {
+				snprintf(err, err_size, "%s: the connection "
+					 "ended without a reset", c->way);
+				return -1;
+			}
+			if (n != -ETIMEDOUT && n != 0) {
+				snprintf(err, err_size, "%s: %s: %s", c->way,
+					 phase ? "read" : "write",
+					 strerror((int)-n));
+				return -1;
+			}
+			if (probe_stop)
+				return 2;
+			if ((int64_t)vmio_now_ns() - c->last_ns >
+			    (int64_t)PROBE_BOUND_MS * 1000000) {
+				snprintf(err, err_size, "%s: no answer for %d s",
+					 c->way, PROBE_BOUND_MS / 1000);
+				return -1;
+			}
+		}
+	}
+	if (vg_pattern_check(c->seed, off, got, PROBE_MSG) != PROBE_MSG) {
+		snprintf(err, err_size, "%s: a wrong answer at byte %" PRIu64,
+			 c->way, off);
+		return -1;
+	}
+	return 1;
+}
+
+static int crash_probe(const struct opts *o)
+{
+	struct pconn cs[2] = {
+		{ .way = "g2h", .h2g = false, .seed = 1000 },
+		{ .way = "h2g", .h2g = true, .seed = 2000 },
+	};
+	char err[256] = "", path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int ctl[2], lfd, st = 0;
+	uint64_t rts = 0;
+	int64_t max_gap = 0, end;
+	struct vg *g;
+	struct sigaction sa = { .sa_handler = probe_on_signal };
+	pid_t pid;
+
+	g = vg_open(o->socket, XFER_STALL_MS, NULL, err, sizeof(err));
+	if (!g)
+		tool_die("%s", err);
+	if (vg_listen(g, H2G_PORT))
+		tool_die("vg_listen: %s", g->error);
+	snprintf(path, sizeof(path), "%s_%u", o->uds, G2H_PORT);
+	lfd = unix_listen(path);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0)
+		tool_die("socketpair: %s", strerror(errno));
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		tool_die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(ctl[0]);
+		probe_host(lfd, o->uds, ctl[1]);
+	}
+	close(ctl[1]);
+	close(lfd);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("crash-probe: pid=%ld\n", (long)getpid());
+	end = (int64_t)vmio_now_ns() + (int64_t)o->seconds * 1000000000;
+	for (unsigned i = 0; i < 2 && !st; i++)
+		st = probe_open(g, &cs[i], ctl[0], (int64_t)vmio_now_ns(), err,
+				sizeof(err));
+	while (!st && !probe_stop && (int64_t)vmio_now_ns() < end) {
+		usleep(PROBE_PACE_US);
+		for (unsigned i = 0; i < 2 && !st; i++) {
+			struct pconn *c = &cs[i];
+			int r = probe_rt(c, err, sizeof(err));
+			int64_t now = (int64_t)vmio_now_ns();
+
+			if (r < 0) {
+				st = -1;
+			} else if (r == 2) {
+				break;
+			} else if (r == 0) {
+				c->resets++;
+				c->reset_ns = now;
+				c->answer_before_reset_ns = c->last_ns;
+				vg_close(c->s);
+				c->s = NULL;
+				st = probe_open(g, c, ctl[0], now, err,
+						sizeof(err));
+				if (st > 0)
+					st = 0;
+			} else {
+				rts++;
+				c->rts++;
+				if (c->reset_ns) {
+					int64_t gap = now -
+						      c->answer_before_reset_ns;
+
+					if (gap > max_gap)
+						max_gap = gap;
+					printf("crash-probe: answered way=%s "
+					       "n=%u reset_ns=%" PRId64
+					       " answered_ns=%" PRId64
+					       " gap_ms=%.1f\n", c->way,
+					       c->resets, c->reset_ns, now,
+					       (double)gap / 1e6);
+					c->reset_ns = 0;
+				} else if (c->rts == 1) {
+					printf("crash-probe: answered way=%s "
+					       "n=0 answered_ns=%" PRId64 "\n",
+					       c->way, now);
+				}
+				c->last_ns = now;
+			}
+		}
+	}
+	if (!st && g->violations) {
+		snprintf(err, sizeof(err), "the device broke the protocol %"
+			 PRIu64 " times; last: %s", g->violations,
+			 g->violation);
+		st = -1;
+	}
+	printf("vsock crash-probe resets=%u g2h_resets=%u h2g_resets=%u "
+	       "round_trips=%" PRIu64 " max_gap_ms=%.1f\n",
+	       cs[0].resets + cs[1].resets, cs[0].resets, cs[1].resets, rts,
+	       (double)max_gap / 1e6);
+	for (unsigned i = 0; i < 2; i++)
+		if (cs[i].s)
+			vg_close(cs[i].s);
+	close(ctl[0]);
+	waitpid(pid, NULL, 0);
+	vg_free(g);
+	if (st < 0)
+		tool_die("%s", err);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -587,6 +917,7 @@ int main(int argc, char **argv)
 		{ "rx-piece", required_argument, NULL, 'R' },
 		{ "echo", no_argument, NULL, 'E' },
 		{ "seconds", required_argument, NULL, 'S' },
+		{ "crash-probe", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -663,6 +994,13 @@ int main(int argc, char **argv)
 		case 'E':
 			o.echo = true;
 			break;
+		case 'C':
+			if (vmio_parse_u64(optarg, 86400, &o.seconds) ||
+			    !o.seconds)
+				return tool_usage_error("--crash-probe: 1 to 86400 "
+							"seconds");
+			o.crash_probe = true;
+			break;
 		case 'S':
 			if (vmio_parse_u64(optarg, 3600, &o.seconds) ||
 			    !o.seconds)
@@ -684,5 +1022,11 @@ int main(int argc, char **argv)
 	if (!o.plan.per_conn)
 		o.plan.per_conn = o.plan.msg;
 	signal(SIGPIPE, SIG_IGN);
+	if (o.crash_probe) {
+		if (o.direct || o.echo)
+			return tool_usage_error("--crash-probe goes with neither "
+						"--direct nor --echo");
+		return crash_probe(&o);
+	}
 	return run(&o);
 }
