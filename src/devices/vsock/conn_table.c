@@ -99,6 +99,13 @@ void vsock_table_set_ports(struct vsock_conn_table *t, uint32_t first,
 	t->port_last = last;
 }
 
+void vsock_table_ports_after(struct vsock_conn_table *t, uint32_t port)
+{
+	if (port < t->port_first || port > t->port_last)
+		return;
+	t->next_port = port < t->port_last ? port + 1 : t->port_first;
+}
+
 int vsock_table_alloc_port(struct vsock_conn_table *t, uint32_t peer_port,
 			   uint32_t *port)
 {

@@ -80,6 +80,11 @@ static inline bool vsock_table_full(const struct vsock_conn_table *t)
 void vsock_table_set_ports(struct vsock_conn_table *t, uint32_t first,
 			   uint32_t last);
 
+/* Moves the next port past port, if it is in the range: a connection the
+ * guest may still hold (one a crashed vmio had open, reset but perhaps
+ * not yet closed by its program) is not named again at once. */
+void vsock_table_ports_after(struct vsock_conn_table *t, uint32_t port);
+
 /* Picks a host-side port for a new connection to the guest's peer_port:
  * the next one of the range, skipping any whose pair with peer_port is in
  * use. Returns 0 with *port set, or -EADDRINUSE when every port of the

@@ -246,6 +246,10 @@ static void owe_rst(void *opaque, uint32_t local_port, uint32_t peer_port,
 {
 	struct vsock_muxer *m = opaque;
 
+	/* Host ports count on from the dead process's: the guest may not
+	 * have closed the reset socket yet when the host connects again. */
+	if (local_port >= m->owed_port_max)
+		m->owed_port_max = local_port;
 	m->owed[m->nowed++] = (struct vsock_hdr){
 		.src_cid = VSOCK_HOST_CID,
 		.dst_cid = m->cfg.guest_cid,
@@ -265,7 +269,10 @@ unsigned vsock_muxer_owe_rsts(struct vsock_muxer *m, int journal_fd)
 	m->owed = calloc(max ? max : 1, sizeof(*m->owed));
 	if (!m->owed)
 		return 0;
+	m->owed_port_max = 0;
 	n = vsock_journal_read(journal_fd, max, owe_rst, m);
+	if (n)
+		vsock_table_ports_after(&m->table, m->owed_port_max);
 	m->stats.rsts_after_crash += n;
 	mux_rx_owed_refill(m);
 	mux_resched(m, true, false);

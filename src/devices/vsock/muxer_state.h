@@ -63,6 +63,7 @@ struct vsock_muxer {
 	 * any other rx packet: at most cfg.max_conns. */
 	struct vsock_hdr *owed;
 	unsigned nowed, owed_next;
+	uint32_t owed_port_max; /* the highest local port among them */
 	struct vsock_journal journal;
 	bool tx_stalled; /* tx stopped because rstq was full */
 	bool attached;   /* a VMM is there (vsock_muxer_set_attached) */
