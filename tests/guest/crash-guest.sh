@@ -15,22 +15,13 @@
 need_vsock
 TO=${CRASH_TIMEOUT:-360}
 
-dmesg -r >/tmp/boot-dmesg.out 2>&1
-dmesg -c >/dev/null 2>&1 || true
+dmesg_mark
 /bin/crash-guest 5301 6301 6302 "$TO"
 rc=$?
 if [ $rc -eq 0 ]; then pass crash-guest
 else fail crash-guest "exit $rc"; fi
 
-# -r gives each line's level: <0> to <4> are warnings and worse.
-dmesg -r >/tmp/dmesg.out 2>&1
-bad=$({ grep -i -e vsock -e virtio -e '^<[0-4]>' /tmp/dmesg.out
-	grep '^<[0-4]>' /tmp/boot-dmesg.out | grep -i -e vsock -e virtio; } | head -n 5)
-if [ -z "$bad" ]; then pass dmesg
-else
-	echo "$bad" | sed 's/^/DMESG /'
-	fail dmesg "the kernel logged: $(echo "$bad" | head -n 1)"
-fi
+check_dmesg
 
 echo "crash guest: $fails failed"
 exit $fails

@@ -69,3 +69,22 @@ setup_nic() { # addr
 		exit 1
 	fi
 }
+
+# The kernel's log: dmesg_mark keeps what boot logged and empties it;
+# check_dmesg then passes step "dmesg" unless a line since mentions vsock
+# or virtio or is a warning or worse (-r gives each line's level, <0> to
+# <4>), or boot logged a warning about vsock or virtio.
+dmesg_mark() {
+	dmesg -r >/tmp/boot-dmesg.out 2>&1
+	dmesg -c >/dev/null 2>&1 || true
+}
+check_dmesg() {
+	dmesg -r >/tmp/dmesg.out 2>&1
+	bad=$({ grep -i -e vsock -e virtio -e '^<[0-4]>' /tmp/dmesg.out
+		grep '^<[0-4]>' /tmp/boot-dmesg.out | grep -i -e vsock -e virtio; } | head -n 5)
+	if [ -z "$bad" ]; then pass dmesg
+	else
+		echo "$bad" | sed 's/^/DMESG /'
+		fail dmesg "the kernel logged: $(echo "$bad" | head -n 1)"
+	fi
+}

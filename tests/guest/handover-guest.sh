@@ -32,8 +32,7 @@ RATE=32768
 
 # The boot's kernel log is judged apart (vsock or virtio at warning level
 # or worse); then emptied, so that the end sees only what came after.
-dmesg -r >/tmp/boot-dmesg.out 2>&1
-dmesg -c >/dev/null 2>&1 || true
+dmesg_mark
 $H recv vsock-listen:6202 --timeout "$TO" >/tmp/h2g.out 2>&1 &
 h2g=$!
 $T seq-listen 6204 --timeout "$TO" >/tmp/seq.out 2>&1 &
@@ -111,16 +110,8 @@ for c in h2g:$h2g seqpacket:$seq hybrid:$hyb; do
 	else fail "$step" "exit $rc: $(tail -n 2 "$f" | tr '\n' ' ')"; fi
 done
 
-# The kernel's log since the connections opened (dmesg -c emptied it
-# above): -r gives each line's level, <0> to <4> are warnings and worse.
-dmesg -r >/tmp/dmesg.out 2>&1
-bad=$({ grep -i -e vsock -e virtio -e '^<[0-4]>' /tmp/dmesg.out
-	grep '^<[0-4]>' /tmp/boot-dmesg.out | grep -i -e vsock -e virtio; } | head -n 5)
-if [ -z "$bad" ]; then pass dmesg
-else
-	echo "$bad" | sed 's/^/DMESG /'
-	fail dmesg "the kernel logged: $(echo "$bad" | head -n 1)"
-fi
+# The kernel's log since the connections opened.
+check_dmesg
 
 echo "handover guest: $fails failed"
 exit $fails
