@@ -96,8 +96,10 @@ void vsock_kept_free(struct vsock_kept *k)
  * notify socket is full. */
 static void owe(struct vsock_kept *k, int rc, int what)
 {
-	if (!rc)
-		*(what == KEPT_WRITE ? &k->writes : &k->clears) += 1;
+	if (!rc && what == KEPT_WRITE)
+		k->writes++;
+	else if (!rc)
+		k->clears++;
 	k->retries += rc == -EAGAIN;
 	k->owed = rc == -EAGAIN ? what : KEPT_DONE;
 	if (k->owed != KEPT_DONE)

@@ -307,6 +307,18 @@ static void test_reload_under_streams(void **state)
 	stop_serving();
 }
 
+/* --vm's value for a VM of CID cid whose sockets are NAME.vhost and
+ * NAME.v in the test's directory. */
+static void vm_arg(char *out, size_t size, unsigned cid, const char *name)
+{
+	char sock[64], uds[64];
+
+	snprintf(sock, sizeof(sock), "%s.vhost", name);
+	snprintf(uds, sizeof(uds), "%s.v", name);
+	snprintf(out, size, "guest-cid=%u,socket=%s,uds-path=%s", cid,
+		 harness_path(sock), harness_path(uds));
+}
+
 /* Two VMs on two workers handed over together, each keeping its flows,
  * and a sibling connection between them carrying bytes both ways. */
 static void test_reload_two_workers(void **state)
@@ -324,10 +336,8 @@ static void test_reload_two_workers(void **state)
 	pid_t pid;
 
 	(void)state;
-	snprintf(vm1, sizeof(vm1), "guest-cid=3,socket=%s,uds-path=%s",
-		 harness_path("a.vhost"), harness_path("a.v"));
-	snprintf(vm2, sizeof(vm2), "guest-cid=4,socket=%s,uds-path=%s",
-		 harness_path("b.vhost"), harness_path("b.v"));
+	vm_arg(vm1, sizeof(vm1), 3, "a");
+	vm_arg(vm2, sizeof(vm2), 4, "b");
 	pid = start_vsock(more);
 	assert_true(harness_wait_socket(harness_path("b.vhost"), WAIT));
 	for (unsigned i = 0; i < 2; i++) {
@@ -398,10 +408,8 @@ static void test_reload_past_a_stalled_vmm(void **state)
 	pid_t pid;
 
 	(void)state;
-	snprintf(vm1, sizeof(vm1), "guest-cid=3,socket=%s,uds-path=%s",
-		 harness_path("e.vhost"), harness_path("e.v"));
-	snprintf(vm2, sizeof(vm2), "guest-cid=4,socket=%s,uds-path=%s",
-		 harness_path("s.vhost"), harness_path("s.v"));
+	vm_arg(vm1, sizeof(vm1), 3, "e");
+	vm_arg(vm2, sizeof(vm2), 4, "s");
 	pid = start_vsock(more);
 	assert_true(harness_wait_socket(harness_path("s.vhost"), WAIT));
 	/* Until vmio closes it, which it must not: the hold is longer
