@@ -85,8 +85,10 @@ static void net_queue_start(void *dev, struct vmio_vq *vq, struct vmio_mem *mem)
  * the guest every chain back; a stop for good also takes the pair's flows
  * elsewhere, but not a hold for a hand-over, after which the guest's
  * queue is served on (by the successor, which takes the port's queues
- * with the frames waiting in them). A queue only paused may be stopped
- * again for the chains. */
+ * with the frames waiting in them). The chains come back by detaching
+ * the whole pair from a no-copy port, so the pair's other queue, if it
+ * runs on, attaches it again. A queue only paused may be stopped again
+ * for the chains. */
 static void net_queue_stop(void *dev, struct vmio_vq *vq,
 			   enum vmio_queue_stop how)
 {
@@ -118,6 +120,8 @@ static void net_queue_stop(void *dev, struct vmio_vq *vq,
 			p->served = false;
 			vnet_steer_pair(p);
 		}
+		if (how == VMIO_QUEUE_HALT)
+			vnet_pair_reattach(p);
 		break;
 	case ROLE_CTRL:
 		vnet_ctrl_stop(d, vq);

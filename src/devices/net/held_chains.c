@@ -63,3 +63,16 @@ void vnet_pair_detach(struct vnet_pair *p)
 			p->index, d->be->ops->name, p->tx_held, p->rx_held);
 	p->tx_held = p->rx_held = 0;
 }
+
+/* Without it the running queue would be left on a detached pair, with
+ * its kicks off if it was waiting for an attach the detach gave up: a
+ * guest that still sends with its rx queue disabled would wait for
+ * ever. */
+void vnet_pair_reattach(struct vnet_pair *p)
+{
+	if (!p->d->be->ops->attach || !p->mem || (!p->rx && !p->tx))
+		return;
+	vnet_pair_attach(p, p->mem);
+	vnet_rx_run(p);
+	vnet_tx_run(p);
+}

@@ -13,5 +13,9 @@ void vnet_pair_attached(void *opaque, unsigned pair);
 /* Pair p stops touching guest memory: every held chain goes back to its
  * queue (a queue stops for good, the table changes, reset). */
 void vnet_pair_detach(struct vnet_pair *p);
+/* One queue of pair p stopped for good (so the pair was detached, every
+ * chain back) while the other runs on: the pair goes back on the port
+ * for that one, as a queue start would put it. */
+void vnet_pair_reattach(struct vnet_pair *p);
 
 #endif
