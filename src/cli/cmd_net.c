@@ -12,6 +12,8 @@
 #include "cli/control.h"
 #include "cli/control_handover.h"
 #include "cli/device_handover.h"
+#include "cli/net_kept.h"
+#include "util/fd_store.h"
 #include "util/json.h"
 #include "cli/serve.h"
 #include "cli/socket_instance.h"
@@ -82,6 +84,13 @@ static const char net_usage[] =
 	"  --handover-timeout MS\n"
 	"                       how long a successor has to take over at a\n"
 	"                       reload (100 to 3600000, default 10000)\n"
+	"  --fd-store           keep the session, the TAP's queues and the\n"
+	"                       control queue's state in systemd's fd store\n"
+	"                       (the unit passes it), so that after a crash or\n"
+	"                       a restart the guest goes on: QEMU keeps its\n"
+	"                       connection, the frames in flight are lost;\n"
+	"                       not with --xdp; needs NOTIFY_SOCKET and\n"
+	"                       FileDescriptorStoreMax=\n"
 	"\n"
 	"Threads (queue pair P runs on worker P mod N; vhost-user messages and\n"
 	"the control queue on worker 0; --xdp runs on one thread):\n"
@@ -98,7 +107,10 @@ static const char net_usage[] =
 	"are dropped past its queue). If it fails first (no binary there, it\n"
 	"exits or refuses the state, --handover-timeout passes) this process\n"
 	"goes on serving and says why. The AF_XDP port cannot hand over yet:\n"
-	"with --xdp a reload is refused, saying so.\n"
+	"with --xdp a reload is refused, saying so. Without a hand-over, an\n"
+	"exit ends the session (QEMU's reconnect= renegotiates, a TAP vmio\n"
+	"made is made anew), unless --fd-store kept it for the vmio systemd\n"
+	"starts next. Run by hand, without systemd, there is no store.\n"
 	"\n"
 	"Common options (--queue-size defaults to 1024):\n";
 
@@ -118,6 +130,7 @@ enum {
 	OPT_CPUS,
 	OPT_PRINT_INSTANCE,
 	OPT_HANDOVER_TIMEOUT,
+	OPT_FD_STORE,
 };
 
 struct net_opts {
@@ -136,6 +149,7 @@ struct net_opts {
 	bool stats;
 	bool print_instance;
 	uint64_t handover_timeout_ms;
+	bool fd_store;
 	struct vmio_workers_opts workers;
 };
 
@@ -240,6 +254,9 @@ static int handle_opt(void *opaque, int c, const char *arg)
 	case OPT_HANDOVER_TIMEOUT:
 		return vmio_cli_parse_num("net", "--handover-timeout", arg, 100,
 					  3600000, &n->handover_timeout_ms);
+	case OPT_FD_STORE:
+		n->fd_store = true;
+		return 0;
 	case OPT_THREADS:
 		return vmio_workers_parse_threads("net", arg, &n->workers);
 	case OPT_CPUS:
@@ -305,6 +322,7 @@ struct net_parts {
 	const struct vnet_device *dev;
 	struct vnet_port *b;
 	struct vmio_loop **pair_loops;
+	struct session_kept *kept; /* --fd-store, or NULL */
 	/* One per pair, for its part (written on the pair's loop). */
 	struct net_pair_part {
 		const struct net_parts *p;
@@ -321,6 +339,8 @@ static void write_net(void *opaque, struct vmio_json *j)
 	vmio_json_object_begin(j);
 	vmio_backend_write_stats(p->be, j);
 	vmio_json_kv_string(j, "backend", p->b->ops->name);
+	if (p->kept)
+		session_kept_write_stats(p->kept, j);
 	vmio_json_key(j, "control_queue");
 	vmio_json_object_begin(j);
 	vnet_stats_write(vnet_ctrl_stats(p->dev), j);
@@ -458,6 +478,11 @@ struct net_run {
 	struct devho ho;
 	struct vmio_takeover tk; /* when started by a predecessor */
 	bool taken;              /* from a predecessor, and serving */
+	struct net_kept kept;    /* --fd-store (kept.s NULL: not kept) */
+	/* What a process that died kept, its session restored once the
+	 * device listens. */
+	struct session_kept_taken back;
+	bool has_back;
 };
 
 /* The device and its backend on r->cfg.port. Returns 0, or -1. */
@@ -483,16 +508,16 @@ static int make_device(struct net_run *r)
 /* The port the predecessor's record names, as this command line asks
  * for it. NULL with r failed. */
 static struct vnet_port *take_port(const struct net_opts *n,
-				   struct vmio_wire_reader *rd,
-				   struct devho_taken *u)
+				   struct vmio_wire_reader *rd, int *fds,
+				   unsigned nfds)
 {
 	struct vnet_port *b;
 	int err;
 
 	if (n->tap)
 		return vnet_port_tap_restore(n->tap, (unsigned)n->queues, rd,
-					     u->device_fds, u->ndevice_fds);
-	if (u->ndevice_fds) {
+					     fds, nfds);
+	if (nfds) {
 		vmio_wire_fail(rd, "descriptors a null port has no use for");
 		return NULL;
 	}
@@ -503,18 +528,45 @@ static struct vnet_port *take_port(const struct net_opts *n,
 	return b;
 }
 
-/* The device as the predecessor's record has it: its port first (the
- * TAP's queues taken, neither created nor configured again), then the
- * device, its listener, its session (held), its control state, and
- * --control. Returns 0, or -1 with the reason in r->tk.why; what was
- * taken is let go of without a trace. */
+/* The device as a record of a process before has it (a predecessor's,
+ * or the one a crashed process kept): its port first (the TAP's queues
+ * taken from fds, neither created nor configured again), then the
+ * device and its counters; its control state waits for the session.
+ * Returns 0, or -1 with why. */
+static int device_from_record(struct net_run *r, const uint8_t *rec,
+			      size_t len, int *fds, unsigned nfds, char *why,
+			      size_t why_size)
+{
+	const char *port = r->n->null ? "null" : r->n->tap ? "tap" : "xdp";
+	struct vmio_wire_reader rd;
+
+	vmio_wire_reader_init(&rd, rec, len);
+	if (!vnet_device_read_head(&rd, &r->cfg, port))
+		r->cfg.port = take_port(r->n, &rd, fds, nfds);
+	if (!r->cfg.port) {
+		snprintf(why, why_size, "its net device: %s", rd.why);
+		return -1;
+	}
+	if (make_device(r)) {
+		snprintf(why, why_size, "out of memory");
+		return -1;
+	}
+	if (vnet_device_restore(r->dev, &rd)) {
+		snprintf(why, why_size, "its net device: %s", rd.why);
+		return -1;
+	}
+	return 0;
+}
+
+/* The device from the predecessor's record, then its listener, its
+ * session (held), its control state, and --control. Returns 0, or -1
+ * with the reason in r->tk.why; what was taken is let go of without a
+ * trace. */
 static int take_over(struct net_run *r)
 {
 	struct vmio_takeover *t = &r->tk;
-	const char *port = r->n->null ? "null" : r->n->tap ? "tap" : "xdp";
 	char why[sizeof(t->why)] = "out of memory";
 	const char *no = NULL;
-	struct vmio_wire_reader rd;
 	struct devho_taken u = { .listener = -1 };
 	int rc = -1;
 
@@ -527,19 +579,9 @@ static int take_over(struct net_run *r)
 	}
 	if (devho_open(t, &net_handover_ops, 0, NULL, NULL, &u))
 		goto out;
-	vmio_wire_reader_init(&rd, u.device, u.device_len);
-	if (!vnet_device_read_head(&rd, &r->cfg, port))
-		r->cfg.port = take_port(r->n, &rd, &u);
-	if (!r->cfg.port) {
-		snprintf(why, sizeof(why), "its net device: %s", rd.why);
+	if (device_from_record(r, u.device, u.device_len, u.device_fds,
+			       u.ndevice_fds, why, sizeof(why)))
 		goto refused;
-	}
-	if (make_device(r))
-		goto refused;
-	if (vnet_device_restore(r->dev, &rd)) {
-		snprintf(why, sizeof(why), "its net device: %s", rd.why);
-		goto refused;
-	}
 	if (vmio_cli_attach_handed_over(
 		    r->be,
 		    u.listener_kind == DEVHO_LISTENER_BOUND ? r->o->socket_path
@@ -562,6 +604,74 @@ refused:
 out:
 	devho_taken_fini(&u);
 	return rc;
+}
+
+/* --fd-store: the kept state opened and, in a process systemd started,
+ * what a process before kept taken. Returns 0, or -1 (logged). */
+static int open_kept(struct net_run *r, bool successor)
+{
+	if (!vmio_fd_store_available())
+		log_warn("--fd-store: not started by systemd (no NOTIFY_SOCKET): nothing is kept, and a crash ends the guest's session");
+	if (r->n->xdp[0]) {
+		log_warn("--fd-store: the AF_XDP port keeps nothing: a crash ends the guest's session");
+		return 0;
+	}
+	if (net_kept_open(&r->kept, r->o->socket_path, r->run.loop,
+			  !successor))
+		return -1;
+	if (!successor)
+		r->has_back = session_kept_take(r->kept.s, &r->back) > 0;
+	if (!r->has_back)
+		session_kept_done();
+	return 0;
+}
+
+static int open_fresh(struct net_run *r);
+
+/* After a crash: the device as the dead process kept it, --control
+ * opened; its session waits for the listener (take_back). A device
+ * record refused (logged, the store cleared): fresh. Returns 0, or -1
+ * (logged). */
+static int open_back(struct net_run *r)
+{
+	struct session_kept_taken *t = &r->back;
+	char why[256];
+
+	if (!device_from_record(r, t->device, t->device_len,
+				t->fds + t->nsession_fds, t->ndevice_fds, why,
+				sizeof(why)))
+		return vmio_control_open(r->run.loop, "net",
+					 r->o->control_path, add_parts,
+					 &r->parts, &r->ctl);
+	session_kept_refuse(r->kept.s, why);
+	session_kept_taken_fini(t);
+	session_kept_done();
+	r->has_back = false;
+	vmio_backend_free(r->be);
+	vnet_device_free(r->dev);
+	vnet_port_free(r->cfg.port);
+	r->be = NULL;
+	r->dev = NULL;
+	r->cfg.port = NULL;
+	return open_fresh(r);
+}
+
+/* The session the dead process kept, into the backend now listening,
+ * and served: the guest goes on where the used rings say. */
+static void take_back(struct net_run *r)
+{
+	const char *no = NULL;
+
+	if (!session_kept_restore_session(r->kept.s, &r->back, r->be)) {
+		if (vnet_device_restored(r->dev, &no))
+			log_err("net: the control queue's state the fd store kept is not applied: %s",
+				no);
+		vmio_session_resume(r->be);
+		log_info("net: session taken back from the fd store after the process before ended");
+	}
+	session_kept_taken_fini(&r->back);
+	session_kept_done();
+	r->has_back = false;
 }
 
 /* Fresh: the port opened (a TAP created if it is missing), the device
@@ -630,9 +740,15 @@ static int serve_net(struct net_run *r, bool successor)
 	else if (!rc) {
 		rc = vmio_cli_attach(r->be, r->o->socket_path, r->o->fd, "",
 				     &r->run);
+		if (!rc && r->has_back)
+			take_back(r);
 		/* Everything a VMM needs is there: systemd may start it. */
 		if (!rc)
 			vmio_sd_notify_ready();
+	}
+	if (!rc && r->kept.s) {
+		net_kept_start(&r->kept, r->be, r->dev);
+		r->parts.kept = r->kept.s;
 	}
 	if (!rc) {
 		rc = vmio_workers_start(r->run.pool);
@@ -674,7 +790,10 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 		goto out;
 	}
 	r.run.loop = vmio_workers_loop(r.run.pool, 0);
-	if (successor ? take_over(&r) : open_fresh(&r))
+	if (n->fd_store && open_kept(&r, successor > 0))
+		goto out;
+	if (successor ? take_over(&r)
+		      : r.has_back ? open_back(&r) : open_fresh(&r))
 		goto out;
 	log_info("net: %u queue pair(s), %s%s, mtu %u, %u worker thread%s",
 		 r.cfg.pairs, backend_name(n), n->tap ? n->tap : n->xdp,
@@ -697,8 +816,12 @@ out:
 		print_stats(r.dev, r.cfg.port);
 	vnet_device_free(r.dev);
 	devho_fini(&r.ho);
+	/* Its retry timer is on worker 0's loop. */
+	net_kept_fini(&r.kept);
 	vmio_workers_free(r.run.pool);
 	vnet_port_free(r.cfg.port);
+	if (r.has_back)
+		session_kept_taken_fini(&r.back);
 	return status;
 }
 
@@ -742,6 +865,7 @@ int vmio_cmd_net(int argc, char **argv)
 		{ "cpus", required_argument, NULL, OPT_CPUS },
 		{ "handover-timeout", required_argument, NULL,
 		  OPT_HANDOVER_TIMEOUT },
+		{ "fd-store", no_argument, NULL, OPT_FD_STORE },
 		VMIO_BACKEND_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};

@@ -5,14 +5,11 @@
  * vhost-user-vsock, and never learns that the process behind its socket
  * changed.
  *
- * What is kept, under "vmio.vm.N" (N: the VM's place in the list):
- *   the session record (vmio_session_snapshot), rewritten whenever a
- *     message has changed it, with its fds (the front end's socket, the
- *     memory, every queue's kick, call and err);
- *   a record around it: format u32 (1), the guest's CID u64 and the
- *     vhost-user socket's path (u32 length and bytes): a restart with
- *     another VM at that place leaves it alone;
- *   the journal of its open connections, as "conns" (conn_journal.h).
+ * What is kept, under "vmio.vm.N" (N: the VM's place in the list): the
+ * session record (cli/session_kept.h), named by the guest's CID and the
+ * vhost-user socket's path (a restart with another VM at that place
+ * leaves it alone), and the journal of its open connections, as "conns"
+ * (conn_journal.h).
  * What is not: the connections themselves (their host sockets closed
  * with the dead process; each is reset on the guest's side), the bytes
  * they held, the chains popped and not given back (served again from the

@@ -19,9 +19,11 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness_handover.h"
 
 #define MAX_KEPT 4096
 #define NAME_MAX_LEN 256
@@ -321,3 +323,37 @@ pid_t fake_fdstore_spawn(struct fake_fdstore *s, const char *const args[])
 	return pid;
 }
 
+
+pid_t fake_fdstore_start(struct fake_fdstore *s, const char *const args[],
+			 const char *control)
+{
+	pid_t pid = fake_fdstore_spawn(s, args);
+
+	if (!fake_fdstore_wait_ready(s, HARNESS_WAIT_MS))
+		fail_msg("vmio did not say READY=1");
+	assert_true(harness_wait_socket(control, HARNESS_WAIT_MS));
+	return pid;
+}
+
+void fake_fdstore_kill(struct fake_fdstore *s, pid_t pid)
+{
+	int st;
+
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFSIGNALED(st));
+	fake_fdstore_drain(s);
+}
+
+struct fake_fdstore *fake_fdstore_case_begin(void)
+{
+	harness_log_clear();
+	return fake_fdstore_new(harness_path("notify"));
+}
+
+void fake_fdstore_case_end(struct fake_fdstore **s, pid_t *serving)
+{
+	harness_handover_end(serving);
+	fake_fdstore_free(*s);
+	*s = NULL;
+}

@@ -37,5 +37,18 @@ int fake_fdstore_find(struct fake_fdstore *s, const char *name);
  * systemd would: NOTIFY_SOCKET set, and every fd kept passed. Its stderr
  * goes to the harness's log. Returns the pid. */
 pid_t fake_fdstore_spawn(struct fake_fdstore *s, const char *const args[]);
+/* The same, returning once it has said READY=1 and its --control socket
+ * (control) listens. */
+pid_t fake_fdstore_start(struct fake_fdstore *s, const char *const args[],
+			 const char *control);
+/* SIGKILL to pid, reaped, and what it said before it died taken, as
+ * systemd does before it handles the exit. */
+void fake_fdstore_kill(struct fake_fdstore *s, pid_t pid);
+
+/* A test case's: a fresh log and a store at harness_path("notify");
+ * at its end, the process it serves with (*serving) stopped whatever
+ * happened, and the store freed. */
+struct fake_fdstore *fake_fdstore_case_begin(void);
+void fake_fdstore_case_end(struct fake_fdstore **s, pid_t *serving);
 
 #endif

@@ -57,27 +57,15 @@ static const char *const *vsock_args(void)
 	return args;
 }
 
-/* A start as systemd's: with what the store keeps; ready once it says
- * so. */
 static void start_vsock(void)
 {
-	serving = fake_fdstore_spawn(store, vsock_args());
-	if (!fake_fdstore_wait_ready(store, WAIT))
-		fail_msg("vmio did not say READY=1");
-	assert_true(harness_wait_socket(harness_path("ctl"), WAIT));
+	serving = fake_fdstore_start(store, vsock_args(), harness_path("ctl"));
 }
 
-/* SIGKILL, and what it said before it died taken, as systemd does
- * before it handles the exit. */
 static void kill_vsock(void)
 {
-	int st;
-
-	assert_int_equal(kill(serving, SIGKILL), 0);
-	assert_int_equal(waitpid(serving, &st, 0), serving);
-	assert_true(WIFSIGNALED(st));
+	fake_fdstore_kill(store, serving);
 	serving = -1;
-	fake_fdstore_drain(store);
 }
 
 static long long vm_num(const char *key)
@@ -220,17 +208,14 @@ static int cmp_ms(const void *a, const void *b)
 static int case_setup(void **state)
 {
 	(void)state;
-	harness_log_clear();
-	store = fake_fdstore_new(harness_path("notify"));
+	store = fake_fdstore_case_begin();
 	return 0;
 }
 
 static int case_teardown(void **state)
 {
 	(void)state;
-	harness_handover_end(&serving);
-	fake_fdstore_free(store);
-	store = NULL;
+	fake_fdstore_case_end(&store, &serving);
 	return 0;
 }
 

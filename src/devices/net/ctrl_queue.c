@@ -58,6 +58,8 @@ static void answer(struct vnet_device *d)
 	d->ack_waits = true;
 	if (pairs != d->ctrl_state.pairs)
 		vnet_update_steering(d);
+	if (ack == VIRTIO_NET_OK && d->changed)
+		d->changed(d->changed_opaque);
 }
 
 /* Pushes the waiting ack if every pair has the steering. */

@@ -381,6 +381,13 @@ void vnet_device_free(struct vnet_device *d)
 	free(d);
 }
 
+void vnet_device_watch_state(struct vnet_device *d, void (*cb)(void *opaque),
+			     void *opaque)
+{
+	d->changed = cb;
+	d->changed_opaque = opaque;
+}
+
 const struct vmio_device_ops *vnet_device_ops(const struct vnet_device *d)
 {
 	return &d->ops;

@@ -29,5 +29,10 @@ const struct vnet_stats *vnet_pair_stats(const struct vnet_device *d,
 /* The CPU time pair cost vmio so far (its queues' account), in ns; from
  * any thread. */
 uint64_t vnet_pair_cpu_ns(const struct vnet_device *d, unsigned pair);
+/* cb(opaque) on the device's loop whenever a command of the guest's
+ * control queue changed its state, before the guest sees the ack (what
+ * is kept for a restart, cli/net_kept.h, follows it). */
+void vnet_device_watch_state(struct vnet_device *d, void (*cb)(void *opaque),
+			     void *opaque);
 
 #endif

@@ -35,27 +35,15 @@ static void put_stats(struct vmio_wire_writer *w, const struct vnet_stats *s)
 	vmio_wire_put_counters(w, v, NCOUNTERS);
 }
 
-int vnet_device_save(const struct vnet_device *d, struct vmio_wire_writer *w,
-		     int fds[], unsigned max, unsigned *nfds,
-		     const char **why)
+/* The record; the counters zero unless counted (a device that serves
+ * on has them written on the pairs' loops). */
+static int put_record(const struct vnet_device *d, struct vmio_wire_writer *w,
+		      int fds[], unsigned max, unsigned *nfds,
+		      const char **why, bool counted)
 {
+	static const struct vnet_stats none;
 	const struct vnet_ctrl_state *c = &d->ctrl_state;
 
-	if ((*why = vnet_device_cannot_hand_over(d)))
-		return -1;
-	for (unsigned i = 0; i < d->npairs; i++) {
-		const struct vnet_pair *p = &d->pairs[i];
-
-		if (p->tx_held || p->rx_held || p->attaching || p->rx ||
-		    p->tx) {
-			*why = "a queue pair still runs or holds guest buffers";
-			return -1;
-		}
-	}
-	if (d->ack_waits || d->ctrl) {
-		*why = "the control queue still runs";
-		return -1;
-	}
 	vmio_wire_put_u32(w, VNET_HANDOVER_VERSION);
 	vmio_wire_put_bytes(w, d->cfg.mac, 6);
 	vmio_wire_put_u16(w, d->cfg.mtu);
@@ -71,10 +59,41 @@ int vnet_device_save(const struct vnet_device *d, struct vmio_wire_writer *w,
 	vmio_wire_put_bytes(w, c->mac, 6);
 	put_table(w, &c->uc);
 	put_table(w, &c->mc);
-	put_stats(w, &d->stats);
+	put_stats(w, counted ? &d->stats : &none);
 	for (unsigned i = 0; i < d->npairs; i++)
-		put_stats(w, &d->pairs[i].stats);
+		put_stats(w, counted ? &d->pairs[i].stats : &none);
 	return 0;
+}
+
+int vnet_device_save(const struct vnet_device *d, struct vmio_wire_writer *w,
+		     int fds[], unsigned max, unsigned *nfds,
+		     const char **why)
+{
+	if ((*why = vnet_device_cannot_hand_over(d)))
+		return -1;
+	for (unsigned i = 0; i < d->npairs; i++) {
+		const struct vnet_pair *p = &d->pairs[i];
+
+		if (p->tx_held || p->rx_held || p->attaching || p->rx ||
+		    p->tx) {
+			*why = "a queue pair still runs or holds guest buffers";
+			return -1;
+		}
+	}
+	if (d->ack_waits || d->ctrl) {
+		*why = "the control queue still runs";
+		return -1;
+	}
+	return put_record(d, w, fds, max, nfds, why, true);
+}
+
+int vnet_device_snapshot(const struct vnet_device *d,
+			 struct vmio_wire_writer *w, int fds[], unsigned max,
+			 unsigned *nfds, const char **why)
+{
+	if ((*why = vnet_device_cannot_hand_over(d)))
+		return -1;
+	return put_record(d, w, fds, max, nfds, why, false);
 }
 
 int vnet_device_read_head(struct vmio_wire_reader *r,

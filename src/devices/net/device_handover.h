@@ -49,6 +49,16 @@ int vnet_device_save(const struct vnet_device *d, struct vmio_wire_writer *w,
 		     int fds[], unsigned max, unsigned *nfds,
 		     const char **why);
 
+/* The same record of a device that serves on, for its restore after
+ * this process dies (cli/net_kept.h): on the device's loop, between
+ * messages; its counters zero (the pairs write theirs as they run), and
+ * what the queues hold left out (a restore serves each ring again from
+ * its used index). Returns 0, or -1 with *why (a port that keeps no
+ * record). */
+int vnet_device_snapshot(const struct vnet_device *d,
+			 struct vmio_wire_writer *w, int fds[], unsigned max,
+			 unsigned *nfds, const char **why);
+
 /* The record's head, checked against cfg (the successor's command line;
  * its port not looked at) and port (its name: "tap", "null"): 0, or -1
  * with r failed. r is then at the port's record. */

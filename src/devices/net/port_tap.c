@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <linux/if_tun.h>
 #include <net/if.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -19,7 +20,9 @@
 
 struct tap_queue {
 	int fd;
-	bool attached; /* the kernel steers frames to it */
+	/* The kernel steers frames to it. Written on the pair's loop; read
+	 * also by a snapshot for the fd store on the device's. */
+	atomic_bool attached;
 };
 
 struct tap_port {
@@ -119,15 +122,20 @@ static int tap_set_pair_enabled(struct vnet_port *b, unsigned pair,
 	struct tap_queue *q = &t->q[pair];
 	struct ifreq ifr = { 0 };
 
-	if (pair == 0 || q->attached == on)
+	if (pair == 0 ||
+	    atomic_load_explicit(&q->attached, memory_order_relaxed) == on)
 		return 0;
 	ifr.ifr_flags = on ? IFF_ATTACH_QUEUE : IFF_DETACH_QUEUE;
-	if (ioctl(q->fd, TUNSETQUEUE, &ifr) < 0) {
+	/* EINVAL: the queue is already so (the kernel refuses to attach an
+	 * attached queue or detach a detached one), which a record kept
+	 * for a crash can have missed: its snapshot is read while pairs
+	 * steer. The kernel's word wins. */
+	if (ioctl(q->fd, TUNSETQUEUE, &ifr) < 0 && errno != EINVAL) {
 		log_warn("net: tap %s: cannot %s queue %u: %s", t->name,
 			 on ? "attach" : "detach", pair, strerror(errno));
 		return -errno;
 	}
-	q->attached = on;
+	atomic_store_explicit(&q->attached, on, memory_order_relaxed);
 	return 0;
 }
 
@@ -151,7 +159,8 @@ static int tap_save(struct vnet_port *b, struct vmio_wire_writer *w,
 	vmio_wire_put_u32(w, (uint32_t)t->hdr_len_set);
 	vmio_wire_put_u32(w, (uint32_t)t->offloads_set);
 	for (unsigned i = 0; i < b->pairs; i++) {
-		vmio_wire_put_u8(w, t->q[i].attached);
+		vmio_wire_put_u8(w, atomic_load_explicit(&t->q[i].attached,
+							memory_order_relaxed));
 		fds[(*nfds)++] = t->q[i].fd;
 	}
 	return 0;
@@ -261,7 +270,8 @@ struct vnet_port *vnet_port_tap_new(const char *name, unsigned pairs,
 			tap_free(&t->b);
 			return NULL;
 		}
-		t->q[i] = (struct tap_queue){ .fd = fd, .attached = true };
+		t->q[i].fd = fd;
+		atomic_init(&t->q[i].attached, true);
 		t->b.pairs = i + 1;
 	}
 	t->b.offloads = tap_probe_offloads(t->q[0].fd);
@@ -334,7 +344,7 @@ struct vnet_port *vnet_port_tap_restore(const char *name, unsigned pairs,
 	t->offloads_set = offs;
 	memcpy(t->name, name, strlen(name) + 1);
 	for (unsigned i = 0; i < pairs; i++)
-		t->q[i].attached = vmio_wire_get_u8(r) != 0;
+		atomic_init(&t->q[i].attached, vmio_wire_get_u8(r) != 0);
 	why = vmio_wire_ok(r) ? NULL : r->why;
 	for (unsigned i = 0; !why && i < pairs; i++)
 		why = check_queue(fds[i], name, pairs, hdr_len);

@@ -140,6 +140,10 @@ struct vnet_device {
 	bool restoring;
 	uint64_t restored_features;
 	struct vnet_ctrl_state restored;
+	/* vnet_device_watch_state's: told on the device's loop after a
+	 * command changed the control state, before its ack is pushed. */
+	void (*changed)(void *opaque);
+	void *changed_opaque;
 
 	unsigned npairs;
 	struct vnet_pair pairs[];
