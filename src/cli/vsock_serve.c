@@ -274,6 +274,13 @@ static int open_kept(struct serve_run *r, bool successor)
 
 	if (!r->s->fd_store)
 		return 0;
+	/* Spliced tx chains complete out of order: a used index is then no
+	 * place to serve a ring again from, and a guest could get a chain
+	 * back twice. */
+	if (!r->s->device.tx_copy) {
+		log_warn("--fd-store: nothing is kept with --tx-splice (its chains complete out of order, so a ring cannot be served again from its used index): a crash costs every guest its vsock device");
+		return 0;
+	}
 	if (!vmio_fd_store_available())
 		log_warn("--fd-store: not started by systemd (no NOTIFY_SOCKET): nothing is kept, and a crash costs every guest its vsock device");
 	else if (!successor)
