@@ -119,10 +119,9 @@ void session_kept_taken_fini(struct session_kept_taken *t)
 	*t = (struct session_kept_taken){ 0 };
 }
 
-/* The record around the session: its identity and the device's record
- * checked, the fds split between the two. */
-static int parse(struct session_kept *k, struct session_kept_taken *t,
-		 size_t len, unsigned nfds, char *why, size_t why_len)
+int session_kept_parse(const struct session_kept_ops *ops, void *opaque,
+		       struct session_kept_taken *t, size_t len, unsigned nfds,
+		       char *why, size_t why_len)
 {
 	struct vmio_wire_reader r;
 	uint32_t format, ndev = 0;
@@ -135,8 +134,7 @@ static int parse(struct session_kept *k, struct session_kept_taken *t,
 			 format, FORMAT);
 		return -EPROTONOSUPPORT;
 	}
-	if (vmio_wire_ok(&r) &&
-	    k->ops->check_identity(k->opaque, &r, why, why_len))
+	if (vmio_wire_ok(&r) && ops->check_identity(opaque, &r, why, why_len))
 		return -ESTALE;
 	if (format == FORMAT) {
 		t->device_len = vmio_wire_get_count(&r, 1);
@@ -150,7 +148,7 @@ static int parse(struct session_kept *k, struct session_kept_taken *t,
 			 len, r.why);
 		return -EINVAL;
 	}
-	if (!k->ops->put_device && t->device_len + ndev) {
+	if (!ops->put_device && t->device_len + ndev) {
 		snprintf(why, why_len, "a device record this device has no use for");
 		return -EINVAL;
 	}
@@ -180,7 +178,8 @@ int session_kept_take(struct session_kept *k, struct session_kept_taken *t)
 	}
 	/* Owned by t from here, split or not. */
 	t->nsession_fds = nfds;
-	if (rc > 0 && parse(k, t, len, nfds, why, sizeof(why)))
+	if (rc > 0 && session_kept_parse(k->ops, k->opaque, t, len, nfds, why,
+					 sizeof(why)))
 		rc = -1;
 	if (rc > 0)
 		return 1;

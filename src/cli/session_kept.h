@@ -76,6 +76,14 @@ struct session_kept_taken {
  * (logged with why). On 0 and -1 the store is cleared, so that a VMM
  * whose socket nobody serves sees it close. */
 int session_kept_take(struct session_kept *k, struct session_kept_taken *t);
+/* The record in t->bytes (len bytes, nfds fds given back) read into t:
+ * the identity checked (ops.check_identity with opaque), the device's
+ * record and the session's found, the fds split between them. Returns
+ * 0, or -errno with why (format, identity, a cut record). What
+ * session_kept_take runs; its own for the fuzzer. */
+int session_kept_parse(const struct session_kept_ops *ops, void *opaque,
+		       struct session_kept_taken *t, size_t len, unsigned nfds,
+		       char *why, size_t why_len);
 /* The session into be (made for the device, listening, no front end),
  * held until vmio_session_resume. Returns 0, or -1 (logged, the store
  * cleared). */
