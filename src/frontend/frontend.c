@@ -429,6 +429,37 @@ int vmio_fe_queue_setup(struct vmio_fe *fe, unsigned idx, uint16_t size)
 	return send_ring_setup(fe, idx);
 }
 
+int vmio_fe_log_start(struct vmio_fe *fe, int log_fd, uint64_t size)
+{
+	struct vhost_user_log log = { .mmap_size = size, .mmap_offset = 0 };
+	uint64_t features = fe->features | VMIO_BIT(VHOST_F_LOG_ALL), zero;
+	int r = vmio_fe_request(fe, VHOST_USER_SET_LOG_BASE, &log, sizeof(log),
+				&log_fd, 1, false, &zero, sizeof(zero));
+
+	if (!r)
+		r = vmio_fe_request(fe, VHOST_USER_SET_FEATURES, &features,
+				    sizeof(features), NULL, 0, true, NULL, 0);
+	for (unsigned idx = 0; !r && idx < VMIO_FE_MAX_QUEUES; idx++) {
+		struct vmio_dvq *q = &fe->queues[idx];
+		struct vhost_user_vring_addr addr = {
+			.index = idx,
+			.flags = VMIO_BIT(VHOST_VRING_F_LOG),
+			.desc_uva = uva_of(fe, q->desc_gpa),
+			.used_uva = uva_of(fe, q->used_gpa),
+			.avail_uva = uva_of(fe, q->avail_gpa),
+			.log_gpa = q->used_gpa,
+		};
+
+		if (fe->queue_set_up[idx])
+			r = vmio_fe_request(fe, VHOST_USER_SET_VRING_ADDR,
+					    &addr, sizeof(addr), NULL, 0, true,
+					    NULL, 0);
+	}
+	if (!r)
+		fe->features = features;
+	return r;
+}
+
 int vmio_fe_queue_stop(struct vmio_fe *fe, unsigned idx, uint16_t *base)
 {
 	struct vhost_user_vring_state s = { .index = idx };

@@ -75,6 +75,11 @@ void *vmio_fe_ptr(struct vmio_fe *fe, uint64_t gpa);
 /* Allocates rings for queue idx and sends SET_VRING_NUM, SET_VRING_BASE 0,
  * SET_VRING_ADDR, SET_VRING_CALL, SET_VRING_KICK and SET_VRING_ENABLE 1. */
 int vmio_fe_queue_setup(struct vmio_fe *fe, unsigned idx, uint16_t size);
+/* What QEMU does as a migration starts: SET_LOG_BASE with size bytes of
+ * log_fd (LOG_SHMFD must be negotiated; log_fd stays the caller's),
+ * SET_FEATURES with VHOST_F_LOG_ALL added, and SET_VRING_ADDR again for
+ * every queue set up, with VHOST_VRING_F_LOG. Returns 0 or -errno. */
+int vmio_fe_log_start(struct vmio_fe *fe, int log_fd, uint64_t size);
 /* GET_VRING_BASE: the backend stops the queue and reports where it was. */
 int vmio_fe_queue_stop(struct vmio_fe *fe, unsigned idx, uint16_t *base);
 

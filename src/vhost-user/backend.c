@@ -422,6 +422,7 @@ struct vmio_backend *vmio_backend_new(struct vmio_loop *loop,
 	be->kick_budget = (struct vmio_kick_budget){ VMIO_KICK_IDLE_RATE,
 						     VMIO_KICK_IDLE_BURST };
 	be->backend_req_fd = -1;
+	be->log_call_fd = -1;
 	be->rl = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(20);
 	be->rl_sessions = (struct vmio_ratelimit)VMIO_RATELIMIT_INIT(10);
 	vmio_mem_init(&be->mem);

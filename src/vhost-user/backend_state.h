@@ -139,6 +139,9 @@ struct vmio_backend {
 	uint64_t acked_protocol_features;
 	uint8_t status;
 	int backend_req_fd;
+	/* SET_LOG_BASE's dirty log, and SET_LOG_FD's eventfd (-1: none). */
+	struct vmio_dirty_log log;
+	int log_call_fd;
 	struct vmio_mem mem;
 	struct vmio_mem new_mem; /* a SET_MEM_TABLE being built */
 	struct vmio_backend_queue *queues; /* ops->num_queues of them */

@@ -59,6 +59,14 @@ struct vmio_device_ops {
 	 * space itself and warns at every start about a net back end that
 	 * offers it. */
 	uint64_t protocol_features;
+	/* The device marks every byte it writes into guest memory
+	 * (vmio_vq_log_iov, before each push): the core then offers
+	 * VHOST_F_LOG_ALL and LOG_SHMFD, so that QEMU can migrate the guest. */
+	bool logs_writes;
+	/* SEND_RARP (after a migration, for a guest that does not announce
+	 * itself): the device sends a RARP from mac out of its host side.
+	 * Set: the core offers VHOST_USER_PROTOCOL_F_RARP. May be NULL. */
+	void (*send_rarp)(void *dev, const uint8_t mac[6]);
 	unsigned num_queues;
 	/* SET_VRING_NUM above this is refused: a queue the device starts
 	 * is never larger. */

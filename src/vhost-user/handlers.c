@@ -44,12 +44,17 @@
 
 static uint64_t offered_features(const struct vmio_backend *be)
 {
-	return be->ops->features | VMIO_BIT(VHOST_USER_F_PROTOCOL_FEATURES);
+	return be->ops->features | VMIO_BIT(VHOST_USER_F_PROTOCOL_FEATURES) |
+	       (be->ops->logs_writes ? VMIO_BIT(VHOST_F_LOG_ALL) : 0);
 }
 
 static uint64_t offered_protocol_features(const struct vmio_backend *be)
 {
-	return CORE_PROTOCOL_FEATURES | be->ops->protocol_features;
+	return CORE_PROTOCOL_FEATURES | be->ops->protocol_features |
+	       (be->ops->logs_writes
+			? VMIO_BIT(VHOST_USER_PROTOCOL_F_LOG_SHMFD)
+			: 0) |
+	       (be->ops->send_rarp ? VMIO_BIT(VHOST_USER_PROTOCOL_F_RARP) : 0);
 }
 
 static bool has_protocol_feature(const struct vmio_backend *be, unsigned bit)
@@ -115,10 +120,25 @@ static int get_features(struct vmio_backend *be, struct vhost_user_msg *msg,
 	return 0;
 }
 
+/* Queue q logs its writes while the front end migrates (LOG_ALL acked),
+ * its ring asks it (VHOST_VRING_F_LOG) and a log is mapped. Its queue
+ * is stopped. */
+static void apply_log(struct vmio_backend *be, struct vmio_backend_queue *q)
+{
+	bool on = (be->acked_features & VMIO_BIT(VHOST_F_LOG_ALL)) &&
+		  (q->addr.flags & VMIO_BIT(VHOST_VRING_F_LOG)) &&
+		  be->log.bits;
+
+	q->vq.log = on ? &be->log : NULL;
+	q->vq.log_mem = &be->mem;
+}
+
 static void apply_ring_features(struct vmio_backend *be)
 {
 	for (unsigned i = 0; i < be->ops->num_queues; i++) {
 		struct vmio_vq *vq = &be->queues[i].vq;
+
+		apply_log(be, &be->queues[i]);
 		vq->event_idx =
 			be->acked_features & VMIO_BIT(VIRTIO_RING_F_EVENT_IDX);
 		vq->indirect =
@@ -325,6 +345,7 @@ static int set_vring_addr(struct vmio_backend *be, struct vhost_user_msg *msg,
 	if (!q)
 		return -EINVAL;
 	q->addr = *a;
+	apply_log(be, q);
 	q->vq.desc_uva = a->desc_uva;
 	q->vq.avail_uva = a->avail_uva;
 	q->vq.used_uva = a->used_uva;
@@ -617,6 +638,73 @@ static int set_backend_req_fd(struct vmio_backend *be,
 	return 0;
 }
 
+/* ---- Dirty logging (a migration) --------------------------------------- */
+
+/* The log QEMU reads and clears while it migrates the guest, mapped in
+ * place of the last (it sends a larger one when memory grows). Every
+ * queue is paused meanwhile: the rings may be writing the old one. A
+ * log that has no bit for some page of the memory table is refused
+ * whole, and nothing logs until a good one comes: a mark beyond it
+ * would be lost, and QEMU would migrate that page stale; a refusal
+ * closes the session (refusal_closes). The reply, a u64 0, is what QEMU
+ * waits for under LOG_SHMFD. */
+static int set_log_base(struct vmio_backend *be, struct vhost_user_msg *msg,
+			struct vhost_user_msg *reply)
+{
+	const struct vhost_user_log *l = &msg->payload.log;
+	const char *why = NULL;
+	int rc;
+
+	reply_u64(reply, 0);
+	/* The log's fd comes with the message only under LOG_SHMFD. */
+	if (!has_protocol_feature(be, VHOST_USER_PROTOCOL_F_LOG_SHMFD)) {
+		be_err(be, "SET_LOG_BASE without LOG_SHMFD negotiated");
+		return -EINVAL;
+	}
+	rc = vmio_dirty_log_map(&be->log, take_fd(msg, 0), l->mmap_size,
+				l->mmap_offset, &why);
+	if (!rc && !vmio_dirty_log_covers(&be->log, &be->mem)) {
+		why = "the log has no bit for some pages of the memory table";
+		vmio_dirty_log_unmap(&be->log);
+		rc = -EINVAL;
+	}
+	if (rc)
+		be_err(be, "SET_LOG_BASE: %llu bytes at offset %llu: %s",
+		       (unsigned long long)l->mmap_size,
+		       (unsigned long long)l->mmap_offset, why);
+	for (unsigned i = 0; i < be->ops->num_queues; i++)
+		apply_log(be, &be->queues[i]);
+	return rc;
+}
+
+/* The eventfd a back end may signal after it logged: kept, as libvhost
+ * user keeps it; QEMU reads the log when it syncs, not on a signal. */
+static int set_log_fd(struct vmio_backend *be, struct vhost_user_msg *msg,
+		      struct vhost_user_msg *reply)
+{
+	vmio_close_fd(&be->log_call_fd);
+	be->log_call_fd = take_fd(msg, 0);
+	return 0;
+}
+
+/* The guest's MAC in the u64's first 6 bytes: the device announces it
+ * (QEMU sends this once a migration is done, for a guest without
+ * VIRTIO_NET_F_GUEST_ANNOUNCE). */
+static int send_rarp(struct vmio_backend *be, struct vhost_user_msg *msg,
+		     struct vhost_user_msg *reply)
+{
+	uint8_t mac[6];
+
+	if (!has_protocol_feature(be, VHOST_USER_PROTOCOL_F_RARP) ||
+	    !be->ops->send_rarp) {
+		be_err(be, "SEND_RARP without RARP negotiated");
+		return -EINVAL;
+	}
+	memcpy(mac, &msg->payload.u64, sizeof(mac));
+	be->ops->send_rarp(be->dev, mac);
+	return 0;
+}
+
 /* ---- Dispatch ---------------------------------------------------------- */
 
 enum payload_rule {
@@ -627,6 +715,7 @@ enum payload_rule {
 	P_MEM_TABLE,
 	P_MEM_REG,
 	P_CONFIG,
+	P_LOG,
 };
 
 enum fd_rule {
@@ -658,6 +747,9 @@ struct handler {
 	uint8_t fds;
 	bool has_reply;
 	uint8_t stops;
+	/* A refusal closes the session: its reply says nothing of failure
+	 * (SET_LOG_BASE's: QEMU would migrate with no page marked). */
+	bool refusal_closes;
 };
 
 static const struct handler handlers[VHOST_USER_REQUEST_MAX] = {
@@ -669,6 +761,10 @@ static const struct handler handlers[VHOST_USER_REQUEST_MAX] = {
 				     S_ALL_HALT },
 	[VHOST_USER_SET_MEM_TABLE] = { set_mem_table, P_MEM_TABLE,
 				       F_PER_REGION, false, S_ALL_MEMORY },
+	[VHOST_USER_SET_LOG_BASE] = { set_log_base, P_LOG, F_ONE, true,
+				      S_ALL, true },
+	[VHOST_USER_SET_LOG_FD] = { set_log_fd, P_NONE, F_ONE, false, S_NONE },
+	[VHOST_USER_SEND_RARP] = { send_rarp, P_U64, F_NONE, false, S_NONE },
 	[VHOST_USER_SET_VRING_NUM] = { set_vring_num, P_STATE, F_NONE, false,
 				       S_STATE },
 	[VHOST_USER_SET_VRING_ADDR] = { set_vring_addr, P_ADDR, F_NONE, false,
@@ -762,6 +858,7 @@ static int check_payload(struct vmio_backend *be,
 		[P_STATE] = sizeof(struct vhost_user_vring_state),
 		[P_ADDR] = sizeof(struct vhost_user_vring_addr),
 		[P_MEM_REG] = sizeof(struct vhost_user_mem_reg),
+		[P_LOG] = sizeof(struct vhost_user_log),
 	};
 	const char *name = vhost_user_request_name(msg->hdr.request);
 	uint32_t size = msg->hdr.size;
@@ -893,6 +990,11 @@ static void describe(const struct vhost_user_msg *msg, enum payload_rule rule,
 		snprintf(buf, n, " offset %u size %u flags 0x%x",
 			 p->config.offset, p->config.size, p->config.flags);
 		break;
+	case P_LOG:
+		snprintf(buf, n, " size %llu offset %llu",
+			 (unsigned long long)p->log.mmap_size,
+			 (unsigned long long)p->log.mmap_offset);
+		break;
 	case P_NONE:
 		break;
 	}
@@ -906,6 +1008,8 @@ static enum vhost_user_result finish(const struct handler *h,
 				     int rc)
 {
 	if (h && h->has_reply) {
+		if (rc && h->refusal_closes)
+			return VHOST_USER_CLOSE;
 		if (rc)
 			reply->hdr.size = 0;
 	} else if (ack) {

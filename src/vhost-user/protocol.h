@@ -86,6 +86,12 @@ struct vhost_user_vring_state {
 	uint32_t num;
 } __attribute__((packed));
 
+/* The virtio feature bit a front end acks while it migrates the guest
+ * (the device logs its writes), and SET_VRING_ADDR's flag that a ring
+ * logs. */
+#define VHOST_F_LOG_ALL 26
+#define VHOST_VRING_F_LOG 0
+
 struct vhost_user_vring_addr {
 	uint32_t index;
 	uint32_t flags; /* bit 0: VHOST_VRING_F_LOG */
@@ -113,6 +119,13 @@ struct vhost_user_mem_reg {
 	struct vhost_user_memory_region region;
 } __attribute__((packed));
 
+/* SET_LOG_BASE's: the dirty log, mmap_size bytes of the fd sent with it
+ * from mmap_offset. */
+struct vhost_user_log {
+	uint64_t mmap_size;
+	uint64_t mmap_offset;
+} __attribute__((packed));
+
 struct vhost_user_config {
 	uint32_t offset;
 	uint32_t size;
@@ -126,6 +139,7 @@ union vhost_user_payload {
 	struct vhost_user_vring_addr addr;
 	struct vhost_user_memory memory;
 	struct vhost_user_mem_reg mem_reg;
+	struct vhost_user_log log;
 	struct vhost_user_config config;
 };
 

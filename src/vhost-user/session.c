@@ -14,6 +14,8 @@ static void forget(struct vmio_backend *be)
 	for (unsigned i = 0; i < be->ops->num_queues; i++)
 		vmio_bq_reset(&be->queues[i]);
 	vmio_close_fd(&be->backend_req_fd);
+	vmio_dirty_log_unmap(&be->log);
+	vmio_close_fd(&be->log_call_fd);
 	be->acked_features = 0;
 	be->acked_protocol_features = 0;
 	be->owner = false;

@@ -55,10 +55,9 @@
 #define Q_BROKEN 8u
 #define Q_FLAGS (Q_ADDR_SET | Q_STARTED | Q_ENABLED | Q_BROKEN)
 
-/* Dirty logging for a migration: what it writes is not in any record.
- * vmio offers neither the bit nor SET_LOG_BASE today; a front end that
- * got it some day would find the hand-over refused, not its log lost. */
-#define VHOST_F_LOG_ALL 26
+/* Dirty logging for a migration (VHOST_F_LOG_ALL): the log is in no
+ * record, so a session that logs is refused a hand-over, not its log
+ * lost. */
 
 __attribute__((format(printf, 4, 5))) static int
 refuse(int rc, char *why, size_t why_len, const char *fmt, ...)

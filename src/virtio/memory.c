@@ -344,3 +344,16 @@ int vmio_mem_gpa_to_iov(const struct vmio_mem *mem, uint64_t gpa, uint32_t len,
 	*niov = n;
 	return 0;
 }
+
+uint64_t vmio_mem_gpa_end(const struct vmio_mem *mem)
+{
+	uint64_t end = 0;
+
+	for (unsigned i = 0; i < mem->nregions; i++) {
+		const struct vmio_mem_region_desc *d = &mem->regions[i].d;
+
+		if (d->gpa + d->size > end)
+			end = d->gpa + d->size;
+	}
+	return end;
+}

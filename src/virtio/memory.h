@@ -77,6 +77,9 @@ int vmio_mem_remove(struct vmio_mem *mem, const struct vmio_mem_region_desc *d);
 /* Unmaps everything. */
 void vmio_mem_clear(struct vmio_mem *mem);
 
+/* The highest guest-physical address + 1 of mem's regions. */
+uint64_t vmio_mem_gpa_end(const struct vmio_mem *mem);
+
 /* Moves every region of src into dst (which must be empty) and leaves src
  * empty: used to build a new table beside the old one and swap. */
 void vmio_mem_move(struct vmio_mem *dst, struct vmio_mem *src);

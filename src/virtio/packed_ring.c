@@ -163,10 +163,13 @@ int vmio_packed_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 		vmio_packed_position(vq->last_avail_idx, vq->avail_wrap);
 	vq->pops++;
 	pvirtq_advance(&vq->last_avail_idx, &vq->avail_wrap, (unsigned)n, vq->size);
-	if (vq->event_idx && !vq->kicks_disabled)
+	if (vq->event_idx && !vq->kicks_disabled) {
 		vmio_st16(&vq->device_event->off_wrap,
 			  vmio_packed_position(vq->last_avail_idx,
 					       vq->avail_wrap));
+		vmio_vq_logged(vq, vq->device_event,
+			       sizeof(*vq->device_event));
+	}
 	return 1;
 }
 
@@ -200,6 +203,7 @@ static void write_used(struct vmio_vq *vq, uint16_t pos, bool wrap,
 	d->len = htole32(written);
 	/* Release: id and len are there before the driver sees it used. */
 	vmio_st16_release(&d->flags, flags);
+	vmio_vq_logged(vq, d, sizeof(*d));
 }
 
 void vmio_packed_push(struct vmio_vq *vq, uint16_t id, uint32_t written)
@@ -310,6 +314,8 @@ bool vmio_packed_enable_kicks(struct vmio_vq *vq, bool enable)
 {
 	if (!enable) {
 		vmio_st16(&vq->device_event->flags, VIRTQ_EVENT_F_DISABLE);
+		vmio_vq_logged(vq, vq->device_event,
+			       sizeof(*vq->device_event));
 		return false;
 	}
 	if (vq->event_idx) {
@@ -320,6 +326,7 @@ bool vmio_packed_enable_kicks(struct vmio_vq *vq, bool enable)
 	} else {
 		vmio_st16(&vq->device_event->flags, VIRTQ_EVENT_F_ENABLE);
 	}
+	vmio_vq_logged(vq, vq->device_event, sizeof(*vq->device_event));
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	return next_avail(vq);
 }

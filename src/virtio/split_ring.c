@@ -133,8 +133,10 @@ int vmio_split_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 	vq->avail_known--;
 	/* Tell the driver how far we have read, so that it kicks only for
 	 * buffers past this point (unless kicks are off). */
-	if (vq->event_idx && !vq->kicks_disabled)
+	if (vq->event_idx && !vq->kicks_disabled) {
 		vmio_st16(avail_event(vq), vq->last_avail_idx);
+		vmio_vq_logged(vq, avail_event(vq), sizeof(uint16_t));
+	}
 	return 1;
 }
 
@@ -151,6 +153,7 @@ void vmio_split_push(struct vmio_vq *vq, uint16_t head, uint32_t written)
 	e = &vq->used->ring[vq->used_idx & (vq->size - 1)];
 	e->id = htole32(head);
 	e->len = htole32(written);
+	vmio_vq_logged(vq, e, sizeof(*e));
 	vq->used_idx++;
 }
 
@@ -172,6 +175,7 @@ void vmio_split_end_batch(struct vmio_vq *vq)
 	 * (2.7.9). */
 	e->id = htole32(vq->batch_id);
 	e->len = 0;
+	vmio_vq_logged(vq, e, sizeof(*e));
 }
 
 static bool need_notify(struct vmio_vq *vq, uint16_t new_idx)
@@ -198,6 +202,7 @@ void vmio_split_flush_and_notify(struct vmio_vq *vq)
 	/* Release: the used elements become visible no later than the index
 	 * that covers them. */
 	vmio_st16_release(&vq->used->idx, new_idx);
+	vmio_vq_logged(vq, &vq->used->idx, sizeof(vq->used->idx));
 	vq->published_used = new_idx;
 	/* The driver stores its flags or used_event, then loads used->idx;
 	 * we store used->idx, then load its flags. Store-then-load ordering
@@ -222,10 +227,13 @@ uint32_t vmio_split_progress(const struct vmio_vq *vq)
 
 bool vmio_split_enable_kicks(struct vmio_vq *vq, bool enable)
 {
-	if (!vq->event_idx)
+	if (!vq->event_idx) {
 		vmio_st16(&vq->used->flags, enable ? 0 : VIRTQ_USED_F_NO_NOTIFY);
-	else if (enable)
+		vmio_vq_logged(vq, &vq->used->flags, sizeof(uint16_t));
+	} else if (enable) {
 		vmio_st16(avail_event(vq), vq->last_avail_idx);
+		vmio_vq_logged(vq, avail_event(vq), sizeof(uint16_t));
+	}
 	if (!enable)
 		return false;
 	/* Our store above against the driver's avail->idx store: same

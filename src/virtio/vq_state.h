@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "virtio/dirty_log.h"
 #include "virtio/ring.h"
 
 /* Scatter entries one chain may produce. A descriptor that crosses a
@@ -105,9 +106,25 @@ struct vmio_vq {
 	 * moving avail_event so the driver stops kicking. */
 	bool kicks_disabled;
 
+	/* Dirty logging while the VMM migrates the guest (dirty_log.h):
+	 * each write the device makes into guest memory through this queue,
+	 * rings and buffers, is marked after it is made. NULL: not logging.
+	 * Set by the transport while the queue is stopped. */
+	struct vmio_dirty_log *log;
+	const struct vmio_mem *log_mem;
+
 	/* Scratch for indirect tables that cross a region boundary. */
 	struct virtq_desc *indirect_scratch;
 	unsigned indirect_scratch_len; /* in descriptors */
 };
+
+/* A write of len bytes at p into guest memory, just made, marked while
+ * logging. Off, one predictable branch. */
+static inline void vmio_vq_logged(struct vmio_vq *vq, const void *p,
+				  size_t len)
+{
+	if (__builtin_expect(vq->log != NULL, 0))
+		vmio_dirty_log_mark_host(vq->log, vq->log_mem, p, len);
+}
 
 #endif

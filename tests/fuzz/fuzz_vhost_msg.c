@@ -5,7 +5,8 @@
  *   message:  [ctl] [12-byte header] [payload: min(size, max) bytes,
  *             zero-padded if the input ends first]
  *     ctl bit 7 clear: the fds the request calls for (a memfd per
- *             SET_MEM_TABLE region and for ADD_MEM_REG, an eventfd for
+ *             SET_MEM_TABLE region and for ADD_MEM_REG and SET_LOG_BASE
+ *             (the log then lies over guest memory), an eventfd for
  *             SET_VRING_KICK/CALL/ERR unless NOFD, SET_BACKEND_REQ_FD,
  *             SET_LOG_FD);
  *     ctl bit 7 set: ctl & 0x0f fds (at most 8), memfds if bit 4 is set,
@@ -85,6 +86,8 @@ static void serve(struct fuzz_dev *d, struct vmio_vq *vq)
 		uint8_t b[16];
 		vmio_chain_read(&chain, 0, b, sizeof(b));
 		vmio_chain_write(&chain, 0, b, sizeof(b));
+		vmio_vq_log_iov(vq, vmio_chain_in(&chain), chain.nin,
+				chain.in_len);
 		vmio_vq_push(vq, chain.head, (uint32_t)chain.in_len);
 	}
 	vmio_vq_flush_and_notify(vq);
@@ -176,6 +179,9 @@ static const struct vmio_device_ops dev_ops = {
 	.get_config = dev_get_config,
 	.set_config = dev_set_config,
 	.features_set = dev_features_set,
+	/* Dirty logging offered: SET_LOG_BASE, and every mark on the
+	 * rings and the chains, run against what the VMM sends. */
+	.logs_writes = true,
 	.queue_start = dev_start,
 	.queue_stop = dev_stop,
 	.queue_kick = dev_kick,
@@ -279,6 +285,7 @@ static void natural_fds(struct vhost_user_msg *m, unsigned *n, bool *mem)
 		*mem = true;
 		break;
 	case VHOST_USER_ADD_MEM_REG:
+	case VHOST_USER_SET_LOG_BASE:
 		*n = 1;
 		*mem = true;
 		break;

@@ -165,11 +165,17 @@ void ctrl_command(struct guest *g, uint8_t class, uint8_t cmd,
  * both on the control queue), every rx buffer posted. */
 void guest_open(struct guest *g, const char *sock, unsigned pairs)
 {
+	guest_open_with(g, sock, pairs, 0, 0);
+}
+
+void guest_open_with(struct guest *g, const char *sock, unsigned pairs,
+		     uint64_t features, uint64_t protocol)
+{
 	uint64_t want = VMIO_BIT(VIRTIO_F_VERSION_1) |
 			VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |
 			VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF) |
 			VMIO_BIT(VIRTIO_NET_F_CTRL_VQ) |
-			VMIO_BIT(VIRTIO_NET_F_CTRL_RX);
+			VMIO_BIT(VIRTIO_NET_F_CTRL_RX) | features;
 
 	memset(g, 0, sizeof(*g));
 	g->pairs = pairs;
@@ -179,7 +185,8 @@ void guest_open(struct guest *g, const char *sock, unsigned pairs)
 	assert_non_null(g->fe);
 	assert_int_equal(vmio_fe_negotiate(g->fe, want,
 					   VMIO_BIT(VHOST_USER_PROTOCOL_F_REPLY_ACK) |
-						   VMIO_BIT(VHOST_USER_PROTOCOL_F_MQ)),
+						   VMIO_BIT(VHOST_USER_PROTOCOL_F_MQ) |
+						   protocol),
 			 0);
 	assert_int_equal(g->fe->features & want, want);
 	assert_int_equal(vmio_fe_mem_create(g->fe, 4 << 20, 1), 0);

@@ -44,6 +44,10 @@ void host_send(int fd, const char *tap, uint32_t seq);
 /* Connected to sock with pairs queue pairs (two: MQ, and the guest says
  * it uses both on the control queue), every rx buffer posted. */
 void guest_open(struct guest *g, const char *sock, unsigned pairs);
+/* The same, asking for features and protocol features beyond its own
+ * (REPLY_ACK and MQ). */
+void guest_open_with(struct guest *g, const char *sock, unsigned pairs,
+		     uint64_t features, uint64_t protocol);
 /* One control command (class, command, data) answered OK. */
 void ctrl_command(struct guest *g, uint8_t class, uint8_t cmd,
 		  const void *data, uint32_t len);

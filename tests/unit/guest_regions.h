@@ -10,6 +10,17 @@
 
 #include "virtio/memory.h"
 
+/* A memfd of size bytes, as a VMM makes for guest memory or a log (a
+ * cmocka test fails if it cannot). */
+static inline int test_memfd(size_t size)
+{
+	int fd = memfd_create("vmio-test", MFD_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	return fd;
+}
+
 /* Adds [gpa, gpa + size) at VMM address uva (a cmocka test fails if it
  * cannot). */
 static inline void guest_region_add(struct vmio_mem *mem, uint64_t gpa,
@@ -19,11 +30,8 @@ static inline void guest_region_add(struct vmio_mem *mem, uint64_t gpa,
 		.gpa = gpa, .size = size, .uva = uva, .mmap_offset = 0,
 	};
 	const char *why = NULL;
-	int fd = memfd_create("vmio-test-region", MFD_CLOEXEC);
 
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, (off_t)size), 0);
-	assert_int_equal(vmio_mem_add(mem, &d, fd, &why), 0);
+	assert_int_equal(vmio_mem_add(mem, &d, test_memfd(size), &why), 0);
 }
 
 /* The local address of gpa (fails the test if it is not guest memory). */

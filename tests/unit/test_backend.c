@@ -130,21 +130,28 @@ static int fake_set_config(void *dev, const uint8_t *buf, uint32_t off,
 	return 0;
 }
 
-static const struct vmio_device_ops fake_ops = {
-	.name = "fake",
-	.features = DEV_FEATURES,
-	.protocol_features = VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIG),
-	.num_queues = NQ,
-	.max_queue_size = 256,
-	.config_size = CONFIG_SIZE,
-	.get_config = fake_get_config,
-	.set_config = fake_set_config,
-	.features_set = fake_features_set,
-	.queue_start = fake_start,
-	.queue_stop = fake_stop,
-	.queue_kick = fake_kick,
-	.memory_changing = fake_changing,
-	.reset = fake_reset,
+/* The fake device's operations, for the two kinds below. */
+#define FAKE_OPS \
+	.name = "fake", \
+	.features = DEV_FEATURES, \
+	.protocol_features = VMIO_BIT(VHOST_USER_PROTOCOL_F_CONFIG), \
+	.num_queues = NQ, \
+	.max_queue_size = 256, \
+	.config_size = CONFIG_SIZE, \
+	.get_config = fake_get_config, \
+	.set_config = fake_set_config, \
+	.features_set = fake_features_set, \
+	.queue_start = fake_start, \
+	.queue_stop = fake_stop, \
+	.queue_kick = fake_kick, \
+	.memory_changing = fake_changing, \
+	.reset = fake_reset
+
+static const struct vmio_device_ops fake_ops = { FAKE_OPS };
+/* A device that marks its writes: the core offers dirty logging. */
+static const struct vmio_device_ops fake_logging_ops = {
+	FAKE_OPS,
+	.logs_writes = true,
 };
 
 /* ---- The fixture: a backend and its front end's socket -------------- */
@@ -167,14 +174,14 @@ static void on_gone(void *opaque)
 	((struct fx *)opaque)->gone++;
 }
 
-static int setup(void **state)
+static int setup_with(void **state, const struct vmio_device_ops *ops)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 	int sv[2];
 
 	assert_non_null(f);
 	f->loop = vmio_loop_new();
-	f->be = vmio_backend_new(f->loop, &fake_ops, &f->dev);
+	f->be = vmio_backend_new(f->loop, ops, &f->dev);
 	assert_non_null(f->be);
 	vmio_backend_set_disconnect_cb(f->be, on_gone, f);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -196,6 +203,16 @@ static int setup(void **state)
 	f->log_fd = -1;
 	*state = f;
 	return 0;
+}
+
+static int setup(void **state)
+{
+	return setup_with(state, &fake_ops);
+}
+
+static int setup_logging(void **state)
+{
+	return setup_with(state, &fake_logging_ops);
 }
 
 static int teardown(void **state)
@@ -1195,9 +1212,10 @@ static void test_unknown_request(void **state)
 
 	capture_log(f);
 	negotiate(f, ACK_PROTOCOL);
-	assert_int_not_equal(acked(f, VHOST_USER_SET_LOG_BASE, &zero, 8, NULL, 0),
+	assert_int_not_equal(acked(f, VHOST_USER_SET_VRING_ENDIAN, &zero, 8,
+				   NULL, 0),
 			     0);
-	assert_true(logged(f, "unsupported request 6 (SET_LOG_BASE)"));
+	assert_true(logged(f, "unsupported request 23 (SET_VRING_ENDIAN)"));
 	assert_int_not_equal(acked(f, 77, NULL, 0, NULL, 0), 0);
 	assert_true(logged(f, "unsupported request 77 (unknown)"));
 	assert_int_equal(f->gone, 0);
@@ -1616,6 +1634,105 @@ static void test_listen_replaces_stale_socket(void **state)
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
+/* ---- Dirty logging (a migration) ------------------------------------ */
+
+/* A device that does not mark its writes offers no logging. */
+static void test_log_not_offered(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(get_u64(f, VHOST_USER_GET_FEATURES) &
+				 VMIO_BIT(VHOST_F_LOG_ALL),
+			 0);
+	assert_int_equal(get_u64(f, VHOST_USER_GET_PROTOCOL_FEATURES) &
+				 VMIO_BIT(VHOST_USER_PROTOCOL_F_LOG_SHMFD),
+			 0);
+}
+
+/* SET_LOG_BASE with a log of bytes bytes; its reply (a u64 0) returned,
+ * or -1 if the session closed instead. *fd: the VMM's end of the log. */
+static int set_log_base(struct fx *f, uint64_t bytes, int *fd)
+{
+	struct vhost_user_log l = { .mmap_size = bytes, .mmap_offset = 0 };
+	struct vhost_user_msg r;
+
+	*fd = memfd_create("log", MFD_CLOEXEC);
+	assert_true(*fd >= 0);
+	assert_int_equal(ftruncate(*fd, 4096), 0);
+	send_msg(f, VHOST_USER_SET_LOG_BASE, 0, &l, sizeof(l), fd, 1);
+	if (get_reply(f, &r) != 1)
+		return -1;
+	assert_int_equal(r.hdr.request, VHOST_USER_SET_LOG_BASE);
+	assert_int_equal(r.hdr.size, 8);
+	return (int)r.payload.u64;
+}
+
+static uint8_t log_byte(int fd, off_t i)
+{
+	uint8_t b = 0xee;
+
+	assert_int_equal(pread(fd, &b, 1, i), 1);
+	return b;
+}
+
+/* Logging on (LOG_ALL acked, a log that covers the 1 MiB of guest
+ * memory, queue 0's ring asking for it): a chain completed on queue 0
+ * marks the page of its used ring (gpa 0x2000: page 2); queue 1, whose
+ * ring does not ask, marks nothing (its used ring is on page 6). */
+static void test_log_marks_used_ring(void **state)
+{
+	struct fx *f = *state;
+	struct vhost_user_vring_addr a = vaddr(0);
+	int fd;
+
+	assert_true(get_u64(f, VHOST_USER_GET_FEATURES) &
+		    VMIO_BIT(VHOST_F_LOG_ALL));
+	negotiate(f, ACK_PROTOCOL | VMIO_BIT(VHOST_USER_PROTOCOL_F_LOG_SHMFD));
+	assert_int_equal(mem_table(f, 1), 0);
+	assert_int_equal(set_log_base(f, MEM_SIZE / 4096 / 8, &fd), 0);
+	setup_queue(f, 0);
+	setup_queue(f, 1);
+	a.flags = VMIO_BIT(VHOST_VRING_F_LOG);
+	assert_int_equal(acked(f, VHOST_USER_SET_VRING_ADDR, &a, sizeof(a),
+			       NULL, 0), 0);
+	post(f, 0);
+	kick(f, 0);
+	post(f, 1);
+	kick(f, 1);
+	assert_int_equal(used_idx(f, 0), 1);
+	assert_int_equal(used_idx(f, 1), 1);
+	assert_int_equal(log_byte(fd, 0) & 0x04, 0x04);
+	assert_int_equal(log_byte(fd, 0) & 0x40, 0);
+	close(fd);
+}
+
+/* A log with no bit for some of the memory table, or one sent without
+ * LOG_SHMFD: the session closes (QEMU's reply has no status, and it
+ * would migrate with pages unmarked). */
+static void test_log_too_small_closes(void **state)
+{
+	struct fx *f = *state;
+	int fd;
+
+	negotiate(f, ACK_PROTOCOL | VMIO_BIT(VHOST_USER_PROTOCOL_F_LOG_SHMFD));
+	assert_int_equal(mem_table(f, 1), 0);
+	assert_int_equal(set_log_base(f, MEM_SIZE / 4096 / 8 - 1, &fd), -1);
+	expect_closed(f);
+	close(fd);
+}
+
+static void test_log_without_shmfd_closes(void **state)
+{
+	struct fx *f = *state;
+	int fd;
+
+	negotiate(f, ACK_PROTOCOL);
+	assert_int_equal(mem_table(f, 1), 0);
+	assert_int_equal(set_log_base(f, MEM_SIZE / 4096 / 8, &fd), -1);
+	expect_closed(f);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1663,6 +1780,13 @@ int main(void)
 		T(test_sessions_spaced),
 		T(test_kick_guard_on_the_loop_clock),
 		T(test_kick_guard_look_serves_the_kick),
+		T(test_log_not_offered),
+		cmocka_unit_test_setup_teardown(test_log_marks_used_ring,
+						setup_logging, teardown),
+		cmocka_unit_test_setup_teardown(test_log_too_small_closes,
+						setup_logging, teardown),
+		cmocka_unit_test_setup_teardown(test_log_without_shmfd_closes,
+						setup_logging, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

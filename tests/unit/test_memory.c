@@ -11,18 +11,10 @@
 
 #include <cmocka.h>
 
+#include "guest_regions.h"
 #include "virtio/memory.h"
 
 #define PAGE 4096u
-
-static int make_fd(size_t size)
-{
-	int fd = memfd_create("test_memory", MFD_CLOEXEC);
-
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, (off_t)size), 0);
-	return fd;
-}
 
 static bool fd_is_closed(int fd)
 {
@@ -52,7 +44,7 @@ static bool kept(const struct vmio_mem *mem, int fd)
 static int add(struct vmio_mem *mem, struct vmio_mem_region_desc d,
 	       const char **why)
 {
-	int fd = make_fd(d.mmap_offset + d.size);
+	int fd = test_memfd(d.mmap_offset + d.size);
 	int ret = vmio_mem_add(mem, &d, fd, why);
 
 	if (ret)
@@ -82,7 +74,7 @@ static void test_add_and_lookup(void **state)
 	struct vmio_mem *mem = *state;
 	struct vmio_mem_region_desc d = region(0x10000, 2 * PAGE, 0x70000000, 0);
 	const char *why = NULL;
-	int fd = make_fd(2 * PAGE);
+	int fd = test_memfd(2 * PAGE);
 	uint8_t byte = 0;
 	uint8_t *p;
 
@@ -156,20 +148,20 @@ static void test_overflow_rejected(void **state)
 	const char *why = NULL;
 
 	d = region(UINT64_MAX - PAGE + 1, PAGE, 0x100000, 0);
-	assert_int_equal(vmio_mem_add(mem, &d, make_fd(PAGE), &why), -EINVAL);
+	assert_int_equal(vmio_mem_add(mem, &d, test_memfd(PAGE), &why), -EINVAL);
 	assert_non_null(strstr(why, "wraps"));
 	d = region(UINT64_MAX - 100, PAGE, 0x100000, 0);
-	assert_int_equal(vmio_mem_add(mem, &d, make_fd(PAGE), &why), -EINVAL);
+	assert_int_equal(vmio_mem_add(mem, &d, test_memfd(PAGE), &why), -EINVAL);
 	d = region(0, PAGE, UINT64_MAX - 100, 0);
 	why = NULL;
-	assert_int_equal(vmio_mem_add(mem, &d, make_fd(PAGE), &why), -EINVAL);
+	assert_int_equal(vmio_mem_add(mem, &d, test_memfd(PAGE), &why), -EINVAL);
 	assert_non_null(strstr(why, "user"));
 	d = region(0, PAGE, 0x100000, UINT64_MAX - 100);
 	why = NULL;
-	assert_int_equal(vmio_mem_add(mem, &d, make_fd(PAGE), &why), -EINVAL);
+	assert_int_equal(vmio_mem_add(mem, &d, test_memfd(PAGE), &why), -EINVAL);
 	assert_non_null(strstr(why, "offset"));
 	d = region(0, UINT64_MAX, 0, 0);
-	assert_int_equal(vmio_mem_add(mem, &d, make_fd(PAGE), &why), -EINVAL);
+	assert_int_equal(vmio_mem_add(mem, &d, test_memfd(PAGE), &why), -EINVAL);
 	assert_int_equal(mem->nregions, 0);
 }
 
@@ -188,7 +180,7 @@ static void test_file_too_small_rejected(void **state)
 	struct vmio_mem *mem = *state;
 	struct vmio_mem_region_desc d = region(0, 4 * PAGE, 0, 0);
 	const char *why = NULL;
-	int fd = make_fd(2 * PAGE);
+	int fd = test_memfd(2 * PAGE);
 
 	assert_int_equal(vmio_mem_add(mem, &d, fd, &why), -EINVAL);
 	assert_true(fd_is_closed(fd));
@@ -202,7 +194,7 @@ static void test_too_many_regions(void **state)
 {
 	struct vmio_mem *mem = *state;
 	const char *why = NULL;
-	int fd = make_fd(PAGE);
+	int fd = test_memfd(PAGE);
 
 	/* Add them in descending gpa to exercise the sorted insert too. */
 	for (unsigned i = VMIO_MEM_MAX_REGIONS; i > 0; i--) {
@@ -244,7 +236,7 @@ static void test_unaligned_mmap_offset(void **state)
 	struct vmio_mem_region_desc d = region(0x40000, PAGE, 0x500000, 0x1234);
 	const char *why = NULL;
 	const char pattern[] = "guest bytes at 0x1234";
-	int fd = make_fd(3 * PAGE);
+	int fd = test_memfd(3 * PAGE);
 	char *p;
 
 	assert_int_equal(pwrite(fd, pattern, sizeof(pattern), 0x1234),

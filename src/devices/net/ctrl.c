@@ -165,6 +165,15 @@ uint8_t vnet_ctrl_apply(struct vnet_ctrl_state *st, const uint8_t *cmd,
 		return mac_cmd(st, cmd[1], data, len, why);
 	case VIRTIO_NET_CTRL_MQ:
 		return mq_cmd(st, cmd[1], data, len, why);
+	case VIRTIO_NET_CTRL_ANNOUNCE:
+		/* The guest announced itself after a migration (5.1.6.5.4):
+		 * nothing of ours to clear, the announce bit is the VMM's
+		 * config space. */
+		if (!has(st, VIRTIO_NET_F_GUEST_ANNOUNCE))
+			return refuse(why, "ANNOUNCE without GUEST_ANNOUNCE");
+		if (cmd[1] != VIRTIO_NET_CTRL_ANNOUNCE_ACK || len)
+			return refuse(why, "unknown ANNOUNCE command");
+		return VIRTIO_NET_OK;
 	}
 	return refuse(why, "unknown or unsupported class");
 }

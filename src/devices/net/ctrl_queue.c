@@ -55,6 +55,8 @@ static void answer(struct vnet_device *d)
 	if (d->chain.in_len)
 		d->ack_written =
 			(uint32_t)vmio_chain_write(&d->chain, 0, &ack, 1);
+	vmio_vq_log_iov(d->ctrl, vmio_chain_in(&d->chain), d->chain.nin,
+			d->ack_written);
 	d->ack_waits = true;
 	if (pairs != d->ctrl_state.pairs)
 		vnet_update_steering(d);

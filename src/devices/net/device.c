@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devices/net/announce.h"
 #include "devices/net/ctrl_queue.h"
 #include "devices/net/held_chains.h"
 #include "devices/net/rx.h"
@@ -266,7 +267,8 @@ static int net_get_config(void *dev, uint8_t *buf, uint32_t offset,
 }
 
 /* What every net device offers; the port's offloads are added. The
- * control queue's users (CTRL_RX, CTRL_MAC_ADDR) come with it. */
+ * control queue's users (CTRL_RX, CTRL_MAC_ADDR, GUEST_ANNOUNCE) come
+ * with it. */
 #define VNET_BASE_FEATURES                                                    \
 	(VMIO_BIT(VIRTIO_F_VERSION_1) | VMIO_BIT(VIRTIO_RING_F_EVENT_IDX) |   \
 	 VMIO_BIT(VIRTIO_RING_F_INDIRECT_DESC) |                              \
@@ -274,11 +276,22 @@ static int net_get_config(void *dev, uint8_t *buf, uint32_t offset,
 	 VMIO_BIT(VIRTIO_NET_F_MRG_RXBUF) | VMIO_BIT(VIRTIO_NET_F_MAC) |      \
 	 VMIO_BIT(VIRTIO_NET_F_MTU) | VMIO_BIT(VIRTIO_NET_F_STATUS) |         \
 	 VMIO_BIT(VIRTIO_NET_F_CTRL_VQ) | VMIO_BIT(VIRTIO_NET_F_CTRL_RX) |    \
-	 VMIO_BIT(VIRTIO_NET_F_CTRL_MAC_ADDR) | VMIO_BIT(VIRTIO_NET_F_MQ))
+	 VMIO_BIT(VIRTIO_NET_F_CTRL_MAC_ADDR) | VMIO_BIT(VIRTIO_NET_F_MQ) |   \
+	 VMIO_BIT(VIRTIO_NET_F_GUEST_ANNOUNCE))
+
+static void net_send_rarp(void *dev, const uint8_t mac[6])
+{
+	vnet_announce_rarp(dev, mac);
+}
 
 static const struct vmio_device_ops net_ops_template = {
 	.name = "net",
 	.features = VNET_BASE_FEATURES,
+	/* Every write into guest memory is marked while QEMU migrates:
+	 * frames received (rx.c, rx_posted.c), the control queue's ack
+	 * (ctrl_queue.c), the rings (virtio/). */
+	.logs_writes = true,
+	.send_rarp = net_send_rarp,
 	.max_queue_size = VIRTQ_MAX_SIZE,
 	.config_size = sizeof(struct virtio_net_config),
 	.get_config = net_get_config,
@@ -355,6 +368,7 @@ struct vnet_device *vnet_device_new(struct vmio_loop *loop,
 			return NULL;
 		}
 	}
+	vnet_announce_init(d);
 	reset_state(d);
 	return d;
 }
@@ -372,6 +386,7 @@ void vnet_device_free(struct vnet_device *d)
 	d->be->attached = NULL;
 	d->be->loop = NULL;
 	vnet_ctrl_queue_fini(d);
+	vnet_announce_fini(d);
 	for (unsigned i = 0; i < d->npairs; i++) {
 		vnet_tx_fini(&d->pairs[i]);
 		vnet_rx_fini(&d->pairs[i]);

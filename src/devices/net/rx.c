@@ -174,6 +174,9 @@ static void rx_deliver(struct vnet_device *d, struct vnet_pair *p,
 	}
 	if (f->nchains > used)
 		vmio_vq_unpop(p->rx, f->nchains - used);
+	/* The frame and its header, in guest memory before the driver
+	 * sees them used. */
+	vmio_vq_log_iov(p->rx, p->iov, f->niov, len);
 	left = len;
 	for (unsigned i = 0; i < used; i++) {
 		size_t n = left < p->rx_sizes[i] ? left : p->rx_sizes[i];

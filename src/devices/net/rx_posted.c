@@ -37,6 +37,9 @@ static void rx_give(struct vnet_pair *p, const struct vnet_done *done,
 		if (d->hdr_len == VIRTIO_NET_HDR_LEN)
 			hdr.num_buffers = htole16(1);
 		memcpy(e->buf, &hdr, d->hdr_len);
+		/* The kernel wrote the frame into guest memory (or the
+		 * reserve copied it there), behind our header. */
+		vmio_vq_logged(vq, e->buf, d->hdr_len + e->len);
 		vmio_vq_push(vq, (uint16_t)e->cookie,
 			     (uint32_t)(d->hdr_len + e->len));
 		p->stats.rx_frames++;

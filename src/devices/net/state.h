@@ -140,6 +140,10 @@ struct vnet_device {
 	bool restoring;
 	uint64_t restored_features;
 	struct vnet_ctrl_state restored;
+	/* SEND_RARP's MAC, and its frame's turn on pair 0's loop
+	 * (announce.h). */
+	uint8_t rarp_mac[6];
+	struct vmio_defer rarp;
 	/* vnet_device_watch_state's: told on the device's loop after a
 	 * command changed the control state, before its ack is pushed. */
 	void (*changed)(void *opaque);

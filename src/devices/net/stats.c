@@ -26,10 +26,10 @@ void vnet_stats_format(const struct vnet_stats *s, char *buf, size_t size)
 		 " tx_dropped=%" PRIu64 " tx_bad_chain=%" PRIu64
 		 " tx_backend_errors=%" PRIu64 " rx_frames=%" PRIu64
 		 " rx_bytes=%" PRIu64 " rx_errors=%" PRIu64 " ctrl_ok=%" PRIu64
-		 " ctrl_err=%" PRIu64 "%s",
+		 " ctrl_err=%" PRIu64 " rarps=%" PRIu64 "%s",
 		 s->tx_frames, s->tx_bytes, dropped, s->tx_bad_chain,
 		 s->tx_backend_errors, s->rx_frames, s->rx_bytes, s->rx_errors,
-		 s->ctrl_ok, s->ctrl_err, invalid);
+		 s->ctrl_ok, s->ctrl_err, s->rarps, invalid);
 }
 
 void vnet_stats_add(struct vnet_stats *sum, const struct vnet_stats *s)
@@ -45,6 +45,7 @@ void vnet_stats_add(struct vnet_stats *sum, const struct vnet_stats *s)
 	sum->rx_errors += s->rx_errors;
 	sum->ctrl_ok += s->ctrl_ok;
 	sum->ctrl_err += s->ctrl_err;
+	sum->rarps += s->rarps;
 }
 
 void vnet_stats_write(const struct vnet_stats *s, struct vmio_json *j)
@@ -69,4 +70,5 @@ void vnet_stats_write(const struct vnet_stats *s, struct vmio_json *j)
 	vmio_json_kv_uint(j, "rx_errors", s->rx_errors);
 	vmio_json_kv_uint(j, "ctrl_ok", s->ctrl_ok);
 	vmio_json_kv_uint(j, "ctrl_err", s->ctrl_err);
+	vmio_json_kv_uint(j, "rarps", s->rarps);
 }

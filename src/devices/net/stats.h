@@ -17,6 +17,7 @@ struct vnet_stats {
 	uint64_t rx_frames, rx_bytes;      /* given to the guest */
 	uint64_t rx_errors;                /* lost between port and guest */
 	uint64_t ctrl_ok, ctrl_err;
+	uint64_t rarps; /* RARP frames sent for the guest (SEND_RARP) */
 };
 /* Each pair counts its frames on its own loop, the control queue its
  * commands on the device's (vnet_device_stats adds them up). */
