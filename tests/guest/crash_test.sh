@@ -73,16 +73,7 @@ for _ in $(seq 100); do
 	sleep 0.05
 done
 grep -q listening "$hlog" || fail "crash-host.py did not start: $(cat "$hlog")"
-python3 "$top/tests/guest/fdstore-supervisor.py" --notify "$tmp/notify" --log "$vlog" -- \
-	"$vmio" vsock --fd-store --guest-cid 3 --socket "$sock" --uds-path "$uds" \
-	--control "$ctl" -v >"$sup_out" 2>&1 &
-vpid=$!
-for _ in $(seq 100); do
-	grep -q 'supervisor: ready' "$sup_out" && [[ -S $sock ]] && break
-	kill -0 "$vpid" 2>/dev/null || break
-	sleep 0.05
-done
-grep -q 'supervisor: ready' "$sup_out" || fail "vmio did not say READY=1 within 5 s: $(cat "$sup_out" "$vlog")"
+vh_start_supervised --fd-store --guest-cid 3 --socket "$sock" --uds-path "$uds" --control "$ctl"
 vh_boot "$top/tests/guest/crash-guest.sh" --file "$cguest:/bin/crash-guest"
 
 # --- verdicts -------------------------------------------------------------

@@ -17,6 +17,7 @@
 #   vh_spawn PORT CMD... any such service, logged as host-PORT
 #   vh_start_vmio [ARGS] `vmio vsock --guest-cid 3` (or vmio $dev ARGS), listening on
 #                        each socket in socks
+#   vh_start_supervised ARGS  vmio $dev ARGS under fdstore-supervisor.py
 #   vh_boot SCRIPT ...   the guest in the background (more run-guest options,
 #                        then -- and more QEMU options), on $sock, logging
 #                        its console to $serial; sets gpid
@@ -155,6 +156,23 @@ vh_start_vmio() { # [vmio $dev options, instead of one vsock VM with CID 3]
 		done
 		[[ -S $s ]] || fail "vmio $dev did not create $s within 5 s (log: $vlog)"
 	done
+}
+
+# vmio $dev under tests/guest/fdstore-supervisor.py (systemd's fd store and
+# Restart=, without systemd), inside vmio_wrap; vpid is the supervisor's
+# pid, its lines go to sup_out (default logs/NAME.supervisor.log), every
+# vmio's to vlog. Returns once the first vmio said READY=1 and listens.
+vh_start_supervised() { # vmio $dev options
+	sup_out=${sup_out:-$logs/$name.supervisor.log}
+	"${vmio_wrap[@]}" python3 "$top/tests/guest/fdstore-supervisor.py" --notify "$tmp/notify" \
+		--log "$vlog" -- "$vmio" "$dev" "$@" -v >"$sup_out" 2>&1 &
+	vpid=$!
+	for _ in $(seq 100); do
+		grep -q 'supervisor: ready' "$sup_out" && [[ -S $sock ]] && break
+		kill -0 "$vpid" 2>/dev/null || break
+		sleep 0.05
+	done
+	grep -q 'supervisor: ready' "$sup_out" || fail "vmio did not say READY=1 within 5 s: $(cat "$sup_out" "$vlog")"
 }
 
 serials=()
