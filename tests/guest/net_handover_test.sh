@@ -171,7 +171,10 @@ median_worst() { # values...
 }
 
 # --- the namespace's receiver, vmio and its TAP, QEMU ------------------------
-vh_spawn 7101 nsx "$hpeer" recv tcp-listen:7101 --timeout "$limit"
+# Spawned with ip netns exec itself, not nsx: the pid vh_spawn keeps must
+# be handover-peer's (ip execs it), which takes SIGUSR1; a subshell
+# running nsx would die of it.
+vh_spawn 7101 ip netns exec "$ns" "$hpeer" recv tcp-listen:7101 --timeout "$limit"
 if [[ -n $crash ]]; then
 	vh_start_supervised --fd-store --socket "$sock" --tap vmtap0 --control "$ctl"
 else
@@ -202,7 +205,7 @@ declare -a swap_ms=()
 done_count=0
 if vh_wait_marker NET-HANDOVER-READY; then
 	ready=1
-	vh_spawn 7102 nsx "$hpeer" send tcp:10.0.88.2:7102 --rate $RATE --timeout "$limit"
+	vh_spawn 7102 ip netns exec "$ns" "$hpeer" send tcp:10.0.88.2:7102 --rate $RATE --timeout "$limit"
 	wait_log first-byte 30 "$logs/$name.host-7101.log" ||
 		bad "g2h: the namespace never received a byte: $(tail -n 2 "$logs/$name.host-7101.log")"
 	wait_log connected 30 "$logs/$name.host-7102.log" ||
@@ -256,6 +259,11 @@ fi
 
 # --- the end: the namespace's writer, then the guest's ----------------------
 if [[ -n $ready ]]; then
+	# The last figures while the guest still runs (its power-off ends
+	# the session).
+	doc=$(net_doc)
+	[[ $(dval "$doc" sessions) == 1 && $(dval "$doc" session_ends) == 0 ]] ||
+		bad "after the replacements, vmio's document: $(tr '\n' ' ' <<<"$doc")"
 	kill -USR1 "${hpid[7102]}" 2>/dev/null || true
 	nsx "$tool" tcp-connect 10.0.88.2 7109 --mode source 1 --retry 10 --timeout 30 \
 		>"$logs/$name.host-7109.log" 2>&1 || bad "the stop connection failed: $(tail -n 1 "$logs/$name.host-7109.log")"
@@ -268,9 +276,6 @@ if [[ -n $ready ]]; then
 	for port in 7101 7102; do
 		[[ $(hl $port) == *result=ok* ]] || bad "host-$port: $(tail -n 2 "$logs/$name.host-$port.log")"
 	done
-	doc=$(net_doc)
-	[[ $(dval "$doc" sessions) == 1 && $(dval "$doc" session_ends) == 0 ]] ||
-		bad "at the end, vmio's document: $(tr '\n' ' ' <<<"$doc")"
 fi
 # QEMU's log (run-guest.sh's own lines aside): nothing about its
 # vhost-user device going or coming back.
