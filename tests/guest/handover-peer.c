@@ -236,35 +236,35 @@ static bool read_line(int fd, char *line, size_t size)
 static int open_addr(const struct addr *a, int type, bool half, const char *what)
 {
 	int fd = -1;
-	if (a->kind == A_VSOCK || a->kind == A_VSOCK_LISTEN) {
-		struct sockaddr_vm v = { .svm_family = AF_VSOCK, .svm_port = a->port,
-					 .svm_cid = a->kind == A_VSOCK ? a->cid : VMADDR_CID_ANY };
-		fd = socket(AF_VSOCK, type | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			die_conn(what, pe_errname(errno));
-		if (a->kind == A_VSOCK) {
-			if (connect(fd, (struct sockaddr *)&v, sizeof(v)) < 0)
-				die_conn(what, pe_errname(errno));
+	if (a->kind != A_UNIX_LISTEN && a->kind != A_HYBRID) {
+		union {
+			struct sockaddr sa;
+			struct sockaddr_vm vm;
+			struct sockaddr_in in;
+		} sa;
+		socklen_t len;
+		bool tcp = a->kind == A_TCP || a->kind == A_TCP_LISTEN;
+		bool dial = a->kind == A_VSOCK || a->kind == A_TCP;
+		if (tcp) {
+			sa.in = (struct sockaddr_in){ .sin_family = AF_INET,
+						      .sin_port = htons((uint16_t)a->port),
+						      .sin_addr = a->ip };
+			len = sizeof(sa.in);
 		} else {
-			if (bind(fd, (struct sockaddr *)&v, sizeof(v)) < 0)
-				die_conn(what, pe_errname(errno));
-			fd = accept_one(fd, what);
+			sa.vm = (struct sockaddr_vm){ .svm_family = AF_VSOCK, .svm_port = a->port,
+						      .svm_cid = dial ? a->cid : VMADDR_CID_ANY };
+			len = sizeof(sa.vm);
 		}
-	} else if (a->kind == A_TCP || a->kind == A_TCP_LISTEN) {
-		struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons((uint16_t)a->port),
-					  .sin_addr = a->ip };
-		int one = 1;
-		if (type != SOCK_STREAM)
+		if (tcp && type != SOCK_STREAM)
 			die_conn(what, "tcp-is-a-stream");
-		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		fd = socket(sa.sa.sa_family, type | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			die_conn(what, pe_errname(errno));
-		if (a->kind == A_TCP) {
-			if (connect(fd, (struct sockaddr *)&in, sizeof(in)) < 0)
+		if (dial) {
+			if (connect(fd, &sa.sa, len) < 0)
 				die_conn(what, pe_errname(errno));
 		} else {
-			if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-			    bind(fd, (struct sockaddr *)&in, sizeof(in)) < 0)
+			if (bind(fd, &sa.sa, len) < 0)
 				die_conn(what, pe_errname(errno));
 			fd = accept_one(fd, what);
 		}

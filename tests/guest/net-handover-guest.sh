@@ -35,12 +35,7 @@ stop=$!
 wait_listening /tmp/h2g.out /tmp/stop.out
 $H send "tcp:$host:7101" --rate "$RATE" --timeout "$TO" >/tmp/g2h.out 2>&1 &
 g2h=$!
-# The writer says "connected" (or fails at once); up to 20 s.
-i=0
-while ! grep -q -e connected -e result= /tmp/g2h.out 2>/dev/null && [ $i -le 400 ]; do
-	i=$((i + 1))
-	usleep 50000
-done
+wait_connected /tmp/g2h.out
 echo "NET-HANDOVER-READY"
 
 # The stop signal: the host connects once it is done replacing vmio.

@@ -282,20 +282,8 @@ fi
 qsaid=$(grep -v "^$name: " "${serial%.serial.log}.run-guest.log" 2>/dev/null |
 	grep -iE 'vhost|disconnect|reconnect' | head -n 3 || true)
 [[ -z $qsaid ]] || bad "QEMU logged: $qsaid"
-kept=
 if [[ -n $crash ]]; then
-	starts=$(grep -c 'supervisor: started' "$sup_out" || true)
-	kills=$(grep -c 'supervisor: died .*status=-9 ' "$sup_out" || true)
-	((starts == done_count + 1 && kills == done_count)) ||
-		bad "the supervisor started vmio $starts times and saw $kills SIGKILLs (wanted $((done_count + 1)) and $done_count)"
-	kept=$(sed -n 's/^supervisor: died .*status=-9 .*kept=\([0-9]*\) .*/\1/p' "$sup_out" | sort -u | tr '\n' ' ')
-	kept=${kept% }
-	[[ $kept =~ ^[0-9]+$ ]] || bad "the store's size changed from kill to kill: ${kept:-none}"
-	kill -TERM "$vpid" 2>/dev/null || true
-	wait "$vpid" || bad "vmio under the supervisor exited $? on SIGTERM"
-	vpid=
-	grep -q '^supervisor: exit status=0$' "$sup_out" || bad "vmio did not exit 0 on SIGTERM: $(tail -n 2 "$sup_out")"
-	vcpu=$(sed -n 's/^supervisor: died .* cpu_s=\([0-9.]*\) .*/\1/p' "$sup_out" | awk '{ s += $1 } END { printf "%.2f", s }')
+	vh_stop_supervised "$done_count"
 else
 	# The first vmio is this script's child: reaped once it has handed
 	# over; the last one is stopped here, and must go.
