@@ -265,8 +265,13 @@ if [[ -n $ready ]]; then
 	[[ $(dval "$doc" sessions) == 1 && $(dval "$doc" session_ends) == 0 ]] ||
 		bad "after the replacements, vmio's document: $(tr '\n' ' ' <<<"$doc")"
 	kill -USR1 "${hpid[7102]}" 2>/dev/null || true
-	nsx "$tool" tcp-connect 10.0.88.2 7109 --mode source 1 --retry 10 --timeout 30 \
-		>"$logs/$name.host-7109.log" 2>&1 || bad "the stop connection failed: $(tail -n 1 "$logs/$name.host-7109.log")"
+	if ! nsx "$tool" tcp-connect 10.0.88.2 7109 --mode source 1 --retry 10 --timeout 30 \
+		>"$logs/$name.host-7109.log" 2>&1; then
+		bad "the stop connection failed: $(tail -n 1 "$logs/$name.host-7109.log")"
+		# The guest would wait for it until its limit: the path is
+		# broken, end the guest now (run-guest.sh stops its QEMU).
+		kill "$gpid" 2>/dev/null || true
+	fi
 fi
 vh_finish_guest
 [[ -z $ready ]] || vh_expect_steps ping g2h h2g dmesg
