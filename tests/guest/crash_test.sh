@@ -73,16 +73,7 @@ for _ in $(seq 100); do
 	sleep 0.05
 done
 grep -q listening "$hlog" || fail "crash-host.py did not start: $(cat "$hlog")"
-python3 "$top/tests/guest/fdstore-supervisor.py" --notify "$tmp/notify" --log "$vlog" -- \
-	"$vmio" vsock --fd-store --guest-cid 3 --socket "$sock" --uds-path "$uds" \
-	--control "$ctl" -v >"$sup_out" 2>&1 &
-vpid=$!
-for _ in $(seq 100); do
-	grep -q 'supervisor: ready' "$sup_out" && [[ -S $sock ]] && break
-	kill -0 "$vpid" 2>/dev/null || break
-	sleep 0.05
-done
-grep -q 'supervisor: ready' "$sup_out" || fail "vmio did not say READY=1 within 5 s: $(cat "$sup_out" "$vlog")"
+vh_start_supervised --fd-store --guest-cid 3 --socket "$sock" --uds-path "$uds" --control "$ctl"
 vh_boot "$top/tests/guest/crash-guest.sh" --file "$cguest:/bin/crash-guest"
 
 # --- verdicts -------------------------------------------------------------
@@ -92,22 +83,7 @@ vh_wait_services
 con_crash=$(grep '^CRASH-GUEST ' <<<"$con" || true)
 [[ $con_crash == *"stream_ends=$KILLS idle_ends=$KILLS "*"result=ok"* ]] ||
 	bad "the guest: ${con_crash:-no CRASH-GUEST line} (wanted stream_ends=$KILLS idle_ends=$KILLS)"
-starts=$(grep -c 'supervisor: started' "$sup_out" || true)
-kills=$(grep -c 'supervisor: died .*status=-9 ' "$sup_out" || true)
-((starts == KILLS + 1 && kills == KILLS)) ||
-	bad "the supervisor started vmio $starts times and saw $kills SIGKILLs (wanted $((KILLS + 1)) and $KILLS)"
-kept=$(sed -n 's/^supervisor: died .*status=-9 .*kept=\([0-9]*\) .*/\1/p' "$sup_out" | sort -u | tr '\n' ' ')
-kept=${kept% }
-[[ $kept =~ ^[0-9]+$ ]] || bad "the store's size changed from kill to kill: ${kept:-none}"
-if kill -0 "$vpid" 2>/dev/null; then
-	kill -TERM "$vpid"
-	wait "$vpid" || bad "vmio under the supervisor exited $? on SIGTERM"
-	vpid=
-fi
-grep -q '^supervisor: exit status=0$' "$sup_out" || bad "vmio did not exit 0 on SIGTERM: $(tail -n 2 "$sup_out")"
-# vh_conclude's figure: the CPU time of every vmio of the run, not the
-# supervisor's.
-vcpu=$(sed -n 's/^supervisor: died .* cpu_s=\([0-9.]*\) .*/\1/p' "$sup_out" | awk '{ s += $1 } END { printf "%.2f", s }')
+vh_stop_supervised "$KILLS"
 # QEMU's log (run-guest.sh's own lines aside): nothing about the
 # vhost-user device going away.
 qemu_says=$(grep -v "^$name: " "${serial%.serial.log}.run-guest.log" 2>/dev/null |

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""systemd's part in a crash of `vmio vsock --fd-store`, for the guest
-tests (no systemd there): a notify socket whose FDSTORE=1 datagrams keep
-their fds under their FDNAME=, dropping an fd that is the same open file
-as one kept already (kcmp KCMP_FILE, as systemd's "Suppressing duplicate
-fd"), FDSTOREREMOVE=1 letting a name go; READY=1 noted. The command is
+"""systemd's part in a crash of `vmio vsock --fd-store` or `vmio net
+--fd-store`, for the guest tests (no systemd there): a notify socket
+whose FDSTORE=1 datagrams keep their fds under their FDNAME=, dropping
+an fd that is the same open file as one kept already (kcmp KCMP_FILE,
+as systemd's "Suppressing duplicate fd"), FDSTOREREMOVE=1 letting a name
+go; READY=1 noted. The command is
 started with NOTIFY_SOCKET set and, when the store holds anything, the
 kept fds at 3 and up named by LISTEN_FDS, LISTEN_PID and LISTEN_FDNAMES;
 when it dies of a signal or exits nonzero it is started again, after

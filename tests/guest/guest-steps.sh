@@ -28,6 +28,18 @@ wait_listening() { # file...
 	done
 }
 
+# Waits (up to 20 s in all) until each log file says its writer connected,
+# or gave its result (a failure at once).
+wait_connected() { # file...
+	i=0
+	for f in "$@"; do
+		while ! grep -q -e connected -e result= "$f" 2>/dev/null && [ $i -le 400 ]; do
+			i=$((i + 1))
+			usleep 50000
+		done
+	done
+}
+
 # A source run against a half-close service: the service read to EOF, then
 # replied with the count and checksum of what it got, which must be ours.
 check_reply() { # step, exit status, output, bytes sent

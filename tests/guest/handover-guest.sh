@@ -58,14 +58,8 @@ if [ "${SIBLING:-after}" = across ]; then
 	sib=$!
 	sibfiles=/tmp/sib.out
 fi
-# Each writer says "connected" (or fails at once); up to 20 s.
-i=0
-for f in /tmp/g2h.out /tmp/idle.out /tmp/held.out $sibfiles; do
-	while ! grep -q -e connected -e result= "$f" 2>/dev/null && [ $i -le 400 ]; do
-		i=$((i + 1))
-		usleep 50000
-	done
-done
+# shellcheck disable=SC2086 # sibfiles: none or one
+wait_connected /tmp/g2h.out /tmp/idle.out /tmp/held.out $sibfiles
 echo "HANDOVER-READY"
 
 # The stop signal: the host connects to 6209 once it is done handing
@@ -76,11 +70,7 @@ if [ -z "$sib" ]; then
 	# The sibling connection, after the reloads: 64 KiB and the reply.
 	$H send vsock:4:7000 --rate 0 --final 64K --timeout 60 >/tmp/sib.out 2>&1 &
 	sib=$!
-	i=0
-	while ! grep -q -e connected -e result= /tmp/sib.out 2>/dev/null && [ $i -le 200 ]; do
-		i=$((i + 1))
-		usleep 50000
-	done
+	wait_connected /tmp/sib.out
 fi
 kill -USR1 $g2h $idle $held $sib 2>/dev/null
 # The host's slow reader speeds up now: the held stream drains.

@@ -1,9 +1,11 @@
 /*
  * handover-peer: both ends of the streams of tests/guest/handover_test.sh,
- * the guest test of vmio vsock's hand-over (issue 36). Built static: the
- * same program runs in the guest (AF_VSOCK) and on the host (the unix
- * sockets of the hybrid scheme), so a pattern, a checksum and a result
- * line mean the same on both sides (peer-engine.h's pattern and FNV).
+ * the guest test of vmio vsock's hand-over (issue 36), and of
+ * net_handover_test.sh, vmio net's hand-over and crash (TCP between the
+ * guest and a network namespace). Built static: the same program runs in
+ * the guest (AF_VSOCK, TCP) and on the host (the unix sockets of the
+ * hybrid scheme, TCP), so a pattern, a checksum and a result line mean
+ * the same on both sides (peer-engine.h's pattern and FNV).
  *
  *   handover-peer send ADDR [--rate BYTES/S] [--final BYTES] [--half-connect]
  *   handover-peer recv ADDR [--read-size BYTES --read-delay-ms MS]
@@ -14,6 +16,8 @@
  *   vsock:CID:PORT      connect (in the guest)
  *   vsock-listen:PORT   listen, accept one connection (in the guest)
  *   unix-listen:PATH    listen, accept one (the host: <uds-path>_PORT)
+ *   tcp:IPV4:PORT       connect (stream modes)
+ *   tcp-listen:PORT     listen on every IPv4 address, accept one
  *   hybrid:UDS:PORT     the host's connect through vmio: "CONNECT PORT\n"
  *                       on UDS, then "OK N\n" (seq-send: UDS.seqpacket,
  *                       the line and the answer one message each)
@@ -42,7 +46,9 @@
  * result line ending in result=ok or result=FAIL (why=...). Exit 0 ok,
  * 1 failed, 2 usage or time limit.
  */
+#include <arpa/inet.h>
 #include <linux/vm_sockets.h>
+#include <netinet/in.h>
 #include <signal.h>
 
 #include "peer-engine.h"
@@ -72,7 +78,7 @@ static void usage(void)
 			"       %s recv ADDR [--read-size BYTES --read-delay-ms MS]\n"
 			"       %s seq-send ADDR [--rate MSGS/S]\n"
 			"  common: [--timeout SECS]; ADDR vsock:CID:PORT, vsock-listen:PORT,\n"
-			"  unix-listen:PATH or hybrid:UDS:PORT\n",
+			"  unix-listen:PATH, hybrid:UDS:PORT, tcp:IPV4:PORT or tcp-listen:PORT\n",
 		prog, prog, prog);
 	exit(2);
 }
@@ -122,8 +128,9 @@ static int write_all(int fd, const void *buf, size_t n)
 }
 
 struct addr {
-	enum { A_VSOCK, A_VSOCK_LISTEN, A_UNIX_LISTEN, A_HYBRID } kind;
+	enum { A_VSOCK, A_VSOCK_LISTEN, A_UNIX_LISTEN, A_HYBRID, A_TCP, A_TCP_LISTEN } kind;
 	unsigned cid, port;
+	struct in_addr ip;
 	char path[108];
 };
 
@@ -136,6 +143,21 @@ static bool parse_addr(const char *s, struct addr *a)
 		a->kind = A_VSOCK;
 		a->cid = (unsigned)x;
 		a->port = (unsigned)y;
+		return true;
+	}
+	if (!strncmp(s, "tcp:", 4) && strlen(s + 4) < sizeof(rest)) {
+		strcpy(rest, s + 4);
+		char *colon = strrchr(rest, ':');
+		if (!colon || !pe_parse_size(colon + 1, &x) || x > 65535)
+			return false;
+		*colon = 0;
+		a->kind = A_TCP;
+		a->port = (unsigned)x;
+		return inet_pton(AF_INET, rest, &a->ip) == 1;
+	}
+	if (sscanf(s, "tcp-listen:%" SCNu64, &x) == 1 && x <= 65535) {
+		a->kind = A_TCP_LISTEN;
+		a->port = (unsigned)x;
 		return true;
 	}
 	if (sscanf(s, "vsock-listen:%" SCNu64, &x) == 1) {
@@ -214,17 +236,35 @@ static bool read_line(int fd, char *line, size_t size)
 static int open_addr(const struct addr *a, int type, bool half, const char *what)
 {
 	int fd = -1;
-	if (a->kind == A_VSOCK || a->kind == A_VSOCK_LISTEN) {
-		struct sockaddr_vm v = { .svm_family = AF_VSOCK, .svm_port = a->port,
-					 .svm_cid = a->kind == A_VSOCK ? a->cid : VMADDR_CID_ANY };
-		fd = socket(AF_VSOCK, type | SOCK_CLOEXEC, 0);
+	if (a->kind != A_UNIX_LISTEN && a->kind != A_HYBRID) {
+		union {
+			struct sockaddr sa;
+			struct sockaddr_vm vm;
+			struct sockaddr_in in;
+		} sa;
+		socklen_t len;
+		bool tcp = a->kind == A_TCP || a->kind == A_TCP_LISTEN;
+		bool dial = a->kind == A_VSOCK || a->kind == A_TCP;
+		if (tcp) {
+			sa.in = (struct sockaddr_in){ .sin_family = AF_INET,
+						      .sin_port = htons((uint16_t)a->port),
+						      .sin_addr = a->ip };
+			len = sizeof(sa.in);
+		} else {
+			sa.vm = (struct sockaddr_vm){ .svm_family = AF_VSOCK, .svm_port = a->port,
+						      .svm_cid = dial ? a->cid : VMADDR_CID_ANY };
+			len = sizeof(sa.vm);
+		}
+		if (tcp && type != SOCK_STREAM)
+			die_conn(what, "tcp-is-a-stream");
+		fd = socket(sa.sa.sa_family, type | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			die_conn(what, pe_errname(errno));
-		if (a->kind == A_VSOCK) {
-			if (connect(fd, (struct sockaddr *)&v, sizeof(v)) < 0)
+		if (dial) {
+			if (connect(fd, &sa.sa, len) < 0)
 				die_conn(what, pe_errname(errno));
 		} else {
-			if (bind(fd, (struct sockaddr *)&v, sizeof(v)) < 0)
+			if (bind(fd, &sa.sa, len) < 0)
 				die_conn(what, pe_errname(errno));
 			fd = accept_one(fd, what);
 		}

@@ -53,6 +53,8 @@ set -euo pipefail
 name=handover_test
 # shellcheck source=tests/guest/vsock-host.sh
 . "$(dirname "$0")/vsock-host.sh"
+# shellcheck source=tests/guest/handover-host.sh
+. "$(dirname "$0")/handover-host.sh"
 # The boot, the 20 reloads (each under a second) and the streams' end.
 limit=${VMIO_GUEST_TIMEOUT:-400}
 hpeer='' sibling='' prev_cache=''
@@ -89,11 +91,6 @@ cp "$prev_bin" "$bindir/vmio-prev"
 builds=("$bindir/vmio-prev" "$bindir/vmio-tip") # reload i installs builds[i % 2]
 client=$bindir/vmio-tip                          # runs stats and reload
 start_path=$bindir/vmio
-# What dpkg does: the new file beside the path, renamed over it.
-install_at_start() { # file (mode from it)
-	cp -p "$1" "$start_path.dpkg-new"
-	mv -f "$start_path.dpkg-new" "$start_path"
-}
 install_at_start "$bindir/vmio-tip"
 echo "$name: builds: tip $("$client" --version 2>&1 | head -n1), prev $(git -C "$top" rev-parse --short "$prev_rev") ($prev_bin)"
 
@@ -131,18 +128,6 @@ for c in json.load(sys.stdin)["vms"][0]["connections"]:
     if c["initiator"] == "guest" and c["host_port"] == 5206:
         print(c["bytes_from_guest"])
 ' 2>/dev/null || true
-}
-serving_pid() { "$client" stats --json "$ctl" 2>/dev/null | sed -n 's/^{"device":"vsock","pid":\([0-9]*\),.*/\1/p'; }
-# A pid that is gone, or a zombie (the first vmio is this script's child).
-gone() { [[ ! -e /proc/$1 ]] || [[ $(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) == Z ]]; }
-# Waits up to $2 s (tenths) for grep -q $1 in log file $3.
-wait_log() { # pattern, seconds, file
-	local i
-	for ((i = 0; i < $2 * 10; i++)); do
-		grep -q -e "$1" "$3" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	return 1
 }
 
 # --- host services, the sibling, vmio, QEMU -------------------------------
@@ -250,26 +235,8 @@ if [[ -n $ready && ${#failures[@]} -eq 0 ]]; then
 			bad "reload $i (to ${bin##*/vmio-}): $rc_out"
 			break
 		fi
-		# The successor serves --control once the reload has answered;
-		# an answer from the old pid after that is counted (reported),
-		# and must stop within 5 s.
-		new=$(serving_pid)
-		if [[ $new == "$pid" ]]; then
-			stale=$((stale + 1))
-			for _ in $(seq 50); do
-				new=$(serving_pid)
-				[[ $new == "$pid" ]] || break
-				sleep 0.1
-			done
-		fi
-		if [[ -z $new || $new == "$pid" ]]; then
-			bad "reload $i exited 0 but the control socket is served by pid '${new}' (before: $pid)"
-			break
-		fi
-		[[ $(stat -Lc %i "/proc/$new/exe" 2>/dev/null) == "$ino" ]] ||
-			bad "reload $i: pid $new does not run the file installed at $start_path (${bin##*/})"
-		for _ in $(seq 50); do gone "$pid" && break; sleep 0.1; done
-		gone "$pid" || bad "reload $i: the old vmio $pid still runs 5 s after its successor $new took over"
+		took_over "reload $i (to ${bin##*/vmio-})" "$pid" "$ino" || break
+		new=$new_pid
 		pid=$new
 		vmio_pids+=("$new")
 		vpid=$new # what vh_cleanup stops, and whose CPU time is reported

@@ -17,6 +17,8 @@
 #   vh_spawn PORT CMD... any such service, logged as host-PORT
 #   vh_start_vmio [ARGS] `vmio vsock --guest-cid 3` (or vmio $dev ARGS), listening on
 #                        each socket in socks
+#   vh_start_supervised ARGS  vmio $dev ARGS under fdstore-supervisor.py
+#   vh_stop_supervised K the supervisor's verdicts after K kills, SIGTERM
 #   vh_boot SCRIPT ...   the guest in the background (more run-guest options,
 #                        then -- and more QEMU options), on $sock, logging
 #                        its console to $serial; sets gpid
@@ -155,6 +157,46 @@ vh_start_vmio() { # [vmio $dev options, instead of one vsock VM with CID 3]
 		done
 		[[ -S $s ]] || fail "vmio $dev did not create $s within 5 s (log: $vlog)"
 	done
+}
+
+# vmio $dev under tests/guest/fdstore-supervisor.py (systemd's fd store and
+# Restart=, without systemd), inside vmio_wrap; vpid is the supervisor's
+# pid, its lines go to sup_out (default logs/NAME.supervisor.log), every
+# vmio's to vlog. Returns once the first vmio said READY=1 and listens.
+vh_start_supervised() { # vmio $dev options
+	sup_out=${sup_out:-$logs/$name.supervisor.log}
+	"${vmio_wrap[@]}" python3 "$top/tests/guest/fdstore-supervisor.py" --notify "$tmp/notify" \
+		--log "$vlog" -- "$vmio" "$dev" "$@" -v >"$sup_out" 2>&1 &
+	vpid=$!
+	for _ in $(seq 100); do
+		grep -q 'supervisor: ready' "$sup_out" && [[ -S $sock ]] && break
+		kill -0 "$vpid" 2>/dev/null || break
+		sleep 0.05
+	done
+	grep -q 'supervisor: ready' "$sup_out" || fail "vmio did not say READY=1 within 5 s: $(cat "$sup_out" "$vlog")"
+}
+
+# The end of a run under vh_start_supervised with KILLS SIGKILLs: the
+# supervisor started vmio KILLS+1 times and saw each SIGKILL, and the store
+# kept as many fds at every kill (sets kept, that count); then SIGTERM,
+# on which vmio must exit 0. Sets vcpu, vh_conclude's figure, to the CPU
+# time of every vmio of the run, not the supervisor's.
+vh_stop_supervised() { # kills
+	local starts kills
+	starts=$(grep -c 'supervisor: started' "$sup_out" || true)
+	kills=$(grep -c 'supervisor: died .*status=-9 ' "$sup_out" || true)
+	((starts == $1 + 1 && kills == $1)) ||
+		bad "the supervisor started vmio $starts times and saw $kills SIGKILLs (wanted $(($1 + 1)) and $1)"
+	kept=$(sed -n 's/^supervisor: died .*status=-9 .*kept=\([0-9]*\) .*/\1/p' "$sup_out" | sort -u | tr '\n' ' ')
+	kept=${kept% }
+	[[ $kept =~ ^[0-9]+$ ]] || bad "the store's size changed from kill to kill: ${kept:-none}"
+	if kill -0 "$vpid" 2>/dev/null; then
+		kill -TERM "$vpid"
+		wait "$vpid" || bad "vmio under the supervisor exited $? on SIGTERM"
+		vpid=
+	fi
+	grep -q '^supervisor: exit status=0$' "$sup_out" || bad "vmio did not exit 0 on SIGTERM: $(tail -n 2 "$sup_out")"
+	vcpu=$(sed -n 's/^supervisor: died .* cpu_s=\([0-9.]*\) .*/\1/p' "$sup_out" | awk '{ s += $1 } END { printf "%.2f", s }')
 }
 
 serials=()
