@@ -747,10 +747,15 @@ struct handler {
 	uint8_t fds;
 	bool has_reply;
 	uint8_t stops;
-	/* A refusal closes the session: its reply says nothing of failure
-	 * (SET_LOG_BASE's: QEMU would migrate with no page marked). */
-	bool refusal_closes;
 };
+
+/* A request whose reply says nothing of failure, refused: the session
+ * closes, the only way the front end learns of it (SET_LOG_BASE's u64:
+ * QEMU would migrate with no page marked). */
+static bool refusal_closes(uint32_t request)
+{
+	return request == VHOST_USER_SET_LOG_BASE;
+}
 
 static const struct handler handlers[VHOST_USER_REQUEST_MAX] = {
 	[VHOST_USER_GET_FEATURES] = { get_features, P_NONE, F_NONE, true, S_NONE },
@@ -762,7 +767,7 @@ static const struct handler handlers[VHOST_USER_REQUEST_MAX] = {
 	[VHOST_USER_SET_MEM_TABLE] = { set_mem_table, P_MEM_TABLE,
 				       F_PER_REGION, false, S_ALL_MEMORY },
 	[VHOST_USER_SET_LOG_BASE] = { set_log_base, P_LOG, F_ONE, true,
-				      S_ALL, true },
+				      S_ALL },
 	[VHOST_USER_SET_LOG_FD] = { set_log_fd, P_NONE, F_ONE, false, S_NONE },
 	[VHOST_USER_SEND_RARP] = { send_rarp, P_U64, F_NONE, false, S_NONE },
 	[VHOST_USER_SET_VRING_NUM] = { set_vring_num, P_STATE, F_NONE, false,
@@ -1008,7 +1013,7 @@ static enum vhost_user_result finish(const struct handler *h,
 				     int rc)
 {
 	if (h && h->has_reply) {
-		if (rc && h->refusal_closes)
+		if (rc && refusal_closes(msg->hdr.request))
 			return VHOST_USER_CLOSE;
 		if (rc)
 			reply->hdr.size = 0;
