@@ -849,20 +849,45 @@ net_tx() { # the frames vmio took from the guest, over every pair, as --control 
 		python3 -c 'import json, sys; print(sum(q["tx_frames"] for q in json.load(sys.stdin)["queue_pairs"]))'
 }
 net_ifindex() { in_root cat /sys/class/net/vmtap0/ifindex; }
+# vmtap0's rx_packets, the device's tx_frames, vmtap0's rx_packets again,
+# read in that order in one go. Every frame the TAP received, vmio took
+# from the guest and counted first, so with the counters carried across
+# a hand-over tx_frames is at least the first read; had they started
+# again from 0, it would be short by what passed before the hand-over,
+# less the frames that pass between the two TAP reads (the gap).
+net_counts() {
+	# shellcheck disable=SC2016 # for the inner shell
+	in_root sh -c 'rx=/sys/class/net/vmtap0/statistics/rx_packets
+		r1=$(cat $rx); doc=$(vmio stats --json "$1") || exit 1; r2=$(cat $rx)
+		echo "$r1 $(echo "$doc" | python3 -c "import json, sys
+print(sum(q[\"tx_frames\"] for q in json.load(sys.stdin)[\"queue_pairs\"]))") $r2"' sh "$(control net vm1)"
+}
 # Starts vmio-net@vm1 and testpmd on it; returns once vmtap0 has 1000
-# frames, with net_old_pid, net_old_exe and net_old_ifindex set.
+# frames, and ten times the gap of net_counts more (so that counters
+# started again would show, whatever the rate), with net_old_pid,
+# net_old_exe and net_old_ifindex set.
 net_front_end() {
+	local r1 t r2
 	in_root systemctl start "$net_unit" || { unit_log "$net_unit"; return 1; }
 	wait_socket "$net_sock" || { echo "no $net_sock"; unit_log "$net_unit"; return 1; }
 	net_old_pid=$(unit_pid "$net_unit")
 	net_old_exe=$(exe_of "$net_old_pid")
 	testpmd_start "$net_sock" 2 || return 1
-	if ! tap_rx_wait 1000; then
+	if ! tap_rx_wait 1000 || ! read -r r1 t r2 < <(net_counts) ||
+		! tap_rx_wait $((r2 + 10 * (r2 - r1))); then
 		testpmd_stop
 		in_root tail -n 20 /tmp/testpmd.log
 		return 1
 	fi
 	net_old_ifindex=$(net_ifindex)
+}
+# The device's counters went on from where they were (net_counts says
+# why this shows it).
+net_counters_carried() {
+	local r1 t r2
+	read -r r1 t r2 < <(net_counts) || { echo "vmio stats failed"; return 1; }
+	echo "vmtap0 rx_packets $r1, then the device's tx_frames $t, then rx_packets $r2"
+	((t >= r1)) || { echo "tx_frames is short of what vmtap0 received: counted again from 0"; return 1; }
 }
 # The guest's frames go on through whoever serves the unit now: 1000
 # more reach vmtap0, and --control counts more than tx_before. Stops
@@ -890,6 +915,7 @@ net_handed_over() { # tx-before
 	doc=$(in_root vmio stats --json "$(control net vm1)") || { echo "vmio stats failed"; return 1; }
 	json_check "d['devices'][0]['connected'] and sum(q['tx_frames'] for q in d['queue_pairs']) >= $1" \
 		"the front end connected, tx_frames carried ($1 before)" <<<"$doc" || bad=1
+	net_counters_carried || bad=1
 	[[ $(net_ifindex) == "$net_old_ifindex" ]] ||
 		{ echo "vmtap0 was made anew (ifindex $net_old_ifindex, then $(net_ifindex))"; bad=1; }
 	net_frames_go_on "$1" || bad=1
