@@ -856,11 +856,17 @@ net_ifindex() { in_root cat /sys/class/net/vmtap0/ifindex; }
 # again from 0, it would be short by what passed before the hand-over,
 # less the frames that pass between the two TAP reads (the gap).
 net_counts() {
+	local out
 	# shellcheck disable=SC2016 # for the inner shell
-	in_root sh -c 'rx=/sys/class/net/vmtap0/statistics/rx_packets
-		r1=$(cat $rx); doc=$(vmio stats --json "$1") || exit 1; r2=$(cat $rx)
-		echo "$r1 $(echo "$doc" | python3 -c "import json, sys
-print(sum(q[\"tx_frames\"] for q in json.load(sys.stdin)[\"queue_pairs\"]))") $r2"' sh "$(control net vm1)"
+	out=$(in_root sh -c 'rx=/sys/class/net/vmtap0/statistics/rx_packets
+		cat $rx && vmio stats --json "$1" && cat $rx' sh "$(control net vm1)") || return 1
+	# The root's python3-minimal has no json module: the document is read
+	# here.
+	python3 -c 'import json, sys
+lines = sys.stdin.read().strip().split("\n")
+assert lines[0].isdigit() and lines[-1].isdigit(), lines
+d = json.loads("\n".join(lines[1:-1]))
+print(lines[0], sum(q["tx_frames"] for q in d["queue_pairs"]), lines[-1])' <<<"$out"
 }
 # Starts vmio-net@vm1 and testpmd on it; returns once vmtap0 has 1000
 # frames, and ten times the gap of net_counts more (so that counters
@@ -874,6 +880,7 @@ net_front_end() {
 	net_old_exe=$(exe_of "$net_old_pid")
 	testpmd_start "$net_sock" 2 || return 1
 	if ! tap_rx_wait 1000 || ! read -r r1 t r2 < <(net_counts) ||
+		! echo "the gap: $((r2 - r1)) frames between two TAP reads" ||
 		! tap_rx_wait $((r2 + 10 * (r2 - r1))); then
 		testpmd_stop
 		in_root tail -n 20 /tmp/testpmd.log
