@@ -811,7 +811,7 @@ vsock_reload() {
 	wait_socket "$vsock_sock" || { echo "no $vsock_sock"; return 1; }
 	old=$(unit_pid "$vsock_unit")
 	exe=$(exe_of "$old")
-	echo_start 5 || return 1
+	echo_start "$echo_across" || return 1
 	if ! in_root systemctl reload "$vsock_unit"; then
 		echo "systemctl reload $vsock_unit failed"
 		unit_log "$vsock_unit"
