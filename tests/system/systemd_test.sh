@@ -211,8 +211,10 @@ vsock_unit=vmio-vsock@vm1.service
 # Seconds of the guest's echo that must outlast three refused reloads, or
 # an upgrade: 8 was too few on a loaded machine (10.2 s for the reloads
 # on Debian 13's systemd, after vsock_crash's 50 restarts in the unit's
-# journal that reload_fails reads).
-echo_across=20
+# journal that reload_fails reads), and 20 for an upgrade that reloads
+# net first (15 s from the echo's start to vsock's reload, with testpmd
+# started in between).
+echo_across=30
 vsock_bench() { # user direction bytes
 	in_root runuser -u "$1" -- "$tools/vmio-vsock-bench" --socket "$vsock_sock" \
 		--uds-path "$vsock_uds" --direction "$2" --bytes "$3"
@@ -873,13 +875,15 @@ print(lines[0], sum(q["tx_frames"] for q in d["queue_pairs"]), lines[-1])' <<<"$
 # started again would show, whatever the rate), with net_old_pid,
 # net_old_exe and net_old_ifindex set.
 net_front_end() {
-	local r1 t r2
+	local r0 r1 t r2
 	in_root systemctl start "$net_unit" || { unit_log "$net_unit"; return 1; }
 	wait_socket "$net_sock" || { echo "no $net_sock"; unit_log "$net_unit"; return 1; }
 	net_old_pid=$(unit_pid "$net_unit")
 	net_old_exe=$(exe_of "$net_old_pid")
+	# The TAP's counter runs on across testpmd's sessions: 1000 of this one.
+	r0=$(tap_rx 2>/dev/null) || r0=0
 	testpmd_start "$net_sock" 2 || return 1
-	if ! tap_rx_wait 1000 || ! read -r r1 t r2 < <(net_counts) ||
+	if ! tap_rx_wait $((r0 + 1000)) || ! read -r r1 t r2 < <(net_counts) ||
 		! echo "the gap: $((r2 - r1)) frames between two TAP reads" ||
 		! tap_rx_wait $((r2 + 10 * (r2 - r1))); then
 		testpmd_stop
@@ -1003,17 +1007,19 @@ package_upgrade_from_prev() {
 # serving).
 upgrade_hands_over() { # deb what vsock-hands-over net-hands-over
 	local old exe vsock vsock_exe tx bad=0
-	in_root systemctl start "$vsock_unit" || return 1
+	# testpmd first: what it takes to start must not come out of the
+	# guest echo's seconds, which have to outlast the upgrade.
+	net_front_end || return 1
+	tx=$(net_tx)
+	in_root systemctl start "$vsock_unit" || { testpmd_stop; return 1; }
 	vsock=$(unit_pid "$vsock_unit")
 	vsock_exe=$(exe_of "$vsock")
-	wait_socket "$vsock_sock" || { echo "no $vsock_sock"; return 1; }
-	relay_start || return 1
+	wait_socket "$vsock_sock" || { echo "no $vsock_sock"; testpmd_stop; return 1; }
+	relay_start || { testpmd_stop; return 1; }
 	old=$(main_pid)
 	exe=$(exe_of "$old")
-	clients_start || return 1
-	echo_start "$echo_across" || { clients_end; return 1; }
-	net_front_end || { clients_end; echo_end; return 1; }
-	tx=$(net_tx)
+	clients_start || { testpmd_stop; return 1; }
+	echo_start "$echo_across" || { clients_end; testpmd_stop; return 1; }
 	if ! in_root timeout 60 dpkg -i "$1" >"$run/upgrade.log" 2>&1; then
 		echo "dpkg -i of $2 failed: $(tail -n 20 "$run/upgrade.log")"
 		clients_end
