@@ -104,13 +104,11 @@ unit_has vmio-vsock@.service Type=notify "${access[@]}" "Restart=on-failure" \
 	"ExecStart=$BINDIR/vmio vsock --fd-store --config $CONFDIR/vsock/%i.yaml --control /run/vmio/vsock/%i/control.sock" \
 	"ExecReload=$BINDIR/vmio reload /run/vmio/vsock/%i/control.sock" "NotifyAccess=all"
 unit_has vmio-net@.service Type=notify "${access[@]}" "${retry[@]}" \
-	"ExecStart=$BINDIR/vmio net --socket /run/vmio/net/%i/vhost.sock --control /run/vmio/net/%i/control.sock \$OPTIONS"
+	"ExecStart=$BINDIR/vmio net --socket /run/vmio/net/%i/vhost.sock --control /run/vmio/net/%i/control.sock \$OPTIONS" \
+	"ExecReload=$BINDIR/vmio reload /run/vmio/net/%i/control.sock" "NotifyAccess=all"
 unit_has vmio-redirect@.service Type=notify "${access[@]}" "${retry[@]}" \
 	"ExecStart=$BINDIR/vmio redirect --control /run/vmio/redirect/%i/control.sock \$OPTIONS \${ADDRESS1} \${ADDRESS2}" \
 	"ExecReload=$BINDIR/vmio reload /run/vmio/redirect/%i/control.sock" "NotifyAccess=all"
-# A reload of net would end it (SIGHUP) until it hands over.
-! grep -q '^ExecReload=' "$(root "$UNITDIR/vmio-net@.service")" ||
-	fail "vmio-net@.service has an ExecReload=, which would end it"
 unit_has vmio-net-accept@.service Type=notify "${access[@]}" \
 	"ReadWritePaths=/run/vmio/net"
 # shellcheck disable=SC2016 # the wrapper's text, $name as it is written

@@ -211,8 +211,10 @@ vsock_unit=vmio-vsock@vm1.service
 # Seconds of the guest's echo that must outlast three refused reloads, or
 # an upgrade: 8 was too few on a loaded machine (10.2 s for the reloads
 # on Debian 13's systemd, after vsock_crash's 50 restarts in the unit's
-# journal that reload_fails reads).
-echo_across=20
+# journal that reload_fails reads), and 20 for an upgrade that reloads
+# net first (15 s from the echo's start to vsock's reload, with testpmd
+# started in between).
+echo_across=30
 vsock_bench() { # user direction bytes
 	in_root runuser -u "$1" -- "$tools/vmio-vsock-bench" --socket "$vsock_sock" \
 		--uds-path "$vsock_uds" --direction "$2" --bytes "$3"
@@ -424,27 +426,51 @@ print(f"restart to a new connection both ways: median {statistics.median(t):.1f}
 
 # testpmd sends frames for as long as it runs; vmio net writes them to the
 # example's TAP, vmtap0, whose kernel counters (rx_packets: what the TAP
-# received from vmio) are the proof.
-testpmd_txonly() { # socket queues minimum-frames
+# received from vmio) are the proof. It runs in the background (its pid
+# in the root in /run/testpmd.pid) until testpmd_stop, at most
+# clients_limit seconds: a hand-over's checks run while it is attached.
+# DPDK's virtio-user as a client (no server=1) never reconnects: frames
+# that go on after a hand-over went through the session it had before.
+testpmd_start() { # socket queues
+	in_root rm -f /run/testpmd.pid
 	# shellcheck disable=SC2016 # for the inner shell
-	in_root sh -c '
-		sock=$1 q=$2 want=$3 tap=/sys/class/net/vmtap0
-		$0 --no-pci --single-file-segments --lcores 0@0,1@0 --no-huge -m 256 \
+	container_run sh -c 'echo $$ >/run/testpmd.pid
+		exec timeout -s INT "$1" "$0" --no-pci --single-file-segments --lcores 0@0,1@0 --no-huge -m 256 \
 			--file-prefix=vmio-system --log-level lib.eal:error \
-			--vdev "net_virtio_user0,path=$sock,queues=$q" -- --forward-mode=txonly \
-			--stats-period 1 --total-num-mbufs 4096 --rxq=$q --txq=$q >/tmp/testpmd.log 2>&1 &
-		pmd=$!
-		got=0
+			--vdev "net_virtio_user0,path=$2,queues=$3" -- --forward-mode=txonly \
+			--stats-period 1 --total-num-mbufs 4096 --rxq=$3 --txq=$3 >/tmp/testpmd.log 2>&1' \
+		"$testpmd" "$clients_limit" "$@" >"$run/testpmd.out" 2>&1 &
+	testpmd_job=$!
+	wait_path /run/testpmd.pid || { echo "testpmd did not start"; return 1; }
+}
+# Up to 10 s until vmtap0 has received at least N frames from vmio; fails
+# at once if testpmd has gone. vmio makes the TAP down: it is set up here.
+tap_rx_wait() { # minimum-frames
+	# shellcheck disable=SC2016 # for the inner shell
+	in_root sh -c 'tap=/sys/class/net/vmtap0 got=0 pmd=$(cat /run/testpmd.pid)
 		for i in $(seq 200); do
 			[ -d $tap ] && ip link set vmtap0 up 2>/dev/null
 			[ -r $tap/statistics/rx_packets ] && got=$(cat $tap/statistics/rx_packets)
-			[ "$got" -ge "$want" ] && break
-			kill -0 $pmd 2>/dev/null || break
+			[ "$got" -ge "$1" ] && break
+			[ -d /proc/$pmd ] || break
 			sleep 0.05
 		done
-		kill -INT $pmd 2>/dev/null; wait $pmd
-		echo "vmtap0 rx_packets=$got (wanted $want)"
-		[ "$got" -ge "$want" ] || { tail -n 20 /tmp/testpmd.log; exit 1; }' "$testpmd" "$@"
+		echo "vmtap0 rx_packets=$got (wanted $1)"
+		[ "$got" -ge "$1" ]' sh "$1"
+}
+tap_rx() { in_root cat /sys/class/net/vmtap0/statistics/rx_packets; }
+testpmd_stop() {
+	# shellcheck disable=SC2016 # for the inner shell
+	in_root sh -c 'kill -INT "$(cat /run/testpmd.pid)"' 2>/dev/null
+	wait "$testpmd_job"
+}
+testpmd_txonly() { # socket queues minimum-frames
+	local rc=0
+	testpmd_start "$1" "$2" || return 1
+	tap_rx_wait "$3" || rc=1
+	testpmd_stop
+	((rc == 0)) || in_root tail -n 20 /tmp/testpmd.log
+	return $rc
 }
 
 net_sock=/run/vmio/net/vm1/vhost.sock
@@ -629,20 +655,26 @@ clients_end() {
 	echo "stream: $(cat "$run/stream.out")"
 	return $bad
 }
-# What serves the relay once it was handed over: the unit active, its
-# MainPID a new process running the same binary path (no longer one an
-# upgrade deleted), the same one that answers on --control; the old one
+# What serves a unit once it was handed over: the unit active, its
+# MainPID (new_pid) a new process running the same binary path (no
+# longer one an upgrade deleted), the same one that answers on --control.
+successor_serves() { # unit device name old-pid old-exe
+	local exe doc bad=0
+	new_pid=$(unit_pid "$1")
+	exe=$(exe_of "$new_pid")
+	echo "MainPID $4 ($5), then $new_pid ($exe); $(unit_state "$1")"
+	[[ $(in_root systemctl show -P ActiveState "$1") == active ]] || bad=1
+	[[ $new_pid != 0 && $new_pid != "$4" ]] || { echo "MainPID did not change"; bad=1; }
+	[[ $exe == "${5% (deleted)}" && $exe != *" (deleted)" ]] || { echo "not the binary at the start path"; bad=1; }
+	doc=$(in_root vmio stats --json "$(control "$2" "$3")") &&
+		json_check "d['pid'] == $new_pid" "the pid vmio stats names is the MainPID" <<<"$doc" || bad=1
+	return $bad
+}
+# The relay once handed over: served by the successor; the old process
 # drains its open stream, then exits.
 handed_over() { # old-pid old-exe
-	local new exe doc bad=0
-	new=$(main_pid)
-	exe=$(exe_of "$new")
-	echo "MainPID $1 ($2), then $new ($exe); $(unit_state "$relay")"
-	[[ $(in_root systemctl show -P ActiveState "$relay") == active ]] || bad=1
-	[[ $new != 0 && $new != "$1" ]] || { echo "MainPID did not change"; bad=1; }
-	[[ $exe == "${2% (deleted)}" && $exe != *" (deleted)" ]] || { echo "not the binary at the start path"; bad=1; }
-	doc=$(in_root vmio stats --json "$(control redirect stream)") &&
-		json_check "d['pid'] == $new" "the pid vmio stats names is the MainPID" <<<"$doc" || bad=1
+	local bad=0
+	successor_serves "$relay" redirect stream "$1" "$2" || bad=1
 	if in_root test -d "/proc/$1"; then
 		echo "$1 still runs while its stream is open"
 	else
@@ -694,20 +726,26 @@ reload_fails() { # unit reason-pattern
 	echo "the journal: $lines"
 	return $rc
 }
-redirect_reload_refused() {
-	local bad=0 out
-	# A successor that exits at start, as a broken build would, at the
-	# start path; `vmio reload` (ExecReload=) still runs the real one.
+# Two reloads of the unit refused for want of a successor: one that exits
+# at start, as a broken build would, at the start path (`vmio reload`,
+# ExecReload=, still runs the real one, as any command but the unit's
+# does); then no binary at all, so that ExecReload= cannot even start.
+successor_broken() { # unit command
+	local bad=0
 	mv "$root/usr/bin/vmio" "$root/usr/bin/vmio.real" || return 1
 	# shellcheck disable=SC2016 # the script's own
-	printf '%s\n' '#!/bin/sh' 'if [ "$1" = redirect ]; then echo "a successor that fails" >&2; exit 1; fi' \
+	printf '%s\n' '#!/bin/sh' "if [ \"\$1\" = $2 ]; then echo 'a successor that fails' >&2; exit 1; fi" \
 		'exec /usr/bin/vmio.real "$@"' >"$root/usr/bin/vmio"
 	chmod 755 "$root/usr/bin/vmio"
-	reload_fails "$relay" "hand-over failed: the successor exited with status 1 before taking over" || bad=1
-	# No binary at all: ExecReload= cannot even start.
+	reload_fails "$1" "hand-over failed: the successor exited with status 1 before taking over" || bad=1
 	rm "$root/usr/bin/vmio"
-	reload_fails "$relay" "/usr/bin/vmio: No such file or directory" || bad=1
+	reload_fails "$1" "/usr/bin/vmio: No such file or directory" || bad=1
 	mv "$root/usr/bin/vmio.real" "$root/usr/bin/vmio" || return 1
+	return $bad
+}
+redirect_reload_refused() {
+	local bad=0 out
+	successor_broken "$relay" redirect || bad=1
 	# The old process still serves, a new connection included.
 	in_root touch /run/echo/churn.stop
 	out=$(in_root python3 "$tools/sockets.py" churn "$relay_in" /run/echo/churn.ready /run/echo/churn.stop 2>&1) || bad=1
@@ -751,20 +789,14 @@ echo_end() {
 # --control, carrying the guest's connection (its bytes keep counting in
 # the new process); the old process gone, the sockets still there.
 vsock_handed_over() { # old-pid old-exe
-	local new exe doc bytes p bad=0
-	new=$(unit_pid "$vsock_unit")
-	exe=$(exe_of "$new")
-	echo "MainPID $1 ($2), then $new ($exe); $(unit_state "$vsock_unit")"
-	[[ $(in_root systemctl show -P ActiveState "$vsock_unit") == active ]] || bad=1
-	[[ $new != 0 && $new != "$1" ]] || { echo "MainPID did not change"; bad=1; }
-	[[ $exe == /usr/bin/vmio ]] || { echo "not the installed binary"; bad=1; }
+	local doc bytes p bad=0
+	successor_serves "$vsock_unit" vsock vm1 "$1" "$2" || bad=1
 	wait_gone "$1" || { echo "$1 still runs 10 s after the hand-over"; bad=1; }
 	for p in "$vsock_sock" "$vsock_uds"; do
 		in_root test -S "$p" || { echo "$p is gone"; bad=1; }
 	done
 	kill -0 "$echo_pid" 2>/dev/null || echo "(the guest's echo ended before these checks)"
 	doc=$(in_root vmio stats --json "$(control vsock vm1)") || { echo "vmio stats failed"; return 1; }
-	json_check "d['pid'] == $new" "the pid vmio stats names is the MainPID" <<<"$doc" || bad=1
 	json_check 'd["vms"][0]["connected"] and d["vms"][0]["connections_open"] >= 1' \
 		"the VM's front end connected, its connection open" <<<"$doc" || bad=1
 	bytes=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["vms"][0]["totals"]["bytes_from_guest"])' <<<"$doc")
@@ -781,7 +813,7 @@ vsock_reload() {
 	wait_socket "$vsock_sock" || { echo "no $vsock_sock"; return 1; }
 	old=$(unit_pid "$vsock_unit")
 	exe=$(exe_of "$old")
-	echo_start 5 || return 1
+	echo_start "$echo_across" || return 1
 	if ! in_root systemctl reload "$vsock_unit"; then
 		echo "systemctl reload $vsock_unit failed"
 		unit_log "$vsock_unit"
@@ -795,15 +827,7 @@ vsock_reload() {
 vsock_reload_refused() {
 	local bad=0 yaml=$root/etc/vmio/vsock/vm1.yaml
 	echo_start "$echo_across" || return 1
-	mv "$root/usr/bin/vmio" "$root/usr/bin/vmio.real" || return 1
-	# shellcheck disable=SC2016 # the script's own
-	printf '%s\n' '#!/bin/sh' 'if [ "$1" = vsock ]; then echo "a successor that fails" >&2; exit 1; fi' \
-		'exec /usr/bin/vmio.real "$@"' >"$root/usr/bin/vmio"
-	chmod 755 "$root/usr/bin/vmio"
-	reload_fails "$vsock_unit" "hand-over failed: the successor exited with status 1 before taking over" || bad=1
-	rm "$root/usr/bin/vmio"
-	reload_fails "$vsock_unit" "/usr/bin/vmio: No such file or directory" || bad=1
-	mv "$root/usr/bin/vmio.real" "$root/usr/bin/vmio" || return 1
+	successor_broken "$vsock_unit" vsock || bad=1
 	cp "$yaml" "$run/vm1.yaml" && sed -i 's/guest_cid: 3/guest_cid: 4/' "$yaml" || return 1
 	reload_fails "$vsock_unit" "the VM list changed" || bad=1
 	cp "$run/vm1.yaml" "$yaml" || return 1
@@ -815,16 +839,137 @@ vsock_reload_refused() {
 	return $bad
 }
 
+# vmio-net@vm1 (the example: --tap vmtap0, two queue pairs) handed over
+# with testpmd attached and sending. What must come across, read from
+# --control and the kernel: the session (testpmd never reconnects, so
+# frames that go on after went through the one it had), the TAP (its
+# ifindex: not made anew) and the counters (the successor's tx_frames
+# start from the old process's, not from 0).
+net_unit=vmio-net@vm1.service
+net_tx() { # the frames vmio took from the guest, over every pair, as --control says
+	in_root vmio stats --json "$(control net vm1)" |
+		python3 -c 'import json, sys; print(sum(q["tx_frames"] for q in json.load(sys.stdin)["queue_pairs"]))'
+}
+net_ifindex() { in_root cat /sys/class/net/vmtap0/ifindex; }
+# vmtap0's rx_packets, the device's tx_frames, vmtap0's rx_packets again,
+# read in that order in one go. Every frame the TAP received, vmio took
+# from the guest and counted first, so with the counters carried across
+# a hand-over tx_frames is at least the first read; had they started
+# again from 0, it would be short by what passed before the hand-over,
+# less the frames that pass between the two TAP reads (the gap).
+net_counts() {
+	local out
+	# shellcheck disable=SC2016 # for the inner shell
+	out=$(in_root sh -c 'rx=/sys/class/net/vmtap0/statistics/rx_packets
+		cat $rx && vmio stats --json "$1" && cat $rx' sh "$(control net vm1)") || return 1
+	# The root's python3-minimal has no json module: the document is read
+	# here.
+	python3 -c 'import json, sys
+lines = sys.stdin.read().strip().split("\n")
+assert lines[0].isdigit() and lines[-1].isdigit(), lines
+d = json.loads("\n".join(lines[1:-1]))
+print(lines[0], sum(q["tx_frames"] for q in d["queue_pairs"]), lines[-1])' <<<"$out"
+}
+# Starts vmio-net@vm1 and testpmd on it; returns once vmtap0 has 1000
+# frames, and ten times the gap of net_counts more (so that counters
+# started again would show, whatever the rate), with net_old_pid,
+# net_old_exe and net_old_ifindex set.
+net_front_end() {
+	local r0 r1 t r2
+	in_root systemctl start "$net_unit" || { unit_log "$net_unit"; return 1; }
+	wait_socket "$net_sock" || { echo "no $net_sock"; unit_log "$net_unit"; return 1; }
+	net_old_pid=$(unit_pid "$net_unit")
+	net_old_exe=$(exe_of "$net_old_pid")
+	# The TAP's counter runs on across testpmd's sessions: 1000 of this one.
+	r0=$(tap_rx 2>/dev/null) || r0=0
+	testpmd_start "$net_sock" 2 || return 1
+	if ! tap_rx_wait $((r0 + 1000)) || ! read -r r1 t r2 < <(net_counts) ||
+		! echo "the gap: $((r2 - r1)) frames between two TAP reads" ||
+		! tap_rx_wait $((r2 + 10 * (r2 - r1))); then
+		testpmd_stop
+		in_root tail -n 20 /tmp/testpmd.log
+		return 1
+	fi
+	net_old_ifindex=$(net_ifindex)
+}
+# The device's counters went on from where they were (net_counts says
+# why this shows it).
+net_counters_carried() {
+	local r1 t r2
+	read -r r1 t r2 < <(net_counts) || { echo "vmio stats failed"; return 1; }
+	echo "vmtap0 rx_packets $r1, then the device's tx_frames $t, then rx_packets $r2"
+	((t >= r1)) || { echo "tx_frames is short of what vmtap0 received: counted again from 0"; return 1; }
+}
+# The guest's frames go on through whoever serves the unit now: 1000
+# more reach vmtap0, and --control counts more than tx_before. Stops
+# testpmd, which must not have gone before.
+net_frames_go_on() { # tx-before
+	local rx tx bad=0
+	rx=$(tap_rx)
+	tap_rx_wait $((rx + 1000)) || bad=1
+	tx=$(net_tx)
+	echo "tx_frames on --control: $1 before, $tx after"
+	((tx > $1)) || { echo "the device counted no frame since"; bad=1; }
+	# shellcheck disable=SC2016 # for the inner shell
+	in_root sh -c '[ -d "/proc/$(cat /run/testpmd.pid)" ]' || { echo "testpmd has gone"; bad=1; }
+	testpmd_stop
+	((bad == 0)) || in_root tail -n 20 /tmp/testpmd.log
+	return $bad
+}
+# What serves vm1 once handed over: the successor, with the front end's
+# session (connected, never ended: frames go on), the TAP and the
+# counters of the old process, which has gone.
+net_handed_over() { # tx-before
+	local doc bad=0
+	successor_serves "$net_unit" net vm1 "$net_old_pid" "$net_old_exe" || bad=1
+	wait_gone "$net_old_pid" || { echo "$net_old_pid still runs 10 s after the hand-over"; bad=1; }
+	doc=$(in_root vmio stats --json "$(control net vm1)") || { echo "vmio stats failed"; return 1; }
+	json_check "d['devices'][0]['connected'] and sum(q['tx_frames'] for q in d['queue_pairs']) >= $1" \
+		"the front end connected, tx_frames carried ($1 before)" <<<"$doc" || bad=1
+	net_counters_carried || bad=1
+	[[ $(net_ifindex) == "$net_old_ifindex" ]] ||
+		{ echo "vmtap0 was made anew (ifindex $net_old_ifindex, then $(net_ifindex))"; bad=1; }
+	net_frames_go_on "$1" || bad=1
+	return $bad
+}
+net_reload() {
+	local tx
+	net_front_end || return 1
+	tx=$(net_tx)
+	if ! in_root systemctl reload "$net_unit"; then
+		echo "systemctl reload $net_unit failed"
+		unit_log "$net_unit"
+		testpmd_stop
+		return 1
+	fi
+	net_handed_over "$tx" || { unit_log "$net_unit"; return 1; }
+}
+# As redirect_reload_refused, with testpmd sending throughout: the old
+# process is still the unit's, serves the same session and TAP, and
+# counts on.
+net_reload_refused() {
+	local tx bad=0
+	net_front_end || return 1
+	successor_broken "$net_unit" net || bad=1
+	tx=$(net_tx)
+	in_root vmio stats --json "$(control net vm1)" |
+		json_check "d['pid'] == $net_old_pid and d['devices'][0]['connected']" \
+			"the old process ($net_old_pid) answers, its front end connected" || bad=1
+	[[ $(net_ifindex) == "$net_old_ifindex" ]] || { echo "vmtap0 was made anew"; bad=1; }
+	net_frames_go_on "$tx" || bad=1
+	return $bad
+}
+
 # An upgrade (this build relabelled as a later version: dpkg unpacks its
 # files anew and runs the postinst of an upgrade) reloads the running
-# vmio-redirect@ and vmio-vsock@ instances and leaves vmio-net@ alone.
+# vmio-redirect@, vmio-vsock@ and vmio-net@ instances.
 package_upgrade_reloads() {
 	# shellcheck disable=SC2016 # for the inner shell
 	in_root sh -c 'rm -rf /tmp/next && dpkg-deb -R /root/vmio.deb /tmp/next &&
 		sed -i "s/^Version: .*/&+next1/" /tmp/next/DEBIAN/control &&
 		dpkg-deb -b /tmp/next /root/vmio-next.deb >/dev/null' || return 1
 	in_root systemctl stop vmio-redirect@syslog.service # a relay that cannot hand over (UNIX-RECV), its collector gone
-	upgrade_hands_over /root/vmio-next.deb "the next version" yes
+	upgrade_hands_over /root/vmio-next.deb "the next version" yes yes
 }
 left_alone() { # unit pid-before
 	local now
@@ -834,63 +979,78 @@ left_alone() { # unit pid-before
 }
 
 # The upgrade the issue asks for: from the package of the commit before
-# (its vmio, its unit, its postinst) to this tree's, whose postinst
-# reloads the relay and vsock: each old vmio hands over to the new one.
-# A vmio vsock from before its hand-over (f080283) answers that it cannot:
-# then the reload fails, the postinst says so and the upgrade goes on,
-# and vsock is left on the old vmio, serving.
+# (its vmio, its units, its postinst) to this tree's, whose postinst
+# reloads the relay, vsock and net: each old vmio hands over to the new
+# one (net's old unit had no ExecReload=: the postinst's daemon-reload
+# gives it this one's first). A vmio vsock or net from before its
+# hand-over (its --help has no --handover-timeout) answers that it
+# cannot: then the reload fails, the postinst says so and the upgrade
+# goes on, and that instance is left on the old vmio, serving.
 package_upgrade_from_prev() {
-	local vsock_can=no
+	local vsock_can=no net_can=no
 	echo "from $prev"
-	# The relay and vsock start anew on the older vmio, under its units.
-	in_root systemctl stop "$relay" "$vsock_unit"
+	# Each starts anew on the older vmio, under its units.
+	in_root systemctl stop "$relay" "$vsock_unit" "$net_unit"
 	in_root timeout 60 dpkg -i /root/vmio-prev.deb >"$run/downgrade.log" 2>&1 ||
 		{ echo "dpkg -i of the package before failed: $(tail -n 20 "$run/downgrade.log")"; return 1; }
 	in_root systemctl daemon-reload
 	in_root sh -c 'vmio vsock --help | grep -q -- --handover-timeout' && vsock_can=yes
-	echo "its vmio vsock can hand over: $vsock_can"
-	upgrade_hands_over /root/vmio.deb "this tree's package" "$vsock_can"
+	in_root sh -c 'vmio net --help | grep -q -- --handover-timeout' && net_can=yes
+	echo "its vmio vsock can hand over: $vsock_can; its vmio net: $net_can"
+	upgrade_hands_over /root/vmio.deb "this tree's package" "$vsock_can" "$net_can"
 }
 
-# With vsock (a guest's echo open on it), net and a streaming relay
-# running, installs deb (what: for messages): the relay is handed over,
-# and vsock too if it can (yes: the old vmio vsock hands over; no: it
-# cannot, the postinst says so and it is left alone); net is left alone.
-upgrade_hands_over() { # deb what vsock-hands-over
-	local old exe vsock vsock_exe net bad=0
-	in_root systemctl start "$vsock_unit" vmio-net@vm1.service || return 1
+# With vsock (a guest's echo open on it), net (testpmd sending) and a
+# streaming relay running, installs deb (what: for messages): the relay
+# is handed over, and vsock and net too if they can (yes: the old vmio
+# hands over; no: it cannot, the postinst says so and it is left alone,
+# serving).
+upgrade_hands_over() { # deb what vsock-hands-over net-hands-over
+	local old exe vsock vsock_exe tx bad=0
+	# testpmd first: what it takes to start must not come out of the
+	# guest echo's seconds, which have to outlast the upgrade.
+	net_front_end || return 1
+	tx=$(net_tx)
+	in_root systemctl start "$vsock_unit" || { testpmd_stop; return 1; }
 	vsock=$(unit_pid "$vsock_unit")
 	vsock_exe=$(exe_of "$vsock")
-	net=$(in_root systemctl show -P MainPID vmio-net@vm1.service)
-	wait_socket "$vsock_sock" || { echo "no $vsock_sock"; return 1; }
-	relay_start || return 1
+	wait_socket "$vsock_sock" || { echo "no $vsock_sock"; testpmd_stop; return 1; }
+	relay_start || { testpmd_stop; return 1; }
 	old=$(main_pid)
 	exe=$(exe_of "$old")
-	clients_start || return 1
-	echo_start "$echo_across" || { clients_end; return 1; }
+	clients_start || { testpmd_stop; return 1; }
+	echo_start "$echo_across" || { clients_end; testpmd_stop; return 1; }
 	if ! in_root timeout 60 dpkg -i "$1" >"$run/upgrade.log" 2>&1; then
 		echo "dpkg -i of $2 failed: $(tail -n 20 "$run/upgrade.log")"
 		clients_end
 		echo_end
+		testpmd_stop
 		return 1
 	fi
 	# shellcheck disable=SC2016 # dpkg-query's format
 	echo "installed: $(in_root dpkg-query -W -f='${Version}' vmio)"
 	echo "ExecReload now: $(in_root systemctl show -P ExecReload "$relay" | grep -o 'argv\[\]=[^;]*')"
 	echo "the old relay's binary now: $(exe_of "$old")"
+	echo "what dpkg said: $(grep '^vmio: ' "$run/upgrade.log")"
 	# vsock first, while the guest's echo runs; the relay's stream stays
 	# open until handed_over ends it.
 	if [[ $3 == yes ]]; then
 		vsock_handed_over "$vsock" "$vsock_exe" || { unit_log "$vsock_unit"; bad=1; }
 	else
-		echo "what dpkg said: $(grep '^vmio: ' "$run/upgrade.log")"
 		grep -q "^vmio: $vsock_unit runs a vmio from before vsock could hand over" "$run/upgrade.log" ||
 			{ echo "the postinst did not say that $vsock_unit cannot hand over"; bad=1; }
 		left_alone "$vsock_unit" "$vsock" || bad=1
 		echo_end || bad=1
 	fi
+	if [[ $4 == yes ]]; then
+		net_handed_over "$tx" || { unit_log "$net_unit"; bad=1; }
+	else
+		grep -q "^vmio: $net_unit runs the new vmio only from its next restart" "$run/upgrade.log" ||
+			{ echo "the postinst did not say that $net_unit cannot hand over"; bad=1; }
+		left_alone "$net_unit" "$net_old_pid" || bad=1
+		net_frames_go_on "$tx" || bad=1
+	fi
 	handed_over "$old" "$exe" || { unit_log "$relay"; bad=1; }
-	left_alone vmio-net@vm1.service "$net" || bad=1
 	return $bad
 }
 
@@ -1000,6 +1160,8 @@ check redirect_reload
 check redirect_reload_refused
 check vsock_reload
 check vsock_reload_refused
+check net_reload
+check net_reload_refused
 check package_upgrade_reloads
 check package_upgrade_from_prev
 check bad_config_fails_start
