@@ -103,8 +103,11 @@ unit_has vmio-vsock@.service Type=notify "${access[@]}" "Restart=on-failure" \
 	"StartLimitBurst=60" "FileDescriptorStoreMax=8192" \
 	"ExecStart=$BINDIR/vmio vsock --fd-store --config $CONFDIR/vsock/%i.yaml --control /run/vmio/vsock/%i/control.sock" \
 	"ExecReload=$BINDIR/vmio reload /run/vmio/vsock/%i/control.sock" "NotifyAccess=all"
-unit_has vmio-net@.service Type=notify "${access[@]}" "${retry[@]}" \
-	"ExecStart=$BINDIR/vmio net --socket /run/vmio/net/%i/vhost.sock --control /run/vmio/net/%i/control.sock \$OPTIONS" \
+# net too, with its session, TAP queues and control state from the store.
+unit_has vmio-net@.service Type=notify "${access[@]}" "Restart=on-failure" \
+	"RestartSec=500ms" "RestartPreventExitStatus=2" "StartLimitIntervalSec=10min" \
+	"StartLimitBurst=60" "FileDescriptorStoreMax=2048" \
+	"ExecStart=$BINDIR/vmio net --fd-store --socket /run/vmio/net/%i/vhost.sock --control /run/vmio/net/%i/control.sock \$OPTIONS" \
 	"ExecReload=$BINDIR/vmio reload /run/vmio/net/%i/control.sock" "NotifyAccess=all"
 unit_has vmio-redirect@.service Type=notify "${access[@]}" "${retry[@]}" \
 	"ExecStart=$BINDIR/vmio redirect --control /run/vmio/redirect/%i/control.sock \$OPTIONS \${ADDRESS1} \${ADDRESS2}" \
