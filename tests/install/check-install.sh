@@ -112,6 +112,12 @@ unit_has vmio-net@.service Type=notify "${access[@]}" "Restart=on-failure" \
 unit_has vmio-redirect@.service Type=notify "${access[@]}" "${retry[@]}" \
 	"ExecStart=$BINDIR/vmio redirect --control /run/vmio/redirect/%i/control.sock \$OPTIONS \${ADDRESS1} \${ADDRESS2}" \
 	"ExecReload=$BINDIR/vmio reload /run/vmio/redirect/%i/control.sock" "NotifyAccess=all"
+# Each stops its main process itself (the successor of a hand-over is not
+# systemd's child, which systemd 252 cannot wait for).
+for u in vmio-vsock@ vmio-net@ vmio-redirect@; do
+	# shellcheck disable=SC2016 # the unit's text, $$MAINPID as written
+	unit_has "$u.service" 'ExecStop=/bin/sh -c '"'"'kill -TERM "$$MAINPID" 2>/dev/null; while kill -0 "$$MAINPID" 2>/dev/null; do sleep 0.05; done'"'"
+done
 unit_has vmio-net-accept@.service Type=notify "${access[@]}" \
 	"ReadWritePaths=/run/vmio/net"
 # shellcheck disable=SC2016 # the wrapper's text, $name as it is written
