@@ -13,6 +13,10 @@ usage: qmp.py SOCK COMMAND [ARGUMENTS-JSON]
            "migrate end_ms=T status=S" when the status changed to an end,
          and the last query-migrate's return as JSON on one line. Exit 0
          only for "completed".
+       qmp.py compare FILE1 FILE2
+         two pmemsave dumps, page (4 KiB) by page: exit 0 if the same,
+         else 1 with the count and the first guest-physical addresses
+         that differ
 Every wait is bounded (10 s to connect and for each answer).
 """
 import json
@@ -59,9 +63,30 @@ class Qmp:
             return r["return"]
 
 
+def compare(a, b):
+    differ = []
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        addr = 0
+        while True:
+            pa, pb = fa.read(4096), fb.read(4096)
+            if not pa and not pb:
+                break
+            if pa != pb:
+                differ.append(addr)
+            addr += 4096
+    if not differ:
+        print(f"{addr // 4096} pages the same")
+        return 0
+    print(f"{len(differ)} of {addr // 4096} pages differ, from "
+          + " ".join(hex(x) for x in differ[:8]))
+    return 1
+
+
 def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
+    if argv[1] == "compare":
+        return compare(argv[2], argv[3])
     q = Qmp(argv[1])
     if argv[2] != "migrate":
         args = json.loads(argv[3]) if len(argv) > 3 else None
