@@ -129,6 +129,7 @@ print("features", v["features"])
 pairs = d.get("queue_pairs", [])
 print("rx_frames", sum(p["rx_frames"] for p in pairs))
 print("tx_frames", sum(p["tx_frames"] for p in pairs))
+print("rarps", sum(p["rarps"] for p in pairs) + v["control_queue"]["rarps"])
 ' 2>/dev/null || true
 }
 dval() { sed -n "s/^$2 //p" <<<"$1"; } # document, key
@@ -311,6 +312,9 @@ vpid2=
 
 # --- report -------------------------------------------------------------------
 if [[ -n $migrated ]]; then
+	# GUEST_ANNOUNCE is feature bit 21: a guest with it announces itself,
+	# QEMU asks vmio for a RARP otherwise.
+	echo "  the destination vmio a second after cont: rx_frames $(dval "$doc2" rx_frames), tx_frames $(dval "$doc2" tx_frames), GUEST_ANNOUNCE $((($(dval "$doc2" features) >> 21) & 1)), rarps $(dval "$doc2" rarps)"
 	echo "  guest memory after the switch-over, source against destination: $diff_pages"
 	python3 - "$logs/$name.migrate.log" "$samples" "$TOTAL" <<'EOF'
 import json, sys
