@@ -83,13 +83,15 @@ dev=net
 # The boot (10 s), 21 s of streams, the migration, and room for a loaded
 # machine.
 limit=${VMIO_GUEST_TIMEOUT:-300}
-((EUID == 0)) || fail "needs root: it creates a network namespace, TAPs and a bridge"
-for c in ip ss busybox python3; do
-	command -v "$c" >/dev/null || fail "'$c' is missing (packages iproute2, busybox-static, python3)"
-done
-vh_setup "${args[@]}"
-hpeer=${hpeer:-$(dirname "$tool")/handover-peer}
-[[ -x $hpeer ]] || fail "$hpeer is missing: build with 'ninja -C build'"
+vpid2=
+spid=
+# shellcheck disable=SC2317 # called from vh_cleanup
+vh_cleanup_hook() {
+	[[ -z $spid ]] || kill "$spid" 2>/dev/null || true
+	[[ -z $vpid2 ]] || kill "$vpid2" 2>/dev/null || true
+	ip netns del "$ns" 2>/dev/null || true
+}
+vh_net_setup "${args[@]}"
 TOTAL=${NM_TOTAL:-67108864}
 RATE=${NM_RATE:-3145728}
 AT=$((TOTAL * 3 / 16)) # both streams this far: migrate (12 MiB of 64)
@@ -103,36 +105,15 @@ qmp_src=$tmp/src.qmp
 qmp_dst=$tmp/dst.qmp
 vmio_opts=(--queues "$queues" ${threads:+--threads "$threads"})
 
-ns=vmio-$name-$$
-vpid2=
-spid=
-# shellcheck disable=SC2317 # called from vh_cleanup
-vh_cleanup_hook() {
-	[[ -z $spid ]] || kill "$spid" 2>/dev/null || true
-	[[ -z $vpid2 ]] || kill "$vpid2" 2>/dev/null || true
-	ip netns del "$ns" 2>/dev/null || true
-}
-ip netns add "$ns" || fail "cannot create network namespace $ns"
-ip -n "$ns" link set lo up
-vmio_wrap=(ip netns exec "$ns")
-nsx() { ip netns exec "$ns" "$@"; }
 
-# "key value" lines from the document of the vmio serving control socket
-# $1: the session's figures, and the frames of all its pairs.
+# The document of the vmio serving control socket $1 (vh_net_doc), with
+# the frames of all its pairs and the RARPs it sent.
 net_doc() {
-	"$vmio" stats --json "$1" 2>/dev/null | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-v = d["devices"][0]
-print("sessions", v["sessions"])
-print("protocol_errors", v["protocol_errors"])
-print("connected", 1 if v["connected"] else 0)
-print("features", v["features"])
+	vh_net_doc "$vmio" "$1" '
 pairs = d.get("queue_pairs", [])
 print("rx_frames", sum(p["rx_frames"] for p in pairs))
 print("tx_frames", sum(p["tx_frames"] for p in pairs))
-print("rarps", sum(p["rarps"] for p in pairs) + v["control_queue"]["rarps"])
-' 2>/dev/null || true
+print("rarps", sum(p["rarps"] for p in pairs) + v["control_queue"]["rarps"])'
 }
 dval() { sed -n "s/^$2 //p" <<<"$1"; } # document, key
 # Bytes the namespace received from the guest (7101), and bytes of the
