@@ -7,7 +7,8 @@
  * hybrid scheme, TCP), so a pattern, a checksum and a result line mean
  * the same on both sides (peer-engine.h's pattern and FNV).
  *
- *   handover-peer send ADDR [--rate BYTES/S] [--final BYTES] [--half-connect]
+ *   handover-peer send ADDR [--rate BYTES/S] [--final BYTES] [--total BYTES]
+ *                           [--half-connect]
  *   handover-peer recv ADDR [--read-size BYTES --read-delay-ms MS]
  *   handover-peer seq-send ADDR [--rate MSGS/S]
  * with [--timeout SECS] (default 300): every wait is bounded by it.
@@ -26,7 +27,9 @@
  *           until SIGUSR1; then --final more bytes at once (an idle
  *           connection: --rate 0, --final 64K), shuts down its sending
  *           side and reads the receiver's reply "got N fnv X" to end of
- *           stream: it must name what was sent. --half-connect (hybrid):
+ *           stream: it must name what was sent. --total: a stream of that
+ *           many bytes, ended as on SIGUSR1 once all are written (the
+ *           64 MiB streams of net_migrate_test.sh). --half-connect (hybrid):
  *           writes "CONNECT " and half the port, prints "half-written",
  *           and writes the rest of the line on SIGUSR2.
  * recv      reads to end of stream, checking every byte against the
@@ -74,7 +77,7 @@ static void on_usr2(int s)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: %s send ADDR [--rate BYTES/S] [--final BYTES] [--half-connect]\n"
+	fprintf(stderr, "usage: %s send ADDR [--rate BYTES/S] [--final BYTES] [--total BYTES] [--half-connect]\n"
 			"       %s recv ADDR [--read-size BYTES --read-delay-ms MS]\n"
 			"       %s seq-send ADDR [--rate MSGS/S]\n"
 			"  common: [--timeout SECS]; ADDR vsock:CID:PORT, vsock-listen:PORT,\n"
@@ -338,7 +341,8 @@ done:
 }
 
 /* send: the paced writer. */
-static int do_send(int fd, const char *what, uint64_t rate, uint64_t final)
+static int do_send(int fd, const char *what, uint64_t rate, uint64_t final,
+		   uint64_t total)
 {
 	static unsigned char buf[PE_CHUNK];
 	uint64_t sent = 0, fnv = PE_FNV_INIT, target = 0;
@@ -353,6 +357,10 @@ static int do_send(int fd, const char *what, uint64_t rate, uint64_t final)
 		} else if (!final_set && rate) {
 			target = (uint64_t)((pe_now() - t0) * (double)rate);
 			target -= target % PIECE;
+		}
+		if (total && !final_set && target >= total) {
+			target = total;
+			final_set = true;
 		}
 		if (final_set && sent >= target)
 			break;
@@ -579,7 +587,7 @@ static int do_seq_send(int fd, const char *what, double rate)
 int main(int argc, char **argv)
 {
 	struct addr a;
-	uint64_t rate = 32768, final = 0, x;
+	uint64_t rate = 32768, final = 0, total = 0, x;
 	double timeout = 300, mrate = 2;
 	bool half = false, rate_given = false;
 	size_t read_size = PE_CHUNK;
@@ -601,6 +609,8 @@ int main(int argc, char **argv)
 			rate = x, mrate = (double)x, rate_given = true, i++;
 		else if (v && !strcmp(o, "--final") && pe_parse_size(v, &x))
 			final = x, i++;
+		else if (v && !strcmp(o, "--total") && pe_parse_size(v, &x))
+			total = x, i++;
 		else if (v && !strcmp(o, "--read-size") && pe_parse_size(v, &x) && x)
 			read_size = (size_t)x, i++;
 		else if (v && !strcmp(o, "--read-delay-ms") && pe_parse_size(v, &x) && x < 10000)
@@ -616,7 +626,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "send")) {
 		if (half && a.kind != A_HYBRID)
 			usage();
-		return do_send(open_addr(&a, SOCK_STREAM, half, what), what, rate, final);
+		return do_send(open_addr(&a, SOCK_STREAM, half, what), what, rate, final, total);
 	}
 	if (!strcmp(argv[1], "recv"))
 		return do_recv(open_addr(&a, SOCK_STREAM, false, what), what,

@@ -5,7 +5,10 @@
 # where handover-peer receives on 7101 before QEMU starts. This script
 # opens both streams, prints NET-HANDOVER-READY, and keeps them running
 # while the host replaces vmio again and again; the host then connects to
-# 7109 here (the stop signal), and the guest's writer finishes. Steps:
+# 7109 here (the stop signal), and the guest's writer finishes. With
+# NH_TOTAL (net_migrate_test.sh: the guest moved to another QEMU under
+# its streams) both streams are NH_TOTAL bytes long and end by
+# themselves: no stop signal. Steps:
 #   ping   the path works before the streams
 #   g2h    guest -> namespace 7101, paced at NH_RATE B/s, checked byte for
 #          byte there; the writer checks the receiver's count and checksum
@@ -18,6 +21,7 @@ H=/bin/handover-peer
 host=10.0.88.1
 TO=${NH_TIMEOUT:-400}
 RATE=${NH_RATE:-262144}
+TOTAL=${NH_TOTAL:-}
 
 setup_nic 10.0.88.2/24
 # The first reply may wait for ARP and the link.
@@ -30,18 +34,24 @@ dmesg_mark
 
 $H recv tcp-listen:7102 --timeout "$TO" >/tmp/h2g.out 2>&1 &
 h2g=$!
-$T tcp-listen 7109 --count 1 --timeout "$TO" >/tmp/stop.out 2>&1 &
-stop=$!
-wait_listening /tmp/h2g.out /tmp/stop.out
-$H send "tcp:$host:7101" --rate "$RATE" --timeout "$TO" >/tmp/g2h.out 2>&1 &
+if [ -z "$TOTAL" ]; then
+	$T tcp-listen 7109 --count 1 --timeout "$TO" >/tmp/stop.out 2>&1 &
+	stop=$!
+	wait_listening /tmp/h2g.out /tmp/stop.out
+else
+	wait_listening /tmp/h2g.out
+fi
+$H send "tcp:$host:7101" --rate "$RATE" ${TOTAL:+--total "$TOTAL"} --timeout "$TO" >/tmp/g2h.out 2>&1 &
 g2h=$!
 wait_connected /tmp/g2h.out
 echo "NET-HANDOVER-READY"
 
 # The stop signal: the host connects once it is done replacing vmio.
-wait $stop
-echo "NET-HANDOVER-STOP $(grep -v listening /tmp/stop.out)"
-kill -USR1 $g2h 2>/dev/null
+if [ -z "$TOTAL" ]; then
+	wait $stop
+	echo "NET-HANDOVER-STOP $(grep -v listening /tmp/stop.out)"
+	kill -USR1 $g2h 2>/dev/null
+fi
 for c in g2h:$g2h h2g:$h2g; do
 	step=${c%:*}
 	wait "${c#*:}"; rc=$?

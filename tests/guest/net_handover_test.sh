@@ -70,13 +70,14 @@ dev=net
 # The boot (10 s), the replacements (a few seconds each under TCG) and
 # the streams' end.
 limit=${VMIO_GUEST_TIMEOUT:-400}
-((EUID == 0)) || fail "needs root: it creates a network namespace and a TAP interface"
-for c in ip ss busybox python3; do
-	command -v "$c" >/dev/null || fail "'$c' is missing (packages iproute2, busybox-static, python3)"
-done
-vh_setup "${args[@]}"
-hpeer=${hpeer:-$(dirname "$tool")/handover-peer}
-[[ -x $hpeer ]] || fail "$hpeer is missing: build with 'ninja -C build'"
+vmio_pids=()
+# shellcheck disable=SC2317 # called from vh_cleanup
+vh_cleanup_hook() {
+	local p
+	for p in "${vmio_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	ip netns del "$ns" 2>/dev/null || true
+}
+vh_net_setup "${args[@]}"
 if [[ -n $crash ]]; then
 	COUNT=${VMIO_CRASH_KILLS:-10}
 else
@@ -87,37 +88,17 @@ ctl=$tmp/control.sock
 client=$vmio # runs stats and reload
 stale=0
 
-ns=vmio-$name-$$
-vmio_pids=()
-# shellcheck disable=SC2317 # called from vh_cleanup
-vh_cleanup_hook() {
-	local p
-	for p in "${vmio_pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	ip netns del "$ns" 2>/dev/null || true
-}
-ip netns add "$ns" || fail "cannot create network namespace $ns"
-ip -n "$ns" link set lo up
-vmio_wrap=(ip netns exec "$ns")
-nsx() { ip netns exec "$ns" "$@"; }
 
 # --- vmio's figures ---------------------------------------------------------
 # "key value" lines from vmio's document: the session's counters and the
 # fd store's.
 net_doc() {
-	"$client" stats --json "$ctl" 2>/dev/null | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-v = d["devices"][0]
+	vh_net_doc "$client" "$ctl" '
 print("pid", d["pid"])
-print("sessions", v["sessions"])
-print("session_ends", sum(v["session_ends"].values()))
-print("protocol_errors", v["protocol_errors"])
-print("connected", 1 if v["connected"] else 0)
 fs = v.get("fd_store")
 if fs:
     print("fd_store_owed", fs["owed"])
-    print("fd_store_writes", fs["writes"])
-' 2>/dev/null || true
+    print("fd_store_writes", fs["writes"])'
 }
 dval() { sed -n "s/^$2 //p" <<<"$1"; } # document, key
 # Bytes the namespace received from the guest (7101), and bytes of the

@@ -29,6 +29,8 @@
 #   vh_wait_services     each host service must exit 0
 #   vh_stop_vmio_stats A Z  SIGTERM to vmio; its --stats keys A above 0, Z at 0
 #   vh_conclude          failures and logs, or PASS; exits
+#   vh_net_setup ARGS    for net tests: vh_setup, hpeer, a network namespace
+#   vh_net_doc B C [PY]  vmio's document (vmio stats --json) as key value
 # A test with two guests sets sock and serial before each vh_boot, keeps
 # the first gpid in pids, and sets gpid and serial back before finishing it.
 # Exit status of the test: 0 when every scenario passed; 1 with
@@ -58,6 +60,7 @@ pids=()
 vpid=
 gpid=
 tmp=
+ns= # vh_net_setup's network namespace
 packed=   # --packed: the devices on packed rings (QEMU packed=on)
 in_order= # --in-order: vhost-user-vsock-pci with in_order=on (QEMU 10)
 # shellcheck disable=SC2317 # called from the EXIT trap
@@ -300,6 +303,44 @@ vh_stop_vmio_stats() { # "keys above 0" "keys at 0"
 		v=$(field "$k" " $stats")
 		[[ $v == 0 ]] || bad "stats: $k is not 0 in a clean run: $stats"
 	done
+}
+
+# The setup of the net tests that stream with handover-peer
+# (net_handover_test.sh, net_migrate_test.sh): root and the commands they
+# run, vh_setup with ARGS, hpeer (--handover-peer's, or the one beside
+# vsock-tool), and a network namespace of the test's own, ns, which vmio
+# runs in (vmio_wrap) and nsx runs a command in. The caller's
+# vh_cleanup_hook, defined before, deletes it.
+vh_net_setup() { # vh_setup's options
+	((EUID == 0)) || fail "needs root: it creates a network namespace and TAP interfaces"
+	local c
+	for c in ip ss busybox python3; do
+		command -v "$c" >/dev/null || fail "'$c' is missing (packages iproute2, busybox-static, python3)"
+	done
+	vh_setup "$@"
+	hpeer=${hpeer:-$(dirname "$tool")/handover-peer}
+	[[ -x $hpeer ]] || fail "$hpeer is missing: build with 'ninja -C build'"
+	ns=vmio-$name-$$
+	ip netns add "$ns" || fail "cannot create network namespace $ns"
+	ip -n "$ns" link set lo up
+	vmio_wrap=(ip netns exec "$ns")
+}
+nsx() { ip netns exec "$ns" "$@"; }
+
+# The net tests' figures: the document of the vmio BIN serving control
+# socket CTL (vmio stats --json) as "key value" lines, the session's
+# (its first device's) and then whatever the python lines PY print, with
+# d the document and v that device. Nothing when it cannot be read.
+vh_net_doc() { # BIN CTL [PY]
+	"$1" stats --json "$2" 2>/dev/null | python3 -c "import json, sys
+d = json.load(sys.stdin)
+v = d['devices'][0]
+print('sessions', v['sessions'])
+print('session_ends', sum(v['session_ends'].values()))
+print('protocol_errors', v['protocol_errors'])
+print('connected', 1 if v['connected'] else 0)
+print('features', v['features'])
+${3:-}" 2>/dev/null || true
 }
 
 # The last result line of the host peer logged as host-PORT.
