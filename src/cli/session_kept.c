@@ -196,12 +196,11 @@ int session_kept_restore_session(struct session_kept *k,
 				 struct vmio_backend *be)
 {
 	char err[200], why[256];
-	unsigned n = t->nsession_fds;
 
-	/* Consumes the session's fds, whatever it returns. */
-	t->nsession_fds = 0;
-	if (!vmio_session_restore(be, t->session, t->session_len, t->fds, n,
-				  err, sizeof(err)))
+	/* Takes the session's fds, whatever it returns (each slot it takes
+	 * is -1 after): the device's, behind them, stay t's. */
+	if (!vmio_session_restore(be, t->session, t->session_len, t->fds,
+				  t->nsession_fds, err, sizeof(err)))
 		return 0;
 	snprintf(why, sizeof(why), "its session: %s", err);
 	session_kept_refuse(k, why);
