@@ -479,10 +479,9 @@ struct net_run {
 	struct vmio_takeover tk; /* when started by a predecessor */
 	bool taken;              /* from a predecessor, and serving */
 	struct net_kept kept;    /* --fd-store (kept.s NULL: not kept) */
-	/* What a process that died kept, its session restored once the
-	 * device listens. */
+	/* What a process that died kept (back.bytes NULL: nothing), its
+	 * session restored once the device listens. */
 	struct session_kept_taken back;
-	bool has_back;
 };
 
 /* The device and its backend on r->cfg.port. Returns 0, or -1. */
@@ -619,11 +618,17 @@ static int open_kept(struct net_run *r, bool successor)
 	if (net_kept_open(&r->kept, r->o->socket_path, r->run.loop,
 			  !successor))
 		return -1;
-	if (!successor)
-		r->has_back = session_kept_take(r->kept.s, &r->back) > 0;
-	if (!r->has_back)
+	if (successor || session_kept_take(r->kept.s, &r->back) <= 0)
 		session_kept_done();
 	return 0;
+}
+
+/* What the dead process kept is dealt with: the rest of the store's fds
+ * closed. */
+static void drop_back(struct net_run *r)
+{
+	session_kept_taken_fini(&r->back);
+	session_kept_done();
 }
 
 static int open_fresh(struct net_run *r);
@@ -644,9 +649,7 @@ static int open_back(struct net_run *r)
 					 r->o->control_path, add_parts,
 					 &r->parts, &r->ctl);
 	session_kept_refuse(r->kept.s, why);
-	session_kept_taken_fini(t);
-	session_kept_done();
-	r->has_back = false;
+	drop_back(r);
 	vmio_backend_free(r->be);
 	vnet_device_free(r->dev);
 	vnet_port_free(r->cfg.port);
@@ -669,9 +672,7 @@ static void take_back(struct net_run *r)
 		vmio_session_resume(r->be);
 		log_info("net: session taken back from the fd store after the process before ended");
 	}
-	session_kept_taken_fini(&r->back);
-	session_kept_done();
-	r->has_back = false;
+	drop_back(r);
 }
 
 /* Fresh: the port opened (a TAP created if it is missing), the device
@@ -740,7 +741,7 @@ static int serve_net(struct net_run *r, bool successor)
 	else if (!rc) {
 		rc = vmio_cli_attach(r->be, r->o->socket_path, r->o->fd, "",
 				     &r->run);
-		if (!rc && r->has_back)
+		if (!rc && r->back.bytes)
 			take_back(r);
 		/* Everything a VMM needs is there: systemd may start it. */
 		if (!rc)
@@ -793,7 +794,7 @@ static int run(const struct vmio_backend_opts *o, const struct net_opts *n)
 	if (n->fd_store && open_kept(&r, successor > 0))
 		goto out;
 	if (successor ? take_over(&r)
-		      : r.has_back ? open_back(&r) : open_fresh(&r))
+		      : r.back.bytes ? open_back(&r) : open_fresh(&r))
 		goto out;
 	log_info("net: %u queue pair(s), %s%s, mtu %u, %u worker thread%s",
 		 r.cfg.pairs, backend_name(n), n->tap ? n->tap : n->xdp,
@@ -820,8 +821,7 @@ out:
 	net_kept_fini(&r.kept);
 	vmio_workers_free(r.run.pool);
 	vnet_port_free(r.cfg.port);
-	if (r.has_back)
-		session_kept_taken_fini(&r.back);
+	session_kept_taken_fini(&r.back);
 	return status;
 }
 
