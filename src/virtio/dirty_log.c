@@ -27,6 +27,11 @@ int vmio_dirty_log_map(struct vmio_dirty_log *log, int fd, uint64_t size,
 	/* mmap wants a page-aligned offset: map from the page below. */
 	start = offset & ~(uint64_t)(page - 1);
 	end = offset + size;
+	if (vmio_mem_check_file_size(fd, end, why)) {
+		*why = "the log's file is smaller than its offset and size";
+		vmio_close_fd(&fd);
+		return -EINVAL;
+	}
 	p = mmap(NULL, end - start, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		 (off_t)start);
 	vmio_close_fd(&fd);

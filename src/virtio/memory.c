@@ -79,7 +79,7 @@ static int validate(const struct vmio_mem *mem,
  * touch; the VMM is not trusted to send a file as large as it claims.
  * Other kinds of fd (devices) have no meaningful size and are left to mmap.
  */
-static int check_file_size(int fd, uint64_t end, const char **why)
+int vmio_mem_check_file_size(int fd, uint64_t end, const char **why)
 {
 	struct stat st;
 
@@ -153,7 +153,7 @@ int vmio_mem_prepare(const struct vmio_mem *mem,
 	}
 	ret = validate(mem, d, why);
 	if (!ret)
-		ret = check_file_size(fd, d->mmap_offset + d->size, why);
+		ret = vmio_mem_check_file_size(fd, d->mmap_offset + d->size, why);
 	if (!ret)
 		ret = map_region(r, d, fd, why);
 	if (ret)

@@ -77,6 +77,12 @@ int vmio_mem_remove(struct vmio_mem *mem, const struct vmio_mem_region_desc *d);
 /* Unmaps everything. */
 void vmio_mem_clear(struct vmio_mem *mem);
 
+/* Whether fd, a regular file, holds at least end bytes (a mapping past
+ * its end faults with SIGBUS on first touch, and a VMM is not trusted to
+ * send a file as large as it says); other kinds of fd pass. Returns 0,
+ * or -errno with *why. */
+int vmio_mem_check_file_size(int fd, uint64_t end, const char **why);
+
 /* The highest guest-physical address + 1 of mem's regions. */
 uint64_t vmio_mem_gpa_end(const struct vmio_mem *mem);
 

@@ -44,6 +44,12 @@ static void test_map_refusals(void **state)
 	assert_int_equal(vmio_dirty_log_map(&log, test_memfd(PAGE), 8,
 					    UINT64_MAX - 4, &why),
 			 -EINVAL);
+	/* A file shorter than the log would fault (SIGBUS) at a mark. */
+	assert_int_equal(vmio_dirty_log_map(&log, test_memfd(8), 16, 0, &why),
+			 -EINVAL);
+	assert_int_equal(vmio_dirty_log_map(&log, test_memfd(PAGE), 8, PAGE,
+					    &why),
+			 -EINVAL);
 	/* Not a file mmap takes. */
 	assert_true(vmio_dirty_log_map(&log, -1, 8, 0, &why) < 0);
 	assert_null(log.bits);
