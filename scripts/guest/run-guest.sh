@@ -18,10 +18,6 @@
 #   --cpus N            vCPUs (default 1; Linux's virtio_net uses at most
 #                       one queue pair a vCPU)
 #   --append ARGS       more kernel command line (may be given again)
-#   --tcg-single        under TCG, one host thread for all vCPUs
-#                       (-accel tcg,thread=single): QEMU 7.2's multi-threaded
-#                       TCG loses guest writes across a live migration
-#                       (net_migrate_test.sh with 2 vCPUs)
 #   --name NAME         prefix for messages (default run-guest)
 #   -- QEMU_ARGS        passed to QEMU as they are, e.g.
 #                       -chardev socket,id=c,path=SOCK -device vhost-user-vsock-pci,chardev=c
@@ -66,7 +62,6 @@ cpus=1
 append=
 name=run-guest
 build=1
-tcg_thread=
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while (($#)); do
@@ -81,7 +76,6 @@ while (($#)); do
 	--mem) mem=$2; shift 2 ;;
 	--cpus) cpus=$2; shift 2 ;;
 	--append) append+="${append:+ }$2"; shift 2 ;;
-	--tcg-single) tcg_thread=,thread=single; shift ;;
 	--name) name=$2; shift 2 ;;
 	--) shift; break ;;
 	-h | --help) usage ;;
@@ -218,7 +212,7 @@ esac
 if [[ -n $use_kvm ]]; then
 	accel=(-accel kvm -cpu host)
 else
-	accel=(-accel "tcg$tcg_thread" -cpu "${VMIO_GUEST_CPU:-max}")
+	accel=(-accel tcg -cpu "${VMIO_GUEST_CPU:-max}")
 fi
 
 # --- boot ----------------------------------------------------------------

@@ -85,14 +85,21 @@ setup_nic() { # addr
 # The kernel's log: dmesg_mark keeps what boot logged and empties it;
 # check_dmesg then passes step "dmesg" unless a line since mentions vsock
 # or virtio or is a warning or worse (-r gives each line's level, <0> to
-# <4>), or boot logged a warning about vsock or virtio.
+# <4>), or boot logged a warning about vsock or virtio. Two warnings are
+# about the host, not the guest's devices: under emulation on a loaded
+# host a timer interrupt can take milliseconds ("hrtimer: interrupt took
+# N ns") and the clocks drift apart ("clocksource: ... unstable"); they
+# are shown, not failed.
 dmesg_mark() {
 	dmesg -r >/tmp/boot-dmesg.out 2>&1
 	dmesg -c >/dev/null 2>&1 || true
 }
 check_dmesg() {
 	dmesg -r >/tmp/dmesg.out 2>&1
-	bad=$({ grep -i -e vsock -e virtio -e '^<[0-4]>' /tmp/dmesg.out
+	grep -e 'hrtimer: interrupt took' -e 'clocksource:' /tmp/dmesg.out |
+		sed 's/^/DMESG (the host is loaded) /'
+	bad=$({ grep -v -e 'hrtimer: interrupt took' -e 'clocksource:' /tmp/dmesg.out |
+			grep -i -e vsock -e virtio -e '^<[0-4]>'
 		grep '^<[0-4]>' /tmp/boot-dmesg.out | grep -i -e vsock -e virtio; } | head -n 5)
 	if [ -z "$bad" ]; then pass dmesg
 	else

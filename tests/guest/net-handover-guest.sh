@@ -8,7 +8,8 @@
 # 7109 here (the stop signal), and the guest's writer finishes. With
 # NH_TOTAL (net_migrate_test.sh: the guest moved to another QEMU under
 # its streams) both streams are NH_TOTAL bytes long and end by
-# themselves: no stop signal. Steps:
+# themselves: no stop signal. NH_CHANNELS (net_migrate_test.sh's two
+# pairs on one vCPU) sets the NIC's combined channels first. Steps:
 #   ping   the path works before the streams
 #   g2h    guest -> namespace 7101, paced at NH_RATE B/s, checked byte for
 #          byte there; the writer checks the receiver's count and checksum
@@ -24,6 +25,10 @@ RATE=${NH_RATE:-262144}
 TOTAL=${NH_TOTAL:-}
 
 setup_nic 10.0.88.2/24
+if [ -n "${NH_CHANNELS:-}" ]; then
+	out=$($T nic-channels "$nic" "$NH_CHANNELS" 2>&1) || fail channels "$out"
+	echo "$out"
+fi
 # The first reply may wait for ARP and the link.
 out=$(ping -c 3 -W 5 "$host" 2>&1); rc=$?
 echo "$out" | tail -n 2

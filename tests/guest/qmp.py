@@ -13,10 +13,13 @@ usage: qmp.py SOCK COMMAND [ARGUMENTS-JSON]
            "migrate end_ms=T status=S" when the status changed to an end,
          and the last query-migrate's return as JSON on one line. Exit 0
          only for "completed".
-       qmp.py compare FILE1 FILE2
+       qmp.py compare FILE1 FILE2 [DIFF]
          two pmemsave dumps, page (4 KiB) by page: exit 0 if the same,
          else 1 with the count and the first guest-physical addresses
-         that differ
+         that differ; DIFF, if given, gets for each page that differs a
+         line "page ADDR bytes N first OFF last OFF" and the runs of
+         bytes that differ (hex, FILE1's then FILE2's), to tell a frame's
+         payload from the guest kernel's own data
 Every wait is bounded (10 s to connect and for each answer).
 """
 import json
@@ -63,8 +66,26 @@ class Qmp:
             return r["return"]
 
 
-def compare(a, b):
+def describe(out, addr, pa, pb):
+    offs = [i for i in range(min(len(pa), len(pb))) if pa[i] != pb[i]]
+    if not offs:
+        out.write(f"page {addr:#x} lengths {len(pa)} {len(pb)}\n")
+        return
+    out.write(f"page {addr:#x} bytes {len(offs)} first {offs[0]} last {offs[-1]}\n")
+    start = prev = offs[0]
+    for i in offs[1:] + [None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        end = min(prev + 1, start + 64)
+        out.write(f"  +{start} {pa[start:end].hex()} {pb[start:end].hex()}\n")
+        if i is not None:
+            start = prev = i
+
+
+def compare(a, b, diff=None):
     differ = []
+    out = open(diff, "w") if diff else None
     with open(a, "rb") as fa, open(b, "rb") as fb:
         addr = 0
         while True:
@@ -73,7 +94,11 @@ def compare(a, b):
                 break
             if pa != pb:
                 differ.append(addr)
+                if out:
+                    describe(out, addr, pa, pb)
             addr += 4096
+    if out:
+        out.close()
     if not differ:
         print(f"{addr // 4096} pages the same")
         return 0
@@ -86,7 +111,7 @@ def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
     if argv[1] == "compare":
-        return compare(argv[2], argv[3])
+        return compare(argv[2], argv[3], argv[4] if len(argv) > 4 else None)
     q = Qmp(argv[1])
     if argv[2] != "migrate":
         args = json.loads(argv[3]) if len(argv) > 3 else None

@@ -21,6 +21,8 @@
  *                                 whatever the running kernel reports them in,
  *                                 as "rx_queue_N_packets V" ("tx_...", "_bytes")
  *                                 lines and a "source NAME" line (below)
+ *   vsock-tool nic-channels IFACE N  the NIC's combined channels set to N
+ *                                 (ethtool -L IFACE combined N)
  *
  * The unix modes are the guest-side peers of a relay running in the guest
  * (`vmio redirect` between vsock and unix sockets): the same engine on
@@ -65,8 +67,9 @@ static void usage(void)
 			"       %s cid\n"
 			"       %s nic-stats IFACE\n"
 			"       %s nic-queues IFACE\n"
+			"       %s nic-channels IFACE N\n"
 			"options:\n" PE_OPTS_HELP "trickle options:\n" TRICKLE_OPTS_HELP,
-		prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
+		prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
 	exit(2);
 }
 
@@ -399,6 +402,34 @@ out:
 	return found;
 }
 
+/* nic-channels IFACE N: what `ethtool -L IFACE combined N` does. */
+static int nic_channels(const char *iface, const char *count)
+{
+	struct ethtool_channels ch = { .cmd = ETHTOOL_GCHANNELS };
+	char *end;
+	unsigned long n = strtoul(count, &end, 10);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (*end || !n || n > UINT32_MAX) {
+		printf("%s: nic-channels %s: '%s' is not a channel count\n", prog, iface, count);
+		return 2;
+	}
+	if (fd < 0 || ethtool(fd, iface, &ch) < 0) {
+		printf("%s: nic-channels %s result=error errno=%s\n", prog, iface, pe_errname(errno));
+		return 1;
+	}
+	ch.cmd = ETHTOOL_SCHANNELS;
+	ch.combined_count = (uint32_t)n;
+	if (ethtool(fd, iface, &ch) < 0) {
+		printf("%s: nic-channels %s %lu result=error errno=%s (at most %u)\n", prog, iface, n,
+		       pe_errname(errno), ch.max_combined);
+		return 1;
+	}
+	close(fd);
+	printf("%s: nic-channels %s combined=%lu result=ok\n", prog, iface, n);
+	return 0;
+}
+
 /* nic-queues IFACE: per-queue packets and bytes, and where they came from. */
 static int nic_queues(const char *iface)
 {
@@ -516,6 +547,8 @@ int main(int argc, char **argv)
 		return nic_stats(posv[1]);
 	if (pos == 2 && !strcmp(posv[0], "nic-queues"))
 		return nic_queues(posv[1]);
+	if (pos == 3 && !strcmp(posv[0], "nic-channels"))
+		return nic_channels(posv[1], posv[2]);
 
 	if ((pos == 3 && !strcmp(posv[0], "seq-connect")) ||
 	    (pos == 2 && !strcmp(posv[0], "seq-listen")))
