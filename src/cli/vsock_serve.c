@@ -502,7 +502,14 @@ out:
 	vmio_takeover_fini(&r.tk);
 	vmio_control_free(r.ctl);
 	/* With every worker joined, backends first: their resets reach the
-	 * router and the other VMs' muxers, which must all still be there. */
+	 * router and the other VMs' muxers, which must all still be there.
+	 * Before them, each journal is let go: the guests still hold the
+	 * connections those resets close here, and a session kept in the
+	 * fd store (a stop that keeps it, systemd 254's
+	 * FileDescriptorStorePreserve=) is taken back with them. */
+	for (i = 0; r.vi && i < l->n; i++)
+		if (r.vi[i].dev)
+			vsock_device_let_go_journal(r.vi[i].dev);
 	for (i = 0; r.vi && i < l->n; i++)
 		vmio_backend_free(r.vi[i].be);
 	for (i = 0; r.vi && i < l->n; i++) {

@@ -112,6 +112,16 @@ unit_has vmio-net@.service Type=notify "${access[@]}" "Restart=on-failure" \
 unit_has vmio-redirect@.service Type=notify "${access[@]}" "${retry[@]}" \
 	"ExecStart=$BINDIR/vmio redirect --control /run/vmio/redirect/%i/control.sock \$OPTIONS \${ADDRESS1} \${ADDRESS2}" \
 	"ExecReload=$BINDIR/vmio reload /run/vmio/redirect/%i/control.sock" "NotifyAccess=all"
+# A stop keeps the store where systemd can (254 and later: the package is
+# built for the release it runs on, and so is this install).
+sdv=$(systemctl --version 2>/dev/null | sed -n '1s/^systemd \([0-9]*\).*/\1/p')
+for u in vmio-vsock@ vmio-net@; do
+	if ((${sdv:-0} >= 254)); then
+		unit_has "$u.service" "FileDescriptorStorePreserve=yes"
+	else
+		unit_has "$u.service" "# No FileDescriptorStorePreserve=: built for systemd ${sdv:-0}, which has none (254 and later do)"
+	fi
+done
 # Each stops its main process itself (the successor of a hand-over is not
 # systemd's child, which systemd 252 cannot wait for).
 for u in vmio-vsock@ vmio-net@ vmio-redirect@; do

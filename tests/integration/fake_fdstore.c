@@ -345,6 +345,17 @@ void fake_fdstore_kill(struct fake_fdstore *s, pid_t pid)
 	fake_fdstore_drain(s);
 }
 
+void fake_fdstore_stop(struct fake_fdstore *s, pid_t pid)
+{
+	int st;
+
+	assert_int_equal(kill(pid, SIGTERM), 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	fake_fdstore_drain(s);
+}
+
 struct fake_fdstore *fake_fdstore_case_begin(void)
 {
 	harness_log_clear();

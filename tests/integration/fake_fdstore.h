@@ -44,6 +44,9 @@ pid_t fake_fdstore_start(struct fake_fdstore *s, const char *const args[],
 /* SIGKILL to pid, reaped, and what it said before it died taken, as
  * systemd does before it handles the exit. */
 void fake_fdstore_kill(struct fake_fdstore *s, pid_t pid);
+/* SIGTERM to pid (a stop), reaped (it must exit 0), and what it said
+ * taken: the store kept, as FileDescriptorStorePreserve=yes keeps it. */
+void fake_fdstore_stop(struct fake_fdstore *s, pid_t pid);
 
 /* A test case's: a fresh log and a store at harness_path("notify");
  * at its end, the process it serves with (*serving) stopped whatever

@@ -10,7 +10,9 @@
  * guest uses two pairs), none twice, and the store keeps as many fds
  * after the last kill as after the first. A kept state the next command
  * line does not match is refused: the device starts fresh and the VMM
- * sees its session end. Needs root (a namespace, a TAP). */
+ * sees its session end. A stop (SIGTERM) whose store outlives it, as
+ * FileDescriptorStorePreserve=yes keeps it, is a restart to the guest.
+ * Needs root (a namespace, a TAP). */
 #include <net/if.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -157,6 +159,42 @@ static void test_kill_keeps_session(void **state)
 	serving = -1;
 }
 
+/* A stop and a start with the store kept (systemd 254+ with
+ * FileDescriptorStorePreserve=yes): the stop leaves the session, the
+ * TAP's queues and the control state as they ran, so the start takes
+ * them back as after a kill: one session all along, the same TAP, both
+ * pairs, and what was sent into the TAP in between arrives. */
+static void test_stop_start_keeps_session(void **state)
+{
+	const char *tap = "vmioc2", *mac = "52:54:00:12:34:58";
+	static struct guest g;
+	unsigned ifindex;
+	int pfd;
+
+	(void)state;
+	netns_enter();
+	start_net(tap, mac);
+	ifindex = if_nametoindex(tap);
+	tap_up(tap, "10.78.2.1");
+	pfd = netns_packet_socket(tap);
+	guest_open(&g, harness_path("vhost.sock"), 2);
+	frames_both_ways(&g, pfd, tap);
+	kept_now();
+	fake_fdstore_stop(store, serving);
+	serving = -1;
+	for (unsigned i = 0; i < DEAD; i++)
+		host_send(pfd, tap, g.h2g_seq++);
+	start_net(tap, mac);
+	settle(&g, pfd);
+	assert_int_equal(harness_control_num(ctl(), "devices.0.sessions"), 1);
+	assert_int_equal(if_nametoindex(tap), ifindex);
+	frames_both_ways(&g, pfd, tap);
+	close(pfd);
+	vmio_fe_close(g.fe);
+	assert_int_equal(WEXITSTATUS(harness_stop(serving, WAIT)), 0);
+	serving = -1;
+}
+
 /* Restarted with another --mac: the kept device is refused, said, and
  * the device starts fresh; the front end's socket, which nobody serves,
  * is closed everywhere, so its VMM sees the session end. */
@@ -208,6 +246,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_kill_keeps_session,
+						case_setup, case_teardown),
+		cmocka_unit_test_setup_teardown(test_stop_start_keeps_session,
 						case_setup, case_teardown),
 		cmocka_unit_test_setup_teardown(test_kept_state_refused,
 						case_setup, case_teardown),

@@ -6,7 +6,9 @@
  * the kill is reset on the guest's side and closed on the host's, the
  * store holds no more after ten kills than after one, and a kept state
  * that is cut or changed is refused: the VM starts fresh and its VMM
- * sees the end of its session; with --tx-splice nothing is kept. */
+ * sees the end of its session; with --tx-splice nothing is kept. A stop
+ * (SIGTERM) whose store outlives it, as FileDescriptorStorePreserve=yes
+ * keeps it, is a crash to the guest. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -284,6 +286,41 @@ static void test_kill_keeps_device(void **state)
 	serving = -1;
 }
 
+/* A stop and a start with the store kept (systemd 254+ with
+ * FileDescriptorStorePreserve=yes): what a stop leaves in the store is
+ * the session as it ran, so the start takes it back as after a kill, and
+ * the connections open at the stop are reset on the guest's side. */
+static void test_stop_start_keeps_device(void **state)
+{
+	struct vg *g;
+	struct conns c;
+
+	(void)state;
+	g = start_with_guest();
+	conns_open(&c, g, 5);
+	settle();
+	fake_fdstore_stop(store, serving);
+	serving = -1;
+	start_vsock();
+	conns_expect_ended(&c, g);
+	assert_int_equal(vm_num("rsts_after_crash"), 2);
+	assert_int_equal(harness_control_num(harness_path("ctl"),
+					     "vms.0.sessions"),
+			 1);
+	conns_open(&c, g, 6);
+	vg_close(c.g2h);
+	vg_close(c.h2g);
+	close(c.g2h_host);
+	close(c.h2g_host);
+	close(c.lis);
+	if (g->violations)
+		fail_msg("%llu violations, the last: %s",
+			 (unsigned long long)g->violations, g->violation);
+	vg_free(g);
+	assert_int_equal(WEXITSTATUS(harness_stop(serving, WAIT)), 0);
+	serving = -1;
+}
+
 /* Both kept records cut: refused, said, and the VM starts fresh; the
  * front end's socket, which nobody serves, is closed everywhere, so its
  * VMM sees the session end. */
@@ -348,6 +385,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_kill_keeps_device,
+						case_setup, case_teardown),
+		cmocka_unit_test_setup_teardown(test_stop_start_keeps_device,
 						case_setup, case_teardown),
 		cmocka_unit_test_setup_teardown(test_kept_state_refused,
 						case_setup, case_teardown),

@@ -327,16 +327,10 @@ v = json.load(sys.stdin)["vms"][0]
 print({k: v.get(k) for k in ("connected", "connections_open", "rsts_after_crash", "fd_store")})' <<<"$doc" 2>&1)"
 	return 1
 }
-vsock_crash() {
-	local bad=0 k old new state start_us kill_ns a_g a_h t times=() n0 nr probe ppid props i
-	in_root systemctl stop "$vsock_unit"
-	in_root systemctl reset-failed "$vsock_unit" 2>/dev/null # once stopped it may be unloaded: nothing to reset
-	in_root systemctl start "$vsock_unit" || { unit_log "$vsock_unit"; return 1; }
-	in_root systemctl show -p FileDescriptorStoreMax -p RestartUSec -p StartLimitBurst "$vsock_unit" | tr "\n" " "; echo
-	in_root systemctl show -P ExecStart "$vsock_unit" | grep -q -- '--fd-store' ||
-		{ echo "ExecStart= has no --fd-store"; return 1; }
-	wait_socket "$vsock_sock" || { echo "no $vsock_sock"; return 1; }
-	n0=$(in_root systemctl show -P NRestarts "$vsock_unit")
+# Starts the probe on vm1 in the background (probe: its pid here, ppid:
+# in the root); returns once it has an answer each way (10 s).
+probe_start() {
+	local i
 	container_run timeout 700 "$tools/vmio-vsock-bench" --socket "$vsock_sock" \
 		--uds-path "$vsock_uds" --crash-probe 600 >"$run/probe.out" 2>&1 &
 	probe=$!
@@ -352,6 +346,47 @@ vsock_crash() {
 		wait "$probe"
 		return 1
 	fi
+}
+# Until the probe has answers both ways after its Nth reset of each (10
+# s); 1 if they did not come.
+probe_answered() { # n
+	local i
+	for i in $(seq 100); do
+		a_g=$(probe_answer g2h "$1")
+		a_h=$(probe_answer h2g "$1")
+		[[ -n $a_g && -n $a_h ]] && return 0
+		kill -0 "$probe" 2>/dev/null || break
+		sleep 0.1
+	done
+	return 1
+}
+# Ends the probe (SIGTERM in the root; 10 s) and prints what it counted;
+# 1 if it would not stop or had failed.
+probe_stop() {
+	local i bad=0
+	# The root has no kill(1) (no procps): the shell's.
+	# shellcheck disable=SC2016 # for the inner shell
+	in_root sh -c 'kill -TERM "$1"' sh "$ppid" || echo "cannot stop the probe ($ppid)"
+	for i in $(seq 100); do
+		kill -0 "$probe" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$probe" 2>/dev/null && { echo "the probe still runs 10 s after SIGTERM"; kill "$probe"; bad=1; }
+	wait "$probe" || { echo "the probe failed"; bad=1; }
+	echo "the probe: $(grep -v '^crash-probe: ' "$run/probe.out")"
+	return $bad
+}
+vsock_crash() {
+	local bad=0 k old new state start_us kill_ns a_g a_h t times=() n0 nr probe ppid props i
+	in_root systemctl stop "$vsock_unit"
+	in_root systemctl reset-failed "$vsock_unit" 2>/dev/null # once stopped it may be unloaded: nothing to reset
+	in_root systemctl start "$vsock_unit" || { unit_log "$vsock_unit"; return 1; }
+	in_root systemctl show -p FileDescriptorStoreMax -p RestartUSec -p StartLimitBurst "$vsock_unit" | tr "\n" " "; echo
+	in_root systemctl show -P ExecStart "$vsock_unit" | grep -q -- '--fd-store' ||
+		{ echo "ExecStart= has no --fd-store"; return 1; }
+	wait_socket "$vsock_sock" || { echo "no $vsock_sock"; return 1; }
+	n0=$(in_root systemctl show -P NRestarts "$vsock_unit")
+	probe_start || return 1
 	for ((k = 1; k <= crash_kills; k++)); do
 		if ! crash_settled $((k == 1 ? 0 : 2)); then
 			echo "kill $k: vmio had not settled ($((k == 1 ? 0 : 2)) RSTs after the crash, 2 connections, the session kept)"
@@ -377,14 +412,7 @@ vsock_crash() {
 			bad=1
 			break
 		fi
-		for i in $(seq 100); do
-			a_g=$(probe_answer g2h "$k")
-			a_h=$(probe_answer h2g "$k")
-			[[ -n $a_g && -n $a_h ]] && break
-			kill -0 "$probe" 2>/dev/null || break
-			sleep 0.1
-		done
-		if [[ -z $a_g || -z $a_h ]]; then
+		if ! probe_answered "$k"; then
 			echo "kill $k: MainPID $old, then $new; no new connection both ways after its reset within 10 s: $(tail -n 3 "$run/probe.out")"
 			bad=1
 			break
@@ -398,16 +426,7 @@ vsock_crash() {
 	done
 	# The last kill's RSTs, and the session kept again.
 	((bad)) || crash_settled 2 || { echo "after the last kill: vmio had not settled"; bad=1; }
-	# The root has no kill(1) (no procps): the shell's.
-	# shellcheck disable=SC2016 # for the inner shell
-	in_root sh -c 'kill -TERM "$1"' sh "$ppid" || echo "cannot stop the probe ($ppid)"
-	for i in $(seq 100); do
-		kill -0 "$probe" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -0 "$probe" 2>/dev/null && { echo "the probe still runs 10 s after SIGTERM"; kill "$probe"; bad=1; }
-	wait "$probe" || { echo "the probe failed"; bad=1; }
-	echo "the probe: $(grep -v '^crash-probe: ' "$run/probe.out")"
+	probe_stop || bad=1
 	grep -q "^vsock crash-probe resets=$((2 * crash_kills)) g2h_resets=$crash_kills h2g_resets=$crash_kills " "$run/probe.out" ||
 		{ echo "the probe did not count one reset each way per kill ($crash_kills kills)"; bad=1; }
 	nr=$(in_root systemctl show -P NRestarts "$vsock_unit")
@@ -420,6 +439,54 @@ t = sorted(int(x) / 1000 for x in sys.argv[1:])
 print(f"restart to a new connection both ways: median {statistics.median(t):.1f} ms, worst {t[-1]:.1f} ms over {len(t)} kills")' "${times[@]}"
 	fi
 	in_root systemctl reset-failed "$vsock_unit" # its start limit: the checks after start it again
+	((bad)) && unit_log "$vsock_unit"
+	return $bad
+}
+
+# A stop and a start (issue 36). systemd 254 and later keep the store of
+# a stopped unit (FileDescriptorStorePreserve=yes, which the package built
+# for such a release has): the start takes the probe's session back as
+# after a crash, one reset each way, new connections both ways, the
+# session kept again. Before 254 (Debian 12's 252) the stop drops the
+# store, as the unit's comment says: the vmio started next serves no
+# session, and the probe's connections are never answered again.
+vsock_stop_start() {
+	local bad=0 version preserve probe ppid a_g a_h doc i
+	version=$(in_root systemctl --version | sed -n '1s/^systemd \([0-9]*\).*/\1/p')
+	preserve=$(in_root systemctl show -P FileDescriptorStorePreserve "$vsock_unit" 2>/dev/null)
+	echo "systemd $version; FileDescriptorStorePreserve=${preserve:-(none)}"
+	if ((version >= 254)); then
+		[[ $preserve == yes ]] || { echo "the unit does not preserve its store"; bad=1; }
+	fi
+	# A process of its own: vsock_crash's counted its RSTs.
+	in_root systemctl stop "$vsock_unit"
+	in_root systemctl start "$vsock_unit" || { unit_log "$vsock_unit"; return 1; }
+	wait_socket "$vsock_sock" || { echo "no $vsock_sock"; return 1; }
+	probe_start || return 1
+	crash_settled 0 || { echo "the session was not kept before the stop"; bad=1; }
+	in_root systemctl stop "$vsock_unit" || { echo "systemctl stop failed"; bad=1; }
+	in_root systemctl start "$vsock_unit" || { echo "systemctl start failed"; unit_log "$vsock_unit"; bad=1; }
+	if ((version >= 254)); then
+		if probe_answered 1; then
+			echo "new connections both ways after the start"
+		else
+			echo "no new connection both ways within 10 s of the start: $(tail -n 3 "$run/probe.out")"
+			bad=1
+		fi
+		crash_settled 2 || bad=1
+		probe_stop || bad=1
+		grep -q "^vsock crash-probe resets=2 g2h_resets=1 h2g_resets=1 " "$run/probe.out" ||
+			{ echo "the probe did not count one reset each way"; bad=1; }
+	else
+		for i in $(seq 50); do
+			doc=$(in_root vmio stats --json "$(control vsock vm1)" 2>/dev/null) &&
+				json_check "not d['vms'][0]['connected']" "the vmio started next serves no session (the store was dropped)" <<<"$doc" >/dev/null && break
+			sleep 0.1
+		done
+		json_check "not d['vms'][0]['connected']" "the vmio started next serves no session (the store was dropped)" <<<"$doc" || bad=1
+		# Its device is gone for good: it fails, as a guest's would.
+		probe_stop >/dev/null
+	fi
 	((bad)) && unit_log "$vsock_unit"
 	return $bad
 }
@@ -1145,6 +1212,7 @@ check vsock_nonroot
 check outsider_denied
 check vsock_restart
 check vsock_crash
+check vsock_stop_start
 check net_session
 check net_stats
 check net_accept_socket_after_service

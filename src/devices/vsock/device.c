@@ -224,6 +224,11 @@ int vsock_device_journal_fd(const struct vsock_device *d)
 	return vsock_muxer_journal_fd(d->mux);
 }
 
+void vsock_device_let_go_journal(struct vsock_device *d)
+{
+	vsock_muxer_let_go_journal(d->mux);
+}
+
 unsigned vsock_device_owe_rsts(struct vsock_device *d, int journal_fd)
 {
 	return vsock_muxer_owe_rsts(d->mux, journal_fd);

@@ -46,6 +46,9 @@ const struct vmio_device_ops *vsock_device_ops(const struct vsock_device *d);
 /* The journal of the VM's open connections, a memfd to keep where a
  * crash cannot take it (conn_journal.h), or -1. */
 int vsock_device_journal_fd(const struct vsock_device *d);
+/* The process ends: the journal stays as it is now (muxer.h), whatever
+ * the teardown after this closes. Before the session is reset. */
+void vsock_device_let_go_journal(struct vsock_device *d);
 
 /* The session was taken back from a crashed vmio whose journal is
  * journal_fd (the caller's): every connection it names is reset on the

@@ -241,6 +241,13 @@ int vsock_muxer_journal_fd(const struct vsock_muxer *m)
 	return m->journal.fd;
 }
 
+void vsock_muxer_let_go_journal(struct vsock_muxer *m)
+{
+	/* Unmapped: what the journal says is no longer this process's to
+	 * change (an add or a remove after this does nothing). */
+	vsock_journal_fini(&m->journal);
+}
+
 static void owe_rst(void *opaque, uint32_t local_port, uint32_t peer_port,
 		    uint16_t type)
 {
@@ -352,7 +359,7 @@ void vsock_muxer_free(struct vsock_muxer *m)
 	m->rx = m->tx = NULL; /* the queues may be gone already */
 	/* First: what the journal says stays for the next vmio (a restart
 	 * resets those connections on the guest's side). */
-	vsock_journal_fini(&m->journal);
+	vsock_muxer_let_go_journal(m);
 	free(m->owed);
 	while (m->all)
 		mux_conn_free(m->all);

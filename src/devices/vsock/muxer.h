@@ -89,6 +89,12 @@ void vsock_muxer_set_attached(struct vsock_muxer *m, bool attached);
 /* The journal of its open connections (conn_journal.h), a memfd, or -1:
  * the muxer's, to be kept where a crash cannot take it. */
 int vsock_muxer_journal_fd(const struct vsock_muxer *m);
+/* The process is ending (a stop, or the end of a hand-over): the journal
+ * stays as it is, for whichever vmio takes the session next. The
+ * connections the teardown closes after this are closed on the host's
+ * side only, the guest still has them open, so they stay in it (and the
+ * next vmio resets them). */
+void vsock_muxer_let_go_journal(struct vsock_muxer *m);
 
 /* A dead vmio served this guest with the connections journal_fd (its
  * journal) names: each is owed an RST, sent before anything else on rx.
