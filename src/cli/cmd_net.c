@@ -88,15 +88,15 @@ static const char net_usage[] =
 	"                       control queue's state in systemd's fd store\n"
 	"                       (the unit passes it), so that after a crash or\n"
 	"                       a restart the guest goes on: QEMU keeps its\n"
-	"                       connection, the frames in flight are lost;\n"
-	"                       not with --xdp; needs NOTIFY_SOCKET and\n"
-	"                       FileDescriptorStoreMax=\n"
+	"                       connection, the frames in flight are lost\n"
+	"                       (--xdp: the XSKs are opened anew); needs\n"
+	"                       NOTIFY_SOCKET and FileDescriptorStoreMax=\n"
 	"\n"
 	"Threads (queue pair P runs on worker P mod N; vhost-user messages and\n"
 	"the control queue on worker 0; --xdp runs on one thread):\n"
 	VMIO_WORKERS_OPTS_HELP
 	"\n"
-	"Hand-over (an upgrade the guest does not notice; --tap and --null):\n"
+	"Hand-over (an upgrade the guest does not notice):\n"
 	"SIGHUP, or `vmio reload` on --control, starts the binary now at the\n"
 	"path this one was started from, with the same arguments, and hands it\n"
 	"the vhost-user session and listener, the TAP's queues (the interface\n"
@@ -106,8 +106,9 @@ static const char net_usage[] =
 	"the guest sees a pause, frames arriving meanwhile wait in the TAP (or\n"
 	"are dropped past its queue). If it fails first (no binary there, it\n"
 	"exits or refuses the state, --handover-timeout passes) this process\n"
-	"goes on serving and says why. The AF_XDP port cannot hand over yet:\n"
-	"with --xdp a reload is refused, saying so. Without a hand-over, an\n"
+	"goes on serving and says why. With --xdp the XSKs are not handed\n"
+	"over: this process closes them, the new one opens its own, and frames\n"
+	"arriving in between go to the host's stack. Without a hand-over, an\n"
 	"exit ends the session (QEMU's reconnect= renegotiates, a TAP vmio\n"
 	"made is made anew), unless --fd-store kept it for the vmio systemd\n"
 	"starts next. Run by hand, without systemd, there is no store.\n"
@@ -516,6 +517,11 @@ static struct vnet_port *take_port(const struct net_opts *n,
 	if (n->tap)
 		return vnet_port_tap_restore(n->tap, (unsigned)n->queues, rd,
 					     fds, nfds);
+	if (n->xdp[0])
+		return vnet_port_xdp_restore(n->xdp, (unsigned)n->xdp_queue,
+					     (unsigned)n->queues, n->xdp_copy,
+					     (unsigned)n->xdp_reserve, rd,
+					     nfds);
 	if (nfds) {
 		vmio_wire_fail(rd, "descriptors a null port has no use for");
 		return NULL;
@@ -571,11 +577,6 @@ static int take_over(struct net_run *r)
 
 	if (vmio_takeover_receive(t, r->run.loop, r->n->handover_timeout_ms))
 		return -1;
-	if (r->n->xdp[0]) {
-		snprintf(t->why, sizeof(t->why),
-			 "the AF_XDP port cannot hand over yet");
-		return -1;
-	}
 	if (devho_open(t, &net_handover_ops, 0, NULL, NULL, &u))
 		goto out;
 	if (device_from_record(r, u.device, u.device_len, u.device_fds,
@@ -611,10 +612,6 @@ static int open_kept(struct net_run *r, bool successor)
 {
 	if (!vmio_fd_store_available())
 		log_warn("--fd-store: not started by systemd (no NOTIFY_SOCKET): nothing is kept, and a crash ends the guest's session");
-	if (r->n->xdp[0]) {
-		log_warn("--fd-store: the AF_XDP port keeps nothing: a crash ends the guest's session");
-		return 0;
-	}
 	if (net_kept_open(&r->kept, r->o->socket_path, r->run.loop,
 			  !successor))
 		return -1;

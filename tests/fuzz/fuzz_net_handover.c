@@ -5,7 +5,8 @@
  *
  * Input: [0] bit 0: the port is a TAP whose "queues" are /dev/null
  * descriptors (no TAP here), else the null port; bit 1: two queue
- * pairs, else one; the rest is the record.
+ * pairs, else one; bit 2: an AF_XDP port's record (its check: no
+ * interface here), --xdp-copy if bit 3; the rest is the record.
  * Invariants checked:
  *   - a refused record leaves nothing behind (ASan's leak check), and
  *     every descriptor it was given is still the caller's
@@ -22,6 +23,7 @@
 #include "devices/net/device_handover.h"
 #include "devices/net/port_null.h"
 #include "devices/net/port_tap.h"
+#include "devices/net/port_xdp.h"
 #include "devices/net/state.h"
 #include "event/loop.h"
 #include "fuzz.h"
@@ -122,6 +124,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	cfg.pairs = data[0] & 2 ? 2 : 1;
 	vmio_wire_reader_init(&r, data + 1, size - 1);
+	if (data[0] & 4) {
+		bool copy = data[0] & 8;
+
+		/* Taken only as this command line would have written it. */
+		if (!vnet_device_read_head(&r, &cfg, "xdp") &&
+		    !vnet_port_xdp_check_record(&r, "vmiof0", 0, copy, 0) &&
+		    ((r.p[-1] != 0) != copy ||
+		     memcmp(r.p - 1 - 4 - 6, "vmiof0", 6)))
+			abort();
+		return 0;
+	}
 	if (data[0] & 1) {
 		if (!vnet_device_read_head(&r, &cfg, "tap"))
 			tap_case(&r, cfg.pairs);

@@ -12,12 +12,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "devices/net/virtio_net.h"
 #include "netns.h"
@@ -336,4 +338,45 @@ void settle(struct guest *g, int pfd)
 	}
 	fail_msg("%u tx chains not back; %u of %u frames from the guest, %u of %u into it arrived",
 		 tx_out, g2h, g->g2h_seq, h2g, g->h2g_seq);
+}
+
+void wait_pair_mode(const char *ctl, const char *want)
+{
+	const char *mode = NULL;
+
+	for (int waited = 0; waited < WAIT; waited += 10) {
+		json_t *doc = harness_control_get(ctl);
+		json_t *p = json_array_get(json_object_get(doc, "queue_pairs"), 0);
+
+		mode = json_string_value(json_object_get(p, "mode"));
+		if (mode && !strncmp(mode, want, strlen(want))) {
+			json_decref(doc);
+			return;
+		}
+		json_decref(doc);
+		poll(NULL, 0, 10);
+	}
+	fail_msg("pair 0 does not run '%s'", want);
+}
+
+void veth_up(const char *a, const char *b)
+{
+	char cmd[160];
+
+	snprintf(cmd, sizeof(cmd), "ip link add %s type veth peer name %s >&2",
+		 a, b);
+	if (system(cmd) != 0)
+		fail_msg("cannot create the veth pair %s/%s", a, b);
+	tap_up(a, NULL);
+	tap_up(b, NULL);
+}
+
+void xdp_frames_both_ways(struct guest *g, const char *ctl, int pfd,
+			  const char *peer, bool copy, unsigned n)
+{
+	wait_pair_mode(ctl, copy ? "copy" : "no-copy");
+	guest_send(g, 0, n);
+	for (unsigned i = 0; i < n; i++)
+		host_send(pfd, peer, g->h2g_seq++);
+	settle(g, pfd);
 }

@@ -7,6 +7,7 @@
 #ifndef VMIO_TESTS_NET_GUEST_H
 #define VMIO_TESTS_NET_GUEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -64,5 +65,18 @@ unsigned count_seen(const uint8_t *seen, uint32_t upto);
  * most (then the test fails). */
 void settle(struct guest *g, int pfd);
 long long ms_since(const struct timespec *t0);
+/* Until vmio's pair 0 runs as want says (--control's mode at ctl: an
+ * AF_XDP pair's "no-copy", "copy"): a no-copy XSK is bound once the
+ * guest's queues start, and frames that come before it go to the host's
+ * stack. */
+void wait_pair_mode(const char *ctl, const char *want);
+/* A veth pair a/b in the test's namespace (netns_enter first), both
+ * ends up: vmio's XSKs go on a, the test talks through b. */
+void veth_up(const char *a, const char *b);
+/* n frames each way on pair 0 of vmio's AF_XDP port (ctl its --control)
+ * once it runs with a copy or without, as asked (wait_pair_mode): every
+ * one arrives (settle). peer is b of veth_up, pfd its packet socket. */
+void xdp_frames_both_ways(struct guest *g, const char *ctl, int pfd,
+			  const char *peer, bool copy, unsigned n);
 
 #endif

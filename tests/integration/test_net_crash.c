@@ -12,7 +12,8 @@
  * line does not match is refused: the device starts fresh and the VMM
  * sees its session end. A stop (SIGTERM) whose store outlives it, as
  * FileDescriptorStorePreserve=yes keeps it, is a restart to the guest.
- * Needs root (a namespace, a TAP). */
+ * On AF_XDP the same but the XSKs, which the next vmio opens anew.
+ * Needs root (a namespace, a TAP, a veth pair). */
 #include <net/if.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -54,6 +55,16 @@ static void start_net(const char *tap, const char *mac)
 			       harness_path("vhost.sock"), "--control", ctl(),
 			       "--tap", tap, "--queues", "2", "--threads",
 			       "2", "--mac", mac, NULL };
+
+	serving = fake_fdstore_start(store, args, ctl());
+}
+
+/* The same on AF_XDP (one pair: --xdp runs on one thread), on iface. */
+static void start_net_xdp(const char *iface, const char *copy)
+{
+	const char *args[] = { "net", "--fd-store", "--socket",
+			       harness_path("vhost.sock"), "--control", ctl(),
+			       "--xdp", iface, copy, NULL };
 
 	serving = fake_fdstore_start(store, args, ctl());
 }
@@ -195,6 +206,51 @@ static void test_stop_start_keeps_session(void **state)
 	serving = -1;
 }
 
+/* AF_XDP over a veth pair (vmio's XSK on a, the host's packet socket on
+ * b), killed three times: an XSK is not kept (the next vmio opens its
+ * own once the kernel let go of the dead one's queue), the session and
+ * the control state are; frames both ways after each restart, on the
+ * front end's first session. Frames sent while no XSK is bound go to
+ * the host's stack, so none is sent then. */
+static void kill_xdp(const char *a, const char *b, const char *copy)
+{
+	static struct guest g;
+	int pfd;
+
+	netns_enter();
+	veth_up(a, b);
+	start_net_xdp(a, copy);
+	pfd = netns_packet_socket(b);
+	guest_open(&g, harness_path("vhost.sock"), 1);
+	for (unsigned k = 0;; k++) {
+		xdp_frames_both_ways(&g, ctl(), pfd, b, copy, BURST);
+		if (k == 3)
+			break;
+		kept_now();
+		kill_net();
+		start_net_xdp(a, copy);
+		assert_int_equal(harness_control_num(ctl(), "devices.0.sessions"),
+				 1);
+	}
+	assert_true(harness_log_contains("session taken back from the fd store"));
+	close(pfd);
+	vmio_fe_close(g.fe);
+	assert_int_equal(WEXITSTATUS(harness_stop(serving, WAIT)), 0);
+	serving = -1;
+}
+
+static void test_xdp_kill_keeps_session(void **state)
+{
+	(void)state;
+	kill_xdp("vmiocx0", "vmiocx1", NULL);
+}
+
+static void test_xdp_copy_kill_keeps_session(void **state)
+{
+	(void)state;
+	kill_xdp("vmiocx2", "vmiocx3", "--xdp-copy");
+}
+
 /* Restarted with another --mac: the kept device is refused, said, and
  * the device starts fresh; the front end's socket, which nobody serves,
  * is closed everywhere, so its VMM sees the session end. */
@@ -246,6 +302,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_kill_keeps_session,
+						case_setup, case_teardown),
+		cmocka_unit_test_setup_teardown(test_xdp_kill_keeps_session,
+						case_setup, case_teardown),
+		cmocka_unit_test_setup_teardown(test_xdp_copy_kill_keeps_session,
 						case_setup, case_teardown),
 		cmocka_unit_test_setup_teardown(test_stop_start_keeps_session,
 						case_setup, case_teardown),

@@ -84,6 +84,8 @@ int vnet_device_save(const struct vnet_device *d, struct vmio_wire_writer *w,
 		*why = "the control queue still runs";
 		return -1;
 	}
+	if (d->be->ops->release)
+		d->be->ops->release(d->be);
 	return put_record(d, w, fds, max, nfds, why, true);
 }
 

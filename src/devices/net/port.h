@@ -151,6 +151,12 @@ struct vnet_port_ops {
 	int (*save)(struct vnet_port *b, struct vmio_wire_writer *w, int fds[],
 		    unsigned max, unsigned *nfds, const char **why);
 	const char *cannot_hand_over;
+	/* The hand-over's last step here, its queues stopped for good:
+	 * lets go of what the successor opens anew rather than takes over
+	 * (an interface queue takes one XSK at a time). If the hand-over
+	 * fails, the next attach of each pair opens it again. NULL: nothing
+	 * to let go. */
+	void (*release)(struct vnet_port *b);
 
 	void (*free)(struct vnet_port *b);
 };

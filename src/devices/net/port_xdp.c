@@ -245,6 +245,93 @@ static void xdp_detach(struct vnet_port *b, unsigned pair)
 		vnet_umem_view_unmap(&x->view);
 }
 
+/* ---- Hand-over and crash: the successor opens its own XSKs ---------- */
+
+/* The record: the interface, its first queue and whether it copies, for
+ * the successor to check against its command line. No descriptors: an
+ * XSK, its rings and its UMEM are not handed over but opened again by
+ * the successor (libxdp's program is shared by every XSK of the
+ * interface, whoever opened it); frames that arrive while no XSK is
+ * bound go to the host's stack, and what the rings held when a process
+ * died is served again from the used index. */
+static int xdp_save(struct vnet_port *b, struct vmio_wire_writer *w, int fds[],
+		    unsigned max, unsigned *nfds, const char **why)
+{
+	struct xdp_port *x = xdp_of(b);
+
+	(void)fds;
+	(void)max;
+	(void)nfds;
+	(void)why;
+	vmio_wire_put_u32(w, (uint32_t)strlen(x->name));
+	vmio_wire_put_bytes(w, x->name, strlen(x->name));
+	vmio_wire_put_u32(w, x->q[0].queue_id);
+	vmio_wire_put_u8(w, x->copy_asked);
+	return 0;
+}
+
+/* Every XSK closed, so that the successor can bind the queues. */
+static void xdp_release(struct vnet_port *b)
+{
+	struct xdp_port *x = xdp_of(b);
+
+	for (unsigned i = 0; i < b->pairs; i++) {
+		struct xdp_queue *q = &x->q[i];
+
+		if (q->want != Q_NONE) {
+			vmio_timer_fini(&q->retry);
+			q->want = Q_NONE;
+		}
+		vxdp_queue_close(q);
+	}
+	vnet_umem_view_unmap(&x->view);
+	log_info("net: xdp %s: XSKs closed for the successor", x->name);
+}
+
+int vnet_port_xdp_check_record(struct vmio_wire_reader *r, const char *name,
+			       unsigned queue, bool copy, unsigned nfds)
+{
+	uint32_t len = vmio_wire_get_count(r, 1);
+	const uint8_t *rec_name = vmio_wire_get_bytes(r, len);
+	uint32_t rec_queue = vmio_wire_get_u32(r);
+	bool rec_copy = vmio_wire_get_u8(r) != 0;
+
+	if (!vmio_wire_ok(r))
+		return -1;
+	if (len != strlen(name) || memcmp(rec_name, name, len) ||
+	    rec_queue != queue)
+		vmio_wire_fail(r, "the predecessor served another interface or queue (--xdp changed)");
+	else if (rec_copy != copy)
+		vmio_wire_fail(r, "the predecessor copied otherwise (--xdp-copy changed)");
+	else if (nfds)
+		vmio_wire_fail(r, "descriptors an AF_XDP port has no use for");
+	return vmio_wire_ok(r) ? 0 : -1;
+}
+
+struct vnet_port *vnet_port_xdp_restore(const char *name, unsigned queue,
+					unsigned pairs, bool copy,
+					unsigned reserve,
+					struct vmio_wire_reader *r,
+					unsigned nfds)
+{
+	struct vnet_port *b;
+	const char *why;
+	int err;
+
+	if (vnet_port_xdp_check_record(r, name, queue, copy, nfds))
+		return NULL;
+	b = vnet_port_xdp_new(name, queue, pairs, copy, reserve, &err, &why);
+	if (!b) {
+		/* The reader keeps a pointer: a start's, one at a time. */
+		static char msg[160];
+
+		snprintf(msg, sizeof(msg), "AF_XDP on %s: %s (%s)", name, why,
+			 strerror(-err));
+		vmio_wire_fail(r, msg);
+	}
+	return b;
+}
+
 static const struct vnet_port_ops xdp_ops = {
 	.name = "xdp",
 	.configure = xdp_configure,
@@ -261,9 +348,8 @@ static const struct vnet_port_ops xdp_ops = {
 	.detach = xdp_detach,
 	.pair_mode = vxdp_pair_mode,
 	.pair_counters = vxdp_pair_counters,
-	/* Its XSKs, their rings and UMEM, and its BPF objects are in no
-	 * record yet. */
-	.cannot_hand_over = "the AF_XDP port cannot hand over yet",
+	.save = xdp_save,
+	.release = xdp_release,
 	.free = vxdp_free,
 };
 
@@ -311,6 +397,7 @@ struct vnet_port *vnet_port_xdp_new(const char *name, unsigned queue,
 	x->b.ops = &xdp_ops;
 	x->hdr_len = VIRTIO_NET_HDR_LEN;
 	x->copy = copy;
+	x->copy_asked = copy;
 	x->reserve = reserve;
 	memcpy(x->name, name, strlen(name) + 1);
 	for (unsigned i = 0; i < pairs; i++) {

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "devices/net/port.h"
+#include "util/wire.h"
 
 /* One XSK per pair, bound to queues queue, queue + 1... of the interface
  * name; the XDP program that redirects to them is attached native where
@@ -20,6 +21,20 @@ struct vnet_port *vnet_port_xdp_new(const char *name, unsigned queue,
 					  unsigned pairs, bool copy,
 					  unsigned reserve, int *err,
 					  const char **why);
+
+/* The AF_XDP port a predecessor vmio served (its record, read from r as
+ * hostile input: port.h's save), as this command line asks for it (the
+ * interface, queue and copy checked against the record's): its XSKs
+ * opened anew, once the predecessor's have let go of the queues (waited
+ * for, up to a second each, as at any start). NULL with r failed. */
+/* The record's check alone: 0, or -1 with r failed. */
+int vnet_port_xdp_check_record(struct vmio_wire_reader *r, const char *name,
+			       unsigned queue, bool copy, unsigned nfds);
+struct vnet_port *vnet_port_xdp_restore(const char *name, unsigned queue,
+					unsigned pairs, bool copy,
+					unsigned reserve,
+					struct vmio_wire_reader *r,
+					unsigned nfds);
 
 /* --xdp-reserve's default: as many frames as the copy path's fill ring
  * holds, 4 MiB a pair. */

@@ -89,6 +89,7 @@ struct xdp_port {
 	uint32_t xdp_flags;
 	const char *xdp_mode; /* "native" or "generic" */
 	bool copy;            /* no more no-copy attempts */
+	bool copy_asked;      /* --xdp-copy */
 	unsigned reserve;     /* reserve frames per pair (no-copy receive) */
 	struct vnet_umem_view view; /* guest memory, for no-copy pairs */
 	struct xdp_queue *q;  /* one per pair */
