@@ -135,6 +135,8 @@ static int rt_pass(const struct xfer_conns *cs, struct rt_conn *rc,
 	return 0;
 }
 
+volatile sig_atomic_t rt_stop;
+
 int rt_phase(const struct xfer_conns *cs, struct rt_conn *rc, unsigned n,
 	     uint64_t msg, uint64_t ms, rt_kept_fn *kept, void *arg,
 	     char *err, size_t err_size)
@@ -156,7 +158,7 @@ int rt_phase(const struct xfer_conns *cs, struct rt_conn *rc, unsigned n,
 	for (;;) {
 		bool moved = false, busy = false, wr = false;
 
-		ending |= (int64_t)vmio_now_ns() >= end;
+		ending |= (int64_t)vmio_now_ns() >= end || (kept && rt_stop);
 		if (rt_pass(cs, rc, n, msg, req, ending, kept, arg, waiting,
 			    &moved, &busy, &wr, err, err_size))
 			goto out;

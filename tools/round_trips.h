@@ -7,6 +7,7 @@
 #ifndef VMIO_TOOLS_ROUND_TRIPS_H
 #define VMIO_TOOLS_ROUND_TRIPS_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,10 @@ struct rt_conn {
 	int64_t t0;
 	uint64_t sent, got;
 };
+
+/* Set (by a signal handler, say) to end the measured rt_phase before its
+ * time: the round trips under way finish, no more start. */
+extern volatile sig_atomic_t rt_stop;
 
 /* Called with each round trip's time in ns and its connection. */
 typedef void rt_kept_fn(void *arg, unsigned c, int64_t ns);

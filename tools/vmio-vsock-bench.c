@@ -74,7 +74,8 @@ static const char usage[] =
 	"  --rx-buf N         guest rx buffer payload size (default 4K, as\n"
 	"                     Linux; at most 64K)\n"
 	"  --echo             request/response round trips, not a stream\n"
-	"  --seconds N        --echo: how long to time them (default 5)\n"
+	"  --seconds N        --echo: how long to time them (default 5;\n"
+	"                     SIGUSR1 ends them sooner: its pid is on stderr)\n"
 	"  --direct           no vmio: AF_UNIX between the two processes\n"
 	"  --crash-probe N    for N seconds (or until SIGTERM), a guest that\n"
 	"                     outlives vmio's crashes: one session, a\n"
@@ -326,6 +327,18 @@ out:
 	_exit(rep.ok ? 0 : 1);
 }
 
+/* --echo's SIGUSR1: the round trips end now, on both sides (the
+ * requester is the guest or the host child, as the direction says). */
+static volatile sig_atomic_t echo_child;
+
+static void echo_on_usr1(int sig)
+{
+	(void)sig;
+	rt_stop = 1;
+	if (echo_child > 0)
+		kill((pid_t)echo_child, SIGUSR1);
+}
+
 /* ---- the run ---- */
 
 static double tv_s(const struct timeval *t)
@@ -468,10 +481,18 @@ static int run(struct opts *o)
 			lfd = unix_listen(path);
 		}
 	}
+	if (o->echo) {
+		struct sigaction sa = { .sa_handler = echo_on_usr1 };
+
+		sigaction(SIGUSR1, &sa, NULL);
+		fprintf(stderr, "echo: pid=%ld\n", (long)getpid());
+	}
 	fflush(stdout);
 	pid = fork();
 	if (pid < 0)
 		tool_die("fork: %s", strerror(errno));
+	if (pid > 0)
+		echo_child = pid;
 	if (pid == 0) {
 		close(rep_sk[0]);
 		if (o->direct)

@@ -19,7 +19,12 @@
 #              systemd), killed with SIGKILL 10 times (VMIO_CRASH_KILLS);
 #              the next vmio takes the session back from the store.
 # QEMU's chardev has no reconnect=: a vhost-user disconnect would end the
-# device for good, and QEMU would log it.
+# device for good, and QEMU would log it. --backend xdp (or xdp-copy):
+# `vmio net --xdp xa` in a namespace of its own instead of the TAP, xa's
+# veth peer xb (10.0.88.1/24) in the test's, as net_test.sh sets them up;
+# the XSKs are not handed over but opened anew by each new vmio, so the
+# frames that reach xa in between go to its host stack (TCP sends them
+# again).
 #
 # Checked, at each replacement:
 #   - the reload exits 0, the pid serving --control changes to a process
@@ -29,7 +34,7 @@
 #     store had everything: fd_store.owed 0, writes > 0)
 #   - vmio's document (vmio stats --json): one session, still connected,
 #     no session ended, no protocol error
-#   - the TAP is the same interface (its ifindex)
+#   - the TAP is the same interface (its ifindex; --backend tap)
 #   - both streams move again: the namespace receives more from the guest,
 #     and the guest acknowledges more from the namespace (ss), within 20 s
 # and over the run: both streams byte for byte at their receivers
@@ -42,7 +47,7 @@
 # moved again, and the longest gap each receiver saw between two reads
 # (the writers pace NH_RATE, 256 KiB/s).
 #
-# usage: tests/guest/net_handover_test.sh [--crash] [--platform NAME]
+# usage: tests/guest/net_handover_test.sh [--crash] [--backend tap|xdp|xdp-copy] [--platform NAME]
 #          [--image ROOT] [--vmio BIN] [--vsock-tool BIN] [--uds-peer BIN]
 #          [--handover-peer BIN]
 # Needs root (a network namespace, a TAP). Exit 0 when everything passed;
@@ -52,16 +57,23 @@ set -euo pipefail
 
 crash=
 hpeer=''
+backend=tap
 args=()
 while (($#)); do
 	case $1 in
 	--crash) crash=1; shift ;;
 	--handover-peer) hpeer=$2; shift 2 ;;
+	--backend) backend=$2; shift 2 ;;
 	*) args+=("$1"); shift ;;
 	esac
 done
+case $backend in
+tap | xdp | xdp-copy) ;;
+*) echo "net_handover_test: --backend is tap, xdp or xdp-copy, not '$backend'" >&2; exit 2 ;;
+esac
 name=net_handover_test
 [[ -z $crash ]] || name=net_crash_test
+[[ $backend == tap ]] || name=${name}_${backend//-/_}
 dev=net
 # shellcheck source=tests/guest/vsock-host.sh
 . "$(dirname "$0")/vsock-host.sh"
@@ -76,8 +88,28 @@ vh_cleanup_hook() {
 	local p
 	for p in "${vmio_pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	ip netns del "$ns" 2>/dev/null || true
+	[[ -z ${vns:-} ]] || ip netns del "$vns" 2>/dev/null || true
 }
 vh_net_setup "${args[@]}"
+# The device's side: the TAP vmio creates in ns, or xa in vmio's own
+# namespace vns with its peer xb in ns (net_test.sh says why xb's tx
+# checksumming is off).
+peer_if=vmtap0
+port=(--tap vmtap0)
+if [[ $backend != tap ]]; then
+	command -v ethtool >/dev/null || fail "'ethtool' is missing (package ethtool)"
+	vns=$ns-v
+	ip netns add "$vns" || fail "cannot create network namespace $vns"
+	ip -n "$vns" link set lo up
+	vmio_wrap=(ip netns exec "$vns")
+	{ ip -n "$vns" link add xa type veth peer name xb netns "$ns" &&
+		ip -n "$vns" link set xa up; } ||
+		fail "cannot create the veth pair xa ($vns) / xb ($ns)"
+	nsx ethtool -K xb tx off >/dev/null || fail "cannot turn off xb's tx checksum offload"
+	peer_if=xb
+	port=(--xdp xa)
+	[[ $backend == xdp ]] || port+=(--xdp-copy)
+fi
 if [[ -n $crash ]]; then
 	COUNT=${VMIO_CRASH_KILLS:-10}
 else
@@ -121,7 +153,7 @@ check_replaced() { # what
 	[[ $(dval "$doc" sessions) == 1 && $(dval "$doc" session_ends) == 0 &&
 		$(dval "$doc" protocol_errors) == 0 && $(dval "$doc" connected) == 1 ]] ||
 		bad "$1: vmio's document: $(tr '\n' ' ' <<<"$doc") (wanted sessions 1, session_ends 0, protocol_errors 0, connected 1)"
-	[[ $(ifindex) == "$tap_ifindex" ]] || bad "$1: vmtap0's ifindex is $(ifindex), not $tap_ifindex"
+	[[ $backend != tap || $(ifindex) == "$tap_ifindex" ]] || bad "$1: vmtap0's ifindex is $(ifindex), not $tap_ifindex"
 	read -r g0 h0 < <(flow)
 	t0=$(date +%s%N)
 	for ((k = 0; k < 200; k++)); do
@@ -157,7 +189,7 @@ median_worst() { # values...
 # running nsx would die of it.
 vh_spawn 7101 ip netns exec "$ns" "$hpeer" recv tcp-listen:7101 --timeout "$limit"
 if [[ -n $crash ]]; then
-	vh_start_supervised --fd-store --socket "$sock" --tap vmtap0 --control "$ctl"
+	vh_start_supervised --fd-store --socket "$sock" "${port[@]}" --control "$ctl"
 else
 	bindir=$tmp/bin
 	mkdir -p "$bindir"
@@ -167,12 +199,12 @@ else
 	start_path=$bindir/vmio
 	install_at_start "${builds[0]}"
 	vmio=$start_path
-	vh_start_vmio --socket "$sock" --tap vmtap0 --control "$ctl"
+	vh_start_vmio --socket "$sock" "${port[@]}" --control "$ctl"
 	vmio_pids+=("$vpid")
 fi
 first_pid=$vpid
-{ nsx ip addr add 10.0.88.1/24 dev vmtap0 && nsx ip link set vmtap0 up; } ||
-	fail "cannot configure vmtap0 in $ns: $(nsx ip link 2>&1)"
+{ nsx ip addr add 10.0.88.1/24 dev "$peer_if" && nsx ip link set "$peer_if" up; } ||
+	fail "cannot configure $peer_if in $ns: $(nsx ip link 2>&1)"
 tap_ifindex=$(ifindex)
 # No reconnect= on the chardev (see above). vectors=0: see net_test.sh.
 # shellcheck disable=SC2054 # QEMU's commas

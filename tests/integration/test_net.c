@@ -40,7 +40,7 @@
  * second at the rates seen here (0.5 to 20 Mpps). */
 #define TX_FRAMES 100000
 #define RX_FRAMES 500
-#define RX_BURST 100
+#define RX_BURST 250
 
 static char out[8192], err[8192];
 
@@ -999,8 +999,9 @@ static void host_to_guest(const char *backend, const char *name,
 	if (!testpmd_wait_counter(&t, "RX-packets", 0, HARNESS_WAIT_MS))
 		fail_msg("testpmd did not start");
 	/* In bursts smaller than the guest's ring (256 buffers): without a
-	 * copy, the guest's buffers are all the room there is, and like a
-	 * NIC's an XSK drops what finds none. */
+	 * copy, the guest's buffers (and the pair's reserve) are all the
+	 * room there is, and like a NIC's an XSK drops what finds none. Two
+	 * bursts: each waits for testpmd's counters, printed once a second. */
 	for (int sent = 0; sent < RX_FRAMES; sent += RX_BURST) {
 		send_frames(peer, RX_BURST, flows);
 		if (!testpmd_wait_counter(&t, "RX-packets", sent + RX_BURST,
