@@ -444,9 +444,11 @@ print(f"restart to a new connection both ways: median {statistics.median(t):.1f}
 	return $bad
 }
 
-# A stop and a start (issue 36). systemd 254 and later keep the store of
-# a stopped unit (FileDescriptorStorePreserve=yes, which the package built
-# for such a release has): the start takes the probe's session back as
+# A stop and a start (issue 36), the instance enabled as a host running
+# VMs has it. systemd 254 and later keep the store of a stopped unit that
+# stays loaded (FileDescriptorStorePreserve=yes, which the package built
+# for such a release has; a stopped unit nothing refers to is unloaded,
+# its store with it): the start takes the probe's session back as
 # after a crash, one reset each way, new connections both ways, the
 # session kept again. Before 254 (Debian 12's 252) the stop drops the
 # store, as the unit's comment says: the vmio started next serves no
@@ -461,6 +463,7 @@ vsock_stop_start() {
 	fi
 	# A process of its own: vsock_crash's counted its RSTs.
 	in_root systemctl stop "$vsock_unit"
+	in_root systemctl enable "$vsock_unit" 2>&1 || { echo "systemctl enable failed"; return 1; }
 	in_root systemctl start "$vsock_unit" || { unit_log "$vsock_unit"; return 1; }
 	wait_socket "$vsock_sock" || { echo "no $vsock_sock"; return 1; }
 	probe_start || return 1
@@ -488,6 +491,7 @@ vsock_stop_start() {
 		# Its device is gone for good: it fails, as a guest's would.
 		probe_stop >/dev/null
 	fi
+	in_root systemctl disable "$vsock_unit" 2>&1 || { echo "systemctl disable failed"; bad=1; }
 	((bad)) && unit_log "$vsock_unit"
 	return $bad
 }
