@@ -200,6 +200,24 @@ static struct vg *start_with_guest(void)
 	return g;
 }
 
+/* It serves: a last pair of connections, then the guest gone (no
+ * protocol violation seen) and a clean stop. */
+static void serves_then_stops(struct conns *c, struct vg *g, uint64_t seed)
+{
+	conns_open(c, g, seed);
+	vg_close(c->g2h);
+	vg_close(c->h2g);
+	close(c->g2h_host);
+	close(c->h2g_host);
+	close(c->lis);
+	if (g->violations)
+		fail_msg("%llu violations, the last: %s",
+			 (unsigned long long)g->violations, g->violation);
+	vg_free(g);
+	assert_int_equal(WEXITSTATUS(harness_stop(serving, WAIT)), 0);
+	serving = -1;
+}
+
 static int cmp_ms(const void *a, const void *b)
 {
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -270,20 +288,8 @@ static void test_kill_keeps_device(void **state)
 	qsort(took, KILLS, sizeof(took[0]), cmp_ms);
 	printf("# kill -9 to the guest's connections reset: median %lld ms, worst %lld ms (of %u)\n",
 	       (long long)took[KILLS / 2], (long long)took[KILLS - 1], KILLS);
-	/* And it serves: a last pair of connections, then a clean stop. */
-	conns_open(&c, g, 99);
-	vg_close(c.g2h);
-	vg_close(c.h2g);
-	close(c.g2h_host);
-	close(c.h2g_host);
-	close(c.lis);
-	if (g->violations)
-		fail_msg("%llu violations, the last: %s",
-			 (unsigned long long)g->violations, g->violation);
 	assert_true(harness_log_contains("session taken back from the fd store"));
-	vg_free(g);
-	assert_int_equal(WEXITSTATUS(harness_stop(serving, WAIT)), 0);
-	serving = -1;
+	serves_then_stops(&c, g, 99);
 }
 
 /* A stop and a start with the store kept (systemd 254+ with
@@ -307,18 +313,7 @@ static void test_stop_start_keeps_device(void **state)
 	assert_int_equal(harness_control_num(harness_path("ctl"),
 					     "vms.0.sessions"),
 			 1);
-	conns_open(&c, g, 6);
-	vg_close(c.g2h);
-	vg_close(c.h2g);
-	close(c.g2h_host);
-	close(c.h2g_host);
-	close(c.lis);
-	if (g->violations)
-		fail_msg("%llu violations, the last: %s",
-			 (unsigned long long)g->violations, g->violation);
-	vg_free(g);
-	assert_int_equal(WEXITSTATUS(harness_stop(serving, WAIT)), 0);
-	serving = -1;
+	serves_then_stops(&c, g, 6);
 }
 
 /* Both kept records cut: refused, said, and the VM starts fresh; the
