@@ -24,17 +24,20 @@ struct vnet_port *vnet_port_xdp_new(const char *name, unsigned queue,
 
 /* The AF_XDP port a predecessor vmio served (its record, read from r as
  * hostile input: port.h's save), as this command line asks for it (the
- * interface, queue and copy checked against the record's): its XSKs
- * opened anew, once the predecessor's have let go of the queues (waited
- * for, up to a second each, as at any start). NULL with r failed. */
-/* The record's check alone: 0, or -1 with r failed. */
-int vnet_port_xdp_check_record(struct vmio_wire_reader *r, const char *name,
-			       unsigned queue, bool copy, unsigned nfds);
+ * interface, queue and copy checked against the record's,
+ * vnet_port_xdp_check_record): its XSKs opened anew, once the
+ * predecessor's have let go of the queues (waited for, up to a second
+ * each, as at any start). NULL with r failed. */
 struct vnet_port *vnet_port_xdp_restore(const char *name, unsigned queue,
 					unsigned pairs, bool copy,
 					unsigned reserve,
 					struct vmio_wire_reader *r,
 					unsigned nfds);
+
+/* The record's check alone (what restore reads before it opens
+ * anything): 0, or -1 with r failed. */
+int vnet_port_xdp_check_record(struct vmio_wire_reader *r, const char *name,
+			       unsigned queue, bool copy, unsigned nfds);
 
 /* --xdp-reserve's default: as many frames as the copy path's fill ring
  * holds, 4 MiB a pair. */
