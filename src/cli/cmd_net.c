@@ -444,17 +444,6 @@ static int save_device(const void *dev, struct vmio_wire_writer *w, int fds[],
 	return vnet_device_save(dev, w, fds, max, nfds, why);
 }
 
-/* A port that keeps no record (AF_XDP) refuses before anything stops. */
-static int check_device(void *opaque, char *why, size_t why_size)
-{
-	const char *no = vnet_device_cannot_hand_over(opaque);
-
-	if (!no)
-		return 0;
-	snprintf(why, why_size, "%s", no);
-	return -1;
-}
-
 /* The one device is the one unit; its record has its own version. */
 static const struct devho_ops net_handover_ops = {
 	.unit = "device",
@@ -462,7 +451,6 @@ static const struct devho_ops net_handover_ops = {
 	.device = "net device",
 	.too_big = "its port's record",
 	.save = save_device,
-	.check = check_device,
 };
 
 /* Everything `vmio net` serves, made fresh or taken over. */

@@ -379,8 +379,6 @@ static int request(struct devho *h, char *why, size_t why_size)
 			 "the path this vmio was started from is not known");
 		return -1;
 	}
-	if (h->ops->check && h->ops->check(h->opaque, why, why_size))
-		return -1;
 	h->why[0] = '\0';
 	h->phase = DEVHO_SAVING;
 	ask_every_unit(h, STEP_SAVE);

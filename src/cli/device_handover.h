@@ -83,9 +83,6 @@ struct devho_ops {
 	/* On worker 0, every unit held: the command's own sections (NULL:
 	 * none). Returns 0, or -1 (the writer failed). */
 	int (*add_sections)(void *opaque, struct vmio_envelope_writer *env);
-	/* On worker 0, at a request: 0, or -1 with why (a state no record
-	 * carries). NULL: every state goes. */
-	int (*check)(void *opaque, char *why, size_t why_size);
 };
 
 /* One unit, as the hand-over sees it. */

@@ -12,8 +12,9 @@
  * not kept. What is lost: the frames the queues held (a chain popped and
  * not given back is served again from the used ring, so a frame may go
  * out twice or a received one be written again; split rings only, a
- * packed ring's session is refused), and the counters. AF_XDP keeps
- * nothing (its port cannot hand over), and says so. */
+ * packed ring's session is refused), and the counters. AF_XDP's record
+ * names the interface and its queues, and the next vmio opens its own
+ * XSKs on them (devices/net/port_xdp.h). */
 #ifndef VMIO_CLI_NET_KEPT_H
 #define VMIO_CLI_NET_KEPT_H
 

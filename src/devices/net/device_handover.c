@@ -8,15 +8,6 @@
 
 #define NCOUNTERS (sizeof(struct vnet_stats) / sizeof(uint64_t))
 
-const char *vnet_device_cannot_hand_over(const struct vnet_device *d)
-{
-	if (d->be->ops->save)
-		return NULL;
-	return d->be->ops->cannot_hand_over
-		       ? d->be->ops->cannot_hand_over
-		       : "its port cannot hand over";
-}
-
 static void put_table(struct vmio_wire_writer *w,
 		      const struct vnet_mac_table *t)
 {
@@ -69,8 +60,6 @@ int vnet_device_save(const struct vnet_device *d, struct vmio_wire_writer *w,
 		     int fds[], unsigned max, unsigned *nfds,
 		     const char **why)
 {
-	if ((*why = vnet_device_cannot_hand_over(d)))
-		return -1;
 	for (unsigned i = 0; i < d->npairs; i++) {
 		const struct vnet_pair *p = &d->pairs[i];
 
@@ -93,8 +82,6 @@ int vnet_device_snapshot(const struct vnet_device *d,
 			 struct vmio_wire_writer *w, int fds[], unsigned max,
 			 unsigned *nfds, const char **why)
 {
-	if ((*why = vnet_device_cannot_hand_over(d)))
-		return -1;
 	return put_record(d, w, fds, max, nfds, why, false);
 }
 

@@ -39,9 +39,6 @@
 
 #define VNET_HANDOVER_VERSION 1u
 
-/* Why d cannot hand over (its port keeps no record), or NULL. */
-const char *vnet_device_cannot_hand_over(const struct vnet_device *d);
-
 /* Appends d's record to w and its port's descriptors to fds (at most
  * max; *nfds in: those there, out: after; they stay the port's). Every
  * queue must have stopped for good. Returns 0, or -1 with *why. */

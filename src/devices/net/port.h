@@ -146,11 +146,9 @@ struct vnet_port_ops {
 	 * beside the command line to w, and the descriptors it must keep to
 	 * fds (at most max; *nfds in: those there, out: after; they stay
 	 * the port's). Called with every queue stopped for good. Returns 0,
-	 * or -1 with *why. NULL: this port cannot hand over, and
-	 * cannot_hand_over says why. */
+	 * or -1 with *why. Every port has one. */
 	int (*save)(struct vnet_port *b, struct vmio_wire_writer *w, int fds[],
 		    unsigned max, unsigned *nfds, const char **why);
-	const char *cannot_hand_over;
 	/* The hand-over's last step here, its queues stopped for good:
 	 * lets go of what the successor opens anew rather than takes over
 	 * (an interface queue takes one XSK at a time). If the hand-over
