@@ -79,8 +79,10 @@ instructions() { # vmio, mode, size, frames, log (on|off)
 # 2*FRAMES.
 per_frame() { # vmio, mode, size, log
 	local one two
-	one=$(instructions "$1" "$2" "$3" "$frames" "$4")
-	two=$(instructions "$1" "$2" "$3" $((2 * frames)) "$4")
+	# A failed run ends the script: errexit does not reach into a
+	# command substitution by itself.
+	one=$(instructions "$1" "$2" "$3" "$frames" "$4") || exit 1
+	two=$(instructions "$1" "$2" "$3" $((2 * frames)) "$4") || exit 1
 	echo $(((two - one) / frames))
 }
 
@@ -95,9 +97,9 @@ for mode in ${MODES:-tx rx}; do
 		[ -n "$base" ] && cases=(base off on)
 		for c in "${cases[@]}"; do
 			if [ "$c" = base ]; then
-				v=$(per_frame "$base/vmio" "$mode" "$size" off)
+				v=$(per_frame "$base/vmio" "$mode" "$size" off) || exit 1
 			else
-				v=$(per_frame "$build/vmio" "$mode" "$size" "$c")
+				v=$(per_frame "$build/vmio" "$mode" "$size" "$c") || exit 1
 			fi
 			ipf[$mode $size|$c]=$v
 			marks=
