@@ -25,9 +25,9 @@ cleanup() {
 trap cleanup EXIT
 
 # SECTIONS picks what runs (default all): loopback vsock redirect net
-# isolation scale handover (SECTIONS=isolation make bench runs only that
-# one).
-sections=" ${SECTIONS:-loopback vsock redirect net isolation scale handover} "
+# netlog isolation scale handover (SECTIONS=isolation make bench runs only
+# that one).
+sections=" ${SECTIONS:-loopback vsock redirect net netlog isolation scale handover} "
 want() { [[ "$sections" == *" $1 "* ]]; }
 failed=0
 
@@ -364,6 +364,16 @@ fi
 # net_vhost, then AF_XDP no-copy against copy (scripts/bench-net.sh) ----
 if want net; then
 	BUILD=$build RUNS=$runs "$top/scripts/bench-net.sh" || failed=1
+fi
+
+# ---- netlog: what dirty-page logging costs `vmio net --null`, in
+# instructions per frame counted by callgrind (the load does not move
+# them): logging off and on (per frame, as during a migration), txonly
+# and rxonly at 64 and 1024 bytes, and NETLOG_BASE=DIR's vmio (a build
+# of another commit, e.g. 410b256^, before logging) beside them
+# (scripts/callgrind-net.sh) ----
+if want netlog; then
+	BASE=${NETLOG_BASE:-} "$top/scripts/callgrind-net.sh" "$build" || failed=1
 fi
 
 # ---- isolation: one `vmio vsock` with two VMs; A's guest-to-host rate

@@ -31,6 +31,7 @@ packages=(
 	xz-utils          # guest tests: unpacks the kernel package's compressed modules, and the kernel source (vsock tests)
 	zstd              # guest tests: same, for zstd-compressed modules
 	socat             # make bench: the anchor `vmio redirect` is measured against
+	valgrind          # make bench: callgrind counts vmio net's instructions per frame (netlog)
 	dpdk-dev          # vmio net tests: dpdk-testpmd is the front end
 	ethtool           # guest test over AF_XDP: turns off the veth peer's checksum offload
 	iproute2          # net and redirect tests: ip (veth pairs, namespaces, TAPs), ss (socket state)
