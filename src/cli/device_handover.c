@@ -219,8 +219,21 @@ static void on_outcome(void *opaque, pid_t pid, const char *why)
 	struct devho *h = opaque;
 
 	if (why) {
-		snprintf(h->why, sizeof(h->why), "%s", why);
-		give_up(h);
+		if (!h->why[0])
+			snprintf(h->why, sizeof(h->why), "%s", why);
+		if (h->phase == DEVHO_STARTING) {
+			/* No unit stopped: nothing to resume. */
+			vmio_timer_cancel(&h->ready_wait);
+			log_err("hand-over failed: %s; this process goes on serving",
+				h->why);
+			drop_state(h);
+			h->phase = DEVHO_IDLE;
+			vmio_control_reload_done(*h->ctl, 0, h->why);
+		} else if (h->phase == DEVHO_STARTED) {
+			give_up(h);
+		}
+		/* While the units save, their answers decide when to resume
+		 * (phase_done). */
 		return;
 	}
 	/* The answer goes out before the listener does: the client that
@@ -297,18 +310,51 @@ static int write_state(struct devho *h, const uint8_t **rec, size_t *len)
 	return vmio_envelope_finish(&h->env, rec, len);
 }
 
-/* Every unit saved: the successor gets the state. */
-static void start_successor(struct devho *h)
+/* The successor is ready for the state (or the wait for a vmio that
+ * does not say so is over): the units stop now. */
+static void stop_units(struct devho *h)
+{
+	if (h->phase != DEVHO_STARTING)
+		return;
+	vmio_timer_cancel(&h->ready_wait);
+	h->phase = DEVHO_SAVING;
+	ask_every_unit(h, STEP_SAVE);
+}
+
+static void on_ready(void *opaque)
+{
+	stop_units(opaque);
+}
+
+/* At the request, before any unit stops: the successor execs and sets
+ * itself up while the guests are served. Returns 0, or -1 with why
+ * (nothing started). */
+static int start_successor(struct devho *h, char *why, size_t why_size)
 {
 	struct vmio_successor_opts o = {
 		.path = vmio_start_path(),
 		.argv = vmio_start_argv(),
 		.timeout_ms = h->timeout_ms,
 		.done = on_outcome,
+		.ready = on_ready,
 		.opaque = h,
 	};
 
-	if (write_state(h, &o.rec, &o.len)) {
+	h->succ = vmio_successor_start(h->loop, &o, why, why_size);
+	if (!h->succ)
+		return -1;
+	h->phase = DEVHO_STARTING;
+	vmio_timer_arm_ms(&h->ready_wait, DEVHO_READY_WAIT_MS);
+	return 0;
+}
+
+/* Every unit saved: the successor gets the state. */
+static void send_state(struct devho *h)
+{
+	const uint8_t *rec;
+	size_t len;
+
+	if (write_state(h, &rec, &len)) {
 		snprintf(h->why, sizeof(h->why),
 			 "cannot write the state: out of memory, or over its bounds (%u MiB, %u sections, %u fds)",
 			 VMIO_ENVELOPE_MAX_BYTES >> 20,
@@ -316,16 +362,11 @@ static void start_successor(struct devho *h)
 		give_up(h);
 		return;
 	}
-	o.fds = h->fds;
-	o.nfds = h->nfds;
-	h->succ = vmio_successor_start(h->loop, &o, h->why, sizeof(h->why));
-	if (!h->succ) {
-		give_up(h);
-		return;
-	}
+	vmio_successor_send(h->succ, rec, len, h->fds, h->nfds);
 	h->phase = DEVHO_STARTED;
-	log_info("hand-over: %u %s%s held; started %s, waiting up to %u ms for it to take over",
-		 h->n, h->ops->unit, plural(h), o.path, h->timeout_ms);
+	log_info("hand-over: %u %s%s held; the state went to %s, waiting up to %u ms from the request for it to take over",
+		 h->n, h->ops->unit, plural(h), vmio_start_path(),
+		 h->timeout_ms);
 }
 
 /* Every unit has answered the phase's step. */
@@ -336,7 +377,7 @@ static void phase_done(struct devho *h)
 		if (h->why[0])
 			give_up(h);
 		else
-			start_successor(h);
+			send_state(h);
 		return;
 	case DEVHO_RESUMING:
 		vmio_control_reload_done(*h->ctl, 0, h->why);
@@ -380,9 +421,7 @@ static int request(struct devho *h, char *why, size_t why_size)
 		return -1;
 	}
 	h->why[0] = '\0';
-	h->phase = DEVHO_SAVING;
-	ask_every_unit(h, STEP_SAVE);
-	return 0;
+	return start_successor(h, why, why_size);
 }
 
 int devho_request(void *opaque, char *why, size_t why_size)
@@ -420,8 +459,17 @@ int devho_alloc(struct devho *h, unsigned n)
 	return 0;
 }
 
+static void on_ready_wait(void *opaque)
+{
+	stop_units(opaque);
+}
+
 int devho_init(struct devho *h)
 {
+	if (vmio_timer_init(&h->ready_wait, h->loop, on_ready_wait, h)) {
+		log_err("out of memory for the hand-over's timers");
+		return -1;
+	}
 	for (unsigned i = 0; i < h->n; i++) {
 		struct devho_unit *u = &h->units[i];
 
@@ -444,6 +492,7 @@ void devho_fini(struct devho *h)
 	if (!h->units)
 		return;
 	drop_state(h);
+	vmio_timer_fini(&h->ready_wait);
 	for (unsigned i = 0; i < h->n; i++) {
 		vmio_defer_cancel(&h->units[i].work);
 		vmio_defer_cancel(&h->units[i].report);

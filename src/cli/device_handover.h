@@ -8,12 +8,17 @@
  * The old side. Each unit lives on one worker and only that worker
  * touches it, so worker 0 asks and each unit's worker answers
  * (vmio_defer_post both ways):
+ *   0. on worker 0, at the request: the successor started, while every
+ *      unit is still served; the units stop once it says it is ready
+ *      (a vmio before that message is waited for DEVHO_READY_WAIT_MS),
+ *      so that its exec and set-up are not part of the pause the
+ *      guests see;
  *   1. on each unit's worker: accepting held, the session held at a
  *      message boundary (its queues stopped, every chain it popped
  *      finished), the device's host side paused, the session and the
  *      device saved;
  *   2. on worker 0, once every unit answered: the command's own
- *      sections, the state, the successor started;
+ *      sections, the state, sent to the successor;
  *   3. taken over: each unit handed over on its worker (this process's
  *      copies closed, nothing sent to the guest or the host), then the
  *      run ends and the process exits 0. Failed at any step (a unit not
@@ -108,9 +113,14 @@ struct devho_unit {
 	char why[256]; /* empty: the step went well */
 };
 
+/* How long a successor that never says "ready" (a vmio before it) is
+ * waited for before the units stop anyway. */
+#define DEVHO_READY_WAIT_MS 250u
+
 enum devho_phase {
 	DEVHO_IDLE,
-	DEVHO_SAVING,
+	DEVHO_STARTING, /* the successor starts; every unit is served */
+	DEVHO_SAVING,  /* the successor is ready, waiting for the state */
 	DEVHO_STARTED, /* the successor has the state */
 	DEVHO_RESUMING,
 	DEVHO_HANDING,
@@ -134,6 +144,7 @@ struct devho {
 	unsigned pending; /* units yet to answer this phase */
 	char why[512];    /* the first failure */
 	struct vmio_successor *succ;
+	struct vmio_timer ready_wait; /* DEVHO_READY_WAIT_MS */
 	struct vmio_envelope_writer env;
 	int *fds;
 	size_t nfds;

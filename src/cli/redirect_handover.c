@@ -134,12 +134,13 @@ static int request(struct redirect_handover *h, char *why, size_t why_size)
 	struct vmio_successor_opts o = {
 		.path = vmio_start_path(),
 		.argv = vmio_start_argv(),
-		.fds = h->fds,
 		.timeout_ms = h->timeout_ms,
 		.done = on_outcome,
 		.opaque = h,
 	};
 	char where[160];
+	const uint8_t *rec;
+	size_t len, nfds;
 
 	if (h->succ) {
 		snprintf(why, why_size, "a hand-over is under way already");
@@ -156,7 +157,7 @@ static int request(struct redirect_handover *h, char *why, size_t why_size)
 			 redir_endpoint_describe(h->ep0, where, sizeof(where)));
 		return -1;
 	}
-	if (write_state(h, &o.rec, &o.len, &o.nfds)) {
+	if (write_state(h, &rec, &len, &nfds)) {
 		vmio_envelope_writer_fini(&h->w);
 		snprintf(why, why_size, "cannot write the state (out of memory)");
 		return -1;
@@ -166,6 +167,7 @@ static int request(struct redirect_handover *h, char *why, size_t why_size)
 		vmio_envelope_writer_fini(&h->w);
 		return -1;
 	}
+	vmio_successor_send(h->succ, rec, len, h->fds, nfds);
 	log_info("hand-over: started %s, waiting up to %u ms for it to take over",
 		 o.path, h->timeout_ms);
 	return 0;

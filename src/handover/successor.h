@@ -11,6 +11,11 @@
  * answer for the socket, the child's end for its pidfd, and the bound
  * for a timer.
  *
+ * Starting and sending are two steps so that a caller can start the
+ * successor before it stops serving: the exec, the dynamic linking and
+ * the successor's own set-up then run while the guests are still served,
+ * and only the state's transfer falls in the pause the guests see.
+ *
  * Until the answer the old process serves as before: it decides, on the
  * outcome, what to stop. On any failure the child is killed, and the
  * outcome is told once it is reaped (from the loop, when its pidfd says
@@ -25,6 +30,11 @@
 #include "event/loop.h"
 
 #define VMIO_HANDOVER_ENV "VMIO_HANDOVER_FD"
+/* Set (to 1) for a successor that is to say "ready" first: one message,
+ * once it is set up and waits for the state. A vmio before this
+ * variable says nothing, which the caller's own bound covers. */
+#define VMIO_HANDOVER_READY_ENV "VMIO_HANDOVER_SAY_READY"
+#define VMIO_HANDOVER_READY "ready"
 /* The successor's answers, each one message. */
 #define VMIO_HANDOVER_TAKEN "taken over "
 #define VMIO_HANDOVER_REFUSED "refused: "
@@ -41,21 +51,27 @@ typedef void (*vmio_successor_done_fn)(void *opaque, pid_t pid,
 struct vmio_successor_opts {
 	const char *path;   /* the binary */
 	char *const *argv;  /* NULL-terminated */
-	const uint8_t *rec; /* the record, and its fds: the caller's, */
-	size_t len;         /* alive until done is called */
-	const int *fds;
-	size_t nfds;
 	unsigned timeout_ms; /* for the answer, from the spawn */
 	vmio_successor_done_fn done;
+	/* The successor said "ready" (NULL: it is not asked to). Called at
+	 * most once, before the state is sent, never after done. */
+	void (*ready)(void *opaque);
 	void *opaque;
 };
 
-/* Starts it. Returns the successor, or NULL with the reason in why
- * (the binary is missing, not executable, no memory...): nothing was
- * started then. */
+/* Starts it; it waits for the state. Returns the successor, or NULL with
+ * the reason in why (the binary is missing, not executable, no
+ * memory...): nothing was started then. done may be called before the
+ * state is sent (the successor died or the bound passed). */
 struct vmio_successor *vmio_successor_start(struct vmio_loop *loop,
 					    const struct vmio_successor_opts *o,
 					    char *why, size_t why_size);
+
+/* Gives it the record and its fds (the caller's, alive until done is
+ * called), sent as the socket takes them. Once only; nothing if the
+ * successor has failed already (done tells). */
+void vmio_successor_send(struct vmio_successor *s, const uint8_t *rec,
+			 size_t len, const int *fds, size_t nfds);
 
 /* After done: closes this side (a successor that took over lives on;
  * one that failed was killed and reaped before done was called). Before

@@ -23,8 +23,12 @@ int vmio_takeover_open(struct vmio_takeover *t)
 	char *end;
 	long fd;
 
+	const char *ready = getenv(VMIO_HANDOVER_READY_ENV);
+
 	*t = (struct vmio_takeover){ .sock = -1 };
 	vmio_fd_receiver_init(&t->rx, -1, 0, 0);
+	t->say_ready = ready && !strcmp(ready, "1");
+	unsetenv(VMIO_HANDOVER_READY_ENV);
 	if (!v)
 		return 0;
 	errno = 0;
@@ -84,6 +88,16 @@ int vmio_takeover_receive(struct vmio_takeover *t, struct vmio_loop *loop,
 
 	vmio_fd_receiver_init(&t->rx, t->sock, VMIO_ENVELOPE_MAX_BYTES,
 			      VMIO_ENVELOPE_MAX_FDS);
+	/* Set up, and nothing of the guests' touched yet: the predecessor
+	 * stops serving only now, so that this process's start is not part
+	 * of the pause. A full socket cannot be: nothing was sent on it. */
+	if (t->say_ready && send(t->sock, VMIO_HANDOVER_READY,
+				 strlen(VMIO_HANDOVER_READY),
+				 MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		snprintf(t->why, sizeof(t->why), "cannot say ready: %s",
+			 strerror(errno));
+		return -1;
+	}
 	if (vmio_loop_add(loop, t->sock, EPOLLIN, on_readable, t)) {
 		snprintf(t->why, sizeof(t->why), "cannot watch the hand-over socket");
 		return -1;

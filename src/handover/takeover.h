@@ -21,6 +21,7 @@ struct vmio_takeover {
 	struct vmio_fd_receiver rx;
 	struct vmio_envelope env; /* once received */
 	bool received, failed;
+	bool say_ready; /* the predecessor waits for "ready" (successor.h) */
 	char why[256];
 };
 
@@ -30,9 +31,9 @@ struct vmio_takeover {
  * later successor does not inherit a stale one. */
 int vmio_takeover_open(struct vmio_takeover *t);
 
-/* Receives the state on loop (its turns run here until it is in, or for
- * timeout_ms at most) and reads it. Returns 0, or -1 with the reason in
- * t->why. */
+/* Says "ready" if the predecessor asked, receives the state on loop (its
+ * turns run here until it is in, or for timeout_ms at most) and reads
+ * it. Returns 0, or -1 with the reason in t->why. */
 int vmio_takeover_receive(struct vmio_takeover *t, struct vmio_loop *loop,
 			  unsigned timeout_ms);
 

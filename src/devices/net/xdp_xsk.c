@@ -3,6 +3,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/ethtool.h>
 #include <linux/if_link.h>
 #include <linux/sockios.h>
@@ -205,6 +206,20 @@ const char *vxdp_xsk_why(int err)
 	}
 }
 
+/* libxdp 1.3 (Debian 12's) makes its AF_XDP sockets without
+ * SOCK_CLOEXEC. A successor vmio is spawned while the pairs still run
+ * (cli/device_handover.h): one that inherited an XSK would keep the
+ * queue bound for as long as it lives, and its own XSK on that queue
+ * would find it busy. Marked as soon as libxdp returns; a spawn on
+ * another worker inside that window costs a refused hand-over, no
+ * more. */
+static void xsk_fd_cloexec(int fd)
+{
+	if (fd >= 0 && fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		log_warn("net: cannot mark an AF_XDP socket close-on-exec: %s",
+			 strerror(errno));
+}
+
 static int xsk_open(struct xdp_port *x, struct xdp_queue *q, void *area,
 		    size_t size, const struct xsk_umem_config *ucfg,
 		    uint16_t bind_flags)
@@ -221,10 +236,13 @@ static int xsk_open(struct xdp_port *x, struct xdp_queue *q, void *area,
 		q->umem = NULL;
 		return rc;
 	}
+	xsk_fd_cloexec(xsk_umem__fd(q->umem));
 	rc = xsk_socket__create(&q->xsk, x->name, q->queue_id, q->umem, &q->rx,
 				&q->tx, &scfg);
 	if (rc)
 		q->xsk = NULL;
+	else
+		xsk_fd_cloexec(xsk_socket__fd(q->xsk));
 	return rc;
 }
 

@@ -35,6 +35,11 @@ static void conn_io_cb(void *opaque, int fd, uint32_t events)
 	struct mux_conn *mc = opaque;
 	struct vsock_muxer *m = mc->m;
 
+	/* Paused (muxer_handover.h): not acted on, and no longer watched. */
+	if (m->host_paused) {
+		mux_conn_update(mc);
+		return;
+	}
 	if (events & EPOLLOUT)
 		vsock_conn_flush(&mc->c);
 	/* HUP and ERR are read too: the read reports EOF or the error. */

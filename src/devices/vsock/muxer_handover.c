@@ -25,6 +25,12 @@
 void vsock_muxer_pause_host(struct vsock_muxer *m, bool paused)
 {
 	m->host_paused = paused;
+	/* A pause removes no watch: a socket that reports while paused is
+	 * unwatched then (conn_io_cb). Most connections of a VM are idle,
+	 * so the pause, which the guests wait through, costs no system
+	 * call for each of them. */
+	if (paused)
+		return;
 	for (struct mux_conn *mc = m->all, *next; mc; mc = next) {
 		next = mc->all_next;
 		mux_conn_update(mc);

@@ -20,10 +20,12 @@
 #include "util/wire.h"
 
 /* While a hand-over is under way, from before the record is written
- * until the successor answers: no host socket is watched and no deadline
- * passes, so that nothing the record holds changes (a flush of buffered
- * guest bytes to the host would send them twice). Unpaused, every
- * connection is watched again as it asks. */
+ * until the successor answers: nothing is read from or written to a host
+ * socket and no deadline passes, so that nothing the record holds
+ * changes (a flush of buffered guest bytes to the host would send them
+ * twice). A socket stops being watched when it first reports while
+ * paused, not at the pause. Unpaused, every connection is watched again
+ * as it asks. */
 void vsock_muxer_pause_host(struct vsock_muxer *m, bool paused);
 
 /* NULL if m can be handed over now (its queues stopped, its host sockets
