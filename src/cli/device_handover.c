@@ -23,6 +23,7 @@ enum step {
 	STEP_SAVE,
 	STEP_RESUME,
 	STEP_HAND_OVER,
+	STEP_SERVE, /* the successor's, once taken over */
 };
 
 static const char *plural(const struct devho *h)
@@ -169,6 +170,9 @@ static void on_work(void *opaque)
 		break;
 	case STEP_HAND_OVER:
 		hand_over(u);
+		break;
+	case STEP_SERVE:
+		devho_serve(u->h->ops, u->dev, u->be);
 		break;
 	}
 	report(u);
@@ -386,6 +390,11 @@ static void phase_done(struct devho *h)
 	case DEVHO_HANDING:
 		h->phase = DEVHO_DONE;
 		vmio_workers_stop(h->pool);
+		return;
+	case DEVHO_SERVING:
+		log_info("hand-over: took over %u %s%s", h->n, h->ops->unit,
+			 plural(h));
+		h->phase = DEVHO_IDLE;
 		return;
 	default:
 		return;
@@ -649,10 +658,10 @@ int devho_took_over(struct devho *h, struct vmio_takeover *t)
 	vmio_takeover_fini(t);
 	if (rc)
 		return -1;
-	for (unsigned i = 0; i < h->n; i++)
-		devho_serve(h->ops, h->units[i].dev, h->units[i].be);
-	log_info("hand-over: took over %u %s%s", h->n, h->ops->unit,
-		 plural(h));
+	/* Each unit on its own worker, once the workers run: the units of
+	 * different workers resume side by side. */
+	h->phase = DEVHO_SERVING;
+	ask_every_unit(h, STEP_SERVE);
 	return 0;
 }
 

@@ -28,7 +28,8 @@
  * The new side, before its workers start: every unit restored from its
  * section (the command's order: devho_open, then its device, its
  * listener, devho_restore_session), --control's listener taken, "taken
- * over" answered, and only then every unit served (devho_serve).
+ * over" answered, and only then every unit served (devho_serve), each
+ * on its own worker as the workers start.
  *
  * Section "<ops.section>.N" (N the unit's place, from 0), a wire record
  * (util/wire.h):
@@ -125,6 +126,7 @@ enum devho_phase {
 	DEVHO_RESUMING,
 	DEVHO_HANDING,
 	DEVHO_DONE,
+	DEVHO_SERVING, /* the successor's: each unit resumes on its worker */
 };
 
 struct devho {
@@ -205,10 +207,11 @@ void devho_let_go(const struct devho_ops *ops, void *dev,
 /* A unit restored, once this process has taken over: served. */
 void devho_serve(const struct devho_ops *ops, void *dev,
 		 struct vmio_backend *be);
-/* Every unit restored and h set up (devho_init): tells the predecessor
- * this process has taken over (t is done with), then serves every unit.
- * Returns 0, or -1 if the predecessor had stopped waiting (it serves
- * on: let every unit go). */
+/* Every unit restored and h set up (devho_init), before the workers
+ * start: tells the predecessor this process has taken over (t is done
+ * with), then asks each unit's worker to serve it (devho_serve), which
+ * each does as it starts. Returns 0, or -1 if the predecessor had
+ * stopped waiting (it serves on: let every unit go). */
 int devho_took_over(struct devho *h, struct vmio_takeover *t);
 /* A successor that did not take over: tells the predecessor why, if it
  * still waits (t->why, or that this process could not set up). */

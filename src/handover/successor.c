@@ -249,10 +249,9 @@ static bool is_var(const char *entry, const char *name)
 }
 
 /* This environment, with VMIO_HANDOVER_FD=fd instead of any it had, and
- * VMIO_HANDOVER_SAY_READY=1 if asked. */
+ * VMIO_HANDOVER_SAY_READY=<this pid> if asked. */
 static char **child_env(int fd, bool say_ready)
 {
-	static char ready_var[] = VMIO_HANDOVER_READY_ENV "=1";
 	size_t n = 0, k = 0;
 	char **env;
 
@@ -269,8 +268,12 @@ static char **child_env(int fd, bool say_ready)
 		free(env);
 		return NULL;
 	}
-	if (say_ready)
-		env[k] = ready_var;
+	if (say_ready && asprintf(&env[k], "%s=%d", VMIO_HANDOVER_READY_ENV,
+				  (int)getpid()) < 0) {
+		free(env[k - 1]);
+		free(env);
+		return NULL;
+	}
 	return env;
 }
 
@@ -301,11 +304,12 @@ static int spawn(struct spawn_job *j)
 	return rc;
 }
 
+/* The two entries child_env made are its own; the rest are environ's. */
 static void free_env(char **env)
 {
 	for (size_t i = 0; env[i]; i++)
-		if (!strncmp(env[i], VMIO_HANDOVER_ENV "=",
-			     strlen(VMIO_HANDOVER_ENV) + 1))
+		if (is_var(env[i], VMIO_HANDOVER_ENV) ||
+		    is_var(env[i], VMIO_HANDOVER_READY_ENV))
 			free(env[i]);
 	free(env);
 }

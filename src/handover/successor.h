@@ -30,9 +30,11 @@
 #include "event/loop.h"
 
 #define VMIO_HANDOVER_ENV "VMIO_HANDOVER_FD"
-/* Set (to 1) for a successor that is to say "ready" first: one message,
- * once it is set up and waits for the state. A vmio before this
- * variable says nothing, which the caller's own bound covers. */
+/* Set, to the spawning process's pid, for a successor that is to say
+ * "ready" first: one message, once it is set up and waits for the state.
+ * A vmio before this variable says nothing, which the caller's own bound
+ * covers; and it passes the variable on to its own successor, which the
+ * pid tells apart (its parent is not the one that asked). */
 #define VMIO_HANDOVER_READY_ENV "VMIO_HANDOVER_SAY_READY"
 #define VMIO_HANDOVER_READY "ready"
 /* The successor's answers, each one message. */

@@ -239,6 +239,22 @@ static void test_silent_successor_takes_the_state(void **state)
 	assert_taken_over(s, &f->o);
 }
 
+/* A vmio that did not know the variable passes it on to its own
+ * successor: that one, not asked by its parent, must not say "ready" to
+ * a predecessor that does not expect it. */
+static void test_inherited_ready_variable_is_ignored(void **state)
+{
+	struct fx *f = *state;
+	struct vmio_successor *s;
+
+	assert_int_equal(setenv(VMIO_HANDOVER_READY_ENV, "1", 1), 0);
+	s = start(f->loop, self, "take", false, &f->o);
+	unsetenv(VMIO_HANDOVER_READY_ENV);
+	send_and_wait(f->loop, s, &f->st, &f->o);
+	assert_false(f->o.ready_seen);
+	assert_taken_over(s, &f->o);
+}
+
 /* Dead before it was ready: one outcome that says how, and no child. */
 static void test_dies_before_ready(void **state)
 {
@@ -315,6 +331,9 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_ready_then_taken_over, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_silent_successor_takes_the_state, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_inherited_ready_variable_is_ignored, fx_setup,
+			fx_teardown),
 		cmocka_unit_test_setup_teardown(test_dies_before_ready, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_refused, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_missing_binary, fx_setup, fx_teardown),
