@@ -373,6 +373,20 @@ static void send_state(struct devho *h)
 		 h->timeout_ms);
 }
 
+/* A request that came while the units were still being served after a
+ * take-over, started now. */
+static void start_waiting_request(struct devho *h)
+{
+	char why[512];
+
+	h->request_waits = false;
+	h->why[0] = '\0';
+	if (start_successor(h, why, sizeof(why))) {
+		log_err("hand-over not started: %s", why);
+		vmio_control_reload_done(*h->ctl, 0, why);
+	}
+}
+
 /* Every unit has answered the phase's step. */
 static void phase_done(struct devho *h)
 {
@@ -395,6 +409,8 @@ static void phase_done(struct devho *h)
 		log_info("hand-over: took over %u %s%s", h->n, h->ops->unit,
 			 plural(h));
 		h->phase = DEVHO_IDLE;
+		if (h->request_waits)
+			start_waiting_request(h);
 		return;
 	default:
 		return;
@@ -419,6 +435,12 @@ static int request(struct devho *h, char *why, size_t why_size)
 		snprintf(why, why_size,
 			 "this process has handed over already and is exiting");
 		return -1;
+	}
+	if (h->phase == DEVHO_SERVING && !h->request_waits) {
+		/* Taken over a moment ago: the units first serve, on their
+		 * workers, then this request starts (phase_done). */
+		h->request_waits = true;
+		return 0;
 	}
 	if (h->phase != DEVHO_IDLE) {
 		snprintf(why, why_size, "a hand-over is under way already");

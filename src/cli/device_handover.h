@@ -145,6 +145,7 @@ struct devho {
 	enum devho_phase phase;
 	unsigned pending; /* units yet to answer this phase */
 	char why[512];    /* the first failure */
+	bool request_waits; /* asked while DEVHO_SERVING */
 	struct vmio_successor *succ;
 	struct vmio_timer ready_wait; /* DEVHO_READY_WAIT_MS */
 	struct vmio_envelope_writer env;
