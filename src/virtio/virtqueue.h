@@ -86,18 +86,19 @@ uint32_t vmio_vq_progress(const struct vmio_vq *vq);
 bool vmio_vq_enable_kicks(struct vmio_vq *vq, bool enable);
 
 
-/* Copies from a chain's readable part, starting `offset` bytes in. Returns
- * bytes copied (short if the chain is shorter). */
 /* The first len bytes of iov (a chain's writable part, or frames a
  * port wrote into guest buffers), written by the device, marked while
- * logging: before the push that hands them to the driver. */
+ * logging: before the push that hands them to the driver. Off, one
+ * predictable branch; the mark is out of line (vmio_vq_mark_iov). */
 static inline void vmio_vq_log_iov(struct vmio_vq *vq, const struct iovec *iov,
 				   unsigned niov, uint64_t len)
 {
 	if (__builtin_expect(vq->log != NULL, 0))
-		vmio_dirty_log_mark_iov(vq->log, vq->log_mem, iov, niov, len);
+		vmio_vq_mark_iov(vq, iov, niov, len);
 }
 
+/* Copies from a chain's readable part, starting `offset` bytes in. Returns
+ * bytes copied (short if the chain is shorter). */
 size_t vmio_chain_read(const struct vmio_chain *c, uint64_t offset, void *dst,
 		       size_t len);
 /* Copies into a chain's writable part, starting `offset` bytes in. Returns

@@ -118,13 +118,25 @@ struct vmio_vq {
 	unsigned indirect_scratch_len; /* in descriptors */
 };
 
+/* The marks themselves, out of line (vq_state.c): vmio_vq_logged's and
+ * vmio_vq_log_iov's calls while logging. Cold and never inlined, so that
+ * the call sits in a cold section and the function around it gets the
+ * branch and a call, not the mark's loops (inlined, those took registers
+ * from it). The hottest path, the push, calls no mark at all: the rings
+ * mark their used entries at the flush (split_ring.c, packed_ring.c). */
+__attribute__((cold, noinline)) void
+vmio_vq_mark(struct vmio_vq *vq, const void *p, size_t len);
+__attribute__((cold, noinline)) void
+vmio_vq_mark_iov(struct vmio_vq *vq, const struct iovec *iov, unsigned niov,
+		 uint64_t len);
+
 /* A write of len bytes at p into guest memory, just made, marked while
  * logging. Off, one predictable branch. */
 static inline void vmio_vq_logged(struct vmio_vq *vq, const void *p,
 				  size_t len)
 {
 	if (__builtin_expect(vq->log != NULL, 0))
-		vmio_dirty_log_mark_host(vq->log, vq->log_mem, p, len);
+		vmio_vq_mark(vq, p, len);
 }
 
 #endif

@@ -2,7 +2,7 @@
  * bit per 4 KiB of guest-physical memory, marks found through the
  * regions from local addresses, and nothing written past the log (a log
  * too small for the memory table counts misses instead). The rings'
- * own marks are test_virtqueue's. */
+ * own marks are test_ring_log's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>

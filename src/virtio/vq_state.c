@@ -1,0 +1,14 @@
+/* A queue's marks while logging, out of line (vq_state.h): the calls
+ * behind vmio_vq_logged's and vmio_vq_log_iov's one branch. */
+#include "virtio/vq_state.h"
+
+void vmio_vq_mark(struct vmio_vq *vq, const void *p, size_t len)
+{
+	vmio_dirty_log_mark_host(vq->log, vq->log_mem, p, len);
+}
+
+void vmio_vq_mark_iov(struct vmio_vq *vq, const struct iovec *iov,
+		      unsigned niov, uint64_t len)
+{
+	vmio_dirty_log_mark_iov(vq->log, vq->log_mem, iov, niov, len);
+}
