@@ -215,6 +215,14 @@ static void on_child(void *opaque, int fd, uint32_t events)
 	s->reaped = true;
 	vmio_loop_remove(s->loop, s->pidfd);
 	vmio_close_fd(&s->pidfd);
+	/* Its answer may wait on the socket, to be handled after this in
+	 * the same turn: an end after an answer is no failure. Whatever the
+	 * answer, reading it tells the outcome (which may free s). */
+	if (!was_failed && !s->reported && s->sent && s->sock >= 0 &&
+	    recv(s->sock, &(char){ 0 }, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+		read_answer(s);
+		return;
+	}
 	if (r < 0)
 		fail(s, "the successor is gone (waitpid: %s)", strerror(errno));
 	else if (WIFEXITED(st))
