@@ -25,6 +25,13 @@ extern char **environ;
  * told anyway. */
 #define REAP_GRACE_MS 5000u
 
+/* SIGKILL leaves nothing to wait for: reaped at once. */
+static void kill_and_reap(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
 /* posix_spawn runs on a thread of its own: glibc's vfork suspends the
  * calling thread until the exec is done, several milliseconds with a
  * large descriptor table, and the caller's thread serves guests. The
@@ -82,6 +89,13 @@ static void stop_watching_sock(struct vmio_successor *s)
 static void fail(struct vmio_successor *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Failed, with a child: it goes, and its pidfd (or the grace) tells. */
+static void kill_then_wait(struct vmio_successor *s)
+{
+	kill(s->pid, SIGKILL);
+	vmio_timer_arm_ms(&s->grace, REAP_GRACE_MS);
+}
+
 static void fail(struct vmio_successor *s, const char *fmt, ...)
 {
 	va_list ap;
@@ -98,10 +112,8 @@ static void fail(struct vmio_successor *s, const char *fmt, ...)
 		return;
 	}
 	/* Not spawned yet: on_spawned kills it, or reports. */
-	if (s->pid <= 0)
-		return;
-	kill(s->pid, SIGKILL);
-	vmio_timer_arm_ms(&s->grace, REAP_GRACE_MS);
+	if (s->pid > 0)
+		kill_then_wait(s);
 }
 
 /* The answer is text from another process: kept printable for the log
@@ -366,10 +378,8 @@ static void *spawn_main(void *opaque)
 		vmio_defer_post(j->spawned);
 	pthread_mutex_unlock(&j->lock);
 	if (abandoned) {
-		if (!rc) {
-			kill(j->pid, SIGKILL);
-			waitpid(j->pid, NULL, 0);
-		}
+		if (!rc)
+			kill_and_reap(j->pid);
 		job_free(j);
 	}
 	return NULL;
@@ -386,11 +396,9 @@ static void no_child(struct vmio_successor *s, const char *why)
 		fail(s, "%s", why);
 }
 
-/* Killed and reaped at once: SIGKILL leaves nothing to wait for. */
 static void kill_child(struct vmio_successor *s, const char *why)
 {
-	kill(s->pid, SIGKILL);
-	waitpid(s->pid, NULL, 0);
+	kill_and_reap(s->pid);
 	no_child(s, why);
 }
 
@@ -424,8 +432,7 @@ static void on_spawned(void *opaque)
 	}
 	if (s->failed) {
 		/* Failed meanwhile (the bound, or given up): as fail would. */
-		kill(s->pid, SIGKILL);
-		vmio_timer_arm_ms(&s->grace, REAP_GRACE_MS);
+		kill_then_wait(s);
 		return;
 	}
 	if (vmio_loop_add(s->loop, s->sock,
@@ -553,10 +560,8 @@ static void drop_job(struct vmio_successor *s)
 	pthread_mutex_unlock(&j->lock);
 	pthread_join(j->thread, NULL);
 	vmio_defer_cancel(&s->spawned);
-	if (!j->rc) {
-		kill(j->pid, SIGKILL);
-		waitpid(j->pid, NULL, 0);
-	}
+	if (!j->rc)
+		kill_and_reap(j->pid);
 	job_free(j);
 }
 

@@ -271,17 +271,15 @@ static bool need_notify(struct vmio_vq *vq, unsigned pushed)
 static __attribute__((cold, noinline)) void
 log_flush(struct vmio_vq *vq, unsigned pushed)
 {
-	unsigned end = vq->used_idx, at, first;
+	unsigned end = vq->used_idx;
 
-	if (end >= vq->size || pushed >= vq->size) {
-		vmio_vq_mark(vq, vq->pdesc, vq->size * sizeof(*vq->pdesc));
-		return;
-	}
-	at = end >= pushed ? end - pushed : end + vq->size - pushed;
-	first = vq->size - at < pushed ? vq->size - at : pushed;
-	vmio_vq_mark(vq, &vq->pdesc[at], first * sizeof(*vq->pdesc));
-	if (pushed > first)
-		vmio_vq_mark(vq, vq->pdesc, (pushed - first) * sizeof(*vq->pdesc));
+	if (end >= vq->size || pushed >= vq->size)
+		vmio_vq_mark_ring(vq, vq->pdesc, sizeof(*vq->pdesc), 0, vq->size);
+	else
+		vmio_vq_mark_ring(vq, vq->pdesc, sizeof(*vq->pdesc),
+				  end >= pushed ? end - pushed
+						: end + vq->size - pushed,
+				  pushed);
 }
 
 void vmio_packed_flush_and_notify(struct vmio_vq *vq)

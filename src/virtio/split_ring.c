@@ -203,16 +203,8 @@ static bool need_notify(struct vmio_vq *vq, uint16_t new_idx)
 static __attribute__((cold, noinline)) void
 log_flush(struct vmio_vq *vq, uint16_t from, uint16_t to)
 {
-	uint16_t n = (uint16_t)(to - from);
-	unsigned at = from & (vq->size - 1), first;
-
-	if (n > vq->size)
-		n = vq->size;
-	first = vq->size - at < n ? vq->size - at : n;
-	vmio_vq_mark(vq, &vq->used->ring[at], first * sizeof(vq->used->ring[0]));
-	if (n > first)
-		vmio_vq_mark(vq, &vq->used->ring[0],
-			     (n - first) * sizeof(vq->used->ring[0]));
+	vmio_vq_mark_ring(vq, vq->used->ring, sizeof(vq->used->ring[0]),
+			  from & (vq->size - 1), (uint16_t)(to - from));
 	vmio_vq_mark(vq, &vq->used->idx, sizeof(vq->used->idx));
 }
 

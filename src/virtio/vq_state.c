@@ -12,3 +12,17 @@ void vmio_vq_mark_iov(struct vmio_vq *vq, const struct iovec *iov,
 {
 	vmio_dirty_log_mark_iov(vq->log, vq->log_mem, iov, niov, len);
 }
+
+void vmio_vq_mark_ring(struct vmio_vq *vq, const void *base, size_t elem,
+		       unsigned at, unsigned n)
+{
+	const unsigned char *b = base;
+	unsigned first;
+
+	if (n > vq->size)
+		n = vq->size;
+	first = vq->size - at < n ? vq->size - at : n;
+	vmio_vq_mark(vq, b + (size_t)at * elem, first * elem);
+	if (n > first)
+		vmio_vq_mark(vq, b, (n - first) * elem);
+}

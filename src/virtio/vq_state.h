@@ -129,6 +129,12 @@ vmio_vq_mark(struct vmio_vq *vq, const void *p, size_t len);
 __attribute__((cold, noinline)) void
 vmio_vq_mark_iov(struct vmio_vq *vq, const struct iovec *iov, unsigned niov,
 		 uint64_t len);
+/* n entries of elem bytes of a ring of vq->size at base, from entry at
+ * (below vq->size) on, wrapping: at most the whole ring, in at most two
+ * runs. What a flush publishes, for either layout. */
+__attribute__((cold, noinline)) void
+vmio_vq_mark_ring(struct vmio_vq *vq, const void *base, size_t elem,
+		  unsigned at, unsigned n);
 
 /* A write of len bytes at p into guest memory, just made, marked while
  * logging. Off, one predictable branch. */
