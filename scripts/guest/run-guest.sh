@@ -14,7 +14,7 @@
 #   --no-build          use the image in DIR as it is (the caller built it)
 #   --timeout SECS      hard limit on the whole boot (default 180)
 #   --log FILE          serial log (default DIR/logs/run-PID.log); also on stdout
-#   --mem SIZE          guest RAM, MiB (default 256)
+#   --mem SIZE          guest RAM, MiB (default 256), or KiB with a K suffix
 #   --cpus N            vCPUs (default 1; Linux's virtio_net uses at most
 #                       one queue pair a vCPU)
 #   --append ARGS       more kernel command line (may be given again)
@@ -85,6 +85,12 @@ done
 qemu_extra=("$@")
 
 die() { echo "$name: $*" >&2; exit 125; }
+
+if [[ $mem =~ ^[1-9][0-9]*$ ]]; then
+	mem+=M
+elif [[ ! $mem =~ ^[1-9][0-9]*K$ ]]; then
+	die "--mem $mem: a size in MiB, or in KiB with a K suffix"
+fi
 
 [[ -z $script || -f $script ]] || die "no such script: $script"
 
@@ -230,8 +236,8 @@ qemu_args=(
 	"${qemu_data[@]}"
 	-machine "${VMIO_GUEST_MACHINE:-q35},memory-backend=mem"
 	"${accel[@]}"
-	-smp "$cpus" -m "${mem}M"
-	-object "memory-backend-memfd,id=mem,size=${mem}M,share=on"
+	-smp "$cpus" -m "$mem"
+	-object "memory-backend-memfd,id=mem,size=$mem,share=on"
 	-kernel "$kernel" -initrd "$initrd" -append "$cmdline"
 	# The serial console on stdout and, through the chardev's own log,
 	# in the log file: no tee, so QEMU's pid is ours to wait for and kill.
