@@ -465,12 +465,14 @@ int vsock_serve(const struct vsock_serve *s)
 		log_err("out of memory setting up the fd store");
 		goto out;
 	}
-	if (successor ? take_over(&r) : open_fresh(&r))
-		goto out;
 	/* Signals are blocked before any worker starts, so that each one
-	 * inherits the mask and SIGTERM reaches the signalfd of worker 0. */
+	 * inherits the mask and SIGTERM reaches the signalfd of worker 0;
+	 * and before any socket listens: whoever sees a socket may signal
+	 * at once, and a SIGTERM must find vmio ready to end cleanly. */
 	if (vmio_cli_watch_signals(r.run.loop, stop_workers, pool))
 		goto out;
+	if (successor ? take_over(&r) : open_fresh(&r))
+		goto unwatch;
 	if (watch_handover(&r, pool))
 		goto unwatch;
 	if (successor) {
