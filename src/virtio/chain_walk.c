@@ -23,42 +23,23 @@ const char *vmio_walk_where(const struct vmio_walk *w)
 	return w->in_indirect ? "indirect descriptor" : "descriptor";
 }
 
-int vmio_walk_add(struct vmio_walk *w, uint64_t addr, uint32_t len,
-		  bool writable, unsigned i)
+int vmio_walk_refuse(struct vmio_walk *w, uint64_t addr, uint32_t len,
+		     unsigned i, int rc)
 {
-	struct vmio_chain *c = w->c;
-	unsigned n = c->nout + c->nin;
-	unsigned before = n;
-	int ret;
+	uint16_t head = w->c->head;
 
-	if (!writable && w->seen_write) {
+	if (!rc)
 		vmio_vq_set_broken(w->vq, "head %u: %s %u is readable but follows a writable one",
-				   c->head, vmio_walk_where(w), i);
-		return -1;
-	}
-	ret = vmio_mem_gpa_to_iov(w->mem, addr, len, c->iov, &n,
-				  VMIO_CHAIN_MAX_IOV);
-	if (ret == -ENOBUFS) {
+				   head, vmio_walk_where(w), i);
+	else if (rc == -ENOBUFS)
 		vmio_vq_set_broken(w->vq, "head %u: %s %u: chain needs more than %u scatter entries",
-				   c->head, vmio_walk_where(w), i,
+				   head, vmio_walk_where(w), i,
 				   VMIO_CHAIN_MAX_IOV);
-		return -1;
-	}
-	if (ret) {
+	else
 		vmio_vq_set_broken(w->vq, "head %u: %s %u: buffer 0x%llx+%u lies outside guest memory",
-				   c->head, vmio_walk_where(w), i,
+				   head, vmio_walk_where(w), i,
 				   (unsigned long long)addr, len);
-		return -1;
-	}
-	if (writable) {
-		w->seen_write = true;
-		c->nin += n - before;
-		c->in_len += len;
-	} else {
-		c->nout += n - before;
-		c->out_len += len;
-	}
-	return 0;
+	return -1;
 }
 
 /*

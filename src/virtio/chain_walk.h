@@ -29,9 +29,40 @@ void vmio_walk_begin(struct vmio_walk *w, struct vmio_vq *vq,
 		     uint16_t head);
 /* "descriptor" or "indirect descriptor", for messages. */
 const char *vmio_walk_where(const struct vmio_walk *w);
-/* Adds descriptor i's buffer. Returns 0, or -1 with the queue broken. */
-int vmio_walk_add(struct vmio_walk *w, uint64_t addr, uint32_t len,
-		  bool writable, unsigned i);
+/* vmio_walk_add's refusals, out of line: descriptor i is readable after
+ * a writable one (rc 0), or its buffer failed translation with rc. Break
+ * the queue; return -1. */
+__attribute__((cold, noinline)) int
+vmio_walk_refuse(struct vmio_walk *w, uint64_t addr, uint32_t len, unsigned i,
+		 int rc);
+
+/* Adds descriptor i's buffer. Returns 0, or -1 with the queue broken.
+ * Inline, every path but the refusals: each buffer of every chain goes
+ * through it. */
+static inline int vmio_walk_add(struct vmio_walk *w, uint64_t addr,
+				uint32_t len, bool writable, unsigned i)
+{
+	struct vmio_chain *c = w->c;
+	unsigned n = c->nout + c->nin;
+	unsigned before = n;
+	int rc;
+
+	if (!writable && w->seen_write)
+		return vmio_walk_refuse(w, addr, len, i, 0);
+	rc = vmio_mem_gpa_to_iov_hinted(w->mem, &w->vq->mem_hint, addr, len,
+					c->iov, &n, VMIO_CHAIN_MAX_IOV);
+	if (rc)
+		return vmio_walk_refuse(w, addr, len, i, rc);
+	if (writable) {
+		w->seen_write = true;
+		c->nin += n - before;
+		c->in_len += len;
+	} else {
+		c->nout += n - before;
+		c->out_len += len;
+	}
+	return 0;
+}
 /* Descriptor i points to an indirect table at addr, len bytes: checks it
  * may (INDIRECT_DESC negotiated, not from within a table, a whole number
  * of 16-byte entries) and makes it w->table. Returns 0, or -1 with the

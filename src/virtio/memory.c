@@ -308,18 +308,15 @@ void *vmio_mem_uva_ptr(const struct vmio_mem *mem, uint64_t uva, uint64_t len)
 	return NULL;
 }
 
-int vmio_mem_gpa_to_iov(const struct vmio_mem *mem, uint64_t gpa, uint32_t len,
-			struct iovec *iov, unsigned *niov, unsigned max_iov)
+/* The ranges of [gpa, gpa + len), len > 0, from region i, which holds
+ * gpa, on. */
+static int to_iov_from(const struct vmio_mem *mem, unsigned i, uint64_t gpa,
+		       uint32_t len, struct iovec *iov, unsigned *niov,
+		       unsigned max_iov)
 {
 	unsigned n = *niov;
 	uint64_t left = len;
-	int i;
 
-	if (!len)
-		return 0;
-	i = find_gpa(mem, gpa);
-	if (i < 0)
-		return -EFAULT;
 	for (;;) {
 		const struct vmio_mem_region *r = &mem->regions[i];
 		uint64_t off = gpa - r->d.gpa;
@@ -338,11 +335,37 @@ int vmio_mem_gpa_to_iov(const struct vmio_mem *mem, uint64_t gpa, uint32_t len,
 		/* Sorted and disjoint: only the next region can continue it. */
 		gpa += chunk;
 		i++;
-		if ((unsigned)i >= mem->nregions || mem->regions[i].d.gpa != gpa)
+		if (i >= mem->nregions || mem->regions[i].d.gpa != gpa)
 			return -EFAULT;
 	}
 	*niov = n;
 	return 0;
+}
+
+int vmio_mem_gpa_to_iov(const struct vmio_mem *mem, uint64_t gpa, uint32_t len,
+			struct iovec *iov, unsigned *niov, unsigned max_iov)
+{
+	unsigned hint;
+
+	return vmio_mem_gpa_to_iov_search(mem, &hint, gpa, len, iov, niov,
+					  max_iov);
+}
+
+int vmio_mem_gpa_to_iov_search(const struct vmio_mem *mem, unsigned *hint,
+			       uint64_t gpa, uint32_t len, struct iovec *iov,
+			       unsigned *niov, unsigned max_iov)
+{
+	int i, rc;
+
+	if (!len)
+		return 0;
+	i = find_gpa(mem, gpa);
+	if (i < 0)
+		return -EFAULT;
+	rc = to_iov_from(mem, (unsigned)i, gpa, len, iov, niov, max_iov);
+	if (!rc)
+		*hint = (unsigned)i;
+	return rc;
 }
 
 uint64_t vmio_mem_gpa_end(const struct vmio_mem *mem)

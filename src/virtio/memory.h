@@ -103,5 +103,38 @@ void *vmio_mem_uva_ptr(const struct vmio_mem *mem, uint64_t uva, uint64_t len);
  * *niov is unchanged. len 0 appends nothing and succeeds. */
 int vmio_mem_gpa_to_iov(const struct vmio_mem *mem, uint64_t gpa, uint32_t len,
 			struct iovec *iov, unsigned *niov, unsigned max_iov);
+/* vmio_mem_gpa_to_iov with a search that sets *hint to the region it
+ * found gpa in (untouched on failure). */
+int vmio_mem_gpa_to_iov_search(const struct vmio_mem *mem, unsigned *hint,
+			       uint64_t gpa, uint32_t len, struct iovec *iov,
+			       unsigned *niov, unsigned max_iov);
+
+/* vmio_mem_gpa_to_iov that first tries the region *hint names: a queue's
+ * buffers lie in one region nearly always, and the data path then pays
+ * one bounds check a buffer, not a call and a search. *hint is the
+ * caller's (one table serves every queue of a device, each on its own
+ * worker), any value: it is checked before use, never trusted. */
+static inline int vmio_mem_gpa_to_iov_hinted(const struct vmio_mem *mem,
+					     unsigned *hint, uint64_t gpa,
+					     uint32_t len, struct iovec *iov,
+					     unsigned *niov, unsigned max_iov)
+{
+	unsigned h = *hint, n = *niov;
+
+	if (h < mem->nregions && n < max_iov && len) {
+		const struct vmio_mem_region *r = &mem->regions[h];
+		uint64_t off = gpa - r->d.gpa;
+
+		if (gpa >= r->d.gpa && off < r->d.size &&
+		    len <= r->d.size - off) {
+			iov[n].iov_base = r->host + off;
+			iov[n].iov_len = len;
+			*niov = n + 1;
+			return 0;
+		}
+	}
+	return vmio_mem_gpa_to_iov_search(mem, hint, gpa, len, iov, niov,
+					  max_iov);
+}
 
 #endif

@@ -113,6 +113,10 @@ struct vmio_vq {
 	struct vmio_dirty_log *log;
 	const struct vmio_mem *log_mem;
 
+	/* The memory region the last buffer lay in: where the next
+	 * translation looks first (vmio_mem_gpa_to_iov_hinted). */
+	unsigned mem_hint;
+
 	/* Scratch for indirect tables that cross a region boundary. */
 	struct virtq_desc *indirect_scratch;
 	unsigned indirect_scratch_len; /* in descriptors */
