@@ -63,6 +63,27 @@ static inline int vmio_walk_add(struct vmio_walk *w, uint64_t addr,
 	}
 	return 0;
 }
+/* A whole chain of one plain descriptor (no NEXT, no INDIRECT: a receive
+ * buffer, a packet in one piece, most chains on the data path) into c,
+ * without a walk. Returns 0, or -1 having changed nothing of what a walk
+ * reads: the caller then walks the chain, which says what is wrong. */
+static inline int vmio_walk_one(struct vmio_vq *vq, const struct vmio_mem *mem,
+				struct vmio_chain *c, uint16_t head,
+				uint64_t addr, uint32_t len, bool writable)
+{
+	unsigned n = 0;
+
+	if (vmio_mem_gpa_to_iov_hinted(mem, &vq->mem_hint, addr, len, c->iov,
+				       &n, VMIO_CHAIN_MAX_IOV))
+		return -1;
+	c->head = head;
+	c->nin = writable ? n : 0;
+	c->in_len = writable ? len : 0;
+	c->nout = writable ? 0 : n;
+	c->out_len = writable ? 0 : len;
+	return 0;
+}
+
 /* Descriptor i points to an indirect table at addr, len bytes: checks it
  * may (INDIRECT_DESC negotiated, not from within a table, a whole number
  * of 16-byte entries) and makes it w->table. Returns 0, or -1 with the

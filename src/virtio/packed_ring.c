@@ -140,6 +140,29 @@ static int walk_chain(struct vmio_walk *w, uint16_t *id)
 	return (int)n;
 }
 
+/* The chain at the queue's next position if it is one plain descriptor
+ * (vmio_walk_one), into chain with its id in *id: 0. -1 for anything
+ * else, nothing available included: walk_chain looks again. */
+static int pop_one(struct vmio_vq *vq, const struct vmio_mem *mem,
+		   struct vmio_chain *chain, uint16_t *id)
+{
+	const struct pvirtq_desc *at = &vq->pdesc[vq->last_avail_idx];
+	struct pvirtq_desc d;
+
+	/* Acquire, as walk_chain's. */
+	if (!is_avail(vmio_ld16_acquire(&at->flags), vq->avail_wrap))
+		return -1;
+	read_desc(&d, at);
+	if (!is_avail(d.flags, vq->avail_wrap) ||
+	    (d.flags & (VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_INDIRECT)) ||
+	    d.id >= vq->size ||
+	    vmio_walk_one(vq, mem, chain, d.id, d.addr, d.len,
+			  d.flags & VIRTQ_DESC_F_WRITE))
+		return -1;
+	*id = d.id;
+	return 0;
+}
+
 int vmio_packed_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 		    struct vmio_chain *chain)
 {
@@ -153,11 +176,15 @@ int vmio_packed_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 				   vq->last_avail_idx, vq->used_idx, vq->size);
 		return -1;
 	}
-	vmio_walk_begin(&w, vq, mem, chain, vq->last_avail_idx);
-	n = walk_chain(&w, &id);
-	if (n <= 0)
-		return n;
-	chain->head = id;
+	if (!pop_one(vq, mem, chain, &id)) {
+		n = 1;
+	} else {
+		vmio_walk_begin(&w, vq, mem, chain, vq->last_avail_idx);
+		n = walk_chain(&w, &id);
+		if (n <= 0)
+			return n;
+		chain->head = id;
+	}
 	vq->buf_ndesc[id] = (uint16_t)n;
 	vq->pop_from[vq->pops % vq->size] =
 		vmio_packed_position(vq->last_avail_idx, vq->avail_wrap);

@@ -102,6 +102,7 @@ int vmio_split_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 		   struct vmio_chain *chain)
 {
 	struct vmio_walk w;
+	struct virtq_desc d;
 	uint16_t avail_idx, pending, head;
 
 	if (!vq->avail_known) {
@@ -124,11 +125,16 @@ int vmio_split_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 				   vq->last_avail_idx, head, vq->size);
 		return -1;
 	}
-	vmio_walk_begin(&w, vq, mem, chain, head);
-	w.table = (const uint8_t *)vq->desc;
-	w.table_size = vq->size;
-	if (walk_chain(&w, head))
-		return -1;
+	read_desc(&d, (const uint8_t *)vq->desc, head);
+	if ((d.flags & (VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_INDIRECT)) ||
+	    vmio_walk_one(vq, mem, chain, head, d.addr, d.len,
+			  d.flags & VIRTQ_DESC_F_WRITE)) {
+		vmio_walk_begin(&w, vq, mem, chain, head);
+		w.table = (const uint8_t *)vq->desc;
+		w.table_size = vq->size;
+		if (walk_chain(&w, head))
+			return -1;
+	}
 	vq->last_avail_idx++;
 	vq->avail_known--;
 	/* Tell the driver how far we have read, so that it kicks only for
