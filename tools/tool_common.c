@@ -13,7 +13,8 @@
 const char *tool_name = "vmio-tool";
 
 /* "NAME: <message>" on stderr, without the newline. */
-static void say(const char *fmt, va_list ap)
+static void __attribute__((format(printf, 1, 0))) say(const char *fmt,
+						      va_list ap)
 {
 	fprintf(stderr, "%s: ", tool_name);
 	vfprintf(stderr, fmt, ap);
