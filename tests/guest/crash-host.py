@@ -140,10 +140,12 @@ def open_idle(uds, port, deadline):
 
 
 def lines_of(path, prefix):
+    """The console's whole lines that start with prefix: QEMU may be
+    writing the last one while we read, and half a line is not one."""
     try:
         with open(path, errors="replace") as f:
             return [l.strip().replace("\r", "") for l in f
-                    if l.lstrip("\r").startswith(prefix)]
+                    if l.endswith("\n") and l.lstrip("\r").startswith(prefix)]
     except FileNotFoundError:
         return []
 
