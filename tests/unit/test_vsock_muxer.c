@@ -580,10 +580,11 @@ static void post_rx(struct fx *f, unsigned n)
 	vmio_dvq_kick(q);
 }
 
-/* Sends a packet on tx with an optional payload. */
-static void send_pkt(struct fx *f, uint32_t src_port, uint32_t dst_port,
-		     uint16_t op, uint32_t flags, const void *data,
-		     uint32_t len)
+/* Sends a packet on tx with an optional payload, the guest's buffer
+ * buf_alloc bytes. */
+static void send_pkt_alloc(struct fx *f, uint32_t src_port, uint32_t dst_port,
+			   uint16_t op, uint32_t flags, const void *data,
+			   uint32_t len, uint32_t buf_alloc)
 {
 	struct vmio_dvq *q = vmio_fe_queue(f->fe, VSOCK_TX_QUEUE);
 	struct vsock_hdr h = {
@@ -595,7 +596,7 @@ static void send_pkt(struct fx *f, uint32_t src_port, uint32_t dst_port,
 		.type = VSOCK_TYPE_STREAM,
 		.op = op,
 		.flags = flags,
-		.buf_alloc = 65536,
+		.buf_alloc = buf_alloc,
 	};
 	uint64_t gpa = f->tx_gpa + (uint64_t)(f->tx_next++ % QSIZE) * 128;
 	struct vmio_dbuf b = { .gpa = gpa, .len = VSOCK_HDR_SIZE + len };
@@ -610,6 +611,13 @@ static void send_pkt(struct fx *f, uint32_t src_port, uint32_t dst_port,
 		;
 	assert_true(vmio_dvq_add(q, &b, 1, (void *)1) >= 0);
 	vmio_dvq_kick(q);
+}
+
+static void send_pkt(struct fx *f, uint32_t src_port, uint32_t dst_port,
+		     uint16_t op, uint32_t flags, const void *data,
+		     uint32_t len)
+{
+	send_pkt_alloc(f, src_port, dst_port, op, flags, data, len, 65536);
 }
 
 /* Waits for the next rx packet: header in *h, payload into data. */
@@ -980,25 +988,35 @@ static void test_rx_round_robin(void **state)
 /* 300 packets for flows that do not exist and no rx buffers: the device
  * queues 256 RSTs, then stops taking tx until the guest posts rx buffers;
  * then every RST arrives. Nothing is dropped, nothing grows. */
-/* The VM's rx_errors in its --control document, read on the paused
- * loop's thread (this one). */
-static uint64_t rx_errors(struct fx *f)
+/* A figure of the VM's --control document, read with the loop paused
+ * (by the caller). */
+static uint64_t vm_stat_paused(struct fx *f, const char *name)
 {
 	struct vmio_json j;
+	char key[64];
 	const char *p;
 	uint64_t v;
 
-	loop_pause(f);
+	snprintf(key, sizeof(key), "\"%s\":", name);
 	vmio_json_init(&j, 1u << 16);
 	vmio_json_object_begin(&j);
 	vsock_device_write_stats(f->dev, &j);
 	vmio_json_object_end(&j);
-	loop_resume(f);
 	assert_non_null(j.buf);
-	p = strstr(j.buf, "\"rx_errors\":");
+	p = strstr(j.buf, key);
 	assert_non_null(p);
-	v = strtoull(p + strlen("\"rx_errors\":"), NULL, 10);
+	v = strtoull(p + strlen(key), NULL, 10);
 	vmio_json_fini(&j);
+	return v;
+}
+
+static uint64_t rx_errors(struct fx *f)
+{
+	uint64_t v;
+
+	loop_pause(f);
+	v = vm_stat_paused(f, "rx_errors");
+	loop_resume(f);
 	return v;
 }
 
@@ -1050,6 +1068,44 @@ static void test_unusable_rx_buffers_given_back_empty(void **state)
 	send_pkt(f, 40001, 1234, VSOCK_OP_REQUEST, 0, NULL, 0);
 	assert_true(recv_pkt(f, &h, NULL, 0, WAIT_MS));
 	assert_int_equal(h.dst_port, 40001);
+}
+
+/* Host data the guest has room for goes out in 64 KiB steps, each told
+ * to the guest at once (VSOCK_MUX_RX_NOTIFY_BYTES): the guest copies one
+ * while the device fills the next, rather than waiting for the batch. */
+static void test_rx_told_every_64k(void **state)
+{
+	struct fx *f = *state;
+	struct vmio_dvq *q = vmio_fe_queue(f->fe, VSOCK_RX_QUEUE);
+	static uint8_t big[192 * 1024];
+	uint64_t flushes, got = 0;
+	struct vsock_hdr h;
+	int lfd, hfd = guest_connects(f, &lfd);
+	uint32_t len;
+	void *tok;
+
+	loop_pause(f);
+	post_rx(f, 56); /* 64 in all: 256 KiB */
+	send_pkt_alloc(f, 40001, 5000, VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0,
+		       256 * 1024);
+	loop_drain(f);
+	flushes = vm_stat_paused(f, "rx_flushes");
+	memset(big, 0x5a, sizeof(big));
+	assert_int_equal(write(hfd, big, sizeof(big)), (ssize_t)sizeof(big));
+	loop_drain(f);
+	/* One turn read it all (every buffer was there): three steps. */
+	assert_true(vm_stat_paused(f, "rx_flushes") - flushes >= 3);
+	while ((tok = vmio_dvq_get_used(q, &len))) {
+		vsock_hdr_decode(vmio_fe_ptr(f->fe,
+					     f->rx_gpa[(uintptr_t)tok - 1]),
+				 &h);
+		assert_int_equal(h.op, VSOCK_OP_RW);
+		got += h.len;
+	}
+	assert_int_equal(got, sizeof(big));
+	loop_resume(f);
+	close(hfd);
+	close(lfd);
 }
 
 static void test_rst_queue_bound_stalls_tx(void **state)
@@ -1255,6 +1311,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_unusable_rx_buffers_given_back_empty, setup,
 			teardown),
+		cmocka_unit_test_setup_teardown(test_rx_told_every_64k, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_rst_queue_bound_stalls_tx,
 						setup, teardown),
 	};

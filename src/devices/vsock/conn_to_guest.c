@@ -69,6 +69,9 @@ static ssize_t conn_recv(struct vsock_conn *c, struct msghdr *msg, int flags,
 	if (c->vm_stats)
 		c->vm_stats->rx_host_reads++;
 	if (r > 0) {
+		c->host_inq_floor = (size_t)r < c->host_inq_floor
+					    ? c->host_inq_floor - (uint32_t)r
+					    : 0;
 		/* A short read means the socket is (very likely) drained:
 		 * let epoll say when there is more rather than spend a
 		 * syscall on EAGAIN. */

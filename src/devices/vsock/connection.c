@@ -184,7 +184,7 @@ void vsock_conn_merge_release(struct vsock_conn *c)
 
 /* Whether to leave stream data in the host socket for now, to go out
  * merged with what follows (vsock_conn_host_readable). */
-static bool conn_merge_wait(const struct vsock_conn *c)
+static bool conn_merge_wait(struct vsock_conn *c)
 {
 	uint32_t want = vsock_conn_guest_room(c);
 	int inq;
@@ -194,8 +194,11 @@ static bool conn_merge_wait(const struct vsock_conn *c)
 		return false;
 	if (want > c->to_guest_pkt_cap)
 		want = c->to_guest_pkt_cap;
+	if (c->host_inq_floor >= want)
+		return false;
 	if (ioctl(c->fd, FIONREAD, &inq) < 0 || inq < 0)
 		return false;
+	c->host_inq_floor = (uint32_t)inq;
 	return (uint32_t)inq < want;
 }
 

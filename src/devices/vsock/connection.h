@@ -110,6 +110,10 @@ struct vsock_conn {
 	 * payload the guest's last rx packet could take. */
 	bool merge_hold;
 	uint32_t to_guest_pkt_cap;
+	/* Bytes the host socket holds at least: the last FIONREAD's answer
+	 * less what was read since. Only vmio reads the socket, so it never
+	 * overstates, and while it covers a packet no FIONREAD is needed. */
+	uint32_t host_inq_floor;
 
 	/* Guest data the host socket has not taken yet. Its length always
 	 * equals vsock_credit_rx_pending(&credit), so the credit we give

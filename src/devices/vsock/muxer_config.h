@@ -51,4 +51,9 @@ struct vsock_muxer_config {
  * VSOCK_RSTQ_SIZE, rst_queue.h.) */
 #define VSOCK_MUX_BATCH 256
 
+/* Rx bytes pushed after which the guest hears of them within a callback,
+ * not only at its end: it copies out one step while the next is filled
+ * (architecture.md section 4, "Telling the guest"). */
+#define VSOCK_MUX_RX_NOTIFY_BYTES (64u * 1024)
+
 #endif

@@ -142,15 +142,24 @@ static int rx_packet(struct vsock_muxer *m, unsigned *budget)
 	return k;
 }
 
+/* Publishes what was pushed, notifying the guest if it asked. */
+static void rx_tell_guest(struct vsock_muxer *m)
+{
+	vmio_vq_flush_and_notify(m->rx);
+	m->stats.rx_flushes++;
+}
+
 void mux_serve_rx(struct vsock_muxer *m)
 {
 	unsigned budget = VSOCK_MUX_BATCH, pushed = 0;
+	uint64_t told;
 
 	if (!m->rx || !m->mem)
 		return;
 	m->rxw.vq = m->rx;
 	m->rxw.mem = m->mem;
 	m->rxw.mergeable = m->mrg;
+	told = m->rxw.pushed_bytes;
 	while (rx_next(m) != VSOCK_RX_NONE) {
 		int got, k;
 
@@ -178,11 +187,14 @@ void mux_serve_rx(struct vsock_muxer *m)
 		if (k < 0)
 			break;
 		pushed += (unsigned)k;
+		if (m->rxw.pushed_bytes - told >= VSOCK_MUX_RX_NOTIFY_BYTES) {
+			rx_tell_guest(m);
+			told = m->rxw.pushed_bytes;
+			pushed = 0;
+		}
 	}
-	if (pushed) {
-		vmio_vq_flush_and_notify(m->rx);
-		m->stats.rx_flushes++;
-	}
+	if (pushed)
+		rx_tell_guest(m);
 	/* Nothing to send: buffers the guest posts are of no use until
 	 * there is, so do not let it kick us for them. */
 	if (rx_next(m) == VSOCK_RX_NONE)

@@ -96,8 +96,10 @@ static enum gather_stop gather(struct vsock_rx_writer *w, uint32_t need,
  * unpop needs). */
 static int settle(struct vsock_rx_writer *w, unsigned k, unsigned n)
 {
-	for (unsigned i = 0; i < k; i++)
+	for (unsigned i = 0; i < k; i++) {
 		vmio_vq_push(w->vq, w->bufs[i].head, w->used[i]);
+		w->pushed_bytes += w->used[i];
+	}
 	if (k < n)
 		vmio_vq_unpop(w->vq, n - k);
 	return (int)k;

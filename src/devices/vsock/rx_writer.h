@@ -74,6 +74,9 @@ struct vsock_rx_writer {
 	 * the caller to count and log (the writer has no rate limiter). */
 	uint64_t unusable;
 	const char *unusable_why;
+	/* Bytes pushed used so far (headers included), for the caller to
+	 * decide when the guest should hear of them. */
+	uint64_t pushed_bytes;
 };
 
 /* Why vsock_rx_write wrote nothing and the caller should stop serving. */

@@ -50,6 +50,8 @@ void vsock_vm_stats_write(const struct vsock_vm_stats *st, unsigned live,
 	vmio_json_kv_uint(j, "rsts_unmatched", st->rsts_unmatched);
 	vmio_json_kv_uint(j, "rsts_after_crash", st->rsts_after_crash);
 	vmio_json_kv_uint(j, "rx_errors", st->rx_errors);
+	vmio_json_kv_uint(j, "rx_packets", st->rx_packets);
+	vmio_json_kv_uint(j, "rx_flushes", st->rx_flushes);
 	vmio_json_key(j, "totals");
 	vmio_json_object_begin(j);
 	vsock_conn_stats_write(totals, j);
