@@ -32,6 +32,23 @@ static inline struct iovec *vmio_chain_in(struct vmio_chain *c)
 	return c->iov + c->nout;
 }
 
+/* Segment i of a chain just popped, read a field at a time. The pop
+ * stored each field on its own a moment ago; one 16-byte load of the
+ * pair, what a plain struct copy compiles to, cannot be served from
+ * those two stores still in flight and waits until every older store
+ * reached the cache, among them the last frame's into lines the guest's
+ * core holds: on net's rx that wait was most of a frame's cost
+ * (architecture.md section 1, `src/virtio`). The empty asm
+ * keeps the compiler from merging the two loads. */
+static inline struct iovec vmio_chain_seg(const struct vmio_chain *c,
+					  unsigned i)
+{
+	void *base = c->iov[i].iov_base;
+
+	__asm__("" : "+r"(base));
+	return (struct iovec){ .iov_base = base, .iov_len = c->iov[i].iov_len };
+}
+
 /* What the transport (the vhost-user core) does for a queue outside its
  * rings, on the thread that serves the queue; opaque is the queue's
  * (vmio_vq_set_transport). */

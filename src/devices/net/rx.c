@@ -124,7 +124,7 @@ static int rx_gather(struct vnet_device *d, struct vnet_pair *p,
 		}
 		/* Mostly one piece: a loop, not a call to memcpy. */
 		for (unsigned k = 0; k < c->nin; k++)
-			p->iov[f->niov + k] = vmio_chain_in(&p->chain)[k];
+			p->iov[f->niov + k] = vmio_chain_seg(c, c->nout + k);
 		f->niov += c->nin;
 		p->rx_heads[f->nchains] = c->head;
 		p->rx_sizes[f->nchains] = (uint32_t)c->in_len;
