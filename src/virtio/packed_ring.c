@@ -28,6 +28,20 @@ static int grow(uint16_t **array, unsigned n)
 	return 0;
 }
 
+/* Entries pushed and not yet flushed survive a remap (none are, between
+ * callbacks: every callback that pushes flushes). */
+static int grow_shadow(struct vmio_vq *vq, unsigned n)
+{
+	struct vmio_packed_used *p = realloc(vq->shadow, n * sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	vq->shadow = p;
+	if (vq->nshadow > n)
+		vq->nshadow = n;
+	return 0;
+}
+
 int vmio_packed_map(struct vmio_vq *vq, const struct vmio_mem *mem)
 {
 	unsigned n = vq->size;
@@ -44,7 +58,8 @@ int vmio_packed_map(struct vmio_vq *vq, const struct vmio_mem *mem)
 	if (!desc || !driver || !device)
 		return -EFAULT;
 	/* Kept across a remap: chains still out keep their counts. */
-	if (grow(&vq->buf_ndesc, n) || grow(&vq->pop_from, n))
+	if (grow(&vq->buf_ndesc, n) || grow(&vq->pop_from, n) ||
+	    grow_shadow(vq, n))
 		return -ENOMEM;
 	vq->pdesc = desc;
 	vq->driver_event = driver;
@@ -218,18 +233,42 @@ static unsigned chain_slots(const struct vmio_vq *vq, uint16_t id)
 	return id < vq->size && vq->buf_ndesc[id] ? vq->buf_ndesc[id] : 1;
 }
 
+/* Used descriptors wait for the flush. The driver polls the flags of the
+ * next descriptor it expects used, so a descriptor written at each push
+ * took its line away from the driver's core and back once a chain, four
+ * times a line; written at the flush, a line moves once a batch, as DPDK's
+ * vhost does with its shadow used ring. The split layout needs none of
+ * this: the driver reads no used element before used->idx, written at
+ * the flush. */
+static void write_out(struct vmio_vq *vq)
+{
+	for (unsigned i = 0; i < vq->nshadow; i++) {
+		const struct vmio_packed_used *u = &vq->shadow[i];
+		struct pvirtq_desc *d = &vq->pdesc[u->pos];
+
+		d->id = htole16(u->id);
+		d->len = htole32(u->len);
+		/* Release: id and len are there before the driver sees it
+		 * used. */
+		vmio_st16_release(&d->flags, u->flags);
+	}
+	vq->nshadow = 0;
+}
+
 static void write_used(struct vmio_vq *vq, uint16_t pos, bool wrap,
 		       uint16_t id, uint32_t written)
 {
-	struct pvirtq_desc *d = &vq->pdesc[pos];
 	uint16_t flags = wrap ? VIRTQ_DESC_F_AVAIL | VIRTQ_DESC_F_USED : 0;
 
 	if (written)
 		flags |= VIRTQ_DESC_F_WRITE;
-	d->id = htole16(id);
-	d->len = htole32(written);
-	/* Release: id and len are there before the driver sees it used. */
-	vmio_st16_release(&d->flags, flags);
+	/* Never full between flushes (each entry took a slot of a chain
+	 * still out); a guard, not a path. */
+	if (vq->nshadow == vq->size)
+		write_out(vq);
+	vq->shadow[vq->nshadow++] = (struct vmio_packed_used){
+		.len = written, .id = id, .pos = pos, .flags = flags,
+	};
 }
 
 void vmio_packed_push(struct vmio_vq *vq, uint16_t id, uint32_t written)
@@ -316,6 +355,7 @@ void vmio_packed_flush_and_notify(struct vmio_vq *vq)
 	if (!pushed)
 		return;
 	vq->unflushed = 0;
+	write_out(vq);
 	if (__builtin_expect(vq->log != NULL, 0))
 		log_flush(vq, pushed);
 	/* Our used flags against the driver's event suppression: the

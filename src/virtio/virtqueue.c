@@ -33,6 +33,9 @@ void vmio_vq_release(struct vmio_vq *vq)
 	vq->pop_from = NULL;
 	free(vq->out_only);
 	vq->out_only = NULL;
+	free(vq->shadow);
+	vq->shadow = NULL;
+	vq->nshadow = 0;
 }
 
 static bool mapped(const struct vmio_vq *vq)

@@ -60,6 +60,15 @@ struct vmio_vq_transport {
 	void (*broken)(void *opaque);
 };
 
+/* A used descriptor the next flush writes: at ring slot pos, with flags
+ * (the used wrap counter's bits, and WRITE when len counts). */
+struct vmio_packed_used {
+	uint32_t len;
+	uint16_t id;
+	uint16_t pos;
+	uint16_t flags;
+};
+
 struct vmio_vq {
 	unsigned index;     /* queue number, for log lines */
 	const char *name;   /* device's name of the queue, may be NULL */
@@ -107,6 +116,11 @@ struct vmio_vq {
 	uint16_t *pop_from;
 	unsigned pops;
 	unsigned unflushed; /* packed: ring slots used since the last flush */
+	/* Packed: the used descriptors pushed since the last flush, written
+	 * into the ring only at the flush (packed_ring.c, "Used descriptors
+	 * wait for the flush"). size entries, allocated at map. */
+	struct vmio_packed_used *shadow;
+	unsigned nshadow;
 	/* In order (2.7.9, 2.8.20), per chain id: the chain had no writable
 	 * part, so its used length means nothing to the driver and its used
 	 * entry may be folded into a batch: consecutive such chains get one

@@ -177,6 +177,9 @@ static void test_wrap_at_every_position(void **state)
 			assert_int_equal(f->chain.out_len, 100 + k);
 			assert_int_equal(vmio_vq_pop(&f->vq, &f->mem, &f->chain), 0);
 			vmio_vq_push(&f->vq, id, 7);
+			/* Written at the flush, not before. */
+			assert_false(used_at(f, p, w, id, 7));
+			vmio_vq_flush_and_notify(&f->vq);
 			assert_true(used_at(f, p, w, id, 7));
 		}
 		assert_int_equal(f->vq.last_avail_idx, start);
@@ -206,6 +209,7 @@ static void test_chain_across_the_wrap(void **state)
 	assert_int_equal(f->vq.last_avail_idx, 2);
 	assert_false(f->vq.avail_wrap);
 	vmio_vq_push(&f->vq, 5, 30);
+	vmio_vq_flush_and_notify(&f->vq);
 	assert_true(used_at(f, QSIZE - 1, true, 5, 30));
 	assert_int_equal(f->vq.used_idx, 2);
 	assert_false(f->vq.used_wrap);

@@ -254,7 +254,6 @@ void vnet_rx_run(struct vnet_pair *p)
 	struct vnet_device *d = p->d;
 	enum rx_stop why = RX_BUDGET;
 	unsigned budget = VNET_RX_BUDGET;
-	unsigned pushed_before;
 	size_t room;
 
 	if (!p->rx || !p->mem || p->attaching)
@@ -281,13 +280,14 @@ void vnet_rx_run(struct vnet_pair *p)
 	}
 	if (d->be->ops->rx_fd(d->be, p->index) < 0)
 		return;
-	pushed_before = p->rx->used_idx;
 	room = rx_room(d);
 	vnet_kicks_off(p->rx);
 	while (budget-- && why == RX_BUDGET)
 		why = rx_once(d, p, room);
-	if ((uint16_t)(p->rx->used_idx - pushed_before))
-		vmio_vq_flush_and_notify(p->rx);
+	/* Always: it does nothing when nothing was pushed, and a packed
+	 * ring's used_idx is a position, back where it was after a whole
+	 * ring's worth of frames. */
+	vmio_vq_flush_and_notify(p->rx);
 	switch (why) {
 	case RX_NO_FRAME:
 		rx_watch(p);
