@@ -114,6 +114,20 @@ int vmio_mem_gpa_to_iov_search(const struct vmio_mem *mem, unsigned *hint,
  * one bounds check a buffer, not a call and a search. *hint is the
  * caller's (one table serves every queue of a device, each on its own
  * worker), any value: it is checked before use, never trusted. */
+/* Asks the CPU for the line at gpa, to be written, if gpa lies in the
+ * hinted region; nothing otherwise (no search: a prefetch is a hint). */
+static inline void vmio_mem_prefetch_hinted(const struct vmio_mem *mem,
+					    unsigned hint, uint64_t gpa)
+{
+	const struct vmio_mem_region *r;
+
+	if (hint >= mem->nregions)
+		return;
+	r = &mem->regions[hint];
+	if (gpa >= r->d.gpa && gpa - r->d.gpa < r->d.size)
+		__builtin_prefetch(r->host + (gpa - r->d.gpa), 1);
+}
+
 static inline int vmio_mem_gpa_to_iov_hinted(const struct vmio_mem *mem,
 					     unsigned *hint, uint64_t gpa,
 					     uint32_t len, struct iovec *iov,

@@ -178,6 +178,38 @@ static int pop_one(struct vmio_vq *vq, const struct vmio_mem *mem,
 	return 0;
 }
 
+/* How far ahead a pop asks for lines, as split_ring.c's: the buffer of
+ * the descriptor PACKED_AHEAD_BUF slots on, and the slot PACKED_AHEAD_DESC
+ * on. */
+#define PACKED_AHEAD_BUF 2
+#define PACKED_AHEAD_DESC 4
+
+/* Asks the CPU for the lines the next pops will read and write (see
+ * split_ring.c's prefetch_ahead). A slot ahead is read without acquire
+ * and may not be available yet: its buffer is asked for only if its
+ * flags say it is, and nothing read here is used but for a prefetch. */
+static inline void prefetch_ahead(const struct vmio_vq *vq,
+				  const struct vmio_mem *mem)
+{
+	unsigned pos = vq->last_avail_idx + PACKED_AHEAD_DESC;
+	bool wrap = vq->avail_wrap;
+	const struct pvirtq_desc *d;
+
+	if (vq->size <= PACKED_AHEAD_DESC)
+		return;
+	/* Sizes need not be powers of 2 here: no mask. */
+	__builtin_prefetch(&vq->pdesc[pos < vq->size ? pos : pos - vq->size]);
+	pos = vq->last_avail_idx + PACKED_AHEAD_BUF;
+	if (pos >= vq->size) {
+		pos -= vq->size;
+		wrap = !wrap;
+	}
+	d = &vq->pdesc[pos];
+	if (!is_avail(vmio_ld16(&d->flags), wrap))
+		return;
+	vmio_mem_prefetch_hinted(mem, vq->mem_hint, vmio_ld64(&d->addr));
+}
+
 int vmio_packed_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 		    struct vmio_chain *chain)
 {
@@ -191,6 +223,7 @@ int vmio_packed_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 				   vq->last_avail_idx, vq->used_idx, vq->size);
 		return -1;
 	}
+	prefetch_ahead(vq, mem);
 	if (!pop_one(vq, mem, chain, &id)) {
 		n = 1;
 	} else {

@@ -19,6 +19,11 @@ static inline uint16_t vmio_ld16_acquire(const uint16_t *p)
 	return le16toh(__atomic_load_n(p, __ATOMIC_ACQUIRE));
 }
 
+static inline uint64_t vmio_ld64(const uint64_t *p)
+{
+	return le64toh(__atomic_load_n(p, __ATOMIC_RELAXED));
+}
+
 static inline void vmio_st16(uint16_t *p, uint16_t v)
 {
 	__atomic_store_n(p, htole16(v), __ATOMIC_RELAXED);
