@@ -109,43 +109,49 @@ int vmio_mem_gpa_to_iov_search(const struct vmio_mem *mem, unsigned *hint,
 			       uint64_t gpa, uint32_t len, struct iovec *iov,
 			       unsigned *niov, unsigned max_iov);
 
-/* vmio_mem_gpa_to_iov that first tries the region *hint names: a queue's
- * buffers lie in one region nearly always, and the data path then pays
- * one bounds check a buffer, not a call and a search. *hint is the
- * caller's (one table serves every queue of a device, each on its own
- * worker), any value: it is checked before use, never trusted. */
+/* The region hint names if it holds gpa, else NULL. hint is any value:
+ * checked here, never trusted. */
+static inline const struct vmio_mem_region *
+vmio_mem_hinted_region(const struct vmio_mem *mem, unsigned hint, uint64_t gpa)
+{
+	const struct vmio_mem_region *r;
+
+	if (hint >= mem->nregions)
+		return NULL;
+	r = &mem->regions[hint];
+	return gpa >= r->d.gpa && gpa - r->d.gpa < r->d.size ? r : NULL;
+}
+
 /* Asks the CPU for the line at gpa, to be written, if gpa lies in the
  * hinted region; nothing otherwise (no search: a prefetch is a hint). */
 static inline void vmio_mem_prefetch_hinted(const struct vmio_mem *mem,
 					    unsigned hint, uint64_t gpa)
 {
-	const struct vmio_mem_region *r;
+	const struct vmio_mem_region *r = vmio_mem_hinted_region(mem, hint, gpa);
 
-	if (hint >= mem->nregions)
-		return;
-	r = &mem->regions[hint];
-	if (gpa >= r->d.gpa && gpa - r->d.gpa < r->d.size)
+	if (r)
 		__builtin_prefetch(r->host + (gpa - r->d.gpa), 1);
 }
 
+/* vmio_mem_gpa_to_iov that first tries the region *hint names: a queue's
+ * buffers lie in one region nearly always, and the data path then pays
+ * one bounds check a buffer, not a call and a search. *hint is the
+ * caller's (one table serves every queue of a device, each on its own
+ * worker), any value: it is checked before use, never trusted. */
 static inline int vmio_mem_gpa_to_iov_hinted(const struct vmio_mem *mem,
 					     unsigned *hint, uint64_t gpa,
 					     uint32_t len, struct iovec *iov,
 					     unsigned *niov, unsigned max_iov)
 {
-	unsigned h = *hint, n = *niov;
+	const struct vmio_mem_region *r = vmio_mem_hinted_region(mem, *hint,
+								 gpa);
+	unsigned n = *niov;
 
-	if (h < mem->nregions && n < max_iov && len) {
-		const struct vmio_mem_region *r = &mem->regions[h];
-		uint64_t off = gpa - r->d.gpa;
-
-		if (gpa >= r->d.gpa && off < r->d.size &&
-		    len <= r->d.size - off) {
-			iov[n].iov_base = r->host + off;
-			iov[n].iov_len = len;
-			*niov = n + 1;
-			return 0;
-		}
+	if (r && n < max_iov && len && len <= r->d.size - (gpa - r->d.gpa)) {
+		iov[n].iov_base = r->host + (gpa - r->d.gpa);
+		iov[n].iov_len = len;
+		*niov = n + 1;
+		return 0;
 	}
 	return vmio_mem_gpa_to_iov_search(mem, hint, gpa, len, iov, niov,
 					  max_iov);

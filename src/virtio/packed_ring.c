@@ -28,8 +28,10 @@ static int grow(uint16_t **array, unsigned n)
 	return 0;
 }
 
-/* Entries pushed and not yet flushed survive a remap (none are, between
- * callbacks: every callback that pushes flushes). */
+/* Kept across a remap like the arrays above, though it is empty then:
+ * every callback that pushes flushes before it returns. The count is
+ * bounded by the new size all the same, so that the array is never
+ * overrun. */
 static int grow_shadow(struct vmio_vq *vq, unsigned n)
 {
 	struct vmio_packed_used *p = realloc(vq->shadow, n * sizeof(*p));
