@@ -4,9 +4,10 @@
 # txonly and rxonly: Mpps as medians, and the ratio B/A pair by pair (and
 # its median).
 # 1. testpmd's own vhost-user backend, net_vhost (A), against `vmio net
-#    --null` (B). txonly: the backend drops what the guest sends; rxonly:
-#    it sends as fast as the guest posts buffers (net_vhost's testpmd in
-#    txonly; vmio --null-source SIZE).
+#    --null` (B), vmio's CPU per frame beside. txonly: the backend drops
+#    what the guest sends; rxonly: it sends as fast as the guest posts
+#    buffers (net_vhost's testpmd in txonly; vmio --null-source SIZE).
+#    NULL_RINGS="split packed" (default split) says on which rings.
 # 2. As root, `vmio net --xdp` on one end of a veth pair in a network
 #    namespace of the script's own, copy mode (--xdp-copy, A) against the
 #    default no-copy mode (B): txonly counts the frames that arrive on the
@@ -127,11 +128,17 @@ run_pairs() { # fn A B
 	done
 }
 
+# vmio's CPU time per frame in ns: ticks a to b over Mpps for s seconds.
+ns_per_frame() { # ticks a, ticks b, Mpps, seconds
+	awk -v a="$1" -v b="$2" -v m="$3" -v s="$4" -v hz="$(getconf CLK_TCK)" \
+		'BEGIN {if (a == "-" || b == "-" || m == "-" || m == 0) print "-"; else printf "%.0f\n", (b - a) / hz * 1e3 / (m * s)}'
+}
+
 # One run with the null backend: vmio or net_vhost on CPU 0. Prints
 # testpmd's mean Tx-pps (txonly) or Rx-pps (rxonly).
-null_one() { # txonly|rxonly, vmio|vhost, frame size, run number
-	local sock=$dir/$2-$1-$3-$4.sock
-	if [ "$2" = vmio ]; then
+null_one() { # txonly|rxonly, vmio-LAYOUT|vhost-LAYOUT, frame size, run number
+	local sock=$dir/$2-$1-$3-$4.sock layout=${2#*-} t0=- t1=- mpps
+	if [[ $2 == vmio-* ]]; then
 		local src=()
 		[ "$1" = rxonly ] && src=(--null-source "$3")
 		# shellcheck disable=SC2086 # NET_OPTS: options, split
@@ -150,14 +157,17 @@ null_one() { # txonly|rxonly, vmio|vhost, frame size, run number
 	fi
 	bpid=$!
 	wait_socket "$sock"
-	front "$sock" "$1" "$3" "$4"
+	[[ $2 == vmio-* ]] && t0=$(cpu_ticks "$bpid")
+	front "$sock" "$1" "$3" "$4" 1 "$layout"
 	wait $! || true
+	[[ $2 == vmio-* ]] && t1=$(cpu_ticks "$bpid")
 	stop_run
 	if [ "$1" = txonly ]; then
-		mean_pps Tx "$dir/front.log"
+		mpps=$(mean_pps Tx "$dir/front.log")
 	else
-		mean_pps Rx "$dir/front.log"
+		mpps=$(mean_pps Rx "$dir/front.log")
 	fi
+	echo "$mpps - $(ns_per_frame "$t0" "$t1" "$mpps" "$secs")"
 }
 
 # run_pairs' table, then a clean slate: A's and B's medians (with offered,
@@ -191,9 +201,11 @@ print_pairs() { # A label, B label, offered (0|1)
 }
 
 if [ "${NULL_ROWS:-1}" = 1 ] && [ "${BASE_ONLY:-0}" != 1 ]; then
-	run_pairs null_one vhost vmio
-	echo "vmio net --null against net_vhost, Mpps, $runs pairs (vhost, vmio) of $secs s"
-	print_pairs vhost vmio 0
+	for layout in ${NULL_RINGS:-split}; do
+		run_pairs null_one "vhost-$layout" "vmio-$layout"
+		echo "vmio net --null against net_vhost on a $layout ring, Mpps and vmio ns of CPU per frame, $runs pairs (vhost, vmio) of $secs s"
+		print_pairs vhost vmio 1
+	done
 fi
 
 # One run of `vmio net --null` and testpmd on its socket. Prints
@@ -225,12 +237,6 @@ null_run() { # txonly|rxonly, frame size, run number, queue pairs, split|packed,
 # Two queue pairs, --threads N, vmio unpinned.
 threads_one() { # txonly|rxonly, threads, frame size, run number
 	null_run "$1" "$3" "$4" 2 split free --threads "$2"
-}
-
-# vmio's CPU time per frame in ns: ticks a to b over Mpps for s seconds.
-ns_per_frame() { # ticks a, ticks b, Mpps, seconds
-	awk -v a="$1" -v b="$2" -v m="$3" -v s="$4" -v hz="$(getconf CLK_TCK)" \
-		'BEGIN {if (a == "-" || b == "-" || m == "-" || m == 0) print "-"; else printf "%.0f\n", (b - a) / hz * 1e3 / (m * s)}'
 }
 
 # One pair, vmio on CPU 0, testpmd on a split or a packed ring.

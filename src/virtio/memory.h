@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "util/prefetch.h"
+
 /* Regions one table can hold; also what GET_MAX_MEM_SLOTS reports. */
 #define VMIO_MEM_MAX_REGIONS 64
 
@@ -122,15 +124,29 @@ vmio_mem_hinted_region(const struct vmio_mem *mem, unsigned hint, uint64_t gpa)
 	return gpa >= r->d.gpa && gpa - r->d.gpa < r->d.size ? r : NULL;
 }
 
-/* Asks the CPU for the line at gpa, to be written, if gpa lies in the
- * hinted region; nothing otherwise (no search: a prefetch is a hint). */
+/* Asks the CPU for the lines of a buffer at gpa, if gpa lies in the
+ * hinted region; nothing otherwise (no search: a prefetch is a hint). A
+ * buffer the device writes gets its first two lines asked for to write
+ * (a 64-byte frame and the header before it take two); one it reads,
+ * its first line (the header) to read: asked for to write, it would be
+ * taken from the driver, which wrote it and writes it next. */
 static inline void vmio_mem_prefetch_hinted(const struct vmio_mem *mem,
-					    unsigned hint, uint64_t gpa)
+					    unsigned hint, uint64_t gpa,
+					    bool write)
 {
 	const struct vmio_mem_region *r = vmio_mem_hinted_region(mem, hint, gpa);
+	const uint8_t *p;
 
-	if (r)
-		__builtin_prefetch(r->host + (gpa - r->d.gpa), 1);
+	if (!r)
+		return;
+	p = r->host + (gpa - r->d.gpa);
+	if (!write) {
+		vmio_prefetch_read(p);
+		return;
+	}
+	vmio_prefetch_write(p);
+	if (gpa - r->d.gpa + 64 < r->d.size)
+		vmio_prefetch_write(p + 64);
 }
 
 /* vmio_mem_gpa_to_iov that first tries the region *hint names: a queue's

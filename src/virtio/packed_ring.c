@@ -196,6 +196,7 @@ static inline void prefetch_ahead(const struct vmio_vq *vq,
 	unsigned pos = vq->last_avail_idx + PACKED_AHEAD_DESC;
 	bool wrap = vq->avail_wrap;
 	const struct pvirtq_desc *d;
+	uint16_t flags;
 
 	if (vq->size <= PACKED_AHEAD_DESC)
 		return;
@@ -207,9 +208,11 @@ static inline void prefetch_ahead(const struct vmio_vq *vq,
 		wrap = !wrap;
 	}
 	d = &vq->pdesc[pos];
-	if (!is_avail(vmio_ld16(&d->flags), wrap))
+	flags = vmio_ld16(&d->flags);
+	if (!is_avail(flags, wrap))
 		return;
-	vmio_mem_prefetch_hinted(mem, vq->mem_hint, vmio_ld64(&d->addr));
+	vmio_mem_prefetch_hinted(mem, vq->mem_hint, vmio_ld64(&d->addr),
+				 flags & VIRTQ_DESC_F_WRITE);
 }
 
 int vmio_packed_pop(struct vmio_vq *vq, const struct vmio_mem *mem,

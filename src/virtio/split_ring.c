@@ -127,7 +127,9 @@ static inline void prefetch_ahead(const struct vmio_vq *vq,
 		if (head >= vq->size)
 			return;
 		vmio_mem_prefetch_hinted(mem, vq->mem_hint,
-					 vmio_ld64(&vq->desc[head].addr));
+					 vmio_ld64(&vq->desc[head].addr),
+					 vmio_ld16(&vq->desc[head].flags) &
+						 VIRTQ_DESC_F_WRITE);
 	}
 }
 

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -431,6 +432,32 @@ static void test_clear_and_move(void **state)
 	assert_int_equal(mem->nregions, 2);
 }
 
+/* PREFETCHW is asked for exactly where the kernel says the CPU has it
+ * (its flag is "3dnowprefetch" in /proc/cpuinfo): where it has not, the
+ * instruction may fault, and where it has, receive buffers would lose
+ * the prefetch that made net's rx fast (architecture.md section 1). */
+static void test_prefetchw_detected(void **state)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[8192];
+	bool has = false, seen = false;
+
+	assert_non_null(f);
+	while (!seen && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "flags", 5))
+			continue;
+		seen = true;
+		has = strstr(line, " 3dnowprefetch") != NULL;
+	}
+	fclose(f);
+	assert_true(seen);
+	assert_int_equal(vmio_cpu_has_prefetchw, has);
+#else
+	assert_false(vmio_cpu_has_prefetchw);
+#endif
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -450,6 +477,7 @@ int main(void)
 		T(test_remove),
 		T(test_duplicate_add),
 		T(test_clear_and_move),
+		cmocka_unit_test(test_prefetchw_detected),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
