@@ -11,6 +11,9 @@
 
 #include <stdbool.h>
 
+/* The line a prefetch brings, on the CPUs vmio runs on. */
+#define VMIO_CACHE_LINE 64
+
 extern bool vmio_cpu_has_prefetchw;
 
 /* The line at p, to be written. */

@@ -145,8 +145,8 @@ static inline void vmio_mem_prefetch_hinted(const struct vmio_mem *mem,
 		return;
 	}
 	vmio_prefetch_write(p);
-	if (gpa - r->d.gpa + 64 < r->d.size)
-		vmio_prefetch_write(p + 64);
+	if (gpa - r->d.gpa + VMIO_CACHE_LINE < r->d.size)
+		vmio_prefetch_write(p + VMIO_CACHE_LINE);
 }
 
 /* vmio_mem_gpa_to_iov that first tries the region *hint names: a queue's
