@@ -134,40 +134,63 @@ ns_per_frame() { # ticks a, ticks b, Mpps, seconds
 		'BEGIN {if (a == "-" || b == "-" || m == "-" || m == 0) print "-"; else printf "%.0f\n", (b - a) / hz * 1e3 / (m * s)}'
 }
 
-# One run with the null backend: vmio or net_vhost on CPU 0. Prints
-# testpmd's mean Tx-pps (txonly) or Rx-pps (rxonly).
-null_one() { # txonly|rxonly, vmio-LAYOUT|vhost-LAYOUT, frame size, run number
-	local sock=$dir/$2-$1-$3-$4.sock layout=${2#*-} t0=- t1=- mpps
-	if [[ $2 == vmio-* ]]; then
-		local src=()
-		[ "$1" = rxonly ] && src=(--null-source "$3")
-		# shellcheck disable=SC2086 # NET_OPTS: options, split
-		taskset -c 0 "$build/vmio" net --null "${src[@]}" ${NET_OPTS:-} \
-			-q --socket "$sock" &
+# testpmd's mean rate over the run just ended: Tx-pps in txonly, Rx-pps
+# in rxonly, in Mpps.
+front_mpps() { # txonly|rxonly
+	if [ "$1" = txonly ]; then
+		mean_pps Tx "$dir/front.log"
 	else
-		# net_vhost does the opposite of the guest: rxonly drops
-		# what txonly sends; txonly fills every buffer rxonly posts.
-		local fwd=(--forward-mode=rxonly)
-		[ "$1" = rxonly ] && fwd=(--forward-mode=txonly --txpkts="$3")
-		timeout -s INT $((secs + 10)) dpdk-testpmd "${eal[@]}" \
-			--file-prefix=vmio-bench-$$-b$4 --lcores '0@0,1@0' \
-			--vdev "net_vhost0,iface=$sock,queues=1" -- \
-			"${fwd[@]}" --stats-period 1 \
-			--total-num-mbufs 4096 >"$dir/backend.log" 2>&1 </dev/null &
+		mean_pps Rx "$dir/front.log"
 	fi
+}
+
+# One run of `vmio net --null` and testpmd on its socket. Prints
+# testpmd's mean Tx-pps or Rx-pps, "-" for offered, and vmio's CPU time
+# per frame in ns over the run.
+null_run() { # txonly|rxonly, frame size, run number, queue pairs, split|packed, pin|free, vmio options...
+	local mode=$1 size=$2 run=$3 q=$4 layout=$5 pin=() sock t0 t1 mpps src=()
+	[ "$6" = pin ] && pin=(taskset -c 0)
+	shift 6
+	sock=$dir/run-$q-$layout-$mode-$size-$run-$RANDOM.sock
+	[ "$mode" = rxonly ] && src=(--null-source "$size")
+	"${pin[@]}" "${vmio_bin:-$build/vmio}" net --null "${src[@]}" --queues "$q" "$@" -q \
+		--socket "$sock" &
 	bpid=$!
 	wait_socket "$sock"
-	[[ $2 == vmio-* ]] && t0=$(cpu_ticks "$bpid")
+	t0=$(cpu_ticks "$bpid")
+	front "$sock" "$mode" "$size" "$run" "$q" "$layout"
+	wait $! || true
+	t1=$(cpu_ticks "$bpid")
+	stop_run
+	mpps=$(front_mpps "$mode")
+	echo "$mpps - $(ns_per_frame "$t0" "$t1" "$mpps" "$secs")"
+}
+
+# One run with the null backend on CPU 0 and testpmd on a LAYOUT ring:
+# vmio (null_run), or net_vhost. Prints what null_run prints; net_vhost's
+# CPU per frame is "-" (it polls a whole core whatever the rate).
+null_one() { # txonly|rxonly, vmio-LAYOUT|vhost-LAYOUT, frame size, run number
+	local sock=$dir/$2-$1-$3-$4.sock layout=${2#*-} fwd=(--forward-mode=rxonly)
+
+	if [[ $2 == vmio-* ]]; then
+		# shellcheck disable=SC2086 # NET_OPTS: options, split
+		null_run "$1" "$3" "$4" 1 "$layout" pin ${NET_OPTS:-}
+		return
+	fi
+	# net_vhost does the opposite of the guest: rxonly drops what
+	# txonly sends; txonly fills every buffer rxonly posts.
+	[ "$1" = rxonly ] && fwd=(--forward-mode=txonly --txpkts="$3")
+	timeout -s INT $((secs + 10)) dpdk-testpmd "${eal[@]}" \
+		--file-prefix=vmio-bench-$$-b$4 --lcores '0@0,1@0' \
+		--vdev "net_vhost0,iface=$sock,queues=1" -- \
+		"${fwd[@]}" --stats-period 1 \
+		--total-num-mbufs 4096 >"$dir/backend.log" 2>&1 </dev/null &
+	bpid=$!
+	wait_socket "$sock"
 	front "$sock" "$1" "$3" "$4" 1 "$layout"
 	wait $! || true
-	[[ $2 == vmio-* ]] && t1=$(cpu_ticks "$bpid")
 	stop_run
-	if [ "$1" = txonly ]; then
-		mpps=$(mean_pps Tx "$dir/front.log")
-	else
-		mpps=$(mean_pps Rx "$dir/front.log")
-	fi
-	echo "$mpps - $(ns_per_frame "$t0" "$t1" "$mpps" "$secs")"
+	echo "$(front_mpps "$1") - -"
 }
 
 # run_pairs' table, then a clean slate: A's and B's medians (with offered,
@@ -207,32 +230,6 @@ if [ "${NULL_ROWS:-1}" = 1 ] && [ "${BASE_ONLY:-0}" != 1 ]; then
 		print_pairs vhost vmio 1
 	done
 fi
-
-# One run of `vmio net --null` and testpmd on its socket. Prints
-# testpmd's mean Tx-pps or Rx-pps, "-" for offered, and vmio's CPU time
-# per frame in ns over the run.
-null_run() { # txonly|rxonly, frame size, run number, queue pairs, split|packed, pin|free, vmio options...
-	local mode=$1 size=$2 run=$3 q=$4 layout=$5 pin=() sock t0 t1 mpps src=()
-	[ "$6" = pin ] && pin=(taskset -c 0)
-	shift 6
-	sock=$dir/run-$q-$layout-$mode-$size-$run-$RANDOM.sock
-	[ "$mode" = rxonly ] && src=(--null-source "$size")
-	"${pin[@]}" "${vmio_bin:-$build/vmio}" net --null "${src[@]}" --queues "$q" "$@" -q \
-		--socket "$sock" &
-	bpid=$!
-	wait_socket "$sock"
-	t0=$(cpu_ticks "$bpid")
-	front "$sock" "$mode" "$size" "$run" "$q" "$layout"
-	wait $! || true
-	t1=$(cpu_ticks "$bpid")
-	stop_run
-	if [ "$mode" = txonly ]; then
-		mpps=$(mean_pps Tx "$dir/front.log")
-	else
-		mpps=$(mean_pps Rx "$dir/front.log")
-	fi
-	echo "$mpps - $(ns_per_frame "$t0" "$t1" "$mpps" "$secs")"
-}
 
 # Two queue pairs, --threads N, vmio unpinned.
 threads_one() { # txonly|rxonly, threads, frame size, run number

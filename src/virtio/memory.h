@@ -135,18 +135,18 @@ static inline void vmio_mem_prefetch_hinted(const struct vmio_mem *mem,
 					    bool write)
 {
 	const struct vmio_mem_region *r = vmio_mem_hinted_region(mem, hint, gpa);
-	const uint8_t *p;
+	uint64_t off;
 
 	if (!r)
 		return;
-	p = r->host + (gpa - r->d.gpa);
+	off = gpa - r->d.gpa;
 	if (!write) {
-		vmio_prefetch_read(p);
+		vmio_prefetch_read(r->host + off);
 		return;
 	}
-	vmio_prefetch_write(p);
-	if (gpa - r->d.gpa + VMIO_CACHE_LINE < r->d.size)
-		vmio_prefetch_write(p + VMIO_CACHE_LINE);
+	vmio_prefetch_write(r->host + off);
+	if (off + VMIO_CACHE_LINE < r->d.size)
+		vmio_prefetch_write(r->host + off + VMIO_CACHE_LINE);
 }
 
 /* vmio_mem_gpa_to_iov that first tries the region *hint names: a queue's
