@@ -200,7 +200,8 @@ static inline void prefetch_ahead(const struct vmio_vq *vq,
 
 	if (vq->size <= PACKED_AHEAD_DESC)
 		return;
-	/* Sizes need not be powers of 2 here: no mask. */
+	/* A compare, not pop_slot's mask: as cheap here, and right for
+	 * any size. */
 	__builtin_prefetch(&vq->pdesc[pos < vq->size ? pos : pos - vq->size]);
 	pos = vq->last_avail_idx + PACKED_AHEAD_BUF;
 	if (pos >= vq->size) {
@@ -213,6 +214,15 @@ static inline void prefetch_ahead(const struct vmio_vq *vq,
 		return;
 	vmio_mem_prefetch_hinted(mem, vq->mem_hint, vmio_ld64(&d->addr),
 				 flags & VIRTQ_DESC_F_WRITE);
+}
+
+/* pop_from's entry for the pop numbered n. A mask where % took a
+ * division a chain: the spec lets a packed ring have any size, but
+ * SET_VRING_NUM takes only powers of 2; and whatever the size, the entry
+ * is within the array. */
+static unsigned pop_slot(const struct vmio_vq *vq, unsigned n)
+{
+	return n & (vq->size - 1u);
 }
 
 int vmio_packed_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
@@ -239,7 +249,7 @@ int vmio_packed_pop(struct vmio_vq *vq, const struct vmio_mem *mem,
 		chain->head = id;
 	}
 	vq->buf_ndesc[id] = (uint16_t)n;
-	vq->pop_from[vq->pops % vq->size] =
+	vq->pop_from[pop_slot(vq, vq->pops)] =
 		vmio_packed_position(vq->last_avail_idx, vq->avail_wrap);
 	vq->pops++;
 	pvirtq_advance(&vq->last_avail_idx, &vq->avail_wrap, (unsigned)n, vq->size);
@@ -260,7 +270,7 @@ void vmio_packed_unpop(struct vmio_vq *vq, unsigned n)
 	if (!n || n > vq->pops || n > vq->size)
 		return;
 	vq->pops -= n;
-	from = vq->pop_from[vq->pops % vq->size];
+	from = vq->pop_from[pop_slot(vq, vq->pops)];
 	vq->last_avail_idx = from & (PVIRTQ_MAX_SIZE - 1);
 	vq->avail_wrap = from >> VIRTQ_EVENT_WRAP_SHIFT;
 }
