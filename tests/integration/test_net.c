@@ -319,6 +319,10 @@ static void null_source_rxonly(void)
 	assert_true(delivered >= received);
 	assert_true(delivered - received <= 1024 + received / 50);
 	assert_int_equal(vmio_stat("rx_errors"), 0);
+	/* Each turn that is counted gave a frame at least. */
+	assert_true(vmio_stat("rx_turns") > 0);
+	assert_true(vmio_stat("rx_turns") <= delivered);
+	assert_true(vmio_stat("rx_buffers_exhausted") <= vmio_stat("rx_turns"));
 }
 
 static void test_null_source_rxonly(void **state)
@@ -644,6 +648,10 @@ static void test_null_source_idle(void **state)
 	vmio_fe_close(fe);
 	stop_net(pid);
 	assert_int_equal(vmio_stat("rx_frames"), NBUF);
+	/* One kick, one turn: it filled every buffer and stopped for want
+	 * of more, the source still full. */
+	assert_int_equal(vmio_stat("rx_turns"), 1);
+	assert_int_equal(vmio_stat("rx_buffers_exhausted"), 1);
 }
 
 /* Rounds of traffic on both queues of a pair, then a connected front end

@@ -249,11 +249,25 @@ static enum rx_stop rx_once(struct vnet_device *d, struct vnet_pair *p,
 	return RX_BUDGET;
 }
 
+/* A turn that gave frames, and whether it ended on an empty ring: with
+ * rx_frames, they tell how many frames a turn moves and how often the
+ * guest's posting, not the port, is what stopped it. */
+static void count_turn(struct vnet_pair *p, uint64_t frames_before,
+		       enum rx_stop why)
+{
+	if (p->stats.rx_frames == frames_before)
+		return;
+	p->stats.rx_turns++;
+	if (why == RX_NO_BUFFERS || why == RX_POLL)
+		p->stats.rx_buffers_exhausted++;
+}
+
 void vnet_rx_run(struct vnet_pair *p)
 {
 	struct vnet_device *d = p->d;
 	enum rx_stop why = RX_BUDGET;
 	unsigned budget = VNET_RX_BUDGET;
+	uint64_t frames;
 	size_t room;
 
 	if (!p->rx || !p->mem || p->attaching)
@@ -281,9 +295,11 @@ void vnet_rx_run(struct vnet_pair *p)
 	if (d->be->ops->rx_fd(d->be, p->index) < 0)
 		return;
 	room = rx_room(d);
+	frames = p->stats.rx_frames;
 	vnet_kicks_off(p->rx);
 	while (budget-- && why == RX_BUDGET)
 		why = rx_once(d, p, room);
+	count_turn(p, frames, why);
 	/* Always: it does nothing when nothing was pushed, and a packed
 	 * ring's used_idx is a position, back where it was after a whole
 	 * ring's worth of frames. */

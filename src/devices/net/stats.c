@@ -25,11 +25,13 @@ void vnet_stats_format(const struct vnet_stats *s, char *buf, size_t size)
 	snprintf(buf, size, "tx_frames=%" PRIu64 " tx_bytes=%" PRIu64
 		 " tx_dropped=%" PRIu64 " tx_bad_chain=%" PRIu64
 		 " tx_backend_errors=%" PRIu64 " rx_frames=%" PRIu64
-		 " rx_bytes=%" PRIu64 " rx_errors=%" PRIu64 " ctrl_ok=%" PRIu64
-		 " ctrl_err=%" PRIu64 " rarps=%" PRIu64 "%s",
+		 " rx_bytes=%" PRIu64 " rx_errors=%" PRIu64
+		 " rx_turns=%" PRIu64 " rx_buffers_exhausted=%" PRIu64
+		 " ctrl_ok=%" PRIu64 " ctrl_err=%" PRIu64 " rarps=%" PRIu64 "%s",
 		 s->tx_frames, s->tx_bytes, dropped, s->tx_bad_chain,
 		 s->tx_backend_errors, s->rx_frames, s->rx_bytes, s->rx_errors,
-		 s->ctrl_ok, s->ctrl_err, s->rarps, invalid);
+		 s->rx_turns, s->rx_buffers_exhausted, s->ctrl_ok, s->ctrl_err,
+		 s->rarps, invalid);
 }
 
 void vnet_stats_add(struct vnet_stats *sum, const struct vnet_stats *s)
@@ -43,6 +45,8 @@ void vnet_stats_add(struct vnet_stats *sum, const struct vnet_stats *s)
 	sum->rx_frames += s->rx_frames;
 	sum->rx_bytes += s->rx_bytes;
 	sum->rx_errors += s->rx_errors;
+	sum->rx_turns += s->rx_turns;
+	sum->rx_buffers_exhausted += s->rx_buffers_exhausted;
 	sum->ctrl_ok += s->ctrl_ok;
 	sum->ctrl_err += s->ctrl_err;
 	sum->rarps += s->rarps;
@@ -68,6 +72,8 @@ void vnet_stats_write(const struct vnet_stats *s, struct vmio_json *j)
 	vmio_json_kv_uint(j, "rx_frames", s->rx_frames);
 	vmio_json_kv_uint(j, "rx_bytes", s->rx_bytes);
 	vmio_json_kv_uint(j, "rx_errors", s->rx_errors);
+	vmio_json_kv_uint(j, "rx_turns", s->rx_turns);
+	vmio_json_kv_uint(j, "rx_buffers_exhausted", s->rx_buffers_exhausted);
 	vmio_json_kv_uint(j, "ctrl_ok", s->ctrl_ok);
 	vmio_json_kv_uint(j, "ctrl_err", s->ctrl_err);
 	vmio_json_kv_uint(j, "rarps", s->rarps);

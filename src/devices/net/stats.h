@@ -16,6 +16,11 @@ struct vnet_stats {
 	uint64_t tx_backend_errors;        /* dropped by the port */
 	uint64_t rx_frames, rx_bytes;      /* given to the guest */
 	uint64_t rx_errors;                /* lost between port and guest */
+	/* Turns of a pair's rx that gave the guest frames, and of those the
+	 * ones that stopped because every buffer the guest had posted was
+	 * used (copying ports; a no-copy port's buffers are posted ahead):
+	 * how often the guest, not the port, held rx back. */
+	uint64_t rx_turns, rx_buffers_exhausted;
 	uint64_t ctrl_ok, ctrl_err;
 	uint64_t rarps; /* RARP frames sent for the guest (SEND_RARP) */
 };
