@@ -85,25 +85,35 @@ declare -A res
 # Bytes per run so that each takes about 0.3-2 s.
 declare -A vbytes=([65536]=${VSOCK_BYTES_64K:-2G} [4096]=${VSOCK_BYTES_4K:-512M} [64]=${VSOCK_BYTES_64:-24M})
 
-declare -A cpu wake ends
+declare -A cpu wake ends ewake
+# The bench says how often each of its ends slept (VSOCK_BENCH_STATS).
+export VSOCK_BENCH_STATS=1
 # One run: its MB/s into res[key]; the CPU seconds per GiB of its two ends
 # (the bench and its forked host side: user + system, from bash's time)
-# into ends[key]; and, for a vmio run, vmio's own CPU seconds per GiB
-# (from /proc/PID/stat around it) into cpu[key] and its threads' wake-ups
-# per MiB (voluntary context switches) into wake[key].
+# into ends[key] and their wake-ups per MiB (voluntary context switches,
+# as the bench counts them) into ewake[key]; and, for a vmio run, vmio's
+# own CPU seconds per GiB (from /proc/PID/stat around it) into cpu[key]
+# and its threads' wake-ups per MiB into wake[key].
 one() { # key, command...
-	local key=$1 line c0 c1 w0 w1 b t TIMEFORMAT='%3U %3S' p=$vpid
+	local key=$1 line c0 c1 w0 w1 b t e TIMEFORMAT='%3U %3S' p=$vpid
 	shift
 	[[ $key == *"|poll" ]] && p=$ppid
 	[[ $key == *"|copy" ]] && p=$cpid
 	c0=$(cpu_ticks "$p") w0=$(wakeups "$p")
 	if { time line=$("$@" 2>&1); } 2>"$dir/time"; then
 		c1=$(cpu_ticks "$p") w1=$(wakeups "$p")
+		e=$(sed -n 's/.*; wakeups guest \([0-9]*\) host \([0-9]*\)$/\1 \2/p' <<<"$line")
+		line=$(grep 'MB/s=' <<<"$line")
 		res[$key]+="$(sed -n 's/.*MB\/s=\([0-9.]*\).*/\1/p' <<<"$line") "
 		b=$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")
 		t=$(awk -v b="$b" '{printf "%.3f", ($1 + $2) / (b / 1073741824)}' "$dir/time")
 		ends[$key]+="$t "
 		line+=" ends_s/GiB=$t"
+		if [ -n "$e" ]; then
+			e=$(awk -v b="$b" '{printf "%.2f", ($1 + $2) / (b / 1048576)}' <<<"$e")
+			ewake[$key]+="$e "
+			line+=" ends_wakeups/MiB=$e"
+		fi
 		if [[ $key != *"|direct" ]]; then
 			c0=$(s_per_gib "$c0" "$c1" "$b")
 			w0=$(per_mib "$w0" "$w1" "$b")
@@ -190,10 +200,10 @@ for cell in "${rows[@]}"; do
 	printf '%-26s %9s %9s %9s %9s %9s\n' "$cell" "$de" "$ve" "$vc" "$all" "$(ratio "$de" "$all")"
 done
 echo
-echo "vsock: vmio's wake-ups per MiB (its threads' voluntary context switches), medians"
-printf '%-26s %9s %11s %9s %9s %9s %9s\n' case vmio "vmio rx64k" "vmio mrg" "poll 50us" packed "tx-splice"
+echo "vsock: wake-ups per MiB (voluntary context switches), medians: the two ends', direct and through vmio, then vmio's threads' in each column"
+printf '%-26s %12s %12s %9s %11s %9s %9s %9s %9s\n' case "ends direct" "ends vmio" vmio "vmio rx64k" "vmio mrg" "poll 50us" packed "tx-splice"
 for cell in "${rows[@]}"; do
-	line=$(printf '%-26s' "$cell")
+	line=$(printf '%-26s %12s %12s' "$cell" "$(list_median "${ewake[$cell|direct]:-}")" "$(list_median "${ewake[$cell|vmio]:-}")")
 	for v in vmio rx64k mrg poll packed copy; do
 		w=9
 		[ "$v" = rx64k ] && w=11
@@ -203,6 +213,7 @@ for cell in "${rows[@]}"; do
 done
 stop_procs "$vpid" "$ppid" "$cpid"
 vpid= ppid= cpid=
+unset VSOCK_BENCH_STATS
 fi
 
 # ---- redirect: `vmio redirect` against socat in the same run, each
