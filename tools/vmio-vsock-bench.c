@@ -73,6 +73,10 @@ static const char usage[] =
 	"  --guest-cid N      the guest's CID: the VM's guest-cid (default 3)\n"
 	"  --rx-buf N         guest rx buffer payload size (default 4K, as\n"
 	"                     Linux; at most 64K)\n"
+	"  --buffer-size N    each guest socket's receive buffer, the\n"
+	"                     buf_alloc it advertises (Linux's\n"
+	"                     SO_VM_SOCKETS_BUFFER_SIZE; default 256K, as\n"
+	"                     Linux; 4K to 64M)\n"
 	"  --echo             request/response round trips, not a stream\n"
 	"  --seconds N        --echo: how long to time them (default 5;\n"
 	"                     SIGUSR1 ends them sooner: its pid is on stderr)\n"
@@ -107,6 +111,7 @@ struct opts {
 	struct xfer_plan plan;
 	uint64_t bytes;
 	uint32_t rx_buf;
+	uint32_t buffer_size; /* the guest's buf_alloc; 0: vg's default */
 	uint64_t cid;
 	bool mergeable;
 	uint32_t tx_piece, rx_piece; /* 0: one descriptor */
@@ -468,6 +473,8 @@ static int run(struct opts *o)
 		vo.rx_buf_size = o->mergeable ? o->rx_buf
 					      : o->rx_buf + VSOCK_HDR_SIZE;
 		vo.guest_cid = o->cid;
+		if (o->buffer_size)
+			vo.buf_alloc = o->buffer_size;
 		if (o->tx_piece)
 			vo.tx_cut = (struct vg_cut){ .first = VSOCK_HDR_SIZE,
 						     .piece = o->tx_piece };
@@ -600,6 +607,8 @@ static int run(struct opts *o)
 		printf(" rxbuf=%u", o->rx_buf);
 	if (!o->direct && o->mergeable)
 		printf(" mergeable");
+	if (!o->direct && o->buffer_size)
+		printf(" buffer=%u", o->buffer_size);
 	if (!o->direct && o->tx_piece)
 		printf(" tx_piece=%u", o->tx_piece);
 	if (!o->direct && o->rx_piece)
@@ -941,6 +950,7 @@ int main(int argc, char **argv)
 		{ "bytes", required_argument, NULL, 'b' },
 		{ "conns", required_argument, NULL, 'c' },
 		{ "rx-buf", required_argument, NULL, 'r' },
+		{ "buffer-size", required_argument, NULL, 'B' },
 		{ "guest-cid", required_argument, NULL, 'g' },
 		{ "direct", no_argument, NULL, 'D' },
 		{ "mergeable", no_argument, NULL, 'M' },
@@ -998,6 +1008,11 @@ int main(int argc, char **argv)
 				return tool_usage_error("--rx-buf: 64 to 64K");
 			o.rx_buf = (uint32_t)v;
 			break;
+		case 'B':
+			if (vmio_parse_u64(optarg, 64u << 20, &v) || v < 4096)
+				return tool_usage_error("--buffer-size: 4K to 64M");
+			o.buffer_size = (uint32_t)v;
+			break;
 		case 'g':
 			if (vmio_parse_u64(optarg, VSOCK_MAX_GUEST_CID, &o.cid) ||
 			    o.cid < VSOCK_MIN_GUEST_CID)
@@ -1046,6 +1061,9 @@ int main(int argc, char **argv)
 	if (!o.direct && (!o.socket || !o.uds))
 		return tool_usage_error("--socket and --uds-path are needed "
 					"(or --direct)");
+	if (o.direct && o.buffer_size)
+		return tool_usage_error("--buffer-size is the guest's: not with "
+					"--direct");
 	if (o.echo && !msg_given)
 		o.plan.msg = 64;
 	/* Whole messages on each connection. */
