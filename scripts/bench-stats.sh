@@ -31,12 +31,12 @@ wakeups() {
 }
 
 # Events a to b per MiB of bytes, to one place; - when a figure is missing.
-per_mib() { # a b bytes
+per_mib() { # a b bytes [decimals, default 1]
 	if [ "$1" = - ] || [ "$2" = - ] || [ -z "$3" ]; then
 		echo -
 		return
 	fi
-	awk -v n=$(($2 - $1)) -v b="$3" 'BEGIN {printf "%.1f", n / (b / 1048576)}'
+	awk -v n=$(($2 - $1)) -v b="$3" -v d="${4:-1}" 'BEGIN {printf "%.*f", d, n / (b / 1048576)}'
 }
 
 # CPU seconds per GiB: ticks a to b for bytes; - when a figure is missing.

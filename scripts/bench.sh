@@ -102,7 +102,7 @@ one() { # key, command...
 	c0=$(cpu_ticks "$p") w0=$(wakeups "$p")
 	if { time line=$("$@" 2>&1); } 2>"$dir/time"; then
 		c1=$(cpu_ticks "$p") w1=$(wakeups "$p")
-		e=$(sed -n 's/.*; wakeups guest \([0-9]*\) host \([0-9]*\)$/\1 \2/p' <<<"$line")
+		e=$(sed -n 's/.*; wakeups guest \([0-9]*\) host \([0-9]*\)$/\1 + \2/p' <<<"$line")
 		line=$(grep 'MB/s=' <<<"$line")
 		res[$key]+="$(sed -n 's/.*MB\/s=\([0-9.]*\).*/\1/p' <<<"$line") "
 		b=$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' <<<"$line")
@@ -110,7 +110,7 @@ one() { # key, command...
 		ends[$key]+="$t "
 		line+=" ends_s/GiB=$t"
 		if [ -n "$e" ]; then
-			e=$(awk -v b="$b" '{printf "%.2f", ($1 + $2) / (b / 1048576)}' <<<"$e")
+			e=$(per_mib 0 $((e)) "$b" 2)
 			ewake[$key]+="$e "
 			line+=" ends_wakeups/MiB=$e"
 		fi
